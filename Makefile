@@ -1,0 +1,135 @@
+# w8a8 — build with `make`, test with `make test`, run the demo with `make demo`.
+# Detects CUDA (nvcc), NCCL and MPI; builds a CPU-only library where they are missing.
+#
+#   make                 library (build/lib), CLI (build/bin/w8a8), tests
+#   make test            every CPU/MPI test, ASan+UBSan tests, a short fuzz run; ends "N passed, N failed"
+#   make gpu-test        the GPU suite (needs a GPU), also under compute-sanitizer
+#   make demo            the main job: w8a8 demo on the best device
+#   make install PREFIX=/usr/local
+#   Variables: CUDA_HOME, CUDA_ARCHS="80 89 90a", NO_CUDA=1, NO_MPI=1, FUZZ_SECONDS=60
+
+PREFIX     ?= /usr/local
+BUILD      ?= build
+CC         ?= gcc
+CUDA_HOME  ?= /usr/local/cuda
+CUDA_ARCHS ?= 80 89 90a
+FUZZ_SECONDS ?= 60
+
+OPT        ?= -O3
+CSTD       := -std=c11 -D_GNU_SOURCE
+WARN       := -Wall -Wextra -Werror -Wno-unknown-pragmas
+CFLAGS_ALL := $(CSTD) $(OPT) -g -fPIC -fvisibility=hidden -fopenmp $(WARN) -Iinclude -Isrc $(CFLAGS)
+LDLIBS_ALL := -fopenmp -lm -lpthread
+
+# ---- feature detection -------------------------------------------------------
+NVCC := $(if $(NO_CUDA),,$(shell command -v nvcc 2>/dev/null || ( test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc )))
+MPICC := $(if $(NO_MPI),,$(shell command -v mpicc 2>/dev/null))
+NCCL_H := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
+FEATURES := cpu
+ifneq ($(NVCC),)
+  CUDA_INC  := $(CUDA_HOME)/include
+  CUDA_LIB  := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+  GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) -gencode=arch=compute_90,code=compute_90
+  NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Isrc $(GENCODE) -lineinfo \
+               --expt-relaxed-constexpr -Xptxas -warn-spills -Werror all-warnings $(NVCCEXTRA)
+  CFLAGS_ALL += -DW8A8_HAVE_CUDA -I$(CUDA_INC)
+  LDLIBS_ALL += -L$(CUDA_LIB) -lcudart_static -lcuda_driver_stub_none -ldl -lrt
+  FEATURES  += cuda($(CUDA_ARCHS))
+  ifneq ($(NCCL_H),)
+    NCCL_LIBDIR := $(firstword $(foreach d,$(CUDA_LIB) /usr/lib/x86_64-linux-gnu /usr/local/lib,$(if $(wildcard $(d)/libnccl.so*),$(d))))
+    ifneq ($(NCCL_LIBDIR),)
+      CFLAGS_ALL += -DW8A8_HAVE_NCCL -I$(dir $(NCCL_H))
+      LDLIBS_ALL += -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
+      FEATURES   += nccl
+    endif
+  endif
+endif
+# libcuda is loaded by cudart at run time; no link-time stub needed.
+LDLIBS_ALL := $(filter-out -lcuda_driver_stub_none,$(LDLIBS_ALL))
+ifneq ($(MPICC),)
+  MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+  MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+  CFLAGS_ALL += -DW8A8_HAVE_MPI $(MPI_CFLAGS)
+  LDLIBS_ALL += $(MPI_LIBS)
+  FEATURES   += mpi
+endif
+CFLAGS_ALL += -DW8A8_FEATURES='"$(FEATURES)"'
+
+# ---- sources -------------------------------------------------------------------
+LIB_C  := $(wildcard src/core/*.c src/cpu/*.c src/tp/*.c)
+ifneq ($(NVCC),)
+  LIB_C  += $(wildcard src/cuda/*.c)
+  LIB_CU := $(wildcard src/cuda/*.cu)
+endif
+LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
+CLI_C   := $(wildcard tools/*.c)
+TEST_C  := $(filter-out tests/fuzz_%.c,$(wildcard tests/*.c))
+
+LIBA  := $(BUILD)/lib/libw8a8.a
+LIBSO := $(BUILD)/lib/libw8a8.so
+CLI   := $(BUILD)/bin/w8a8
+TESTS := $(BUILD)/bin/w8a8_tests
+
+.PHONY: all lib cli tests test gpu-test demo install clean config asan fuzz deps
+all: config lib cli tests
+
+config:
+	@echo "w8a8 build: features = $(FEATURES)"
+	@echo "  nvcc: $(if $(NVCC),$(NVCC),not found (CPU-only build))"
+	@echo "  nccl: $(if $(findstring nccl,$(FEATURES)),$(NCCL_H),not found)"
+	@echo "  mpi:  $(if $(MPICC),$(MPICC),not found (no MPI tensor parallelism))"
+
+lib: $(LIBA) $(LIBSO)
+cli: $(CLI)
+tests: $(TESTS)
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ -Wl,-soname,libw8a8.so.0 $(LDLIBS_ALL)
+
+$(CLI): $(CLI_C:%.c=$(BUILD)/obj/%.o) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL) $(CLI_LIBS)
+
+$(TESTS): $(TEST_C:%.c=$(BUILD)/obj/%.o) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+# ---- running ---------------------------------------------------------------------
+deps:
+	@sh tools/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/run_all.sh
+
+gpu-test: all
+	@BUILD=$(BUILD) sh tests/run_gpu.sh
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	$(CLI) demo
+
+install: lib cli
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/w8a8.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libw8a8.so.0
+	ln -sf libw8a8.so.0 $(DESTDIR)$(PREFIX)/lib/libw8a8.so
+	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|' -e 's|@LIBS@|$(LDLIBS_ALL)|' w8a8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/w8a8.pc
+
+clean:
+	rm -rf $(BUILD)

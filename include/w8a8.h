@@ -1,0 +1,365 @@
+/*
+ * w8a8.h — the whole public API of libw8a8.
+ *
+ * W8A8 scaled GEMM (int8 / fp8-e4m3 operands, fused dequantization epilogue),
+ * the quantizers that produce the 8-bit activations, and tensor-parallel
+ * fused operations (all-gather + GEMM, GEMM + reduce-scatter).
+ *
+ * C11. Depends on no CUDA, MPI or NCCL header: CUDA streams, MPI communicators
+ * and NCCL communicators cross this API as `void *`.
+ *
+ * Conventions that hold for every call:
+ *   - Every call returns a w8a8_status. W8A8_SUCCESS is 0. On failure the call
+ *     has written nothing the caller owns, and w8a8_last_error() returns a
+ *     message naming the call, the argument, what was expected and what was
+ *     given. Nothing in the library aborts or exits on bad input.
+ *   - All sizes and strides are int64_t element counts (not bytes).
+ *   - Data pointers are memory of the handle's device: host memory for a CPU
+ *     handle, device memory (cudaMalloc or managed) of that GPU for a CUDA
+ *     handle. A CUDA handle rejects host pointers and other GPUs' memory.
+ *   - On a CUDA handle every call is asynchronous on the handle's stream
+ *     (w8a8_set_stream), allocates nothing and never synchronizes the device:
+ *     calls can be captured into CUDA graphs. On a CPU handle calls are
+ *     synchronous and use OpenMP threads.
+ *   - A handle may be used by one thread at a time; different handles are
+ *     independent. w8a8_last_error() is per thread.
+ */
+#ifndef W8A8_H
+#define W8A8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define W8A8_API
+#elif defined(__GNUC__)
+#define W8A8_API __attribute__((visibility("default")))
+#else
+#define W8A8_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define W8A8_VERSION_MAJOR 0
+#define W8A8_VERSION_MINOR 1
+#define W8A8_VERSION_PATCH 0
+/** MAJOR*10000 + MINOR*100 + PATCH, as the header was written. */
+#define W8A8_VERSION (W8A8_VERSION_MAJOR * 10000 + W8A8_VERSION_MINOR * 100 + W8A8_VERSION_PATCH)
+
+/** @return W8A8_VERSION of the library actually loaded (compare with the macro). */
+W8A8_API int w8a8_version(void);
+/** @return "MAJOR.MINOR.PATCH" plus the build's features, e.g. "0.1.0 (cpu avx2, cuda sm_80 sm_89 sm_90a, mpi, nccl)". Static storage. */
+W8A8_API const char *w8a8_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* X-macro: one list gives the enum and the strings. */
+#define W8A8_STATUS_LIST(X)                                                            \
+  X(W8A8_SUCCESS, 0, "success")                                                        \
+  X(W8A8_ERROR_NULL_POINTER, 1, "a required pointer argument is NULL")                 \
+  X(W8A8_ERROR_INVALID_HANDLE, 2, "the handle is NULL, destroyed, or not a w8a8 handle") \
+  X(W8A8_ERROR_INVALID_VALUE, 3, "an argument has a value outside its allowed set")    \
+  X(W8A8_ERROR_INVALID_SHAPE, 4, "matrix shapes are negative, overflow, or disagree")  \
+  X(W8A8_ERROR_INVALID_STRIDE, 5, "a leading dimension is smaller than a row/column")  \
+  X(W8A8_ERROR_INVALID_DTYPE, 6, "a dtype or dtype combination is not supported")      \
+  X(W8A8_ERROR_INVALID_LAYOUT, 7, "a matrix has the wrong layout (row/column-major)")  \
+  X(W8A8_ERROR_INVALID_SCALE, 8, "a scale vector has the wrong length, dtype or value") \
+  X(W8A8_ERROR_INVALID_BIAS, 9, "the bias has the wrong length or dtype")              \
+  X(W8A8_ERROR_INVALID_ZERO_POINT, 10, "the zero point or its correction is invalid")  \
+  X(W8A8_ERROR_OVERLAP, 11, "an output overlaps an input or another output")           \
+  X(W8A8_ERROR_INVALID_POINTER, 12, "a pointer is not memory of the handle's device")  \
+  X(W8A8_ERROR_MISALIGNED, 13, "a pointer is not aligned to its element size")         \
+  X(W8A8_ERROR_UNSUPPORTED_DEVICE, 14, "the operation is not supported on this device") \
+  X(W8A8_ERROR_NOT_BUILT, 15, "the library was built without this feature")            \
+  X(W8A8_ERROR_OUT_OF_MEMORY, 16, "an allocation failed")                              \
+  X(W8A8_ERROR_DEVICE, 17, "the CUDA runtime or driver reported an error")             \
+  X(W8A8_ERROR_INVALID_COMM, 18, "the communicator is NULL, destroyed, or of the wrong kind") \
+  X(W8A8_ERROR_COMM, 19, "a communication call (MPI, NCCL) failed")                    \
+  X(W8A8_ERROR_COMM_MISMATCH, 20, "ranks disagree on shapes, dtypes or modes")         \
+  X(W8A8_ERROR_WORKSPACE, 21, "the workspace is too small for this call")              \
+  X(W8A8_ERROR_INVALID_FILE, 22, "a file could not be read or is malformed")           \
+  X(W8A8_ERROR_INTERNAL, 23, "internal error (a bug in w8a8: please report it)")
+
+typedef enum w8a8_status {
+#define W8A8_X_ENUM(name, value, text) name = value,
+  W8A8_STATUS_LIST(W8A8_X_ENUM)
+#undef W8A8_X_ENUM
+  W8A8_STATUS_COUNT
+} w8a8_status;
+
+/** @return fixed text for a status; "unknown status" for values outside the enum. Never NULL. */
+W8A8_API const char *w8a8_status_string(w8a8_status status);
+/** @return the symbolic name, e.g. "W8A8_ERROR_INVALID_SCALE". Never NULL. */
+W8A8_API const char *w8a8_status_name(w8a8_status status);
+/**
+ * @return the detail of the last failed call made by this thread, e.g.
+ * "w8a8_scaled_mm: scale_a->len is 7; expected 1 (per-tensor) or M = 16 (per-token)".
+ * "" if no call has failed in this thread. Valid until this thread's next w8a8 call.
+ */
+W8A8_API const char *w8a8_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Data types and descriptors                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum w8a8_dtype {
+  W8A8_DTYPE_INVALID = 0, /* a zero-initialised descriptor is rejected */
+  W8A8_DTYPE_INT8 = 1,
+  W8A8_DTYPE_FP8_E4M3 = 2, /* e4m3fn: no infinities, max finite 448, NaN = 0x7f/0xff */
+  W8A8_DTYPE_BF16 = 3,
+  W8A8_DTYPE_FP16 = 4,
+  W8A8_DTYPE_FP32 = 5,
+  W8A8_DTYPE_INT32 = 6
+} w8a8_dtype;
+
+/** @return the element size in bytes, 0 for an invalid dtype. */
+W8A8_API size_t w8a8_dtype_size(w8a8_dtype dtype);
+/** @return "int8", "fp8_e4m3", "bf16", "fp16", "fp32", "int32", or "invalid". */
+W8A8_API const char *w8a8_dtype_name(w8a8_dtype dtype);
+
+typedef enum w8a8_layout {
+  W8A8_ROW_MAJOR = 0, /* element (r, c) at data[r * ld + c], ld >= cols */
+  W8A8_COL_MAJOR = 1  /* element (r, c) at data[c * ld + r], ld >= rows */
+} w8a8_layout;
+
+/**
+ * A 2-D matrix in memory. rows x cols is the logical shape; ld is the distance
+ * in elements between consecutive rows (row-major) or columns (column-major),
+ * so a submatrix of a larger matrix is described by pointing `data` at its
+ * first element and keeping the parent's ld. Empty matrices (rows or cols 0)
+ * may have data == NULL.
+ */
+typedef struct w8a8_matrix {
+  w8a8_dtype dtype;
+  w8a8_layout layout;
+  int64_t rows;
+  int64_t cols;
+  int64_t ld;
+  void *data;
+} w8a8_matrix;
+
+/** A 1-D vector: scales (fp32), zero points and corrections (int32), bias (output dtype). */
+typedef struct w8a8_vector {
+  w8a8_dtype dtype;
+  int64_t len;
+  void *data;
+} w8a8_vector;
+
+/** Convenience constructors (plain struct literals; no allocation). */
+static inline w8a8_matrix w8a8_matrix_make(w8a8_dtype dtype, w8a8_layout layout, int64_t rows,
+                                           int64_t cols, int64_t ld, void *data) {
+  w8a8_matrix m;
+  m.dtype = dtype;
+  m.layout = layout;
+  m.rows = rows;
+  m.cols = cols;
+  m.ld = ld;
+  m.data = data;
+  return m;
+}
+static inline w8a8_vector w8a8_vector_make(w8a8_dtype dtype, int64_t len, void *data) {
+  w8a8_vector v;
+  v.dtype = dtype;
+  v.len = len;
+  v.data = data;
+  return v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Handle                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct w8a8_handle w8a8_handle;
+
+typedef enum w8a8_device_kind {
+  W8A8_DEVICE_CPU = 0,
+  W8A8_DEVICE_CUDA = 1
+} w8a8_device_kind;
+
+/**
+ * Create a handle bound to a device: W8A8_DEVICE_CPU (index ignored, use 0) or
+ * W8A8_DEVICE_CUDA with a CUDA device ordinal. The handle owns its workspaces,
+ * allocated here and nowhere else. A CUDA handle starts on the legacy default
+ * stream (NULL) and makes its device current only for the duration of calls.
+ * @return W8A8_ERROR_NOT_BUILT (no CUDA in this build), W8A8_ERROR_UNSUPPORTED_DEVICE
+ *         (no such GPU, or older than sm_80), W8A8_ERROR_OUT_OF_MEMORY.
+ */
+W8A8_API w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_index);
+/** Create a handle on the best device available: CUDA device 0 if usable, else the CPU. */
+W8A8_API w8a8_status w8a8_create_best(w8a8_handle **handle);
+/** Destroy a handle; NULL is accepted and does nothing. Waits for nothing: on a CUDA handle
+ *  the caller must make sure no work of this handle is still running. */
+W8A8_API w8a8_status w8a8_destroy(w8a8_handle *handle);
+
+/** Set the CUDA stream (a cudaStream_t passed as void*) on which later calls run. NULL is the
+ *  legacy default stream. On a CPU handle only NULL is accepted. */
+W8A8_API w8a8_status w8a8_set_stream(w8a8_handle *handle, void *cuda_stream);
+W8A8_API w8a8_status w8a8_get_stream(const w8a8_handle *handle, void **cuda_stream);
+
+/** CPU handle: number of OpenMP threads (0 = OpenMP's default). Ignored by CUDA handles. */
+W8A8_API w8a8_status w8a8_set_num_threads(w8a8_handle *handle, int num_threads);
+
+/**
+ * Which implementation a handle uses. AUTO picks the fastest that can take the input
+ * (and falls back to a slower correct one where a fast path cannot, e.g. unaligned
+ * strides). The others force one path, for tests and benchmarks; a forced path that
+ * cannot take an input returns W8A8_ERROR_UNSUPPORTED_DEVICE instead of falling back.
+ *   REFERENCE: the plain scalar implementation (CPU handles only): the ground truth.
+ *   GENERIC:   CPU: the AVX2 kernels (scalar where the CPU lacks AVX2);
+ *              CUDA: the portable mma.sync kernel (sm_80+).
+ *   SM90:      CUDA: the Hopper TMA + wgmma kernel (sm_90a only).
+ */
+typedef enum w8a8_kernel {
+  W8A8_KERNEL_AUTO = 0,
+  W8A8_KERNEL_REFERENCE = 1,
+  W8A8_KERNEL_GENERIC = 2,
+  W8A8_KERNEL_SM90 = 3
+} w8a8_kernel;
+W8A8_API w8a8_status w8a8_set_kernel(w8a8_handle *handle, w8a8_kernel kernel);
+
+typedef struct w8a8_handle_info {
+  w8a8_device_kind kind;
+  int device_index;
+  int cc_major, cc_minor;  /* CUDA compute capability; 0 on the CPU */
+  int num_sms;             /* multiprocessors, or CPU threads used */
+  int num_threads;         /* CPU: OpenMP threads a call will use */
+  size_t workspace_bytes;  /* bytes the handle owns */
+  char name[128];          /* "NVIDIA H200" or the CPU model */
+  char features[128];      /* e.g. "avx2 fma" or "sm_90a wgmma tma" */
+} w8a8_handle_info;
+W8A8_API w8a8_status w8a8_get_info(const w8a8_handle *handle, w8a8_handle_info *info);
+
+/** @return the number of usable CUDA devices (0 in a CPU-only build or without a driver). */
+W8A8_API int w8a8_cuda_device_count(void);
+
+/* ------------------------------------------------------------------------ */
+/* Scaled matrix multiplication                                              */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Asymmetric-int8 zero point of A (as in vLLM's azp epilogues).
+ *   azp.data == NULL:   out = sa*sb*(A_q.B_q - azp_adj[n]) + bias
+ *                       (per-tensor zero point, azp_adj[n] = azp * colsum(B_q)[n] premultiplied)
+ *   azp.len == 1 or M:  out = sa*sb*(A_q.B_q - azp[m]*azp_adj[n]) + bias
+ *                       (azp_adj[n] = colsum(B_q)[n]; azp per tensor or per token)
+ * azp and azp_adj are int32; azp_adj has N elements. w8a8_colsum computes colsum(B_q).
+ * The correction is evaluated in int32 like the accumulator.
+ */
+typedef struct w8a8_zero_point {
+  w8a8_vector azp;
+  w8a8_vector azp_adj;
+} w8a8_zero_point;
+
+/**
+ * out[M,N] = scale_a ⊙ scale_b ⊙ (A[M,K] · B[K,N]) (+ bias[N])
+ *
+ * @param a       [M,K] row-major, int8 or fp8_e4m3, ld >= K.
+ * @param b       [K,N] column-major (the weights as N rows of K), same dtype as a, ld >= K.
+ *                A row-major b is rejected with W8A8_ERROR_INVALID_LAYOUT (pass W^T as a
+ *                column-major view, or transpose the weights once at load time).
+ * @param scale_a fp32, len 1 (per-tensor) or M (per-token).
+ * @param scale_b fp32, len 1 (per-tensor) or N (per-output-channel).
+ * @param bias    NULL, or N elements of the output dtype.
+ * @param zp      NULL (symmetric), or an int8 zero point (see w8a8_zero_point); int8 only.
+ * @param out     [M,N] row-major, bf16, fp16 or fp32, ld >= N; must not overlap any input.
+ *
+ * Arithmetic (the same on every backend):
+ *   int8: acc = sum_k a[m,k]*b[k,n] exactly in int32 (requires K <= 131072);
+ *         with a zero point, d = acc - azp*azp_adj[n] in int32; v = (float)d (round to nearest).
+ *   fp8:  v = sum_k a[m,k]*b[k,n] in fp32 (products are exact; summation order unspecified).
+ *   t = sa[m] * v;  r = bias ? fmaf(sb[n], t, bias[n]) : sb[n] * t   (fp32)
+ *   out = r rounded once to the output dtype, to nearest even (NaN stays NaN; fp16 overflows to inf).
+ * M == 0 or N == 0 succeeds and writes nothing; K == 0 writes the bias (or zeros).
+ */
+W8A8_API w8a8_status w8a8_scaled_mm(w8a8_handle *handle, const w8a8_matrix *a, const w8a8_matrix *b,
+                                    const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                    const w8a8_vector *bias, const w8a8_zero_point *zp,
+                                    const w8a8_matrix *out);
+
+/**
+ * azp_adj[n] = sum_k b[k,n] (int32) for an int8 column-major B [K,N]: the correction
+ * vector of an asymmetric-int8 GEMM. Compute it once per weight matrix.
+ * @param azp_adj int32, len N.
+ */
+W8A8_API w8a8_status w8a8_colsum(w8a8_handle *handle, const w8a8_matrix *b, const w8a8_vector *azp_adj);
+
+/* ------------------------------------------------------------------------ */
+/* Quantization                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum w8a8_quant_mode {
+  W8A8_QUANT_STATIC_PER_TENSOR = 0,  /* scale (len 1) is given */
+  W8A8_QUANT_DYNAMIC_PER_TENSOR = 1, /* scale (len 1) is computed from the whole tensor */
+  W8A8_QUANT_DYNAMIC_PER_TOKEN = 2   /* scale (len M) is computed from each row */
+} w8a8_quant_mode;
+
+/**
+ * q = quantize(x). x: [M,K] row-major fp32, bf16 or fp16 (any ld >= K).
+ * q: [M,K] row-major int8 or fp8_e4m3 (any ld >= K), must not overlap x.
+ *
+ * QMAX = 448 (fp8) or 127 (int8); MIN_SCALE = 1 / (QMAX * 512).
+ *   static per-tensor:   s = scale[0], finite and > 0 (input).
+ *   dynamic per-tensor:  amax = max |x| over the tensor; s = max(amax / QMAX, MIN_SCALE); scale[0] = s (output).
+ *   dynamic per-token:   amax_m = max |x[m,:]|; if scale_ub: amax_m = min(amax_m, *scale_ub);
+ *                        s_m = max(amax_m / QMAX, MIN_SCALE); scale[m] = s_m (output, len M).
+ *   fp8:                 q = e4m3(clamp(x / s, -448, 448)), rounded to nearest even; NaN stays NaN.
+ *   int8 symmetric:      q = clamp(rne(x / s), -128, 127); NaN gives 0.
+ *   int8 asymmetric (azp != NULL):
+ *     static per-tensor: azp[0] given (int32); q = clamp(rne(x / s) + azp, -128, 127).
+ *     dynamic per-token: lo, hi = min, max of x[m,:]; s_m = max((hi - lo) / 255, MIN_SCALE);
+ *                        azp[m] = rne(-128 - lo / s_m) (int32, output, len M);
+ *                        q = clamp(rne(x / s_m) + azp[m], -128, 127).
+ *     dynamic per-tensor with a zero point is not supported (W8A8_ERROR_INVALID_ZERO_POINT).
+ *   x / s is an IEEE fp32 division (not a multiplication by 1/s), on every backend.
+ * scale: fp32 vector; scale_ub: NULL or one fp32 in the handle's memory (> 0), per-token only.
+ * The dequantized value is x ≈ s * (q - azp), which is what w8a8_scaled_mm's zero point expects.
+ */
+W8A8_API w8a8_status w8a8_quantize(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
+                                   w8a8_quant_mode mode, const w8a8_vector *scale,
+                                   const w8a8_vector *azp, const float *scale_ub);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor parallelism                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef struct w8a8_comm w8a8_comm;
+
+/**
+ * Create a communicator over an existing MPI communicator (pass a pointer to your
+ * MPI_Comm; it is duplicated, so yours stays free for other traffic). Collective
+ * over its ranks. The handle (CPU) is used by the fused operations.
+ * @return W8A8_ERROR_NOT_BUILT when the library was built without MPI.
+ */
+W8A8_API w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm);
+/**
+ * Bootstrap: MPI_Init if MPI is not initialised yet (MPI_Finalize is then called when the
+ * last such communicator is destroyed), then a communicator over MPI_COMM_WORLD.
+ */
+W8A8_API w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle);
+/** Create a communicator over an existing ncclComm_t (GPU ranks, one GPU per rank). */
+W8A8_API w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *nccl_comm);
+/** Destroy; NULL accepted. Collective. */
+W8A8_API w8a8_status w8a8_comm_destroy(w8a8_comm *comm);
+W8A8_API w8a8_status w8a8_comm_rank(const w8a8_comm *comm, int *rank);
+W8A8_API w8a8_status w8a8_comm_size(const w8a8_comm *comm, int *size);
+
+/** Options of the fused TP operations. Initialise with W8A8_TP_OPTIONS_INIT. */
+typedef struct w8a8_tp_options {
+  size_t struct_size; /* sizeof(w8a8_tp_options) */
+  int overlap;        /* 0: the collective, then the GEMM. 1: the fused, overlapped schedule. */
+} w8a8_tp_options;
+#define W8A8_TP_OPTIONS_INIT {sizeof(w8a8_tp_options), 1}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* W8A8_H */

@@ -1,0 +1,197 @@
+/*
+ * internal.h — what the API layer (src/core) and the backends (src/cpu,
+ * src/cuda, src/tp) share. Not installed.
+ *
+ * Flow of every public call: api.c looks the handle up in the registry,
+ * validate.c checks every argument and fills a resolved problem struct
+ * (plain pointers, sizes, strides in elements), then the backend's entry
+ * point runs it. Backends never see a public descriptor and never validate
+ * user input again: they may assume the problem is well formed.
+ */
+#ifndef W8A8_INTERNAL_H
+#define W8A8_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "w8a8.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define W8A8_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* Record the detail of a failure in this thread's last-error buffer and return
+ * `status`. `fmt` should name the call and the argument:
+ *   return w8a8_err(W8A8_ERROR_INVALID_SCALE, "w8a8_scaled_mm: scale_a->len is %lld; ...", ...); */
+W8A8_HIDDEN w8a8_status w8a8_err(w8a8_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+W8A8_HIDDEN w8a8_status w8a8_verr(w8a8_status status, const char *fmt, va_list ap);
+/* Clear the last error (called at the start of each public call). */
+W8A8_HIDDEN void w8a8_clear_error(void);
+
+/* Propagate a non-success status. */
+#define W8A8_CHECK(expr)                      \
+  do {                                        \
+    w8a8_status w8a8_s_ = (expr);             \
+    if (w8a8_s_ != W8A8_SUCCESS) return w8a8_s_; \
+  } while (0)
+
+/* ---- handle --------------------------------------------------------------- */
+
+#define W8A8_HANDLE_MAGIC 0x38613877u /* "w8a8" */
+#define W8A8_COMM_MAGIC 0x6d6d6f63u   /* "comm" */
+
+/* CPU features detected at run time. */
+typedef struct w8a8_cpu_features {
+  bool avx2;
+  bool fma;
+  bool f16c;
+  bool avx512f;
+  bool avx512bw;
+  bool avx512vnni;
+} w8a8_cpu_features;
+
+struct w8a8_handle {
+  uint32_t magic;
+  w8a8_device_kind kind;
+  int device_index;
+  w8a8_kernel kernel;
+  int num_threads;
+  void *stream;           /* cudaStream_t */
+  w8a8_cpu_features cpu;  /* filled for every handle (host-side code uses it) */
+  /* CPU workspace: packing buffers, owned, allocated at creation. */
+  void *cpu_ws;
+  size_t cpu_ws_bytes;
+  /* CUDA backend state (src/cuda), opaque here. */
+  void *cuda;
+};
+
+/* Registry of live handles and communicators: lookups never dereference an
+ * unknown pointer, so a destroyed or foreign handle is an error, not a crash. */
+W8A8_HIDDEN void w8a8_registry_add(const void *obj);
+W8A8_HIDDEN void w8a8_registry_remove(const void *obj);
+W8A8_HIDDEN bool w8a8_registry_contains(const void *obj);
+/* Check a handle argument of public call `fn` (registry + magic). */
+W8A8_HIDDEN w8a8_status w8a8_check_handle(const char *fn, const w8a8_handle *h);
+
+/* ---- resolved problems -------------------------------------------------- */
+
+typedef enum w8a8_azp_mode {
+  W8A8_AZP_NONE = 0,
+  W8A8_AZP_ADJ_ONLY = 1,  /* acc - azp_adj[n] */
+  W8A8_AZP_PER_TENSOR = 2,/* acc - azp[0]*azp_adj[n] */
+  W8A8_AZP_PER_TOKEN = 3  /* acc - azp[m]*azp_adj[n] */
+} w8a8_azp_mode;
+
+typedef struct w8a8_mm_problem {
+  int64_t M, N, K;
+  w8a8_dtype in_dtype;  /* INT8 or FP8_E4M3 */
+  w8a8_dtype out_dtype; /* BF16, FP16, FP32 */
+  const void *a;        /* row-major [M,K], element (m,k) at a[m*lda + k] */
+  int64_t lda;
+  const void *b;        /* column-major [K,N], element (k,n) at b[n*ldb + k] */
+  int64_t ldb;
+  void *out;            /* row-major [M,N], out[m*ldo + n] */
+  int64_t ldo;
+  const float *scale_a; /* len 1 or M */
+  bool scale_a_per_token;
+  const float *scale_b; /* len 1 or N */
+  bool scale_b_per_channel;
+  const void *bias;     /* NULL or N elements of out_dtype */
+  w8a8_azp_mode azp_mode;
+  const int32_t *azp;     /* NULL, len 1 or M */
+  const int32_t *azp_adj; /* NULL or len N */
+} w8a8_mm_problem;
+
+typedef struct w8a8_quant_problem {
+  int64_t M, K;
+  w8a8_dtype in_dtype;  /* FP32, BF16, FP16 */
+  w8a8_dtype out_dtype; /* INT8, FP8_E4M3 */
+  const void *x;
+  int64_t ldx;
+  void *q;
+  int64_t ldq;
+  w8a8_quant_mode mode;
+  float *scale;          /* static: input (len 1); dynamic: output (len 1 or M) */
+  int32_t *azp;          /* NULL = symmetric; static: input len 1; per-token: output len M */
+  const float *scale_ub; /* NULL or one float (per-token only) */
+} w8a8_quant_problem;
+
+typedef struct w8a8_colsum_problem {
+  int64_t K, N;
+  const int8_t *b; /* column-major */
+  int64_t ldb;
+  int32_t *out;
+} w8a8_colsum_problem;
+
+/* ---- validation (src/core/validate.c) ------------------------------------ */
+/* Each checks every argument of the public call `fn` against the handle's device
+ * kind and fills the resolved problem. Nothing is written on failure. */
+W8A8_HIDDEN w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h,
+                                                const w8a8_matrix *a, const w8a8_matrix *b,
+                                                const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                                const w8a8_vector *bias, const w8a8_zero_point *zp,
+                                                const w8a8_matrix *out, w8a8_mm_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h,
+                                               const w8a8_matrix *x, const w8a8_matrix *q,
+                                               w8a8_quant_mode mode, const w8a8_vector *scale,
+                                               const w8a8_vector *azp, const float *scale_ub,
+                                               w8a8_quant_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h,
+                                             const w8a8_matrix *b, const w8a8_vector *azp_adj,
+                                             w8a8_colsum_problem *p);
+/* Byte extent [lo, hi) of a matrix / vector in memory (0,0 when empty). */
+W8A8_HIDDEN void w8a8_matrix_extent(const w8a8_matrix *m, uintptr_t *lo, uintptr_t *hi);
+
+/* ---- numeric helpers shared by every host implementation (src/core/numeric.c) -- */
+W8A8_HIDDEN float w8a8_bf16_to_f32(uint16_t h);
+W8A8_HIDDEN uint16_t w8a8_f32_to_bf16(float f); /* RNE, NaN kept quiet */
+W8A8_HIDDEN float w8a8_f16_to_f32(uint16_t h);
+W8A8_HIDDEN uint16_t w8a8_f32_to_f16(float f);  /* RNE, overflow to inf, NaN kept */
+W8A8_HIDDEN float w8a8_fp8_to_f32(uint8_t v);   /* e4m3fn */
+W8A8_HIDDEN uint8_t w8a8_f32_to_fp8(float f);   /* clamp to +-448, RNE, NaN -> 0x7f */
+W8A8_HIDDEN int32_t w8a8_f32_to_int32_sat(float f); /* truncating, saturating, NaN -> 0 (use on rintf results) */
+W8A8_HIDDEN int8_t w8a8_f32_to_int8_rne(float f, int32_t azp); /* clamp(sat_int32(rne(f)) + azp), NaN -> clamp(azp) */
+/* The epilogue formula of w8a8_scaled_mm on one fp32 accumulator value. */
+static inline float w8a8_epilogue(float v, float sa, float sb, const float *bias_or_null) {
+  float t = sa * v;
+  return bias_or_null ? __builtin_fmaf(sb, t, *bias_or_null) : sb * t;
+}
+
+/* ---- CPU backend (src/cpu) ------------------------------------------------ */
+W8A8_HIDDEN void w8a8_cpu_detect(w8a8_cpu_features *f);
+W8A8_HIDDEN w8a8_status w8a8_cpu_handle_init(w8a8_handle *h);
+W8A8_HIDDEN void w8a8_cpu_handle_fini(w8a8_handle *h);
+/* Scalar references: the ground truth, written to be read. */
+W8A8_HIDDEN void w8a8_ref_scaled_mm(const w8a8_mm_problem *p);
+W8A8_HIDDEN void w8a8_ref_quantize(const w8a8_quant_problem *p);
+W8A8_HIDDEN void w8a8_ref_colsum(const w8a8_colsum_problem *p);
+/* Dispatching CPU entry points (fast kernels where available, else reference). */
+W8A8_HIDDEN w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_cpu_quantize(w8a8_handle *h, const w8a8_quant_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_cpu_colsum(w8a8_handle *h, const w8a8_colsum_problem *p);
+
+/* ---- CUDA backend (src/cuda; stubs in src/core/cuda_stub.c when not built) ---- */
+W8A8_HIDDEN int w8a8_cuda_available_count(void);
+W8A8_HIDDEN w8a8_status w8a8_cuda_handle_init(w8a8_handle *h); /* checks device, allocates workspace */
+W8A8_HIDDEN void w8a8_cuda_handle_fini(w8a8_handle *h);
+W8A8_HIDDEN w8a8_status w8a8_cuda_get_info(const w8a8_handle *h, w8a8_handle_info *info);
+/* Check that `ptr` (bytes [ptr, ptr+bytes)) is memory the handle's GPU can use.
+ * fn/arg name the call and argument for the message. */
+W8A8_HIDDEN w8a8_status w8a8_cuda_check_pointer(const w8a8_handle *h, const char *fn, const char *arg,
+                                                const void *ptr);
+W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_cuda_colsum(w8a8_handle *h, const w8a8_colsum_problem *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* W8A8_INTERNAL_H */

@@ -1,0 +1,379 @@
+/* validate.c — every argument check of the public GEMM and quantizer calls, in one place.
+ *
+ * Each check names the call, the argument, what was expected and what was given.
+ * Nothing here writes to caller memory; the resolved problem is written only
+ * after every check has passed. */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define LL(x) ((long long)(x))
+
+static bool dtype_valid(w8a8_dtype d) { return d >= W8A8_DTYPE_INT8 && d <= W8A8_DTYPE_INT32; }
+
+static const char *dname(w8a8_dtype d) { return w8a8_dtype_name(d); }
+
+/* Bytes spanned by a matrix: ((outer-1)*ld + inner) * esize, with overflow checks.
+ * Returns false when it does not fit in 2^62 bytes. */
+static bool matrix_span(const w8a8_matrix *m, uint64_t *bytes) {
+  int64_t outer = m->layout == W8A8_ROW_MAJOR ? m->rows : m->cols;
+  int64_t inner = m->layout == W8A8_ROW_MAJOR ? m->cols : m->rows;
+  size_t es = w8a8_dtype_size(m->dtype);
+  if (outer == 0 || inner == 0) {
+    *bytes = 0;
+    return true;
+  }
+  const uint64_t lim = (uint64_t)1 << 62;
+  uint64_t o = (uint64_t)(outer - 1), ld = (uint64_t)m->ld;
+  if (ld != 0 && o > lim / ld) return false;
+  uint64_t elems = o * ld + (uint64_t)inner;
+  if (elems > lim / es) return false;
+  *bytes = elems * es;
+  return true;
+}
+
+void w8a8_matrix_extent(const w8a8_matrix *m, uintptr_t *lo, uintptr_t *hi) {
+  uint64_t bytes = 0;
+  if (!matrix_span(m, &bytes) || bytes == 0 || !m->data) {
+    *lo = *hi = 0;
+    return;
+  }
+  *lo = (uintptr_t)m->data;
+  *hi = *lo + (uintptr_t)bytes;
+}
+
+typedef struct span {
+  const char *name;
+  uintptr_t lo, hi;
+} span;
+
+static span vec_span(const char *name, const w8a8_vector *v, int64_t len) {
+  span s = {name, 0, 0};
+  if (v && v->data && len > 0) {
+    s.lo = (uintptr_t)v->data;
+    s.hi = s.lo + (uintptr_t)len * w8a8_dtype_size(v->dtype);
+  }
+  return s;
+}
+
+static span mat_span(const char *name, const w8a8_matrix *m) {
+  span s = {name, 0, 0};
+  w8a8_matrix_extent(m, &s.lo, &s.hi);
+  return s;
+}
+
+static bool overlaps(span x, span y) { return x.lo < x.hi && y.lo < y.hi && x.lo < y.hi && y.lo < x.hi; }
+
+/* Check that `out` overlaps none of `ins`. */
+static w8a8_status check_overlap(const char *fn, span out, const span *ins, int n) {
+  for (int i = 0; i < n; i++)
+    if (overlaps(out, ins[i]))
+      return w8a8_err(W8A8_ERROR_OVERLAP,
+                      "%s: %s [%p, %p) overlaps %s [%p, %p); outputs must not alias inputs or other outputs", fn,
+                      out.name, (void *)out.lo, (void *)out.hi, ins[i].name, (void *)ins[i].lo,
+                      (void *)ins[i].hi);
+  return W8A8_SUCCESS;
+}
+
+/* Pointer must be memory the handle's device can use (CUDA handles only). */
+static w8a8_status check_ptr(const char *fn, const w8a8_handle *h, const char *arg, const void *p) {
+  if (h->kind == W8A8_DEVICE_CUDA && p) return w8a8_cuda_check_pointer(h, fn, arg, p);
+  return W8A8_SUCCESS;
+}
+
+/* Generic matrix checks: non-NULL, valid dtype and layout, sizes, stride, overflow,
+ * data pointer, alignment, memory space. */
+static w8a8_status check_matrix(const char *fn, const w8a8_handle *h, const char *arg, const w8a8_matrix *m) {
+  if (!m) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL; expected a w8a8_matrix descriptor", fn, arg);
+  if (!dtype_valid(m->dtype))
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: %s->dtype is %d, which is not a w8a8_dtype", fn, arg,
+                    (int)m->dtype);
+  if (m->layout != W8A8_ROW_MAJOR && m->layout != W8A8_COL_MAJOR)
+    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: %s->layout is %d; expected W8A8_ROW_MAJOR or W8A8_COL_MAJOR", fn,
+                    arg, (int)m->layout);
+  if (m->rows < 0 || m->cols < 0)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: %s is %lld x %lld; sizes must be >= 0", fn, arg, LL(m->rows),
+                    LL(m->cols));
+  int64_t inner = m->layout == W8A8_ROW_MAJOR ? m->cols : m->rows;
+  int64_t min_ld = inner > 1 ? inner : 1;
+  if (m->ld < min_ld)
+    return w8a8_err(W8A8_ERROR_INVALID_STRIDE, "%s: %s->ld is %lld; a %s %lld x %lld matrix needs ld >= %lld", fn, arg,
+                    LL(m->ld), m->layout == W8A8_ROW_MAJOR ? "row-major" : "column-major", LL(m->rows),
+                    LL(m->cols), LL(min_ld));
+  uint64_t bytes;
+  if (!matrix_span(m, &bytes))
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: %s (%lld x %lld, ld %lld) spans more than 2^62 bytes", fn, arg,
+                    LL(m->rows), LL(m->cols), LL(m->ld));
+  if (bytes == 0) return W8A8_SUCCESS; /* empty: data may be NULL */
+  if (!m->data)
+    return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s->data is NULL for a non-empty %lld x %lld matrix", fn, arg,
+                    LL(m->rows), LL(m->cols));
+  if ((uintptr_t)m->data > UINTPTR_MAX - bytes)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: %s->data + %llu bytes wraps around the address space", fn, arg,
+                    (unsigned long long)bytes);
+  size_t es = w8a8_dtype_size(m->dtype);
+  if ((uintptr_t)m->data % es)
+    return w8a8_err(W8A8_ERROR_MISALIGNED, "%s: %s->data %p is not aligned to its %zu-byte %s elements", fn, arg,
+                    m->data, es, dname(m->dtype));
+  return check_ptr(fn, h, arg, m->data);
+}
+
+/* Vector checks: non-NULL (unless optional and NULL), dtype, length, data pointer. */
+static w8a8_status check_vector(const char *fn, const w8a8_handle *h, const char *arg, const w8a8_vector *v,
+                                w8a8_dtype want, w8a8_status bad) {
+  if (!v) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL; expected a w8a8_vector descriptor", fn, arg);
+  if (v->dtype != want)
+    return w8a8_err(bad, "%s: %s->dtype is %s (%d); expected %s", fn, arg, dname(v->dtype), (int)v->dtype,
+                    dname(want));
+  if (v->len < 0) return w8a8_err(bad, "%s: %s->len is %lld; must be >= 0", fn, arg, LL(v->len));
+  if (v->len > ((int64_t)1 << 58)) return w8a8_err(bad, "%s: %s->len %lld is too large", fn, arg, LL(v->len));
+  if (v->len > 0 && !v->data)
+    return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s->data is NULL for a vector of %lld elements", fn, arg,
+                    LL(v->len));
+  if (v->data && (uintptr_t)v->data % w8a8_dtype_size(want))
+    return w8a8_err(W8A8_ERROR_MISALIGNED, "%s: %s->data %p is not aligned to %zu bytes", fn, arg, v->data,
+                    w8a8_dtype_size(want));
+  if (v->len > 0) return check_ptr(fn, h, arg, v->data);
+  return W8A8_SUCCESS;
+}
+
+/* len must be 1 or `n` (n names what it is). */
+static w8a8_status check_len_1_or(const char *fn, const char *arg, const w8a8_vector *v, int64_t n,
+                                  const char *per, const char *nname, w8a8_status bad) {
+  if (v->len == 1 || v->len == n) return W8A8_SUCCESS;
+  return w8a8_err(bad, "%s: %s->len is %lld; expected 1 (per-tensor) or %s = %lld (%s)", fn, arg, LL(v->len), nname,
+                  LL(n), per);
+}
+
+w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
+                                    const w8a8_matrix *b, const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                    const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                    w8a8_mm_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_matrix(fn, h, "a", a));
+  W8A8_CHECK(check_matrix(fn, h, "b", b));
+  W8A8_CHECK(check_matrix(fn, h, "out", out));
+
+  if (a->dtype != W8A8_DTYPE_INT8 && a->dtype != W8A8_DTYPE_FP8_E4M3)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a->dtype is %s; expected int8 or fp8_e4m3", fn, dname(a->dtype));
+  if (b->dtype != a->dtype)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a is %s but b is %s; both must be int8 or both fp8_e4m3", fn,
+                    dname(a->dtype), dname(b->dtype));
+  if (out->dtype != W8A8_DTYPE_BF16 && out->dtype != W8A8_DTYPE_FP16 && out->dtype != W8A8_DTYPE_FP32)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: out->dtype is %s; expected bf16, fp16 or fp32", fn,
+                    dname(out->dtype));
+  if (a->layout != W8A8_ROW_MAJOR)
+    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: a must be row-major [M,K] (activations); got column-major", fn);
+  if (b->layout != W8A8_COL_MAJOR)
+    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT,
+                    "%s: b must be column-major [K,N] (the weights stored as N rows of K, ld >= K); got row-major. "
+                    "Pass W^T as a column-major view, or transpose the weights once at load time",
+                    fn);
+  if (out->layout != W8A8_ROW_MAJOR)
+    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: out must be row-major [M,N]; got column-major", fn);
+
+  int64_t M = a->rows, K = a->cols, N = b->cols;
+  if (b->rows != K)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: a is %lld x %lld (M x K) but b is %lld x %lld; b->rows must be K = %lld",
+                    fn, LL(M), LL(K), LL(b->rows), LL(N), LL(K));
+  if (out->rows != M || out->cols != N)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: out is %lld x %lld; expected M x N = %lld x %lld", fn,
+                    LL(out->rows), LL(out->cols), LL(M), LL(N));
+  if (a->dtype == W8A8_DTYPE_INT8 && K > 131072)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
+                    "%s: K = %lld; int8 accumulation is exact in int32 only for K <= 131072", fn, LL(K));
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: M, N, K = %lld, %lld, %lld; each must be < 2^31", fn, LL(M),
+                    LL(N), LL(K));
+
+  W8A8_CHECK(check_vector(fn, h, "scale_a", scale_a, W8A8_DTYPE_FP32, W8A8_ERROR_INVALID_SCALE));
+  W8A8_CHECK(check_len_1_or(fn, "scale_a", scale_a, M, "per-token", "M", W8A8_ERROR_INVALID_SCALE));
+  W8A8_CHECK(check_vector(fn, h, "scale_b", scale_b, W8A8_DTYPE_FP32, W8A8_ERROR_INVALID_SCALE));
+  W8A8_CHECK(check_len_1_or(fn, "scale_b", scale_b, N, "per-output-channel", "N", W8A8_ERROR_INVALID_SCALE));
+  if (scale_a->len == 0 && M > 0)
+    return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: scale_a->len is 0; expected 1 or M = %lld", fn, LL(M));
+
+  if (bias) {
+    if (bias->dtype != out->dtype)
+      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->dtype is %s; it must match out->dtype (%s)", fn,
+                      dname(bias->dtype), dname(out->dtype));
+    W8A8_CHECK(check_vector(fn, h, "bias", bias, out->dtype, W8A8_ERROR_INVALID_BIAS));
+    if (bias->len != N)
+      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->len is %lld; expected N = %lld", fn, LL(bias->len), LL(N));
+  }
+
+  w8a8_azp_mode azp_mode = W8A8_AZP_NONE;
+  if (zp) {
+    if (a->dtype != W8A8_DTYPE_INT8)
+      return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT, "%s: zp is given but a is %s; zero points exist for int8 only",
+                      fn, dname(a->dtype));
+    W8A8_CHECK(check_vector(fn, h, "zp->azp_adj", &zp->azp_adj, W8A8_DTYPE_INT32, W8A8_ERROR_INVALID_ZERO_POINT));
+    if (zp->azp_adj.len != N)
+      return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT, "%s: zp->azp_adj.len is %lld; expected N = %lld", fn,
+                      LL(zp->azp_adj.len), LL(N));
+    if (!zp->azp.data) {
+      azp_mode = W8A8_AZP_ADJ_ONLY;
+    } else {
+      W8A8_CHECK(check_vector(fn, h, "zp->azp", &zp->azp, W8A8_DTYPE_INT32, W8A8_ERROR_INVALID_ZERO_POINT));
+      W8A8_CHECK(check_len_1_or(fn, "zp->azp", &zp->azp, M, "per-token", "M", W8A8_ERROR_INVALID_ZERO_POINT));
+      azp_mode = (zp->azp.len == M && M != 1) ? W8A8_AZP_PER_TOKEN : W8A8_AZP_PER_TENSOR;
+    }
+  }
+
+  /* The output must not alias any input. */
+  span ins[7];
+  int n = 0;
+  ins[n++] = mat_span("a", a);
+  ins[n++] = mat_span("b", b);
+  ins[n++] = vec_span("scale_a", scale_a, scale_a->len);
+  ins[n++] = vec_span("scale_b", scale_b, scale_b->len);
+  if (bias) ins[n++] = vec_span("bias", bias, bias->len);
+  if (zp) ins[n++] = vec_span("zp->azp_adj", &zp->azp_adj, zp->azp_adj.len);
+  if (azp_mode == W8A8_AZP_PER_TENSOR || azp_mode == W8A8_AZP_PER_TOKEN)
+    ins[n++] = vec_span("zp->azp", &zp->azp, zp->azp.len);
+  W8A8_CHECK(check_overlap(fn, mat_span("out", out), ins, n));
+
+  memset(p, 0, sizeof *p);
+  p->M = M;
+  p->N = N;
+  p->K = K;
+  p->in_dtype = a->dtype;
+  p->out_dtype = out->dtype;
+  p->a = a->data;
+  p->lda = a->ld;
+  p->b = b->data;
+  p->ldb = b->ld;
+  p->out = out->data;
+  p->ldo = out->ld;
+  p->scale_a = (const float *)scale_a->data;
+  p->scale_a_per_token = scale_a->len == M && M != 1;
+  p->scale_b = (const float *)scale_b->data;
+  p->scale_b_per_channel = scale_b->len == N && N != 1;
+  p->bias = bias ? bias->data : NULL;
+  p->azp_mode = azp_mode;
+  p->azp = (azp_mode == W8A8_AZP_PER_TENSOR || azp_mode == W8A8_AZP_PER_TOKEN) ? (const int32_t *)zp->azp.data : NULL;
+  p->azp_adj = zp ? (const int32_t *)zp->azp_adj.data : NULL;
+  return W8A8_SUCCESS;
+}
+
+static bool is_static_scale_ok(float s) { return isfinite(s) && s > 0.0f; }
+
+w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
+                                   const w8a8_matrix *q, w8a8_quant_mode mode, const w8a8_vector *scale,
+                                   const w8a8_vector *azp, const float *scale_ub, w8a8_quant_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_matrix(fn, h, "x", x));
+  W8A8_CHECK(check_matrix(fn, h, "q", q));
+  if (x->dtype != W8A8_DTYPE_FP32 && x->dtype != W8A8_DTYPE_BF16 && x->dtype != W8A8_DTYPE_FP16)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: x->dtype is %s; expected fp32, bf16 or fp16", fn, dname(x->dtype));
+  if (q->dtype != W8A8_DTYPE_INT8 && q->dtype != W8A8_DTYPE_FP8_E4M3)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: q->dtype is %s; expected int8 or fp8_e4m3", fn, dname(q->dtype));
+  if (x->layout != W8A8_ROW_MAJOR || q->layout != W8A8_ROW_MAJOR)
+    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: %s must be row-major [M,K]", fn,
+                    x->layout != W8A8_ROW_MAJOR ? "x" : "q");
+  if (q->rows != x->rows || q->cols != x->cols)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; expected the shape of x, %lld x %lld", fn,
+                    LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols));
+  if (mode != W8A8_QUANT_STATIC_PER_TENSOR && mode != W8A8_QUANT_DYNAMIC_PER_TENSOR &&
+      mode != W8A8_QUANT_DYNAMIC_PER_TOKEN)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: mode is %d; expected a w8a8_quant_mode (0, 1 or 2)", fn, (int)mode);
+  int64_t M = x->rows, K = x->cols;
+  if (M > INT32_MAX || K > INT32_MAX)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: x is %lld x %lld; each size must be < 2^31", fn, LL(M), LL(K));
+
+  W8A8_CHECK(check_vector(fn, h, "scale", scale, W8A8_DTYPE_FP32, W8A8_ERROR_INVALID_SCALE));
+  int64_t want = mode == W8A8_QUANT_DYNAMIC_PER_TOKEN ? M : 1;
+  if (scale->len != want)
+    return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: scale->len is %lld; %s quantization needs %lld", fn,
+                    LL(scale->len),
+                    mode == W8A8_QUANT_DYNAMIC_PER_TOKEN ? "per-token (M)" : "per-tensor", LL(want));
+  if (mode == W8A8_QUANT_STATIC_PER_TENSOR && h->kind == W8A8_DEVICE_CPU) {
+    float s = *(const float *)scale->data;
+    if (!is_static_scale_ok(s))
+      return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: static scale is %g; it must be finite and > 0", fn, (double)s);
+  }
+  if (scale_ub) {
+    if (mode != W8A8_QUANT_DYNAMIC_PER_TOKEN)
+      return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: scale_ub is given but mode is not W8A8_QUANT_DYNAMIC_PER_TOKEN",
+                      fn);
+    if ((uintptr_t)scale_ub % 4)
+      return w8a8_err(W8A8_ERROR_MISALIGNED, "%s: scale_ub %p is not 4-byte aligned", fn, (const void *)scale_ub);
+    W8A8_CHECK(check_ptr(fn, h, "scale_ub", scale_ub));
+    if (h->kind == W8A8_DEVICE_CPU && !is_static_scale_ok(*scale_ub))
+      return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: *scale_ub is %g; it must be finite and > 0", fn,
+                      (double)*scale_ub);
+  }
+  if (azp) {
+    if (q->dtype != W8A8_DTYPE_INT8)
+      return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT, "%s: azp is given but q is %s; zero points exist for int8 only",
+                      fn, dname(q->dtype));
+    if (mode == W8A8_QUANT_DYNAMIC_PER_TENSOR)
+      return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT,
+                      "%s: dynamic per-tensor quantization is symmetric only; pass azp = NULL", fn);
+    W8A8_CHECK(check_vector(fn, h, "azp", azp, W8A8_DTYPE_INT32, W8A8_ERROR_INVALID_ZERO_POINT));
+    if (azp->len != want)
+      return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT, "%s: azp->len is %lld; expected %lld", fn, LL(azp->len),
+                      LL(want));
+  }
+
+  /* Outputs: q always; scale and azp in dynamic modes. None may alias an input or each other. */
+  span sx = mat_span("x", x), sq = mat_span("q", q);
+  span ss = vec_span("scale", scale, scale->len);
+  span sa = vec_span("azp", azp, azp ? azp->len : 0);
+  span sub = {"scale_ub", 0, 0};
+  if (scale_ub) {
+    sub.lo = (uintptr_t)scale_ub;
+    sub.hi = sub.lo + 4;
+  }
+  {
+    span ins[4] = {sx, ss, sa, sub};
+    W8A8_CHECK(check_overlap(fn, sq, ins, 4));
+  }
+  if (mode != W8A8_QUANT_STATIC_PER_TENSOR) {
+    span ins[3] = {sx, sa, sub};
+    W8A8_CHECK(check_overlap(fn, ss, ins, 3));
+    span ins2[2] = {sx, sub};
+    W8A8_CHECK(check_overlap(fn, sa, ins2, 2));
+  }
+
+  memset(p, 0, sizeof *p);
+  p->M = M;
+  p->K = K;
+  p->in_dtype = x->dtype;
+  p->out_dtype = q->dtype;
+  p->x = x->data;
+  p->ldx = x->ld;
+  p->q = q->data;
+  p->ldq = q->ld;
+  p->mode = mode;
+  p->scale = (float *)scale->data;
+  p->azp = azp ? (int32_t *)azp->data : NULL;
+  p->scale_ub = scale_ub;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h, const w8a8_matrix *b,
+                                 const w8a8_vector *azp_adj, w8a8_colsum_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_matrix(fn, h, "b", b));
+  if (b->dtype != W8A8_DTYPE_INT8)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: b->dtype is %s; expected int8", fn, dname(b->dtype));
+  if (b->layout != W8A8_COL_MAJOR)
+    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: b must be column-major [K,N] (N rows of K); got row-major", fn);
+  if (b->rows > 131072)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: K = %lld; int32 column sums are exact only for K <= 131072", fn,
+                    LL(b->rows));
+  W8A8_CHECK(check_vector(fn, h, "azp_adj", azp_adj, W8A8_DTYPE_INT32, W8A8_ERROR_INVALID_ZERO_POINT));
+  if (azp_adj->len != b->cols)
+    return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT, "%s: azp_adj->len is %lld; expected N = %lld", fn,
+                    LL(azp_adj->len), LL(b->cols));
+  span in = mat_span("b", b);
+  W8A8_CHECK(check_overlap(fn, vec_span("azp_adj", azp_adj, azp_adj->len), &in, 1));
+  p->K = b->rows;
+  p->N = b->cols;
+  p->b = (const int8_t *)b->data;
+  p->ldb = b->ld;
+  p->out = (int32_t *)azp_adj->data;
+  return W8A8_SUCCESS;
+}

@@ -1,0 +1,84 @@
+/* cpu.c — CPU backend: feature detection, handle workspace, dispatch between the
+ * fast kernels and the scalar reference. */
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../core/internal.h"
+#include "cpu_kernels.h"
+
+void w8a8_cpu_detect(w8a8_cpu_features *f) {
+  memset(f, 0, sizeof *f);
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  f->avx2 = __builtin_cpu_supports("avx2");
+  f->fma = __builtin_cpu_supports("fma");
+  f->avx512f = __builtin_cpu_supports("avx512f");
+  f->avx512bw = __builtin_cpu_supports("avx512bw");
+  f->avx512vnni = __builtin_cpu_supports("avx512vnni");
+  /* f16c has no __builtin_cpu_supports name in older compilers: CPUID.1:ECX bit 29. */
+  {
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+    f->f16c = (c >> 29) & 1u;
+  }
+  /* W8A8_CPU_DISABLE=avx2 forces the scalar path (tests use it to cover the fallback). */
+  const char *dis = getenv("W8A8_CPU_DISABLE");
+  if (dis && strstr(dis, "avx2")) f->avx2 = f->fma = false;
+  if (dis && strstr(dis, "avx512")) f->avx512f = f->avx512bw = f->avx512vnni = false;
+#endif
+}
+
+int w8a8_cpu_threads(const w8a8_handle *h) {
+#ifdef _OPENMP
+  return h->num_threads > 0 ? h->num_threads : omp_get_max_threads();
+#else
+  (void)h;
+  return 1;
+#endif
+}
+
+w8a8_status w8a8_cpu_handle_init(w8a8_handle *h) {
+  size_t bytes = w8a8_cpu_workspace_bytes(h);
+  if (bytes) {
+    /* 64-byte aligned for vector loads; freed in w8a8_cpu_handle_fini. */
+    h->cpu_ws = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!h->cpu_ws) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "w8a8_create: could not allocate %zu bytes of CPU workspace", bytes);
+    h->cpu_ws_bytes = bytes;
+  }
+  return W8A8_SUCCESS;
+}
+
+void w8a8_cpu_handle_fini(w8a8_handle *h) {
+  free(h->cpu_ws);
+  h->cpu_ws = NULL;
+  h->cpu_ws_bytes = 0;
+}
+
+w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
+  if (h->kernel != W8A8_KERNEL_REFERENCE) {
+    w8a8_status s = w8a8_cpu_gemm_fast(h, p);
+    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_GENERIC) return s;
+  }
+  w8a8_clear_error(); /* the fast path's "cannot take this" is not the caller's error */
+  w8a8_ref_scaled_mm(p);
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_cpu_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
+  if (h->kernel != W8A8_KERNEL_REFERENCE) {
+    w8a8_status s = w8a8_cpu_quantize_fast(h, p);
+    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_GENERIC) return s;
+  }
+  w8a8_clear_error();
+  w8a8_ref_quantize(p);
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_cpu_colsum(w8a8_handle *h, const w8a8_colsum_problem *p) {
+  (void)h;
+  w8a8_ref_colsum(p);
+  return W8A8_SUCCESS;
+}

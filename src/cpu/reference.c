@@ -1,0 +1,135 @@
+/* reference.c — the plain scalar implementation of every operation.
+ *
+ * This is the ground truth the tests compare every other path against, so it
+ * is written to be read, not to be fast: one output element at a time, in the
+ * order the header's formulas are written. */
+#include <math.h>
+
+#include "../core/internal.h"
+
+/* Load element i of a bf16/fp16/fp32 array as fp32. */
+static float load_float(w8a8_dtype t, const void *base, int64_t i) {
+  switch (t) {
+    case W8A8_DTYPE_BF16: return w8a8_bf16_to_f32(((const uint16_t *)base)[i]);
+    case W8A8_DTYPE_FP16: return w8a8_f16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+  }
+}
+
+/* Store fp32 r into element i of a bf16/fp16/fp32 array, rounding once (RNE). */
+static void store_float(w8a8_dtype t, void *base, int64_t i, float r) {
+  switch (t) {
+    case W8A8_DTYPE_BF16: ((uint16_t *)base)[i] = w8a8_f32_to_bf16(r); break;
+    case W8A8_DTYPE_FP16: ((uint16_t *)base)[i] = w8a8_f32_to_f16(r); break;
+    default: ((float *)base)[i] = r; break;
+  }
+}
+
+/* int32 arithmetic that wraps like the hardware's (the header requires K small
+ * enough that it never does for valid inputs, but C must not see signed overflow). */
+static int32_t wrap_sub_mul(int32_t acc, int32_t azp, int32_t adj) {
+  return (int32_t)((uint32_t)acc - (uint32_t)azp * (uint32_t)adj);
+}
+
+void w8a8_ref_scaled_mm(const w8a8_mm_problem *p) {
+  for (int64_t m = 0; m < p->M; m++) {
+    float sa = p->scale_a[p->scale_a_per_token ? m : 0];
+    for (int64_t n = 0; n < p->N; n++) {
+      float sb = p->scale_b[p->scale_b_per_channel ? n : 0];
+      float v;
+      if (p->in_dtype == W8A8_DTYPE_INT8) {
+        const int8_t *a = (const int8_t *)p->a + m * p->lda;
+        const int8_t *b = (const int8_t *)p->b + n * p->ldb;
+        int32_t acc = 0;
+        for (int64_t k = 0; k < p->K; k++) acc += (int32_t)a[k] * (int32_t)b[k];
+        switch (p->azp_mode) {
+          case W8A8_AZP_ADJ_ONLY: acc = wrap_sub_mul(acc, 1, p->azp_adj[n]); break;
+          case W8A8_AZP_PER_TENSOR: acc = wrap_sub_mul(acc, p->azp[0], p->azp_adj[n]); break;
+          case W8A8_AZP_PER_TOKEN: acc = wrap_sub_mul(acc, p->azp[m], p->azp_adj[n]); break;
+          default: break;
+        }
+        v = (float)acc;
+      } else {
+        const uint8_t *a = (const uint8_t *)p->a + m * p->lda;
+        const uint8_t *b = (const uint8_t *)p->b + n * p->ldb;
+        v = 0.0f;
+        for (int64_t k = 0; k < p->K; k++) v += w8a8_fp8_to_f32(a[k]) * w8a8_fp8_to_f32(b[k]);
+      }
+      float bias, *bp = NULL;
+      if (p->bias) {
+        bias = load_float(p->out_dtype, p->bias, n);
+        bp = &bias;
+      }
+      store_float(p->out_dtype, p->out, m * p->ldo + n, w8a8_epilogue(v, sa, sb, bp));
+    }
+  }
+}
+
+void w8a8_ref_colsum(const w8a8_colsum_problem *p) {
+  for (int64_t n = 0; n < p->N; n++) {
+    int32_t s = 0;
+    for (int64_t k = 0; k < p->K; k++) s += p->b[n * p->ldb + k];
+    p->out[n] = s;
+  }
+}
+
+/* Scale from a range: max(r / qmax, MIN_SCALE) with MIN_SCALE = 1 / (qmax * 512). */
+static float scale_from(float r, float qmax) {
+  float s = r / qmax;
+  float min_scale = 1.0f / (qmax * 512.0f);
+  return s > min_scale ? s : min_scale; /* also maps NaN to MIN_SCALE */
+}
+
+static void quantize_row(const w8a8_quant_problem *p, int64_t m, float s, int32_t azp) {
+  for (int64_t k = 0; k < p->K; k++) {
+    float x = load_float(p->in_dtype, p->x, m * p->ldx + k);
+    float y = x / s;
+    if (p->out_dtype == W8A8_DTYPE_FP8_E4M3)
+      ((uint8_t *)p->q)[m * p->ldq + k] = w8a8_f32_to_fp8(y);
+    else
+      ((int8_t *)p->q)[m * p->ldq + k] = w8a8_f32_to_int8_rne(y, azp);
+  }
+}
+
+void w8a8_ref_quantize(const w8a8_quant_problem *p) {
+  const float qmax = p->out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f;
+  if (p->mode == W8A8_QUANT_STATIC_PER_TENSOR) {
+    float s = p->scale[0];
+    int32_t azp = p->azp ? p->azp[0] : 0;
+    for (int64_t m = 0; m < p->M; m++) quantize_row(p, m, s, azp);
+  } else if (p->mode == W8A8_QUANT_DYNAMIC_PER_TENSOR) {
+    float amax = 0.0f;
+    for (int64_t m = 0; m < p->M; m++)
+      for (int64_t k = 0; k < p->K; k++) amax = fmaxf(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
+    float s = scale_from(amax, qmax);
+    for (int64_t m = 0; m < p->M; m++) quantize_row(p, m, s, 0);
+    p->scale[0] = s;
+  } else if (p->azp) { /* dynamic per-token, asymmetric int8 */
+    for (int64_t m = 0; m < p->M; m++) {
+      float lo = INFINITY, hi = -INFINITY;
+      for (int64_t k = 0; k < p->K; k++) {
+        float x = load_float(p->in_dtype, p->x, m * p->ldx + k);
+        lo = fminf(lo, x);
+        hi = fmaxf(hi, x);
+      }
+      if (p->K == 0) lo = hi = 0.0f;
+      /* s = max((hi - lo) / 255, MIN_SCALE) with int8's MIN_SCALE = 1 / (127 * 512) */
+      float s = (hi - lo) / 255.0f, min_scale = 1.0f / (127.0f * 512.0f);
+      if (!(s > min_scale)) s = min_scale;
+      /* Not clamped to int8: a row of positive values needs azp < -128 (as in vLLM). */
+      int32_t azp = w8a8_f32_to_int32_sat(rintf(-128.0f - lo / s));
+      quantize_row(p, m, s, azp);
+      p->scale[m] = s;
+      p->azp[m] = azp;
+    }
+  } else { /* dynamic per-token, symmetric */
+    for (int64_t m = 0; m < p->M; m++) {
+      float amax = 0.0f;
+      for (int64_t k = 0; k < p->K; k++) amax = fmaxf(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
+      if (p->scale_ub) amax = fminf(amax, *p->scale_ub);
+      float s = scale_from(amax, qmax);
+      quantize_row(p, m, s, 0);
+      p->scale[m] = s;
+    }
+  }
+}

@@ -1,0 +1,64 @@
+/* test_main.c — runs the registered tests; see harness.h. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static w8a8_test *head, **tail = &head;
+static int cur_failed, cur_skipped, cur_fail_msgs;
+
+void w8a8_test_register(w8a8_test *t) {
+  /* keep registration order (file order, then definition order) */
+  t->next = NULL;
+  *tail = t;
+  tail = &t->next;
+}
+
+void w8a8_test_fail(const char *file, int line, const char *fmt, ...) {
+  cur_failed = 1;
+  if (++cur_fail_msgs > 10) return; /* one broken kernel should not print a million lines */
+  va_list ap;
+  va_start(ap, fmt);
+  printf("    %s:%d: ", file, line);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+void w8a8_test_skip(const char *why) {
+  cur_skipped = 1;
+  printf("    skipped: %s\n", why);
+}
+
+int w8a8_test_failed(void) { return cur_failed; }
+
+static int selected(const char *name, int argc, char **argv) {
+  if (argc <= 1) return 1;
+  for (int i = 1; i < argc; i++)
+    if (strstr(name, argv[i])) return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int passed = 0, failed = 0, skipped = 0;
+  for (w8a8_test *t = head; t; t = t->next) {
+    if (!selected(t->name, argc, argv)) continue;
+    cur_failed = cur_skipped = cur_fail_msgs = 0;
+    printf("[ RUN  ] %s\n", t->name);
+    t->fn();
+    if (cur_failed) {
+      failed++;
+      printf("[ FAIL ] %s\n", t->name);
+    } else if (cur_skipped) {
+      skipped++;
+      printf("[ SKIP ] %s\n", t->name);
+    } else {
+      passed++;
+      printf("[  OK  ] %s\n", t->name);
+    }
+  }
+  printf("%d passed, %d failed (%d skipped)\n", passed, failed, skipped);
+  return failed ? 1 : 0;
+}
