@@ -21,6 +21,11 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_error(const char *fn, const char *what, cudaEr
 W8A8_HIDDEN w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st);
 W8A8_HIDDEN void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st);
 
+/* Hopper fast path (src/cuda/sm90_*.cu). Returns W8A8_ERROR_UNSUPPORTED_DEVICE (without touching
+ * memory) when it cannot take the problem (not sm_90, alignment, ...); the dispatcher then falls
+ * back to the portable kernel unless the handle forces W8A8_KERNEL_SM90. */
+W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
+
 #ifdef __cplusplus
 }
 #endif
