@@ -54,6 +54,14 @@ typedef void (*bench_emit_fn)(void *ctx, const bench_row *row);
  * on stderr when no GPU is usable. Defined only in CUDA builds (W8A8_HAVE_CUDA). */
 int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx);
 
+/* tools/bench_cpu.c: CPU rows (ours, oneDNN s8 matmul, OpenBLAS sgemm). Returns 0 on success. */
+int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx);
+
+/* The unquantized baselines `w8a8 demo` compares with, timed on random data (median us per call).
+ * Return 0 and fill *us, or -1 when the baseline is not built in / no device (message on stderr). */
+int bench_cpu_sgemm_us(int64_t M, int64_t N, int64_t K, double *us);                /* OpenBLAS sgemm */
+int bench_cuda_bf16_us(int device, int64_t M, int64_t N, int64_t K, double *us);    /* cuBLASLt bf16 */
+
 /* tools/tp_bench.c: `w8a8 tp-bench` (run under mpirun). Returns the process exit code. */
 int w8a8_cli_tp_bench(int argc, char **argv);
 
