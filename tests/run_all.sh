@@ -37,7 +37,7 @@ stage() { # name, command...
 
 stage unit "$BUILD/bin/w8a8_tests"
 # The scalar fallback paths, as on a CPU without AVX2.
-W8A8_CPU_DISABLE=avx2,avx512 stage unit-noavx "$BUILD/bin/w8a8_tests" cpu_ ref_ quant_ gemm_
+stage unit-noavx env W8A8_CPU_DISABLE=avx2,avx512 "$BUILD/bin/w8a8_tests" cpu_ ref_ quant_ gemm_
 
 if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
   MPIRUN="mpirun --allow-run-as-root --oversubscribe"
@@ -47,8 +47,8 @@ if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
 fi
 
 if [ -x "$BUILD-asan/bin/w8a8_tests" ]; then
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    stage asan-ubsan "$BUILD-asan/bin/w8a8_tests"
+  stage asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$BUILD-asan/bin/w8a8_tests"
 fi
 
 if [ -x "$BUILD/bin/fuzz_validate" ] && [ "$FUZZ_SECONDS" -gt 0 ]; then
