@@ -272,7 +272,7 @@ typedef struct w8a8_zero_point {
  * @param out     [M,N] row-major, bf16, fp16 or fp32, ld >= N; must not overlap any input.
  *
  * Arithmetic (the same on every backend):
- *   int8: acc = sum_k a[m,k]*b[k,n] exactly in int32 (requires K <= 131072);
+ *   int8: acc = sum_k a[m,k]*b[k,n] exactly in int32 (requires K <= 131071: 131072 * 128 * 128 = 2^31);
  *         with a zero point, d = acc - azp*azp_adj[n] in int32; v = (float)d (round to nearest).
  *   fp8:  v = sum_k a[m,k]*b[k,n] in fp32 (products are exact; summation order unspecified).
  *   t = sa[m] * v;  r = bias ? fmaf(sb[n], t, bias[n]) : sb[n] * t   (fp32)
@@ -319,7 +319,7 @@ typedef enum w8a8_quant_mode {
  *                        q = clamp(rne(x / s_m) + azp[m], -128, 127).
  *     dynamic per-tensor with a zero point is not supported (W8A8_ERROR_INVALID_ZERO_POINT).
  *   x / s is an IEEE fp32 division (not a multiplication by 1/s), on every backend.
- * scale: fp32 vector; scale_ub: NULL or one fp32 in the handle's memory (> 0), per-token only.
+ * scale: fp32 vector; scale_ub: NULL or one fp32 in the handle's memory (> 0), symmetric per-token only.
  * The dequantized value is x ≈ s * (q - azp), which is what w8a8_scaled_mm's zero point expects.
  */
 W8A8_API w8a8_status w8a8_quantize(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,

@@ -95,8 +95,10 @@ static w8a8_status check_matrix(const char *fn, const w8a8_handle *h, const char
   if (m->rows < 0 || m->cols < 0)
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: %s is %lld x %lld; sizes must be >= 0", fn, arg, LL(m->rows),
                     LL(m->cols));
+  /* The header's rule is ld >= the inner size, so an empty inner dimension (K == 0)
+   * accepts ld == 0; the span is then 0 bytes and ld is never used. */
   int64_t inner = m->layout == W8A8_ROW_MAJOR ? m->cols : m->rows;
-  int64_t min_ld = inner > 1 ? inner : 1;
+  int64_t min_ld = inner;
   if (m->ld < min_ld)
     return w8a8_err(W8A8_ERROR_INVALID_STRIDE, "%s: %s->ld is %lld; a %s %lld x %lld matrix needs ld >= %lld", fn, arg,
                     LL(m->ld), m->layout == W8A8_ROW_MAJOR ? "row-major" : "column-major", LL(m->rows),
@@ -119,21 +121,32 @@ static w8a8_status check_matrix(const char *fn, const w8a8_handle *h, const char
   return check_ptr(fn, h, arg, m->data);
 }
 
-/* Vector checks: non-NULL (unless optional and NULL), dtype, length, data pointer. */
+/* How a field of `arg` is written in messages: "scale_a->len" for a descriptor passed
+ * by pointer, "zp->azp.len" for a vector embedded in a struct (arg already has "->"). */
+static const char *field_sep(const char *arg) { return strstr(arg, "->") ? "." : "->"; }
+
+/* Vector checks: non-NULL, dtype, length, data pointer (NULL only when empty),
+ * alignment, no wrap-around of [data, data + len), memory space. */
 static w8a8_status check_vector(const char *fn, const w8a8_handle *h, const char *arg, const w8a8_vector *v,
                                 w8a8_dtype want, w8a8_status bad) {
+  const char *sep = field_sep(arg);
   if (!v) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL; expected a w8a8_vector descriptor", fn, arg);
   if (v->dtype != want)
-    return w8a8_err(bad, "%s: %s->dtype is %s (%d); expected %s", fn, arg, dname(v->dtype), (int)v->dtype,
+    return w8a8_err(bad, "%s: %s%sdtype is %s (%d); expected %s", fn, arg, sep, dname(v->dtype), (int)v->dtype,
                     dname(want));
-  if (v->len < 0) return w8a8_err(bad, "%s: %s->len is %lld; must be >= 0", fn, arg, LL(v->len));
-  if (v->len > ((int64_t)1 << 58)) return w8a8_err(bad, "%s: %s->len %lld is too large", fn, arg, LL(v->len));
+  if (v->len < 0) return w8a8_err(bad, "%s: %s%slen is %lld; must be >= 0", fn, arg, sep, LL(v->len));
+  if (v->len > ((int64_t)1 << 58)) return w8a8_err(bad, "%s: %s%slen %lld is too large", fn, arg, sep, LL(v->len));
   if (v->len > 0 && !v->data)
-    return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s->data is NULL for a vector of %lld elements", fn, arg,
+    return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s%sdata is NULL for a vector of %lld elements", fn, arg, sep,
                     LL(v->len));
   if (v->data && (uintptr_t)v->data % w8a8_dtype_size(want))
-    return w8a8_err(W8A8_ERROR_MISALIGNED, "%s: %s->data %p is not aligned to %zu bytes", fn, arg, v->data,
+    return w8a8_err(W8A8_ERROR_MISALIGNED, "%s: %s%sdata %p is not aligned to %zu bytes", fn, arg, sep, v->data,
                     w8a8_dtype_size(want));
+  /* len <= 2^58 and elements <= 4 bytes: the byte count itself cannot overflow. */
+  uint64_t bytes = (uint64_t)v->len * w8a8_dtype_size(want);
+  if (v->data && (uintptr_t)v->data > UINTPTR_MAX - bytes)
+    return w8a8_err(bad, "%s: %s%sdata + %llu bytes wraps around the address space", fn, arg, sep,
+                    (unsigned long long)bytes);
   if (v->len > 0) return check_ptr(fn, h, arg, v->data);
   return W8A8_SUCCESS;
 }
@@ -142,8 +155,8 @@ static w8a8_status check_vector(const char *fn, const w8a8_handle *h, const char
 static w8a8_status check_len_1_or(const char *fn, const char *arg, const w8a8_vector *v, int64_t n,
                                   const char *per, const char *nname, w8a8_status bad) {
   if (v->len == 1 || v->len == n) return W8A8_SUCCESS;
-  return w8a8_err(bad, "%s: %s->len is %lld; expected 1 (per-tensor) or %s = %lld (%s)", fn, arg, LL(v->len), nname,
-                  LL(n), per);
+  return w8a8_err(bad, "%s: %s%slen is %lld; expected 1 (per-tensor) or %s = %lld (%s)", fn, arg, field_sep(arg),
+                  LL(v->len), nname, LL(n), per);
 }
 
 w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
@@ -180,9 +193,10 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
   if (out->rows != M || out->cols != N)
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: out is %lld x %lld; expected M x N = %lld x %lld", fn,
                     LL(out->rows), LL(out->cols), LL(M), LL(N));
-  if (a->dtype == W8A8_DTYPE_INT8 && K > 131072)
+  /* 131072 * (-128 * -128) = 2^31 does not fit in int32: the exact bound is 131071. */
+  if (a->dtype == W8A8_DTYPE_INT8 && K > 131071)
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
-                    "%s: K = %lld; int8 accumulation is exact in int32 only for K <= 131072", fn, LL(K));
+                    "%s: K = %lld; int8 accumulation is exact in int32 only for K <= 131071", fn, LL(K));
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: M, N, K = %lld, %lld, %lld; each must be < 2^31", fn, LL(M),
                     LL(N), LL(K));
@@ -311,6 +325,12 @@ w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w
     if (mode == W8A8_QUANT_DYNAMIC_PER_TENSOR)
       return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT,
                       "%s: dynamic per-tensor quantization is symmetric only; pass azp = NULL", fn);
+    /* The asymmetric scale comes from min and max, which an absmax bound cannot clip:
+     * refuse rather than silently ignore the argument. */
+    if (scale_ub)
+      return w8a8_err(W8A8_ERROR_INVALID_SCALE,
+                      "%s: scale_ub is given with azp; the bound applies to symmetric per-token quantization only",
+                      fn);
     W8A8_CHECK(check_vector(fn, h, "azp", azp, W8A8_DTYPE_INT32, W8A8_ERROR_INVALID_ZERO_POINT));
     if (azp->len != want)
       return w8a8_err(W8A8_ERROR_INVALID_ZERO_POINT, "%s: azp->len is %lld; expected %lld", fn, LL(azp->len),
@@ -361,8 +381,8 @@ w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h, const w8a
     return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: b->dtype is %s; expected int8", fn, dname(b->dtype));
   if (b->layout != W8A8_COL_MAJOR)
     return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: b must be column-major [K,N] (N rows of K); got row-major", fn);
-  if (b->rows > 131072)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: K = %lld; int32 column sums are exact only for K <= 131072", fn,
+  if (b->rows > 131071)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: K = %lld; w8a8_scaled_mm takes int8 K <= 131071 only", fn,
                     LL(b->rows));
   W8A8_CHECK(check_vector(fn, h, "azp_adj", azp_adj, W8A8_DTYPE_INT32, W8A8_ERROR_INVALID_ZERO_POINT));
   if (azp_adj->len != b->cols)
