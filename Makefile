@@ -35,6 +35,8 @@ ifneq ($(NVCC),)
   CFLAGS_ALL += -DW8A8_HAVE_CUDA -I$(CUDA_INC)
   LDLIBS_ALL += -L$(CUDA_LIB) -lcudart_static -lcuda_driver_stub_none -ldl -lrt
   FEATURES  += cuda($(CUDA_ARCHS))
+  # cuBLASLt: benchmark baselines only (tools/bench_cuda.c), never linked into the library
+  CLI_LIBS  += -lcublasLt -Wl,-rpath,$(CUDA_LIB)
   ifneq ($(NCCL_H),)
     NCCL_LIBDIR := $(firstword $(foreach d,$(CUDA_LIB) /usr/lib/x86_64-linux-gnu /usr/local/lib,$(if $(wildcard $(d)/libnccl.so*),$(d))))
     ifneq ($(NCCL_LIBDIR),)

@@ -17,7 +17,7 @@ typedef struct w8a8_cuda_state {
 } w8a8_cuda_state;
 
 W8A8_HIDDEN w8a8_status w8a8_cuda_error(const char *fn, const char *what, cudaError_t e);
-/* Allocate the handle's workspaces (kernels.c). */
+/* Allocate the handle's workspaces and prepare the kernels (dispatch.c). */
 W8A8_HIDDEN w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st);
 W8A8_HIDDEN void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st);
 
@@ -25,6 +25,13 @@ W8A8_HIDDEN void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st);
  * memory) when it cannot take the problem (not sm_90, alignment, ...); the dispatcher then falls
  * back to the portable kernel unless the handle forces W8A8_KERNEL_SM90. */
 W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
+
+/* Launchers of the portable kernels (gemm_mma.cu, quant.cu). They launch on `stream` and
+ * check the launch; the caller has made the handle's device current and checked the device. */
+W8A8_HIDDEN w8a8_status w8a8_cuda_gemm_setup(void);
+W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms);
+W8A8_HIDDEN w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms);
+W8A8_HIDDEN w8a8_status w8a8_cuda_launch_colsum(const w8a8_colsum_problem *p, cudaStream_t stream, int num_sms);
 
 #ifdef __cplusplus
 }

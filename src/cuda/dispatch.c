@@ -1,27 +1,99 @@
-/* dispatch.c — placeholder CUDA dispatch until the kernels land. */
+/* dispatch.c — CUDA backend entry points: make the handle's device current, pick the
+ * kernel (Hopper fast path or the portable mma.sync kernel), launch on the handle's
+ * stream. Nothing here allocates or synchronizes: every call is graph-capturable. */
 #include "cuda_backend.h"
 
-w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
-  (void)h;
-  (void)st;
+/* Make the handle's device current for the duration of a call; restore the caller's. */
+typedef struct device_guard {
+  int prev;
+  int changed;
+} device_guard;
+
+static w8a8_status guard_enter(const char *fn, const w8a8_handle *h, device_guard *g) {
+  g->changed = 0;
+  cudaError_t e = cudaGetDevice(&g->prev);
+  if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaGetDevice", e);
+  if (g->prev != h->device_index) {
+    e = cudaSetDevice(h->device_index);
+    if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaSetDevice", e);
+    g->changed = 1;
+  }
+  /* Drop a stale, non-sticky error of the caller's so that the launch check below
+   * reports only what our launch did. */
+  cudaGetLastError();
   return W8A8_SUCCESS;
 }
+
+static void guard_exit(const device_guard *g) {
+  if (g->changed) cudaSetDevice(g->prev);
+}
+
+w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
+  device_guard g;
+  W8A8_CHECK(guard_enter("w8a8_create", h, &g));
+  /* No workspace: the portable kernels need none (no split-K; the dynamic per-tensor
+   * quantizer reduces into the caller's scale buffer). */
+  st->ws = NULL;
+  st->ws_bytes = 0;
+  w8a8_status s = w8a8_cuda_gemm_setup();
+  guard_exit(&g);
+  return s;
+}
+
 void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st) {
   (void)h;
-  (void)st;
+  if (st->ws) cudaFree(st->ws);
+  st->ws = NULL;
+  st->ws_bytes = 0;
 }
+
+static w8a8_status need_fp8(const char *fn, const w8a8_handle *h, const w8a8_cuda_state *st) {
+  if (st->cc >= 89) return W8A8_SUCCESS;
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                  "%s: fp8 e4m3 needs compute capability 8.9 or newer (Ada, Hopper); GPU %d (%s) is %d.%d. "
+                  "Use int8 on this device",
+                  fn, h->device_index, st->prop.name, st->cc / 10, st->cc % 10);
+}
+
 w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
-  (void)h;
-  (void)p;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: CUDA kernels not built yet");
+  static const char fn[] = "w8a8_scaled_mm";
+  const w8a8_cuda_state *st = h->cuda;
+  if (p->in_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(need_fp8(fn, h, st));
+  if (h->kernel == W8A8_KERNEL_SM90 && st->cc != 90)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_KERNEL_SM90 needs an sm_90 GPU; GPU %d is sm_%d", fn,
+                    h->device_index, st->cc);
+  device_guard g;
+  W8A8_CHECK(guard_enter(fn, h, &g));
+  w8a8_status s;
+  if (st->cc == 90 && (h->kernel == W8A8_KERNEL_AUTO || h->kernel == W8A8_KERNEL_SM90)) {
+    s = w8a8_sm90_scaled_mm(h, p);
+    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_SM90) {
+      guard_exit(&g);
+      return s;
+    }
+    w8a8_clear_error(); /* the fast path declined this input: not the caller's error */
+  }
+  s = w8a8_cuda_launch_gemm(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+  guard_exit(&g);
+  return s;
 }
+
 w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
-  (void)h;
-  (void)p;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_quantize: CUDA kernels not built yet");
+  static const char fn[] = "w8a8_quantize";
+  const w8a8_cuda_state *st = h->cuda;
+  if (p->out_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(need_fp8(fn, h, st));
+  device_guard g;
+  W8A8_CHECK(guard_enter(fn, h, &g));
+  w8a8_status s = w8a8_cuda_launch_quantize(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+  guard_exit(&g);
+  return s;
 }
+
 w8a8_status w8a8_cuda_colsum(w8a8_handle *h, const w8a8_colsum_problem *p) {
-  (void)h;
-  (void)p;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_colsum: CUDA kernels not built yet");
+  const w8a8_cuda_state *st = h->cuda;
+  device_guard g;
+  W8A8_CHECK(guard_enter("w8a8_colsum", h, &g));
+  w8a8_status s = w8a8_cuda_launch_colsum(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+  guard_exit(&g);
+  return s;
 }

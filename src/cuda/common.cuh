@@ -1,0 +1,113 @@
+// common.cuh — device helpers shared by the CUDA kernels: number conversions that
+// round exactly as src/core/numeric.c does (bit for bit, NaN payloads and signs
+// included), and the scaled_mm epilogue formula.
+//
+// Why not the hardware conversions (cvt.rn.bf16.f32, cvt.rn.satfinite.e4m3x2.f32)?
+// They round the same way on finite values but write one canonical NaN, while the
+// host reference keeps the sign and payload; the tests compare bits, and a few
+// integer instructions cost nothing next to the memory traffic of these kernels.
+#ifndef W8A8_CUDA_COMMON_CUH
+#define W8A8_CUDA_COMMON_CUH
+#include <stdint.h>
+
+#include "../core/internal.h"
+
+#define W8A8_DEV static __device__ __forceinline__
+
+W8A8_DEV float w8a8d_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+W8A8_DEV uint16_t w8a8d_f32_to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u);                                            /* RNE */
+  return (uint16_t)(u >> 16);
+}
+
+W8A8_DEV float w8a8d_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  if (exp == 0x1f) return __uint_as_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    float v = __fmul_rn((float)mant, 0x1p-24f); /* exact: mant < 2^10 */
+    return sign ? -v : v;
+  }
+  return __uint_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+W8A8_DEV uint16_t w8a8d_f32_to_f16(float f) {
+  uint32_t x = __float_as_uint(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
+  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);
+  if (x >= 0x38800000u) {
+    x += 0xfffu + ((x >> 13) & 1u);
+    return (uint16_t)(sign | ((x - 0x38000000u) >> 13));
+  }
+  return (uint16_t)(sign | (uint16_t)rintf(__fmul_rn(__uint_as_float(x), 0x1p24f)));
+}
+
+W8A8_DEV float w8a8d_fp8_to_f32(uint8_t v) {
+  uint32_t sign = (uint32_t)(v & 0x80u) << 24;
+  uint32_t exp = (v >> 3) & 0xfu;
+  uint32_t mant = v & 0x7u;
+  if (exp == 0xf && mant == 0x7) return __uint_as_float(sign | 0x7fc00000u);
+  if (exp == 0) return __uint_as_float(sign | __float_as_uint(__fmul_rn((float)mant, 0x1p-9f)));
+  return __uint_as_float(sign | ((exp + 120u) << 23) | (mant << 20));
+}
+
+W8A8_DEV uint8_t w8a8d_f32_to_fp8(float f) {
+  uint32_t u = __float_as_uint(f);
+  uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+  uint32_t x = u & 0x7fffffffu;
+  if (x > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+  float a = __uint_as_float(x);
+  if (a >= 448.0f) return (uint8_t)(sign | 0x7eu);
+  if (a < 0x1p-6f) return (uint8_t)(sign | (uint8_t)rintf(__fmul_rn(a, 512.0f)));
+  uint32_t e = (x >> 23) - 127u + 7u;
+  uint32_t mant = x & 0x7fffffu;
+  uint32_t r = mant >> 20, rem = mant & 0xfffffu;
+  if (rem > 0x80000u || (rem == 0x80000u && (r & 1u))) r++;
+  if (r == 8) {
+    r = 0;
+    e++;
+  }
+  return (uint8_t)(sign | (e << 3) | r);
+}
+
+/* clamp(sat_int32(rne(f)) + azp, -128, 127): cvt.rni.s32.f32 rounds to nearest even,
+ * saturates to the int32 range and maps NaN to 0, exactly as numeric.c's
+ * w8a8_f32_to_int32_sat(rintf(f)). */
+W8A8_DEV int8_t w8a8d_f32_to_int8_rne(float f, int32_t azp) {
+  long long i = (long long)__float2int_rn(f) + azp;
+  i = i > 127 ? 127 : i;
+  i = i < -128 ? -128 : i;
+  return (int8_t)i;
+}
+
+/* The epilogue of w8a8_scaled_mm: t = sa*v; r = bias ? fmaf(sb, t, bias) : sb*t.
+ * Written with explicit _rn intrinsics so nvcc cannot contract sb*(sa*v) into an FMA. */
+W8A8_DEV float w8a8d_epilogue(float v, float sa, float sb, bool has_bias, float bias) {
+  float t = __fmul_rn(sa, v);
+  return has_bias ? __fmaf_rn(sb, t, bias) : __fmul_rn(sb, t);
+}
+
+/* Load element i of a bf16 / fp16 / fp32 array as fp32 (dt: a w8a8_dtype). */
+W8A8_DEV float w8a8d_load_float(int dt, const void *base, int64_t i) {
+  if (dt == W8A8_DTYPE_BF16) return w8a8d_bf16_to_f32(((const uint16_t *)base)[i]);
+  if (dt == W8A8_DTYPE_FP16) return w8a8d_f16_to_f32(((const uint16_t *)base)[i]);
+  return ((const float *)base)[i];
+}
+
+/* Store r into element i of a bf16 / fp16 / fp32 array, rounding once (RNE). */
+W8A8_DEV void w8a8d_store_float(int dt, void *base, int64_t i, float r) {
+  if (dt == W8A8_DTYPE_BF16)
+    ((uint16_t *)base)[i] = w8a8d_f32_to_bf16(r);
+  else if (dt == W8A8_DTYPE_FP16)
+    ((uint16_t *)base)[i] = w8a8d_f32_to_f16(r);
+  else
+    ((float *)base)[i] = r;
+}
+
+#endif

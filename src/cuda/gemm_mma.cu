@@ -1,0 +1,347 @@
+// gemm_mma.cu — the portable tensor-core scaled GEMM (sm_80+; fp8 on sm_89+).
+//
+//   out[M,N] = epilogue(A[M,K] . B[K,N]),  A row-major, B column-major (N rows of K)
+//
+// Both operands are K-contiguous, which is exactly the "row.col" operand layout of
+// mma.sync m16n8k32 (s8 on sm_80, e4m3 on sm_89): the kernel never transposes.
+//
+// Structure (one CTA per BM x BN output tile, tiles in grouped order for L2 reuse):
+//   - K advances in slices of 128 bytes; STAGES slices of A and B are in flight in
+//     shared memory (cp.async multi-stage pipeline, one commit group per slice).
+//   - Shared memory rows are 128 bytes = 8 chunks of 16 bytes, stored at chunk
+//     (c ^ (row & 7)): ldmatrix reads 8 rows of one logical chunk from 8 different
+//     bank groups, and cp.async writes of a warp are conflict-free too.
+//   - Fragments come from ldmatrix.x4 (an 8x8 b16 matrix is 8 rows x 16 bytes, which
+//     is the 8-bit mma fragment layout), then mma.sync accumulates in int32 (exact) or
+//     fp32 registers.
+//   - Loads are predicated: rows past M/N and bytes past K are zero-filled (cp.async's
+//     src-size operand), so any M, N, K works. Each operand is loaded with 16-byte
+//     cp.async when its base and row stride are 16-byte aligned, with 4-byte cp.async
+//     when they are 4-byte aligned, and byte by byte otherwise.
+//   - The epilogue runs on the accumulator registers: zero-point correction in int32,
+//     one rounding to fp32, the scales and bias with explicit _rn intrinsics (no
+//     contraction), one rounding to the output dtype; stores of 2 elements where
+//     aligned. Bit-identical to w8a8_ref_scaled_mm for int8.
+#include <stdint.h>
+
+#include "common.cuh"
+#include "cuda_backend.h"
+
+#define GEMM_BK 128 /* bytes (= elements) of K per pipeline stage */
+
+typedef struct gemm_params {
+  w8a8_mm_problem p;
+  int64_t tiles_m, tiles_n;
+  int align_a, align_b; /* 16, 4 or 1: widest load the operand's base and stride allow */
+  int out_pair;         /* out base and ldo allow 2-element stores */
+} gemm_params;
+
+/* ---- PTX wrappers -------------------------------------------------------------- */
+
+W8A8_DEV uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* Copy `bytes` (0..16) bytes from src to dst and zero the rest of the 16. */
+W8A8_DEV void cp_async16(uint32_t dst, const void *src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+W8A8_DEV void cp_async4(uint32_t dst, const void *src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+W8A8_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+W8A8_DEV void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+W8A8_DEV void st_shared_v4(uint32_t dst, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(a), "r"(b), "r"(c), "r"(d));
+}
+W8A8_DEV void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+W8A8_DEV void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+W8A8_DEV void mma_k32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  (void)c, (void)a, (void)b0, (void)b1; /* below sm_89: see the kernel's first lines */
+#endif
+}
+
+/* The accumulator type: exact int32 for int8, fp32 for fp8. */
+template <bool FP8>
+struct acc_type {
+  typedef int T;
+};
+template <>
+struct acc_type<true> {
+  typedef float T;
+};
+
+/* ---- loads ----------------------------------------------------------------------- */
+
+/* One 16-byte chunk of a shared-memory row from global memory: `bytes` valid bytes
+ * (0..16) at src, the rest zero. src is the operand base when bytes == 0. */
+W8A8_DEV void load_chunk(uint32_t dst, const uint8_t *src, int bytes, int align) {
+  if (align == 16) {
+    cp_async16(dst, src, bytes);
+  } else if (align == 4) {
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      int b = bytes - 4 * j;
+      b = b < 0 ? 0 : (b > 4 ? 4 : b);
+      cp_async4(dst + 4 * j, b > 0 ? src + 4 * j : src, b);
+    }
+  } else {
+    uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < 16; j++)
+      if (j < bytes) w[j >> 2] |= (uint32_t)src[j] << (8 * (j & 3));
+    st_shared_v4(dst, w[0], w[1], w[2], w[3]);
+  }
+}
+
+/* Stage `rows` rows (starting at global row r0 of an operand with `nrows` rows) of the
+ * K slice starting at k0 into shared memory at s. */
+template <int ROWS, int THREADS>
+W8A8_DEV void load_tile(uint32_t s, const uint8_t *base, int64_t ld, int64_t nrows, int64_t r0, int64_t K, int64_t k0,
+                        int align) {
+  constexpr int CHUNKS = ROWS * (GEMM_BK / 16);
+#pragma unroll
+  for (int i = 0; i < (CHUNKS + THREADS - 1) / THREADS; i++) {
+    int c = threadIdx.x + i * THREADS;
+    if (CHUNKS % THREADS == 0 || c < CHUNKS) {
+      int row = c >> 3, ch = c & 7;
+      int64_t gr = r0 + row, gk = k0 + ch * 16;
+      int64_t rem = K - gk;
+      int bytes = gr < nrows ? (rem <= 0 ? 0 : (rem >= 16 ? 16 : (int)rem)) : 0;
+      const uint8_t *src = bytes > 0 ? base + gr * ld + gk : base;
+      load_chunk(s + row * GEMM_BK + ((ch ^ (row & 7)) << 4), src, bytes, align);
+    }
+  }
+}
+
+/* ---- the kernel -------------------------------------------------------------------- */
+
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES, bool FP8>
+__global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) gemm_mma_kernel(const gemm_params gp) {
+  constexpr int THREADS = WARPS_M * WARPS_N * 32;
+  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N; /* warp tile */
+  constexpr int MI = WTM / 16, NI = WTN / 8;
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile must be a multiple of 16x16");
+  constexpr int STAGE_BYTES = (BM + BN) * GEMM_BK;
+  typedef typename acc_type<FP8>::T acc_t;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  if (FP8) { /* no e4m3 mma below sm_89; the dispatcher refuses fp8 there before launching */
+    __trap();
+    return;
+  }
+#endif
+
+  extern __shared__ __align__(128) uint8_t smem[];
+  const w8a8_mm_problem &p = gp.p;
+  const uint8_t *A = (const uint8_t *)p.a, *B = (const uint8_t *)p.b;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const uint32_t s0 = smem_u32(smem);
+  const int KT = (int)((p.K + GEMM_BK - 1) / GEMM_BK);
+  const int64_t tiles = gp.tiles_m * gp.tiles_n;
+
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    /* Grouped order: 8 tile-rows share each B tile while it is in L2. */
+    const int64_t width = 8 * gp.tiles_n, first = (t / width) * 8;
+    const int64_t gsize = gp.tiles_m - first < 8 ? gp.tiles_m - first : 8;
+    const int64_t m0 = (first + (t % width) % gsize) * BM, n0 = ((t % width) / gsize) * BN;
+
+    acc_t acc[MI][NI][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+      for (int j = 0; j < NI; j++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) acc[i][j][r] = 0;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+      if (s < KT) {
+        load_tile<BM, THREADS>(s0 + s * STAGE_BYTES, A, p.lda, p.M, m0, p.K, (int64_t)s * GEMM_BK, gp.align_a);
+        load_tile<BN, THREADS>(s0 + s * STAGE_BYTES + BM * GEMM_BK, B, p.ldb, p.N, n0, p.K, (int64_t)s * GEMM_BK,
+                               gp.align_b);
+      }
+      cp_async_commit();
+    }
+
+    for (int kt = 0; kt < KT; kt++) {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads(); /* slice kt is visible; slice kt-1's buffer is free */
+      const int nk = kt + STAGES - 1;
+      if (nk < KT) {
+        const uint32_t sn = s0 + (nk % STAGES) * STAGE_BYTES;
+        load_tile<BM, THREADS>(sn, A, p.lda, p.M, m0, p.K, (int64_t)nk * GEMM_BK, gp.align_a);
+        load_tile<BN, THREADS>(sn + BM * GEMM_BK, B, p.ldb, p.N, n0, p.K, (int64_t)nk * GEMM_BK, gp.align_b);
+      }
+      cp_async_commit();
+
+      const uint32_t sa = s0 + (kt % STAGES) * STAGE_BYTES, sb = sa + BM * GEMM_BK;
+#pragma unroll
+      for (int kk = 0; kk < GEMM_BK / 32; kk++) {
+        uint32_t af[MI][4], bf[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+          int row = wm * WTM + mi * 16 + (lane & 15), ch = kk * 2 + (lane >> 4);
+          ldmatrix_x4(af[mi], sa + row * GEMM_BK + ((ch ^ (row & 7)) << 4));
+        }
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; nj++) {
+          int row = wn * WTN + nj * 16 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
+          uint32_t r[4];
+          ldmatrix_x4(r, sb + row * GEMM_BK + ((ch ^ (row & 7)) << 4));
+          bf[2 * nj][0] = r[0];
+          bf[2 * nj][1] = r[1];
+          bf[2 * nj + 1][0] = r[2];
+          bf[2 * nj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+          for (int ni = 0; ni < NI; ni++) mma_k32(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* every warp is done with the buffers before the next tile refills them */
+
+    /* ---- epilogue, straight from the accumulators ---- */
+    const int g = lane >> 2, tq = lane & 3;
+    const int od = p.out_dtype;
+    const size_t oes = od == W8A8_DTYPE_FP32 ? 4 : 2;
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const int64_t r = m0 + wm * WTM + mi * 16 + g + half * 8;
+        if (r >= p.M) continue;
+        const float sa_r = p.scale_a[p.scale_a_per_token ? r : 0];
+        int32_t azp_r = 1;
+        if (p.azp_mode == W8A8_AZP_PER_TENSOR) azp_r = p.azp[0];
+        if (p.azp_mode == W8A8_AZP_PER_TOKEN) azp_r = p.azp[r];
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) {
+          const int64_t c = n0 + wn * WTN + ni * 8 + 2 * tq;
+          if (c >= p.N) continue;
+          float res[2];
+#pragma unroll
+          for (int j = 0; j < 2; j++) {
+            const int64_t col = c + j < p.N ? c + j : c;
+            float v;
+            if (FP8) {
+              v = (float)acc[mi][ni][half * 2 + j];
+            } else {
+              int32_t d = (int32_t)acc[mi][ni][half * 2 + j];
+              /* d - azp * adj with int32 wrap-around, as the reference */
+              if (p.azp_mode != W8A8_AZP_NONE) d = (int32_t)((uint32_t)d - (uint32_t)azp_r * (uint32_t)p.azp_adj[col]);
+              v = __int2float_rn(d);
+            }
+            const float sb = p.scale_b[p.scale_b_per_channel ? col : 0];
+            const bool hb = p.bias != NULL;
+            res[j] = w8a8d_epilogue(v, sa_r, sb, hb, hb ? w8a8d_load_float(od, p.bias, col) : 0.0f);
+          }
+          const int64_t o = r * p.ldo + c;
+          if (c + 1 < p.N && gp.out_pair) {
+            if (od == W8A8_DTYPE_FP32) {
+              *(float2 *)((char *)p.out + o * oes) = make_float2(res[0], res[1]);
+            } else {
+              uint32_t lo = od == W8A8_DTYPE_BF16 ? w8a8d_f32_to_bf16(res[0]) : w8a8d_f32_to_f16(res[0]);
+              uint32_t hi = od == W8A8_DTYPE_BF16 ? w8a8d_f32_to_bf16(res[1]) : w8a8d_f32_to_f16(res[1]);
+              *(uint32_t *)((char *)p.out + o * oes) = lo | (hi << 16);
+            }
+          } else {
+            w8a8d_store_float(od, p.out, o, res[0]);
+            if (c + 1 < p.N) w8a8d_store_float(od, p.out, o + 1, res[1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* ---- configurations and launcher --------------------------------------------------- */
+
+/* Large tiles: 128x128, 8 warps of 64x32, 3 stages = 96 KB (fits sm_89's 99 KB). */
+#define CFG_L 128, 128, 2, 4, 3
+/* Small tiles for small M / few tiles: 32x64, 4 warps of 32x16, 4 stages = 48 KB. */
+#define CFG_S 32, 64, 1, 4, 4
+
+static int smem_bytes(int bm, int bn, int stages) { return (bm + bn) * GEMM_BK * stages; }
+
+static int align_of(const void *ptr, int64_t ld) {
+  uintptr_t a = (uintptr_t)ptr;
+  if (a % 16 == 0 && ld % 16 == 0) return 16;
+  if (a % 4 == 0 && ld % 4 == 0) return 4;
+  return 1;
+}
+
+/* Opt the large configuration into > 48 KB of dynamic shared memory (once per device,
+ * from w8a8_cuda_state_init with the device current). */
+extern "C" w8a8_status w8a8_cuda_gemm_setup(void) {
+  cudaError_t e;
+  e = cudaFuncSetAttribute(gemm_mma_kernel<CFG_L, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           smem_bytes(128, 128, 3));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(gemm_mma_kernel<CFG_L, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem_bytes(128, 128, 3));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(gemm_mma_kernel<CFG_S, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem_bytes(32, 64, 4));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(gemm_mma_kernel<CFG_S, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem_bytes(32, 64, 4));
+  if (e != cudaSuccess) return w8a8_cuda_error("w8a8_create", "cudaFuncSetAttribute (GEMM shared memory)", e);
+  return W8A8_SUCCESS;
+}
+
+extern "C" w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms) {
+  gemm_params gp;
+  gp.p = *p;
+  gp.align_a = align_of(p->a, p->lda);
+  gp.align_b = align_of(p->b, p->ldb);
+  size_t oes = p->out_dtype == W8A8_DTYPE_FP32 ? 4 : 2;
+  gp.out_pair = ((uintptr_t)p->out % (2 * oes) == 0) && (p->ldo % 2 == 0);
+  const bool fp8 = p->in_dtype == W8A8_DTYPE_FP8_E4M3;
+
+  /* Large tiles when they fill at least one wave of the GPU, else small ones. */
+  int64_t tl = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+  bool large = tl >= num_sms;
+  int bm = large ? 128 : 32, bn = large ? 128 : 64;
+  gp.tiles_m = (p->M + bm - 1) / bm;
+  gp.tiles_n = (p->N + bn - 1) / bn;
+  int64_t tiles = gp.tiles_m * gp.tiles_n;
+  unsigned grid = (unsigned)(tiles < 2147483647 ? tiles : 2147483647);
+  if (large) {
+    int sm = smem_bytes(128, 128, 3);
+    if (fp8)
+      gemm_mma_kernel<CFG_L, true><<<grid, 256, sm, stream>>>(gp);
+    else
+      gemm_mma_kernel<CFG_L, false><<<grid, 256, sm, stream>>>(gp);
+  } else {
+    int sm = smem_bytes(32, 64, 4);
+    if (fp8)
+      gemm_mma_kernel<CFG_S, true><<<grid, 128, sm, stream>>>(gp);
+    else
+      gemm_mma_kernel<CFG_S, false><<<grid, 128, sm, stream>>>(gp);
+  }
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return w8a8_cuda_error("w8a8_scaled_mm", "GEMM kernel launch", e);
+  return W8A8_SUCCESS;
+}
