@@ -5,12 +5,12 @@
 # under $OUT as it goes (a hung step loses nothing already written).
 #
 #   OUT=/tmp/out scripts/gpu_session.sh
-#   Env: GPU_SESSION_STEPS (default "build test graph sanitize bench"), BENCH_ARGS (w8a8 bench options),
+#   Env: GPU_SESSION_STEPS (default "build test graph bench sanitize"), BENCH_ARGS (w8a8 bench options),
 #        BENCH_TIMEOUT (default 300), BUILD (default build-gpu)
 set -u
 OUT=${OUT:-/tmp/w8a8-gpu-out}
 BUILD=${BUILD:-build-gpu}
-STEPS=${GPU_SESSION_STEPS:-"build test graph sanitize bench"}
+STEPS=${GPU_SESSION_STEPS:-"build test graph bench sanitize"}
 BENCH_ARGS=${BENCH_ARGS:-"--gpu --suite llama8b,llama70b-tp4 -m 1,16,64,128,512,2048,8192 --dtype both --scales token"}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-300}
 mkdir -p "$OUT"
@@ -72,14 +72,6 @@ if has graph; then
   say "graph: exit $?"
 fi
 
-if has sanitize; then
-  say "sanitize: compute-sanitizer memcheck + racecheck (tests/run_gpu.sh)"
-  BUILD="$BUILD" GPU_TEST_LOGDIR="$OUT" GPU_TEST_TIMEOUT=240 sh tests/run_gpu.sh >>"$LOG" 2>&1
-  say "sanitize: exit $? ($(($(date +%s) - T0)) s)"
-  cat "$OUT/gpu-test-summary.txt"
-  rm -f "$OUT/gpu-tests.log" # the plain run's log duplicates test.log; keep under 8 files
-fi
-
 if has bench; then
   if [ -x "$BUILD/bin/w8a8" ] && "$BUILD/bin/w8a8" bench --help >/dev/null 2>&1; then
     BENCH=("$BUILD/bin/w8a8" bench $BENCH_ARGS)
@@ -87,11 +79,19 @@ if has bench; then
     BENCH=("$BUILD/bench_cuda_main" -m "${BENCH_MS:-1,16,64,128,512,2048,8192}")
   fi
   say "bench: ${BENCH[*]}"
-  timeout "$BENCH_TIMEOUT" "${BENCH[@]}" -o "$OUT/bench.jsonl" >"$OUT/bench.txt" 2>"$OUT/bench.err"
+  timeout "$BENCH_TIMEOUT" stdbuf -oL "${BENCH[@]}" -o "$OUT/bench.jsonl" >"$OUT/bench.txt" 2>"$OUT/bench.err"
   say "bench: exit $? ($(($(date +%s) - T0)) s)"
   tail -n 3 "$OUT/bench.err" >>"$LOG"
   rm -f "$OUT/bench.err"
   grep -E '^#|w8a8_cuda' "$OUT/bench.txt" | tail -n 60
 fi
+if has sanitize; then
+  say "sanitize: compute-sanitizer memcheck + racecheck (tests/run_gpu.sh)"
+  BUILD="$BUILD" GPU_TEST_LOGDIR="$OUT" GPU_TEST_TIMEOUT="${SANITIZE_TIMEOUT:-150}" GPU_TEST_REUSE_LOG="$OUT/test.log" \
+    sh tests/run_gpu.sh >>"$LOG" 2>&1
+  say "sanitize: exit $? ($(($(date +%s) - T0)) s)"
+  cat "$OUT/gpu-test-summary.txt"
+fi
+
 say "done ($(($(date +%s) - T0)) s)"
 ls -la "$OUT" >>"$LOG"

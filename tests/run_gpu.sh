@@ -4,7 +4,8 @@
 # are left out, the sanitizers slow kernels down 10-100x). Writes one log per stage and a
 # summary; ends with "N passed, N failed" like tests/run_all.sh.
 # Env: BUILD (default build), GPU_TEST_LOGDIR (default $BUILD), GPU_TEST_FILTER (default "cuda_ smoke"),
-#      COMPUTE_SANITIZER (path), GPU_TEST_TIMEOUT (seconds per stage, default 600).
+#      COMPUTE_SANITIZER (path), GPU_TEST_TIMEOUT (seconds per stage, default 600),
+#      GPU_TEST_REUSE_LOG (a log of the plain run just made: counted instead of running it again).
 BUILD=${BUILD:-build}
 LOGDIR=${GPU_TEST_LOGDIR:-$BUILD}
 FILTER=${GPU_TEST_FILTER:-"cuda_ smoke"}
@@ -31,8 +32,11 @@ stage() { # name, log, command...
   shift 2
   echo "== $name: $*"
   start=$(date +%s)
-  "$@" >"$log" 2>&1
-  rc=$?
+  rc=0
+  if [ $# -gt 0 ]; then # no command: count an existing log
+    "$@" >"$log" 2>&1
+    rc=$?
+  fi
   secs=$(($(date +%s) - start))
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
   if [ -z "$line" ]; then
@@ -52,8 +56,13 @@ stage() { # name, log, command...
   total_fail=$((total_fail + f))
 }
 
-# shellcheck disable=SC2086
-stage tests "$LOGDIR/gpu-tests.log" timeout "$TMO" "$T" $FILTER
+if [ -n "${GPU_TEST_REUSE_LOG:-}" ] && [ -f "$GPU_TEST_REUSE_LOG" ]; then
+  # the caller just ran the plain tests (scripts/gpu_session.sh): count that run, do not repeat it
+  stage tests "$GPU_TEST_REUSE_LOG"
+else
+  # shellcheck disable=SC2086
+  stage tests "$LOGDIR/gpu-tests.log" timeout "$TMO" stdbuf -oL "$T" $FILTER
+fi
 if [ -x "$CS" ]; then
   # shellcheck disable=SC2086
   stage memcheck "$LOGDIR/gpu-memcheck.log" env W8A8_GPU_TEST_SMALL=1 timeout "$TMO" \
