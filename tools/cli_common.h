@@ -1,0 +1,151 @@
+/* cli_common.h — helpers shared by the `w8a8` command-line tool (tools/w8a8.c, tools/bench.c):
+ * random data, bf16/fp16/fp8 conversions, timers, memory on the handle's device, output
+ * comparison against the reference, argument parsing and JSON strings.
+ *
+ * The CLI is a client of the public API: nothing here includes src/ headers, so the
+ * conversions below are our own (written to round exactly as the header says). */
+#ifndef W8A8_CLI_COMMON_H
+#define W8A8_CLI_COMMON_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "w8a8.h"
+
+/* ---- exit codes ---------------------------------------------------------------- */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1  /* a wrong result, or a failed library call */
+#define CLI_EXIT_USAGE 2 /* bad command line */
+
+/* ---- random numbers (splitmix64: tiny, seedable per chunk, good enough for test data) */
+typedef struct cli_rng {
+  uint64_t s;
+} cli_rng;
+static inline cli_rng cli_rng_make(uint64_t seed, uint64_t stream) {
+  cli_rng r = {seed * 0x9e3779b97f4a7c15ull + stream * 0xd1b54a32d192ed03ull + 1};
+  return r;
+}
+static inline uint64_t cli_rng_u64(cli_rng *r) {
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+/* uniform in [0, 1) */
+static inline float cli_rng_unit(cli_rng *r) { return (float)(cli_rng_u64(r) >> 40) * 0x1p-24f; }
+/* approximately N(0, 1): Irwin-Hall sum of 4 uniforms, rescaled (cheap, bounded at +-3.46) */
+static inline float cli_rng_normal(cli_rng *r) {
+  uint64_t u = cli_rng_u64(r);
+  float s = (float)(u & 0xffff) + (float)((u >> 16) & 0xffff) + (float)((u >> 32) & 0xffff) + (float)(u >> 48);
+  return (s * 0x1p-16f - 2.0f) * 1.7320508f;
+}
+static inline int64_t cli_rng_range(cli_rng *r, int64_t lo, int64_t hi) { /* [lo, hi] */
+  return lo + (int64_t)(cli_rng_u64(r) % (uint64_t)(hi - lo + 1));
+}
+
+/* Fill n bf16 values ~ N(0, sigma^2) (OpenMP, deterministic for a given seed). */
+void cli_fill_bf16_normal(uint16_t *x, int64_t n, float sigma, uint64_t seed);
+
+/* ---- number formats ------------------------------------------------------------- */
+float cli_bf16_to_f32(uint16_t h);
+uint16_t cli_f32_to_bf16(float f); /* RNE */
+float cli_f16_to_f32(uint16_t h);
+uint16_t cli_f32_to_f16(float f); /* RNE */
+float cli_fp8_to_f32(uint8_t v);  /* e4m3fn */
+/* element i of a bf16/fp16/fp32 array as double */
+double cli_load_float(w8a8_dtype t, const void *base, int64_t i);
+/* store f (fp32) into element i of a bf16/fp16/fp32 array, rounding once */
+void cli_store_float(w8a8_dtype t, void *base, int64_t i, float f);
+/* distance between x and the next representable value of the output dtype, at |x| */
+double cli_ulp(w8a8_dtype t, double x);
+
+/* ---- time ------------------------------------------------------------------------ */
+double cli_now_us(void);
+double cli_median(double *v, int n); /* sorts v */
+void cli_iso_date(char *buf, size_t n);     /* "2026-11-29" (UTC) */
+void cli_iso_datetime(char *buf, size_t n); /* "2026-11-29T14:57:54Z" */
+void cli_hostname(char *buf, size_t n);
+
+/* ---- memory of the handle's device -------------------------------------------------
+ * A CPU handle gets host memory; a CUDA handle gets cudaMalloc'ed memory (in a build with
+ * CUDA). These let one code path drive either backend. */
+typedef struct cli_dev {
+  w8a8_device_kind kind;
+  int index;
+} cli_dev;
+cli_dev cli_dev_of(const w8a8_handle *h);
+void *cli_dev_alloc(cli_dev d, size_t bytes); /* NULL (message on stderr) on failure; 0 bytes ok */
+void cli_dev_free(cli_dev d, void *p);
+int cli_dev_upload(cli_dev d, void *dst, const void *src, size_t bytes);
+int cli_dev_download(cli_dev d, void *dst, const void *src, size_t bytes);
+int cli_dev_memset(cli_dev d, void *dst, int byte, size_t bytes);
+int cli_dev_sync(cli_dev d); /* wait for the device (legacy stream); 0 on success */
+
+/* Median microseconds per call of fn(arg) on the device: `warmup` untimed calls, then
+ * `iters` timed ones (CUDA events around each call on the legacy stream for CUDA;
+ * wall clock for the CPU). Returns -1 if a call failed. */
+typedef int (*cli_call_fn)(void *arg);
+double cli_time_calls(cli_dev d, cli_call_fn fn, void *arg, int warmup, int iters);
+
+/* ---- comparing outputs with the reference ------------------------------------------ */
+typedef struct cli_cmp {
+  int64_t checked;    /* elements compared */
+  int64_t wrong;      /* elements outside the tolerance (bitwise mismatches for exact checks) */
+  double max_abs;     /* max |got - ref| */
+  double max_rel;     /* max |got - ref| / |ref| over elements with ref != 0 */
+  int64_t bad_m, bad_n; /* first wrong element */
+  double bad_got, bad_ref, bad_tol;
+} cli_cmp;
+void cli_cmp_init(cli_cmp *c);
+
+/* Bitwise comparison of two [rows, cols] row-major outputs (int8 GEMMs: exact). */
+void cli_compare_exact(w8a8_dtype od, const void *got, int64_t ldg, const void *ref, int64_t ldr, int64_t rows,
+                       int64_t cols, cli_cmp *c);
+
+/* fp8 GEMM: the header fixes fp32 accumulation but not its order, so two correct
+ * implementations differ by at most the rounding of two different summation orders:
+ *   |got - ref| <= |sa sb| * eps(K) * sum_k |a_k b_k| + ulp_out
+ * with eps(K) = max(2 K 2^-24, 2^-12) (the floor leaves room for tensor cores that
+ * align addends to ~14 bits inside one MMA; a missing or doubled term is still far
+ * outside it at the K the self-test uses). a: host fp8 [rows, K] (lda), b: host fp8
+ * [N, K] (ldb), scales as given to scaled_mm (sa_len 1 or rows, sb_len 1 or N). */
+void cli_compare_fp8(const uint8_t *a, int64_t lda, const uint8_t *b, int64_t ldb, int64_t rows, int64_t N,
+                     int64_t K, const float *sa, int64_t sa_len, const float *sb, int64_t sb_len, w8a8_dtype od,
+                     const void *got, int64_t ldg, const void *ref, int64_t ldr, cli_cmp *c);
+
+/* ---- command-line parsing ------------------------------------------------------------ */
+/* Strict integer parse: the whole string, base 10, within [lo, hi]. */
+bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* "1,16,64" -> up to max values within [lo, hi]; returns the count, or -1 on bad input. */
+int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int max);
+/* "bf16" | "fp16" | "fp32" -> dtype, else W8A8_DTYPE_INVALID */
+w8a8_dtype cli_parse_out_dtype(const char *s);
+
+/* ---- JSON ------------------------------------------------------------------------------ */
+/* Write s as a JSON string literal (quotes included). */
+void cli_json_str(FILE *f, const char *s);
+
+#endif
+
+/* ---- sampled verification ------------------------------------------------------------------- */
+/* Check rows `rows[0..nrows)` of a host output `got` [M, N] (ldg) of scaled_mm against the
+ * scalar reference (CPU handles forced to W8A8_KERNEL_REFERENCE, one per thread, so large
+ * layers verify in reasonable time): int8 bitwise, fp8 within cli_compare_fp8's bound.
+ * a [M, K] (lda), b = weights [N, K] (ldb), all host memory; bias NULL or N elements of od.
+ * Returns 0, or -1 if the reference itself failed (message on stderr). */
+int cli_verify_rows(w8a8_dtype in, w8a8_dtype od, const void *a, int64_t lda, const void *b, int64_t ldb,
+                    int64_t N, int64_t K, const float *sa, int64_t sa_len, const float *sb, int64_t sb_len,
+                    const void *bias, const void *got, int64_t ldg, const int64_t *rows, int nrows, cli_cmp *c);
+/* The same, checking all of N only when max_cols <= 0 or N <= max_cols; otherwise four blocks
+ * of max_cols/4 columns spread over N (first and last included), for layers where the scalar
+ * reference over all of N is too slow on a small CPU. */
+int cli_verify_rows_cols(w8a8_dtype in, w8a8_dtype od, const void *a, int64_t lda, const void *b, int64_t ldb,
+                         int64_t N, int64_t K, const float *sa, int64_t sa_len, const float *sb, int64_t sb_len,
+                         const void *bias, const void *got, int64_t ldg, const int64_t *rows, int nrows,
+                         int64_t max_cols, cli_cmp *c);
+/* Evenly spread row indices of [0, M) (first and last included), at most max; returns the count. */
+int cli_sample_rows(int64_t M, int max, int64_t *rows);
+
+/* ---- subcommands (tools/bench.c) ---------------------------------------------------------------- */
+int cli_bench_main(int argc, char **argv);
