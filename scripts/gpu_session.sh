@@ -48,6 +48,9 @@ if has build; then
   say "build: exit $rc ($(($(date +%s) - T0)) s)"
   tail -n 15 "$OUT/build.log"
   [ $rc -eq 0 ] || { say "build failed: stopping"; exit 1; }
+  # Which tensor-core instructions the portable kernel compiled to (IMMA for int8; fp8 on sm_90?)
+  { echo "SASS matrix instructions in gemm_mma.cu.o:"; cuobjdump -sass "$BUILD/obj/src/cuda/gemm_mma.cu.o" 2>&1 |
+    grep -oE '(HMMA|IMMA|QMMA|HGMMA|IGMMA|QGMMA)[.A-Z0-9]*' | sort | uniq -c; } >>"$LOG" 2>&1
   # The CLI may not build while others' work is in flight; the bench then uses our driver.
   timeout 120 make "${MAKEVARS[@]}" -j16 cli >>"$OUT/build.log" 2>&1 || say "build: the CLI did not build (bench uses scripts/bench_cuda_main.c)"
   LIBS=$(make "${MAKEVARS[@]}" --no-print-directory --eval='print-ldlibs: ; @echo $(LDLIBS_ALL)' print-ldlibs 2>/dev/null)

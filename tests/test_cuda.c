@@ -351,6 +351,15 @@ static void mm_sweep(w8a8_dtype in) {
     failed += run_mm(g, r, &c, &worst);
     n++;
   }
+  /* Split-K: few small tiles over a deep K (the partial sums go through the handle's workspace),
+   * an uneven last split in the second case. */
+  for (int v = 0; v < 2; v++) {
+    mm_case c = {5 + 12 * v, 200 + 7 * v, 2048 + 13 * v, in, v ? W8A8_DTYPE_FP32 : W8A8_DTYPE_BF16, 1, 1, 1,
+                 fp8 ? 0 : 3 - v, 0, 0, 0, 0, 0, 0};
+    layout(&c, v ? 2 : 0);
+    failed += run_mm(g, r, &c, &worst);
+    n++;
+  }
   if (!small_mode()) {
     /* LLM-like decode and prefill shapes (weight streaming, deep K). */
     mm_case c1 = {16, 2560, 4096, in, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -467,7 +476,7 @@ W8A8_TEST(cuda_colsum) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
   REQUIRE(g && r, "%s", w8a8_last_error());
-  static const int64_t shapes[][3] = {{1, 1, 0}, {13, 7, 3}, {4096, 1000, 16}, {131072, 3, 1}, {300, 5000, 0}};
+  static const int64_t shapes[][3] = {{1, 1, 0}, {13, 7, 3}, {4096, 1000, 16}, {131071, 3, 1}, {300, 5000, 0}};
   for (int i = 0; i < 5; i++) {
     reseed();
     int64_t K = shapes[i][0], N = shapes[i][1], ld = K + shapes[i][2];
@@ -615,7 +624,7 @@ W8A8_TEST(cuda_quantize_all_modes) {
         for (int az = 0; az < 2; az++)
           for (int ub = 0; ub < 2; ub++) {
             if (az && (out != W8A8_DTYPE_INT8 || mode == W8A8_QUANT_DYNAMIC_PER_TENSOR)) continue;
-            if (ub && mode != W8A8_QUANT_DYNAMIC_PER_TOKEN) continue;
+            if (ub && (mode != W8A8_QUANT_DYNAMIC_PER_TOKEN || az)) continue; /* scale_ub: symmetric per-token only */
             for (int s = 0; s < 7; s++) {
               const int64_t *sh = shapes[s];
               q_case c = {sh[0], sh[1], sh[2], sh[3], ins[i], out, (w8a8_quant_mode)mode, az, ub, s % 2};

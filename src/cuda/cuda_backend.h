@@ -29,7 +29,9 @@ W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_proble
 /* Launchers of the portable kernels (gemm_mma.cu, quant.cu). They launch on `stream` and
  * check the launch; the caller has made the handle's device current and checked the device. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_gemm_setup(void);
-W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms);
+/* ws: the handle's workspace (split-K partial sums); the launcher never uses more than ws_bytes. */
+W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, void *ws,
+                                              size_t ws_bytes);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_colsum(const w8a8_colsum_problem *p, cudaStream_t stream, int num_sms);
 

@@ -31,18 +31,31 @@ static void guard_exit(const device_guard *g) {
 w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   device_guard g;
   W8A8_CHECK(guard_enter("w8a8_create", h, &g));
-  /* No workspace: the portable kernels need none (no split-K; the dynamic per-tensor
-   * quantizer reduces into the caller's scale buffer). */
+  /* The portable GEMM's split-K partial sums (small M, few tiles): 16 MB holds 16 splits of any
+   * problem whose small tiles do not fill the GPU. Calls of one handle share it, so they run in
+   * stream order (the header: one thread, one stream at a time per handle). */
   st->ws = NULL;
   st->ws_bytes = 0;
+  size_t bytes = (size_t)16 << 20;
+  cudaError_t e = cudaMalloc(&st->ws, bytes);
+  if (e != cudaSuccess) {
+    st->ws = NULL;
+    guard_exit(&g);
+    cudaGetLastError();
+    return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "w8a8_create: could not allocate %zu bytes of GPU workspace on device %d",
+                    bytes, h->device_index);
+  }
+  st->ws_bytes = bytes;
   w8a8_status s = w8a8_cuda_gemm_setup();
   guard_exit(&g);
   return s;
 }
 
 void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st) {
-  (void)h;
+  int prev = -1;
+  if (st->ws && cudaGetDevice(&prev) == cudaSuccess && prev != h->device_index) cudaSetDevice(h->device_index);
   if (st->ws) cudaFree(st->ws);
+  if (prev >= 0 && prev != h->device_index) cudaSetDevice(prev);
   st->ws = NULL;
   st->ws_bytes = 0;
 }
@@ -73,7 +86,7 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
     }
     w8a8_clear_error(); /* the fast path declined this input: not the caller's error */
   }
-  s = w8a8_cuda_launch_gemm(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+  s = w8a8_cuda_launch_gemm(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->ws, st->ws_bytes);
   guard_exit(&g);
   return s;
 }

@@ -34,6 +34,9 @@ typedef struct gemm_params {
   int64_t tiles_m, tiles_n;
   int align_a, align_b; /* 16, 4 or 1: widest load the operand's base and stride allow */
   int out_pair;         /* out base and ldo allow 2-element stores */
+  int splits;           /* split-K: CTAs per output tile, each over kt_per_split K slices */
+  int kt_per_split;
+  void *partial;        /* splits > 1: [splits][M][N] raw accumulators (int32 or fp32), workspace */
 } gemm_params;
 
 /* ---- PTX wrappers -------------------------------------------------------------- */
@@ -156,10 +159,15 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) gemm_mma_kernel(const g
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
   const uint32_t s0 = smem_u32(smem);
-  const int KT = (int)((p.K + GEMM_BK - 1) / GEMM_BK);
-  const int64_t tiles = gp.tiles_m * gp.tiles_n;
+  const int KT_ALL = (int)((p.K + GEMM_BK - 1) / GEMM_BK);
+  const int64_t tiles_mn = gp.tiles_m * gp.tiles_n, tiles = tiles_mn * gp.splits;
 
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int64_t tg = blockIdx.x; tg < tiles; tg += gridDim.x) {
+    /* Split-K: split `split` of an output tile covers K slices [kt0, kt0 + KT). */
+    const int split = (int)(tg / tiles_mn);
+    const int64_t t = tg % tiles_mn;
+    const int kt0 = split * gp.kt_per_split;
+    const int KT = KT_ALL - kt0 < gp.kt_per_split ? KT_ALL - kt0 : gp.kt_per_split;
     /* Grouped order: 8 tile-rows share each B tile while it is in L2. */
     const int64_t width = 8 * gp.tiles_n, first = (t / width) * 8;
     const int64_t gsize = gp.tiles_m - first < 8 ? gp.tiles_m - first : 8;
@@ -176,9 +184,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) gemm_mma_kernel(const g
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
       if (s < KT) {
-        load_tile<BM, THREADS>(s0 + s * STAGE_BYTES, A, p.lda, p.M, m0, p.K, (int64_t)s * GEMM_BK, gp.align_a);
-        load_tile<BN, THREADS>(s0 + s * STAGE_BYTES + BM * GEMM_BK, B, p.ldb, p.N, n0, p.K, (int64_t)s * GEMM_BK,
-                               gp.align_b);
+        load_tile<BM, THREADS>(s0 + s * STAGE_BYTES, A, p.lda, p.M, m0, p.K, (int64_t)(kt0 + s) * GEMM_BK,
+                               gp.align_a);
+        load_tile<BN, THREADS>(s0 + s * STAGE_BYTES + BM * GEMM_BK, B, p.ldb, p.N, n0, p.K,
+                               (int64_t)(kt0 + s) * GEMM_BK, gp.align_b);
       }
       cp_async_commit();
     }
@@ -189,8 +198,8 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) gemm_mma_kernel(const g
       const int nk = kt + STAGES - 1;
       if (nk < KT) {
         const uint32_t sn = s0 + (nk % STAGES) * STAGE_BYTES;
-        load_tile<BM, THREADS>(sn, A, p.lda, p.M, m0, p.K, (int64_t)nk * GEMM_BK, gp.align_a);
-        load_tile<BN, THREADS>(sn + BM * GEMM_BK, B, p.ldb, p.N, n0, p.K, (int64_t)nk * GEMM_BK, gp.align_b);
+        load_tile<BM, THREADS>(sn, A, p.lda, p.M, m0, p.K, (int64_t)(kt0 + nk) * GEMM_BK, gp.align_a);
+        load_tile<BN, THREADS>(sn + BM * GEMM_BK, B, p.ldb, p.N, n0, p.K, (int64_t)(kt0 + nk) * GEMM_BK, gp.align_b);
       }
       cp_async_commit();
 
@@ -222,8 +231,29 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) gemm_mma_kernel(const g
     cp_async_wait<0>();
     __syncthreads(); /* every warp is done with the buffers before the next tile refills them */
 
-    /* ---- epilogue, straight from the accumulators ---- */
     const int g = lane >> 2, tq = lane & 3;
+    if (gp.splits > 1) {
+      /* split-K: raw accumulators to the workspace; splitk_reduce sums them in split order
+       * (int32: exact) and applies the epilogue. */
+      acc_t *part = (acc_t *)gp.partial + (int64_t)split * p.M * p.N;
+#pragma unroll
+      for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+          const int64_t r = m0 + wm * WTM + mi * 16 + g + half * 8;
+          if (r >= p.M) continue;
+#pragma unroll
+          for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+              const int64_t c = n0 + wn * WTN + ni * 8 + 2 * tq + j;
+              if (c < p.N) part[r * p.N + c] = acc[mi][ni][half * 2 + j];
+            }
+        }
+      continue;
+    }
+
+    /* ---- epilogue, straight from the accumulators ---- */
     const int od = p.out_dtype;
     const size_t oes = od == W8A8_DTYPE_FP32 ? 4 : 2;
 #pragma unroll
@@ -276,6 +306,37 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32) gemm_mma_kernel(const g
   }
 }
 
+/* Split-K: out[m,n] = epilogue(sum over splits of partial[s][m][n]), the sum in split order. */
+template <bool FP8>
+__global__ void __launch_bounds__(256) splitk_reduce(const gemm_params gp) {
+  typedef typename acc_type<FP8>::T acc_t;
+  const w8a8_mm_problem &p = gp.p;
+  const acc_t *part = (const acc_t *)gp.partial;
+  const int64_t MN = p.M * p.N;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < MN; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / p.N, c = i % p.N;
+    float v;
+    if (FP8) {
+      float a = 0.0f;
+      for (int s = 0; s < gp.splits; s++) a = __fadd_rn(a, (float)part[s * MN + i]);
+      v = a;
+    } else {
+      uint32_t a = 0; /* int32 wrap-around, as the accumulator */
+      for (int s = 0; s < gp.splits; s++) a += (uint32_t)(int32_t)part[s * MN + i];
+      int32_t d = (int32_t)a;
+      if (p.azp_mode != W8A8_AZP_NONE) {
+        int32_t azp = p.azp_mode == W8A8_AZP_ADJ_ONLY ? 1 : p.azp_mode == W8A8_AZP_PER_TENSOR ? p.azp[0] : p.azp[r];
+        d = (int32_t)((uint32_t)d - (uint32_t)azp * (uint32_t)p.azp_adj[c]);
+      }
+      v = __int2float_rn(d);
+    }
+    const float sa = p.scale_a[p.scale_a_per_token ? r : 0], sb = p.scale_b[p.scale_b_per_channel ? c : 0];
+    const bool hb = p.bias != NULL;
+    w8a8d_store_float(p.out_dtype, p.out, r * p.ldo + c,
+                      w8a8d_epilogue(v, sa, sb, hb, hb ? w8a8d_load_float(p.out_dtype, p.bias, c) : 0.0f));
+  }
+}
+
 /* ---- configurations and launcher --------------------------------------------------- */
 
 /* Large tiles: 128x128, 8 warps of 64x32, 3 stages = 96 KB (fits sm_89's 99 KB). */
@@ -311,7 +372,8 @@ extern "C" w8a8_status w8a8_cuda_gemm_setup(void) {
   return W8A8_SUCCESS;
 }
 
-extern "C" w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms) {
+extern "C" w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, void *ws,
+                                             size_t ws_bytes) {
   gemm_params gp;
   gp.p = *p;
   gp.align_a = align_of(p->a, p->lda);
@@ -326,7 +388,24 @@ extern "C" w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStrea
   int bm = large ? 128 : 32, bn = large ? 128 : 64;
   gp.tiles_m = (p->M + bm - 1) / bm;
   gp.tiles_n = (p->N + bn - 1) / bn;
-  int64_t tiles = gp.tiles_m * gp.tiles_n;
+  const int KT = (int)((p->K + GEMM_BK - 1) / GEMM_BK);
+  gp.splits = 1;
+  gp.kt_per_split = KT;
+  gp.partial = ws;
+  /* Split-K when the small tiles leave SMs idle (decode: M small, N narrow, K deep): about two
+   * CTAs per SM, each split at least 2 K slices, the partials within the workspace. */
+  int64_t tiles_mn = gp.tiles_m * gp.tiles_n;
+  if (!large && tiles_mn < num_sms && KT >= 4) {
+    int64_t sp = (2 * (int64_t)num_sms + tiles_mn - 1) / tiles_mn;
+    if (sp > KT / 2) sp = KT / 2;
+    if (sp > 16) sp = 16;
+    while (sp > 1 && (size_t)sp * p->M * p->N * 4 > ws_bytes) sp--;
+    if (sp > 1) {
+      gp.kt_per_split = (int)((KT + sp - 1) / sp);
+      gp.splits = (KT + gp.kt_per_split - 1) / gp.kt_per_split; /* no empty split */
+    }
+  }
+  int64_t tiles = tiles_mn * gp.splits;
   unsigned grid = (unsigned)(tiles < 2147483647 ? tiles : 2147483647);
   if (large) {
     int sm = smem_bytes(128, 128, 3);
@@ -343,5 +422,15 @@ extern "C" w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStrea
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return w8a8_cuda_error("w8a8_scaled_mm", "GEMM kernel launch", e);
+  if (gp.splits > 1) {
+    int64_t blocks = (p->M * p->N + 255) / 256;
+    if (blocks > (int64_t)num_sms * 8) blocks = (int64_t)num_sms * 8;
+    if (fp8)
+      splitk_reduce<true><<<(unsigned)blocks, 256, 0, stream>>>(gp);
+    else
+      splitk_reduce<false><<<(unsigned)blocks, 256, 0, stream>>>(gp);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return w8a8_cuda_error("w8a8_scaled_mm", "split-K reduce kernel launch", e);
+  }
   return W8A8_SUCCESS;
 }
