@@ -242,8 +242,8 @@ int cli_bench_main(int argc, char **argv) {
         USAGE_ERR("-n takes a comma list of integers in 1..%d, got '%s'", 1 << 20, v);
     } else if (!strcmp(a, "-k")) {
       NEED_VALUE();
-      if ((nks = cli_parse_i64_list(v, 1, 1 << 17, ks, MAX_SHAPES)) < 0)
-        USAGE_ERR("-k takes a comma list of integers in 1..%d (int8 needs K <= 131072), got '%s'", 1 << 17, v);
+      if ((nks = cli_parse_i64_list(v, 1, 131071, ks, MAX_SHAPES)) < 0)
+        USAGE_ERR("-k takes a comma list of integers in 1..131071 (the int32 accumulator bound), got '%s'", v);
     } else if (!strcmp(a, "--dtype")) {
       NEED_VALUE();
       if (!strcmp(v, "int8"))
