@@ -330,33 +330,196 @@ W8A8_API w8a8_status w8a8_quantize(w8a8_handle *handle, const w8a8_matrix *x, co
 /* Tensor parallelism                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* Owned by the tensor-parallelism work (issue 5; the GPU transport is issue 6).
+ *
+ * Sequence-parallel layers over W ranks. Rank r holds M_r rows (tokens) of the
+ * activations; the rows of the whole layer are the ranks' shards in rank order,
+ * so rank r's rows start at offset_r = M_0 + ... + M_{r-1}.
+ *
+ *   column-parallel (QKV, gate_up):  out[M, N_r]  = all_gather(A)[M, K] . B_r[K, N_r]
+ *   row-parallel    (O, down):       out_r[M_r, N] = rows offset_r.. of sum_j (A_j[M, K_j] . B_j[K_j, N])
+ *
+ * Uneven shards are supported (as MPI_Allgatherv): M_r may differ between ranks
+ * and may be 0. w8a8_tp_shard_rows gives the usual split (the first M % W ranks
+ * get one extra row). What every rank must agree on is checked by the fused
+ * calls themselves (see "Agreement" below).
+ *
+ * Communicators are collective objects: create, destroy and the fused calls must
+ * be called by every rank of the communicator, in the same order. A communicator
+ * is used by one thread at a time. */
+
 typedef struct w8a8_comm w8a8_comm;
 
 /**
  * Create a communicator over an existing MPI communicator (pass a pointer to your
- * MPI_Comm; it is duplicated, so yours stays free for other traffic). Collective
- * over its ranks. The handle (CPU) is used by the fused operations.
- * @return W8A8_ERROR_NOT_BUILT when the library was built without MPI.
+ * MPI_Comm; it is duplicated, so yours stays free for other traffic, and the
+ * duplicate returns MPI errors instead of aborting). Collective over its ranks.
+ * MPI must be initialised. `handle` is a CPU handle: it runs the GEMMs (its kernel
+ * choice and thread count apply) and must outlive the communicator.
+ * All ranks check at creation that they run the same library version and device
+ * kind; when any rank's arguments are bad every rank fails (no hang).
+ * Allocates no workspace: call w8a8_comm_reserve before the fused calls.
+ * @return W8A8_ERROR_NOT_BUILT without MPI; W8A8_ERROR_UNSUPPORTED_DEVICE for a CUDA
+ *         handle (GPU ranks use w8a8_comm_create_nccl); W8A8_ERROR_COMM when MPI fails;
+ *         W8A8_ERROR_COMM_MISMATCH when ranks disagree or another rank's arguments were bad.
  */
 W8A8_API w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm);
 /**
- * Bootstrap: MPI_Init if MPI is not initialised yet (MPI_Finalize is then called when the
- * last such communicator is destroyed), then a communicator over MPI_COMM_WORLD.
+ * Bootstrap: MPI_Init_thread(MPI_THREAD_FUNNELED) if MPI is not initialised yet
+ * (MPI_Finalize is then called when the last such communicator is destroyed, after
+ * which MPI cannot be used again in this process), then w8a8_comm_create_mpi over
+ * MPI_COMM_WORLD.
  */
 W8A8_API w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle);
-/** Create a communicator over an existing ncclComm_t (GPU ranks, one GPU per rank). */
+/**
+ * Create a communicator over an existing ncclComm_t (pass the ncclComm_t itself as
+ * void *; GPU ranks, one GPU per rank, `handle` a CUDA handle of that GPU). Works
+ * under mpirun (one rank per process) and with one thread per GPU in one process.
+ * @return W8A8_ERROR_NOT_BUILT until the GPU transport lands (issue 6) or without NCCL.
+ */
 W8A8_API w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *nccl_comm);
-/** Destroy; NULL accepted. Collective. */
+
+/** Opaque bootstrap id for w8a8_comm_create_nccl_id (the bytes of an ncclUniqueId). */
+#define W8A8_UNIQUE_ID_BYTES 128
+typedef struct w8a8_unique_id {
+  char internal[W8A8_UNIQUE_ID_BYTES];
+} w8a8_unique_id;
+/** Make a bootstrap id on one rank; broadcast its bytes to the others by any means
+ *  (MPI, torch.distributed, a file). @return W8A8_ERROR_NOT_BUILT until issue 6 / without NCCL. */
+W8A8_API w8a8_status w8a8_comm_unique_id(w8a8_unique_id *id);
+/** Create a GPU communicator from a bootstrap id: nranks ranks, this one `rank`. Collective.
+ *  @return W8A8_ERROR_NOT_BUILT until issue 6 / without NCCL. */
+W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, const w8a8_unique_id *id,
+                                              int nranks, int rank);
+
+/** Destroy; NULL accepted. Collective (frees the duplicated MPI communicator). */
 W8A8_API w8a8_status w8a8_comm_destroy(w8a8_comm *comm);
 W8A8_API w8a8_status w8a8_comm_rank(const w8a8_comm *comm, int *rank);
 W8A8_API w8a8_status w8a8_comm_size(const w8a8_comm *comm, int *size);
 
-/** Options of the fused TP operations. Initialise with W8A8_TP_OPTIONS_INIT. */
+/**
+ * Size the communicator's workspace (gathered A and scales for all-gather; fp32
+ * partials for reduce-scatter). The fused calls allocate nothing: a call that does
+ * not fit returns W8A8_ERROR_WORKSPACE on every rank, naming what to reserve.
+ * Local (not collective); may be called again to grow (never shrinks), not while a
+ * call is running. The sizes are as this rank sees them in its own arguments:
+ *   max_m: the largest M of the whole layer (all_gather: out->rows; reduce_scatter: a->rows);
+ *   max_n: the largest b->cols;  max_k: the largest a->cols.
+ * A reduce_scatter call also needs its own shard out->rows <= ceil(max_m / W) (true
+ * for w8a8_tp_shard_rows splits; reserve a larger max_m for very uneven shards).
+ * Bytes: max(max_m*max_k + 8*max_m, 4*max_n*(max_m + (W-1)*ceil(max_m/W) + 1)) + small.
+ */
+W8A8_API w8a8_status w8a8_comm_reserve(w8a8_comm *comm, int64_t max_m, int64_t max_n, int64_t max_k);
+/** Bytes of workspace the communicator owns now. */
+W8A8_API w8a8_status w8a8_comm_workspace_bytes(const w8a8_comm *comm, size_t *bytes);
+
+/** The usual split of `total` rows over `size` ranks: count = total/size, plus one for
+ *  ranks < total % size; offset = the rows of the ranks before. Pure arithmetic. */
+W8A8_API w8a8_status w8a8_tp_shard_rows(int64_t total, int size, int rank, int64_t *offset, int64_t *count);
+
+/** Options of the fused TP operations. Initialise with W8A8_TP_OPTIONS_INIT; NULL = defaults. */
 typedef struct w8a8_tp_options {
   size_t struct_size; /* sizeof(w8a8_tp_options) */
-  int overlap;        /* 0: the collective, then the GEMM. 1: the fused, overlapped schedule. */
+  int overlap;        /* 0: the collective, then the GEMM (unfused). 1: the fused, overlapped schedule.
+                         Both give the same bits. Every rank must pass the same value. */
 } w8a8_tp_options;
 #define W8A8_TP_OPTIONS_INIT {sizeof(w8a8_tp_options), 1}
+
+/**
+ * Optional outputs of w8a8_all_gather_scaled_mm: the gathered activations, for reuse
+ * by another GEMM on the same input (e.g. gate and up as separate calls). A member
+ * whose data is NULL is not written. M = the whole layer's rows (out->rows).
+ *   a:       [M, K] row-major, a's dtype, ld >= K.
+ *   scale_a: fp32, len M: each row's scale (a per-tensor scale_a of rank r is repeated
+ *            over rank r's rows), ready for w8a8_scaled_mm as a per-token scale.
+ *   azp:     int32, len M, the same for the zero point (only with zp->azp.data != NULL).
+ */
+typedef struct w8a8_gathered {
+  w8a8_matrix a;
+  w8a8_vector scale_a;
+  w8a8_vector azp;
+} w8a8_gathered;
+
+/**
+ * Column-parallel linear: out = all_gather(A) . B, fused. Collective.
+ *
+ * @param a        this rank's rows, [M_r, K] row-major int8 or fp8_e4m3 (M_r may be 0).
+ * @param b        this rank's weight shard, [K, N_r] column-major, a's dtype.
+ * @param scale_a  fp32, len 1 or M_r: this rank's activation scale(s). They travel with
+ *                 the rows: rows from rank j are scaled by rank j's scale_a (per-tensor
+ *                 scales may differ between ranks).
+ * @param scale_b  fp32, len 1 or N_r.  @param bias NULL or N_r elements of out's dtype.
+ * @param zp       NULL or int8 zero point as in w8a8_scaled_mm. zp->azp (len 1 or M_r)
+ *                 travels with the rows like scale_a; zp->azp_adj (len N_r) is this rank's
+ *                 (colsum of its B shard). With zp->azp.data == NULL (premultiplied
+ *                 azp_adj) the one zero point applies to every rank's rows.
+ * @param out      [M, N_r] row-major bf16/fp16/fp32, M = sum over ranks of M_r.
+ * @param gathered NULL, or which gathered inputs to return (see w8a8_gathered).
+ * @param opts     NULL (overlap on) or options.
+ *
+ * Arithmetic: rows offset_j .. offset_j+M_j-1 of out are exactly w8a8_scaled_mm of rank
+ * j's rows with rank j's scales and zero point and this rank's B, scale_b, bias, azp_adj
+ * (same epilogue, same rounding). Overlap on and off give identical bits.
+ * Schedule (CPU/MPI): own rows are copied into the gathered workspace and sent to every
+ * peer while the GEMM of the own rows runs; then each peer's rows are multiplied as they
+ * arrive. Unfused: MPI_Allgatherv, then the same GEMMs.
+ */
+W8A8_API w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
+                                               const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                               const w8a8_vector *bias, const w8a8_zero_point *zp,
+                                               const w8a8_matrix *out, const w8a8_gathered *gathered,
+                                               const w8a8_tp_options *opts);
+
+/**
+ * Row-parallel linear: out_r = rows of rank r of sum_j (A_j . B_j), fused. Collective.
+ *
+ * @param a       this rank's K shard of all rows, [M, K_r] row-major int8/fp8.
+ * @param b       [K_r, N] column-major, a's dtype.
+ * @param scale_a fp32, len 1 or M (this rank's scales of its K shard; they stay here).
+ * @param scale_b fp32, len 1 or N.  @param zp NULL or this rank's zero point (azp len 1 or M,
+ *                azp_adj len N = colsum of this rank's B shard).
+ * @param bias    NULL or N elements of out's dtype, added once (see below). Pass the same
+ *                bias on every rank; each rank adds its own argument to its own rows.
+ * @param out     [M_r, N] row-major bf16/fp16/fp32: this rank's rows of the sum; the ranks'
+ *                out->rows must add up to M (uneven shards allowed).
+ *
+ * Arithmetic (fixed, identical for overlap on and off and on every rank count):
+ *   p_j[m,n] = sb_j[n] * (sa_j[m] * v_j[m,n])   fp32, rank j's partial: w8a8_scaled_mm's
+ *              epilogue without bias, v_j the rank's accumulator (zero point applied);
+ *   s = p_0; s = s + p_1; ...; s = s + p_{W-1}    fp32 additions in rank order (a sum, never
+ *              an average);
+ *   if bias: s = s + (float)bias[n];  out = s rounded once to out's dtype (RNE).
+ * (With W = 1 and a bias this differs from w8a8_scaled_mm, which fuses sb*t + bias into one
+ * fmaf: here the bias is added after the reduction.)
+ * Schedule (CPU/MPI): the partial rows destined for each peer are computed and sent
+ * (peers r+1, r+2, ... in turn) while the next ones are computed, own rows last, then
+ * the sum. Unfused: all partials, MPI_Alltoallv, the same sum (MPI_Reduce_scatter's
+ * summation order is unspecified, so it is not used).
+ */
+W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
+                                                   const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                                   const w8a8_vector *bias, const w8a8_zero_point *zp,
+                                                   const w8a8_matrix *out, const w8a8_tp_options *opts);
+
+/*
+ * Agreement. Each fused call first checks its own arguments, then one small collective
+ * (an MPI_Allgather of a fixed-size signature) tells every rank what the others passed
+ * and whether their checks passed. Every rank then takes the same decision:
+ *   - a rank whose own checks failed returns its own status and message; the others
+ *     return W8A8_ERROR_COMM_MISMATCH naming that rank and its status;
+ *   - ranks that disagree on the operation, K (all-gather) or N (reduce-scatter), the
+ *     input or output dtype, bias presence, zero-point kind (none / premultiplied / azp),
+ *     overlap, or the layer's M (out->rows / a->rows): W8A8_ERROR_COMM_MISMATCH on every
+ *     rank, naming the field and two ranks' values. Not compared: the shard sizes (uneven
+ *     shards), N in all-gather and K in reduce-scatter (local to each rank's weight shard),
+ *     and per-tensor vs per-token scales (they are local, or travel with their rows);
+ *   - shards that do not add up to M: W8A8_ERROR_INVALID_SHAPE on every rank.
+ * Nothing is communicated or written before this check passes. Checks of comm and its
+ * handle come before it: passing a destroyed communicator on one rank only leaves the
+ * others waiting, like any collective called by some ranks only.
+ * A failure of MPI after the check (W8A8_ERROR_COMM) leaves out and gathered undefined
+ * and the communicator unusable (later calls return W8A8_ERROR_COMM): destroy it.
+ */
 
 #ifdef __cplusplus
 }

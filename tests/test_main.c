@@ -33,6 +33,12 @@ void w8a8_test_skip(const char *why) {
 
 int w8a8_test_failed(void) { return cur_failed; }
 
+/* Optional hooks, defined only by test binaries that need them (tests/mpi: MPI_Init at the
+ * start; at the end MPI_Finalize, and the summary line printed by rank 0 only). Weak, so
+ * w8a8_tests links without them. The end hook returns whether to print the summary. */
+__attribute__((weak)) void w8a8_test_main_begin(int *argc, char ***argv);
+__attribute__((weak)) int w8a8_test_main_end(int *passed, int *failed, int *skipped);
+
 static int selected(const char *name, int argc, char **argv) {
   if (argc <= 1) return 1;
   for (int i = 1; i < argc; i++)
@@ -42,6 +48,7 @@ static int selected(const char *name, int argc, char **argv) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (w8a8_test_main_begin) w8a8_test_main_begin(&argc, &argv);
   int passed = 0, failed = 0, skipped = 0;
   for (w8a8_test *t = head; t; t = t->next) {
     if (!selected(t->name, argc, argv)) continue;
@@ -59,6 +66,7 @@ int main(int argc, char **argv) {
       printf("[  OK  ] %s\n", t->name);
     }
   }
-  printf("%d passed, %d failed (%d skipped)\n", passed, failed, skipped);
+  if (!w8a8_test_main_end || w8a8_test_main_end(&passed, &failed, &skipped))
+    printf("%d passed, %d failed (%d skipped)\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }

@@ -1,0 +1,421 @@
+/* comm.c — the communicator: creation over MPI, lookup, workspace, the agreement
+ * collective, and small helpers shared by the fused operations.
+ *
+ * Without MPI (no -DW8A8_HAVE_MPI) every creation call returns W8A8_ERROR_NOT_BUILT,
+ * so no communicator can exist and every other call fails its lookup. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tp_internal.h"
+
+#define LL(x) ((long long)(x))
+
+/* ---- helpers that do not need MPI -------------------------------------------- */
+
+w8a8_status w8a8_tp_shard_rows(int64_t total, int size, int rank, int64_t *offset, int64_t *count) {
+  static const char fn[] = "w8a8_tp_shard_rows";
+  w8a8_clear_error();
+  if (!offset || !count)
+    return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL", fn, !offset ? "offset" : "count");
+  if (total < 0) return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: total is %lld; must be >= 0", fn, LL(total));
+  if (size < 1) return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: size is %d; must be >= 1", fn, size);
+  if (rank < 0 || rank >= size)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: rank is %d; expected 0..%d", fn, rank, size - 1);
+  int64_t q = total / size, r = total % size;
+  *count = q + (rank < r ? 1 : 0);
+  *offset = q * rank + (rank < r ? rank : r);
+  return W8A8_SUCCESS;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+size_t w8a8_tp_workspace_need(int size, int64_t max_m, int64_t max_n, int64_t max_k) {
+  /* all-gather: gathered A (1-byte elements), then per-row scales and zero points. */
+  uint64_t ag = (uint64_t)max_m * (uint64_t)max_k + 8u * (uint64_t)max_m + 64u;
+  /* reduce-scatter: every partial row of this rank [max_m, max_n], the W-1 peers'
+   * partials of our own rows, and one fp32 row for the ordered sum. */
+  uint64_t chunk = (uint64_t)ceil_div(max_m, size);
+  uint64_t rs = 4u * (uint64_t)max_n * ((uint64_t)max_m + (uint64_t)(size - 1) * chunk + 1u) + 64u;
+  return (size_t)(ag > rs ? ag : rs);
+}
+
+int64_t w8a8_tp_block_rows(const w8a8_comm *c, int64_t N, int64_t K) {
+  if (c->block_rows > 0) return c->block_rows;
+  /* About 2^24 multiply-adds per block: long enough for a GEMM call to be efficient,
+   * short enough that the messages in flight get polled a few times per chunk. */
+  int64_t nk = N * K > 0 ? N * K : 1;
+  int64_t rows = ((int64_t)1 << 24) / nk;
+  rows = rows / 16 * 16;
+  return rows < 32 ? 32 : rows;
+}
+
+float w8a8_tp_load(w8a8_dtype t, const void *base, int64_t i) {
+  switch (t) {
+    case W8A8_DTYPE_BF16: return w8a8_bf16_to_f32(((const uint16_t *)base)[i]);
+    case W8A8_DTYPE_FP16: return w8a8_f16_to_f32(((const uint16_t *)base)[i]);
+    default: return ((const float *)base)[i];
+  }
+}
+
+void w8a8_tp_store(w8a8_dtype t, void *base, int64_t i, float r) {
+  switch (t) {
+    case W8A8_DTYPE_BF16: ((uint16_t *)base)[i] = w8a8_f32_to_bf16(r); break;
+    case W8A8_DTYPE_FP16: ((uint16_t *)base)[i] = w8a8_f32_to_f16(r); break;
+    default: ((float *)base)[i] = r; break;
+  }
+}
+
+w8a8_status w8a8_tp_check_comm(const char *fn, const w8a8_comm *c) {
+  if (!c) return w8a8_err(W8A8_ERROR_INVALID_COMM, "%s: comm is NULL; expected a communicator from w8a8_comm_create_*", fn);
+  if (!w8a8_registry_contains(c))
+    return w8a8_err(W8A8_ERROR_INVALID_COMM,
+                    "%s: comm %p is not a live w8a8 communicator (destroyed, or never created)", fn, (const void *)c);
+  /* Registered objects all begin with a uint32_t magic, so reading it is safe. */
+  if (c->magic != W8A8_COMM_MAGIC)
+    return w8a8_err(W8A8_ERROR_INVALID_COMM, "%s: comm %p is not a communicator (magic 0x%08x%s)", fn,
+                    (const void *)c, c->magic, c->magic == W8A8_HANDLE_MAGIC ? ": a w8a8_handle was passed" : "");
+  if (c->kind != W8A8_COMM_KIND_MPI)
+    return w8a8_err(W8A8_ERROR_INVALID_COMM, "%s: comm %p is of kind %d; this build runs MPI communicators only", fn,
+                    (const void *)c, (int)c->kind);
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_rank(const w8a8_comm *c, int *rank) {
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_rank", c));
+  if (!rank) return w8a8_err(W8A8_ERROR_NULL_POINTER, "w8a8_comm_rank: rank is NULL");
+  *rank = c->rank;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_size(const w8a8_comm *c, int *size) {
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_size", c));
+  if (!size) return w8a8_err(W8A8_ERROR_NULL_POINTER, "w8a8_comm_size: size is NULL");
+  *size = c->size;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_workspace_bytes(const w8a8_comm *c, size_t *bytes) {
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_workspace_bytes", c));
+  if (!bytes) return w8a8_err(W8A8_ERROR_NULL_POINTER, "w8a8_comm_workspace_bytes: bytes is NULL");
+  *bytes = c->ws_bytes;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_reserve(w8a8_comm *c, int64_t max_m, int64_t max_n, int64_t max_k) {
+  static const char fn[] = "w8a8_comm_reserve";
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_tp_check_comm(fn, c));
+  const int64_t lim = (int64_t)1 << 31;
+  if (max_m < 0 || max_n < 0 || max_k < 0 || max_m >= lim || max_n >= lim || max_k >= lim)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: max_m, max_n, max_k = %lld, %lld, %lld; each must be in 0..2^31-1",
+                    fn, LL(max_m), LL(max_n), LL(max_k));
+  /* Never shrink: keep the larger of the old and new bounds in each dimension. */
+  if (max_m < c->max_m) max_m = c->max_m;
+  if (max_n < c->max_n) max_n = c->max_n;
+  if (max_k < c->max_k) max_k = c->max_k;
+  size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
+  if (need > ((size_t)1 << 46))
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: the workspace would be %zu bytes", fn, need);
+  if (need > c->ws_bytes) {
+    void *ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
+    if (!ws) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", fn, need);
+    free(c->ws);
+    c->ws = ws;
+    c->ws_bytes = need;
+  }
+  c->max_m = max_m;
+  c->max_n = max_n;
+  c->max_k = max_k;
+  return W8A8_SUCCESS;
+}
+
+void w8a8_tp_test_inject_mpi_fault(w8a8_comm *c) {
+  if (c) c->fault_inject = 1;
+}
+
+#ifndef W8A8_HAVE_MPI
+
+w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
+  (void)comm, (void)handle, (void)mpi_comm;
+  w8a8_clear_error();
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "w8a8_comm_create_mpi: libw8a8 was built without MPI (install "
+                                        "libopenmpi-dev so the Makefile finds mpicc, and rebuild)");
+}
+
+w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle) {
+  (void)comm, (void)handle;
+  w8a8_clear_error();
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "w8a8_comm_create_world: libw8a8 was built without MPI");
+}
+
+w8a8_status w8a8_comm_destroy(w8a8_comm *c) {
+  w8a8_clear_error();
+  if (!c) return W8A8_SUCCESS;
+  return w8a8_tp_check_comm("w8a8_comm_destroy", c); /* none can exist: always an error */
+}
+
+w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT]) {
+  (void)c, (void)sig;
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
+}
+
+w8a8_status w8a8_tp_mpi_err(const char *fn, const char *what, int code) {
+  return w8a8_err(W8A8_ERROR_COMM, "%s: %s failed (code %d)", fn, what, code);
+}
+
+#else /* W8A8_HAVE_MPI */
+
+w8a8_status w8a8_tp_mpi_err(const char *fn, const char *what, int code) {
+  char text[MPI_MAX_ERROR_STRING + 1];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) len = 0;
+  text[len] = '\0';
+  return w8a8_err(W8A8_ERROR_COMM, "%s: %s failed: %s (MPI error %d)", fn, what, len ? text : "unknown", code);
+}
+
+/* Communicators made by w8a8_comm_create_world after it initialised MPI itself. */
+static int g_world_refs;
+static bool g_we_initialized;
+
+static void comm_free(w8a8_comm *c) {
+  if (!c) return;
+  free(c->ws);
+  free(c->sig_all);
+  free(c->m_count);
+  free(c->m_offset);
+  free(c->counts);
+  free(c->displs);
+  free(c->counts2);
+  free(c->displs2);
+  free(c->reqs);
+  c->magic = 0;
+  free(c);
+}
+
+static w8a8_comm *comm_alloc(int size) {
+  w8a8_comm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  size_t n = (size_t)size;
+  c->sig_all = calloc(n * TP_SIG_COUNT, sizeof *c->sig_all);
+  c->m_count = calloc(n, sizeof *c->m_count);
+  c->m_offset = calloc(n + 1, sizeof *c->m_offset);
+  c->counts = calloc(n, sizeof(int));
+  c->displs = calloc(n, sizeof(int));
+  c->counts2 = calloc(n, sizeof(int));
+  c->displs2 = calloc(n, sizeof(int));
+  c->reqs = calloc(6 * n, sizeof *c->reqs);
+  if (!c->sig_all || !c->m_count || !c->m_offset || !c->counts || !c->displs || !c->counts2 || !c->displs2 ||
+      !c->reqs) {
+    comm_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
+  static const char fn[] = "w8a8_comm_create_mpi";
+  w8a8_clear_error();
+  /* Errors that keep this rank out of the collective: it has no communicator to use. */
+  if (!mpi_comm)
+    return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: mpi_comm is NULL; expected a pointer to an MPI_Comm", fn);
+  int flag = 0;
+  MPI_Initialized(&flag);
+  if (!flag)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE,
+                    "%s: MPI is not initialised; call MPI_Init first or use w8a8_comm_create_world", fn);
+  MPI_Finalized(&flag);
+  if (flag) return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: MPI has already been finalised", fn);
+  MPI_Comm user = *(const MPI_Comm *)mpi_comm;
+  if (user == MPI_COMM_NULL)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: *mpi_comm is MPI_COMM_NULL; expected an intracommunicator", fn);
+  int rc = MPI_Comm_test_inter(user, &flag);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Comm_test_inter(*mpi_comm)", rc);
+  if (flag)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: *mpi_comm is an intercommunicator; expected an intracommunicator",
+                    fn);
+
+  /* Local checks: a failure here still joins the collective below, so that every
+   * rank learns of it and fails too (no rank is left waiting in MPI_Comm_dup). */
+  w8a8_status local = W8A8_SUCCESS;
+  if (!comm)
+    local = w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL; expected a w8a8_comm** to fill", fn);
+  else if ((local = w8a8_check_handle(fn, handle)) != W8A8_SUCCESS) {
+  } else if (handle->kind != W8A8_DEVICE_CPU)
+    local = w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                     "%s: handle is a CUDA handle; MPI communicators run the CPU backend (GPU ranks: "
+                     "w8a8_comm_create_nccl)",
+                     fn);
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+
+  MPI_Comm dup = MPI_COMM_NULL;
+  rc = MPI_Comm_dup(user, &dup);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Comm_dup", rc);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(dup, &rank);
+  MPI_Comm_size(dup, &size);
+
+  w8a8_comm *c = NULL;
+  if (local == W8A8_SUCCESS) {
+    c = comm_alloc(size);
+    if (!c) {
+      local = w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate the communicator's tables", fn);
+      snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+    }
+  }
+
+  /* Agreement at creation: MAX over (failed, version, device) and over their negations
+   * gives every rank the max and the min of each field in one small allreduce. */
+  int64_t mine[3] = {local != W8A8_SUCCESS ? 1 : 0, W8A8_VERSION, handle && local == W8A8_SUCCESS ? (int64_t)handle->kind : 0};
+  int64_t v[6] = {mine[0], mine[1], mine[2], -mine[0], -mine[1], -mine[2]}, r[6];
+  rc = MPI_Allreduce(v, r, 6, MPI_INT64_T, MPI_MAX, dup);
+  w8a8_status s = local;
+  if (rc != MPI_SUCCESS) {
+    s = w8a8_tp_mpi_err(fn, "MPI_Allreduce (agreement)", rc);
+  } else if (local != W8A8_SUCCESS) {
+    w8a8_err(local, "%s", saved); /* keep this rank's own message */
+  } else if (r[0] != 0) {
+    s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: another rank's arguments were rejected; see its error", fn);
+  } else if (r[1] != -r[4]) {
+    s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks run different libw8a8 versions (%lld and %lld)", fn, LL(-r[4]),
+                 LL(r[1]));
+  } else if (r[2] != -r[5]) {
+    s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks use handles of different device kinds", fn);
+  }
+  if (s != W8A8_SUCCESS) {
+    MPI_Comm_free(&dup);
+    comm_free(c);
+    return s;
+  }
+  c->magic = W8A8_COMM_MAGIC;
+  c->kind = W8A8_COMM_KIND_MPI;
+  c->handle = handle;
+  c->rank = rank;
+  c->size = size;
+  c->mpi = dup;
+  const char *br = getenv("W8A8_TP_BLOCK_ROWS");
+  if (br && atoll(br) > 0) c->block_rows = atoll(br);
+  w8a8_registry_add(c);
+  *comm = c;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle) {
+  static const char fn[] = "w8a8_comm_create_world";
+  w8a8_clear_error();
+  int flag = 0;
+  MPI_Finalized(&flag);
+  if (flag) return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: MPI has already been finalised in this process", fn);
+  MPI_Initialized(&flag);
+  bool init_here = false;
+  if (!flag) {
+    int provided = 0;
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) return w8a8_err(W8A8_ERROR_COMM, "%s: MPI_Init_thread failed (code %d)", fn, rc);
+    g_we_initialized = true;
+    init_here = true;
+  }
+  MPI_Comm world = MPI_COMM_WORLD;
+  w8a8_status s = w8a8_comm_create_mpi(comm, handle, &world);
+  if (s != W8A8_SUCCESS) {
+    if (init_here && g_world_refs == 0) {
+      /* Every rank failed together (the creation is collective), so every rank
+       * finalises: an initialised-but-never-finalised MPI makes mpirun report an error. */
+      MPI_Finalize();
+      g_we_initialized = false;
+    }
+    return s;
+  }
+  if (g_we_initialized) {
+    (*comm)->owns_mpi_init = true;
+    g_world_refs++;
+  }
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_destroy(w8a8_comm *c) {
+  w8a8_clear_error();
+  if (!c) return W8A8_SUCCESS;
+  W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_destroy", c));
+  w8a8_registry_remove(c);
+  MPI_Comm_free(&c->mpi);
+  bool fin = c->owns_mpi_init && --g_world_refs == 0;
+  comm_free(c);
+  if (fin) {
+    MPI_Finalize();
+    g_we_initialized = false;
+  }
+  return W8A8_SUCCESS;
+}
+
+static const char *sig_name(int f) {
+  switch (f) {
+    case TP_SIG_OP: return "the operation";
+    case TP_SIG_M_TOTAL: return "M (the layer's rows)";
+    case TP_SIG_K: return "K";
+    case TP_SIG_N: return "N";
+    case TP_SIG_IN_DTYPE: return "the input dtype";
+    case TP_SIG_OUT_DTYPE: return "the output dtype";
+    case TP_SIG_BIAS: return "bias presence";
+    case TP_SIG_ZP_KIND: return "the zero-point kind";
+    case TP_SIG_OVERLAP: return "opts->overlap";
+    default: return "a field";
+  }
+}
+
+w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT]) {
+  w8a8_status local = (w8a8_status)sig[TP_SIG_STATUS];
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  int count = TP_SIG_COUNT;
+  if (c->fault_inject) { /* tests: a count MPI must reject, on every rank */
+    c->fault_inject = 0;
+    count = -1;
+  }
+  int rc = MPI_Allgather(sig, count, MPI_INT64_T, c->sig_all, count, MPI_INT64_T, c->mpi);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
+  if (local != W8A8_SUCCESS) return w8a8_err(local, "%s", saved);
+  const int W = c->size;
+  for (int j = 0; j < W; j++) {
+    const int64_t *sj = c->sig_all + (size_t)j * TP_SIG_COUNT;
+    if (sj[TP_SIG_STATUS] != 0)
+      return w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: rank %d rejected its arguments (%s); see that rank's error", fn,
+                      j, w8a8_status_name((w8a8_status)sj[TP_SIG_STATUS]));
+  }
+  const int64_t *s0 = c->sig_all;
+  const int op = (int)s0[TP_SIG_OP];
+  for (int j = 1; j < W; j++) {
+    const int64_t *sj = c->sig_all + (size_t)j * TP_SIG_COUNT;
+    static const int fields[] = {TP_SIG_OP,        TP_SIG_M_TOTAL, TP_SIG_K,       TP_SIG_N,      TP_SIG_IN_DTYPE,
+                                 TP_SIG_OUT_DTYPE, TP_SIG_BIAS,    TP_SIG_ZP_KIND, TP_SIG_OVERLAP};
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+      int k = fields[f];
+      if (k == TP_SIG_K && op == TP_OP_RS) continue; /* K shards are local to each rank */
+      if (k == TP_SIG_N && op == TP_OP_AG) continue; /* N shards are local to each rank */
+      if (sj[k] != s0[k])
+        return w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks disagree on %s: rank 0 has %lld, rank %d has %lld", fn,
+                        sig_name(k), LL(s0[k]), j, LL(sj[k]));
+    }
+  }
+  int64_t off = 0;
+  for (int j = 0; j < W; j++) {
+    c->m_offset[j] = off;
+    c->m_count[j] = c->sig_all[(size_t)j * TP_SIG_COUNT + TP_SIG_M_LOCAL];
+    off += c->m_count[j];
+  }
+  c->m_offset[W] = off;
+  if (off != s0[TP_SIG_M_TOTAL])
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
+                    "%s: the ranks' shards have %lld rows in all but M is %lld (%s); uneven shards are allowed but "
+                    "must add up to M",
+                    fn, LL(off), LL(s0[TP_SIG_M_TOTAL]),
+                    op == TP_OP_AG ? "out->rows; shards are each rank's a->rows" : "a->rows; shards are each rank's out->rows");
+  return W8A8_SUCCESS;
+}
+
+#endif /* W8A8_HAVE_MPI */

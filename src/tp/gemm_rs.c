@@ -1,0 +1,187 @@
+/* gemm_rs.c — w8a8_scaled_mm_reduce_scatter on the CPU over MPI.
+ *
+ * Workspace (fp32): P [M, N], this rank's partial for every row of the layer; then
+ * W-1 slots of [M_r, N], the peers' partials of this rank's own rows; then one row
+ * for the ordered sum.
+ *
+ * A partial is w8a8_scaled_mm's epilogue without bias, stored in fp32:
+ * p[m,n] = sb[n] * (sa[m] * v[m,n]) (the CPU backend with an fp32 out and no bias
+ * computes exactly that). Bias and rounding come once, after the sum, in
+ * rs_reduce: s = p_0 + p_1 + ... + p_{W-1} (rank order, fp32), s + bias, RNE.
+ *
+ * Fused (overlap = 1): receives from every peer are posted first; then for
+ * s = 1 .. W-1 the rows of peer (r + s) % W are computed and sent while the next
+ * peer's rows are computed; the own rows come last (they are needed last), then
+ * the wait and the sum. The GEMM runs in blocks with MPI_Testall between them (see
+ * ag_gemm.c for why).
+ * Unfused (overlap = 0): every partial row in rank order, MPI_Alltoallv, the same
+ * sum. MPI_Reduce_scatter is not used: its summation order is up to the MPI library
+ * and would make the two paths differ in the last bits. */
+#include <string.h>
+
+#include "tp_internal.h"
+
+#ifdef W8A8_HAVE_MPI
+
+enum { TAG_PARTIAL = 201 };
+
+typedef struct rs_bufs {
+  float *part; /* [M_total, N] */
+  float *recv; /* (W-1) x [M_r, N] */
+  float *row;  /* [N] */
+} rs_bufs;
+
+static rs_bufs rs_layout(const w8a8_comm *c, const w8a8_tp_problem *p) {
+  rs_bufs g;
+  const size_t N = (size_t)p->N, Mr = (size_t)c->m_count[c->rank];
+  g.part = (float *)c->ws;
+  g.recv = g.part + (size_t)p->M_total * N;
+  g.row = g.recv + (size_t)(c->size - 1) * Mr * N;
+  return g;
+}
+
+/* Slot of peer j's partial in the receive area (the own rank has none). */
+static int rs_slot(int j, int rank) { return j < rank ? j : j - 1; }
+
+/* Partial rows [r0, r0 + n) of this rank into P, block by block, polling `reqs`. */
+static w8a8_status rs_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, const rs_bufs *g, int64_t r0,
+                           int64_t n, int nreq, MPI_Request *reqs) {
+  const int64_t br = w8a8_tp_block_rows(c, p->N, p->K);
+  for (int64_t m = r0; m < r0 + n; m += br) {
+    w8a8_mm_problem q;
+    memset(&q, 0, sizeof q);
+    q.M = r0 + n - m < br ? r0 + n - m : br;
+    q.N = p->N;
+    q.K = p->K;
+    q.in_dtype = p->in_dtype;
+    q.out_dtype = W8A8_DTYPE_FP32;
+    q.a = (const uint8_t *)p->a + m * p->lda;
+    q.lda = p->lda;
+    q.b = p->b;
+    q.ldb = p->ldb;
+    q.out = g->part + m * p->N;
+    q.ldo = p->N > 0 ? p->N : 1;
+    q.scale_a = p->scale_a + (p->scale_a_per_token ? m : 0);
+    q.scale_a_per_token = p->scale_a_per_token;
+    q.scale_b = p->scale_b;
+    q.scale_b_per_channel = p->scale_b_per_channel;
+    q.bias = NULL; /* added once, after the sum */
+    q.azp_mode = p->azp_mode;
+    q.azp = p->azp_mode == W8A8_AZP_PER_TOKEN ? p->azp + m : p->azp;
+    q.azp_adj = p->azp_adj;
+    if (q.N > 0) W8A8_CHECK(w8a8_cpu_scaled_mm(c->handle, &q));
+    if (nreq > 0) {
+      int done = 0;
+      int rc = MPI_Testall(nreq, reqs, &done, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Testall", rc);
+    }
+  }
+  return W8A8_SUCCESS;
+}
+
+/* out[i, n] = round(((p_0 + p_1) + ... + p_{W-1}) + bias[n]) for this rank's rows. */
+static void rs_reduce(const w8a8_comm *c, const w8a8_tp_problem *p, const rs_bufs *g) {
+  const int W = c->size, r = c->rank;
+  const int64_t N = p->N, Mr = c->m_count[r], m0 = c->m_offset[r];
+  float *acc = g->row;
+  for (int64_t i = 0; i < Mr; i++) {
+    for (int j = 0; j < W; j++) {
+      const float *src = j == r ? g->part + (m0 + i) * N : g->recv + ((size_t)rs_slot(j, r) * Mr + i) * N;
+      if (j == 0)
+        memcpy(acc, src, (size_t)N * sizeof(float));
+      else
+        for (int64_t n = 0; n < N; n++) acc[n] = acc[n] + src[n];
+    }
+    if (p->bias)
+      for (int64_t n = 0; n < N; n++) acc[n] = acc[n] + w8a8_tp_load(p->out_dtype, p->bias, n);
+    void *orow = (char *)p->out + (size_t)i * (size_t)p->ldo * w8a8_dtype_size(p->out_dtype);
+    if (p->out_dtype == W8A8_DTYPE_FP32)
+      memcpy(orow, acc, (size_t)N * sizeof(float));
+    else
+      for (int64_t n = 0; n < N; n++) w8a8_tp_store(p->out_dtype, orow, n, acc[n]);
+  }
+}
+
+static w8a8_status rs_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p) {
+  const int W = c->size, r = c->rank;
+  const int64_t N = p->N;
+  const int64_t *cnt = c->m_count, *off = c->m_offset;
+  rs_bufs g = rs_layout(c, p);
+  const int recv_count = (int)(cnt[r] * N);
+
+  if (W == 1) {
+    W8A8_CHECK(rs_rows(fn, c, p, &g, 0, cnt[0], 0, NULL));
+  } else if (!p->overlap) {
+    for (int j = 0; j < W; j++) W8A8_CHECK(rs_rows(fn, c, p, &g, off[j], cnt[j], 0, NULL));
+    for (int j = 0; j < W; j++) {
+      c->counts[j] = j == r ? 0 : (int)(cnt[j] * N);
+      c->displs[j] = (int)(off[j] * N);
+      c->counts2[j] = j == r ? 0 : recv_count;
+      c->displs2[j] = j == r ? 0 : rs_slot(j, r) * recv_count;
+    }
+    int rc = MPI_Alltoallv(g.part, c->counts, c->displs, MPI_FLOAT, g.recv, c->counts2, c->displs2, MPI_FLOAT, c->mpi);
+    if (rc != MPI_SUCCESS) {
+      c->broken = true;
+      return w8a8_tp_mpi_err(fn, "MPI_Alltoallv (partials)", rc);
+    }
+  } else {
+    MPI_Request *recv = c->reqs, *send = c->reqs + W;
+    for (int i = 0; i < 2 * W; i++) c->reqs[i] = MPI_REQUEST_NULL;
+    int rc = MPI_SUCCESS;
+    for (int j = 0; j < W && rc == MPI_SUCCESS; j++)
+      if (j != r)
+        rc = MPI_Irecv(g.recv + (size_t)rs_slot(j, r) * (size_t)recv_count, recv_count, MPI_FLOAT, j, TAG_PARTIAL,
+                       c->mpi, &recv[j]);
+    if (rc != MPI_SUCCESS) {
+      c->broken = true;
+      return w8a8_tp_mpi_err(fn, "MPI_Irecv", rc);
+    }
+    w8a8_status st = W8A8_SUCCESS;
+    for (int s = 1; s < W && st == W8A8_SUCCESS; s++) {
+      const int j = (r + s) % W;
+      st = rs_rows(fn, c, p, &g, off[j], cnt[j], 2 * W, c->reqs);
+      if (st != W8A8_SUCCESS) break;
+      rc = MPI_Isend(g.part + off[j] * N, (int)(cnt[j] * N), MPI_FLOAT, j, TAG_PARTIAL, c->mpi, &send[j]);
+      if (rc != MPI_SUCCESS) st = w8a8_tp_mpi_err(fn, "MPI_Isend", rc);
+    }
+    if (st == W8A8_SUCCESS) st = rs_rows(fn, c, p, &g, off[r], cnt[r], 2 * W, c->reqs);
+    if (st == W8A8_SUCCESS) {
+      rc = MPI_Waitall(W, recv, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) st = w8a8_tp_mpi_err(fn, "MPI_Waitall (receives)", rc);
+    }
+    /* The sum needs only the receives; the sends finish while it runs. */
+    if (st == W8A8_SUCCESS) rs_reduce(c, p, &g);
+    if (st == W8A8_SUCCESS) {
+      rc = MPI_Waitall(W, send, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) st = w8a8_tp_mpi_err(fn, "MPI_Waitall (sends)", rc);
+    }
+    if (st != W8A8_SUCCESS) c->broken = true;
+    return st;
+  }
+  rs_reduce(c, p, &g);
+  return W8A8_SUCCESS;
+}
+
+#endif /* W8A8_HAVE_MPI */
+
+w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
+                                          const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                          const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                          const w8a8_tp_options *opts) {
+  static const char fn[] = "w8a8_scaled_mm_reduce_scatter";
+  w8a8_clear_error();
+#ifndef W8A8_HAVE_MPI
+  (void)comm, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)opts;
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
+#else
+  W8A8_CHECK(w8a8_tp_check_comm(fn, comm));
+  w8a8_tp_problem p;
+  memset(&p, 0, sizeof p);
+  w8a8_status s = w8a8_tp_local_checks(fn, comm, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p);
+  int64_t sig[TP_SIG_COUNT];
+  w8a8_tp_signature(&p, TP_OP_RS, s, sig);
+  W8A8_CHECK(w8a8_tp_agree(fn, comm, sig));
+  if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
+  return rs_run(fn, comm, &p);
+#endif
+}
