@@ -19,7 +19,7 @@ OPT        ?= -O3
 CSTD       := -std=c11 -D_GNU_SOURCE
 WARN       := -Wall -Wextra -Werror -Wno-unknown-pragmas
 CFLAGS_ALL := $(CSTD) $(OPT) -g -fPIC -fvisibility=hidden -fopenmp $(WARN) -Iinclude -Isrc $(CFLAGS)
-LDLIBS_ALL := -fopenmp -lm -lpthread
+LDLIBS_ALL := $(LDFLAGS) -fopenmp -lm -lpthread
 
 # ---- feature detection -------------------------------------------------------
 NVCC := $(if $(NO_CUDA),,$(shell command -v nvcc 2>/dev/null || ( test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc )))
@@ -71,9 +71,6 @@ LIBA  := $(BUILD)/lib/libw8a8.a
 LIBSO := $(BUILD)/lib/libw8a8.so
 CLI   := $(BUILD)/bin/w8a8
 TESTS := $(BUILD)/bin/w8a8_tests
-# The MPI tests (tests/mpi/*.c with the shared runner): tests/run_all.sh runs them under mpirun -np 1..4.
-TP_TEST_C := $(if $(MPICC),$(wildcard tests/mpi/*.c))
-TP_TESTS  := $(if $(TP_TEST_C),$(BUILD)/bin/w8a8_tp_tests)
 
 .PHONY: all lib cli tests test gpu-test demo install clean config asan fuzz deps
 all: config lib cli tests
@@ -86,7 +83,7 @@ config:
 
 lib: $(LIBA) $(LIBSO)
 cli: $(CLI)
-tests: $(TESTS) $(TP_TESTS)
+tests: $(TESTS)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
@@ -112,16 +109,12 @@ $(TESTS): $(TEST_C:%.c=$(BUILD)/obj/%.o) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
-$(BUILD)/bin/w8a8_tp_tests: $(BUILD)/obj/tests/test_main.o $(TP_TEST_C:%.c=$(BUILD)/obj/%.o) $(LIBA)
-	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDLIBS_ALL)
-
 # ---- running ---------------------------------------------------------------------
 deps:
 	@sh tools/install-deps.sh
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all asan fuzz
 	@BUILD=$(BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/run_all.sh
 
 gpu-test: all
@@ -139,6 +132,34 @@ install: lib cli
 	ln -sf libw8a8.so.0 $(DESTDIR)$(PREFIX)/lib/libw8a8.so
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|' -e 's|@LIBS@|$(LDLIBS_ALL)|' w8a8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/w8a8.pc
+
+# ---- sanitizer and fuzz builds (CPU only: CI has no GPU) -------------------------------
+# asan: the whole test binary under AddressSanitizer + UBSan, in $(BUILD)-asan.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+asan:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)-asan NO_CUDA=1 NO_MPI=1 OPT=-O1 \
+	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(BUILD)-asan/bin/w8a8_tests
+
+# fuzz: libFuzzer target over the validation layer; the library's core and CPU sources are
+# compiled into it with clang, sanitizers on, without CUDA or MPI. Library sources get
+# -Wall -Wextra (the gcc build enforces -Werror on them); the fuzzer itself -Werror.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := $(CSTD) -O1 -g -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+              -Iinclude -Isrc -Wall -Wextra -Wno-unknown-pragmas
+# clang ignores `#pragma GCC target("avx2,...")` (src/cpu): build the fuzzer for AVX2+FMA+F16C
+# machines (this one and CI's) instead.
+FUZZ_FLAGS += $(if $(filter x86_64,$(shell uname -m)),-mavx2 -mfma -mf16c)
+FUZZ_LIB_C := $(wildcard src/core/*.c src/cpu/*.c)
+FUZZ_BIN   := $(BUILD)/bin/fuzz_validate
+fuzz:
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(FUZZ_BIN); \
+	 else echo "fuzz: $(FUZZ_CC) not found; skipping the fuzz build (install clang, libclang-rt-14-dev)"; fi
+
+$(FUZZ_BIN): tests/fuzz_validate.c $(FUZZ_LIB_C) $(wildcard include/*.h src/*/*.h)
+	@mkdir -p $(dir $@) $(BUILD)/fuzz-obj
+	cd $(BUILD)/fuzz-obj && $(FUZZ_CC) $(FUZZ_FLAGS:-I%=-I$(CURDIR)/%) -fsanitize=fuzzer-no-link \
+	  -DW8A8_FEATURES='"cpu fuzz"' -c $(FUZZ_LIB_C:%=$(CURDIR)/%)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Werror -o $@ tests/fuzz_validate.c $(BUILD)/fuzz-obj/*.o -lm -lpthread
 
 clean:
 	rm -rf $(BUILD)

@@ -46,13 +46,51 @@ if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
   done
 fi
 
+# A stage whose binary is missing is skipped, unless W8A8_REQUIRE_ALL is set (CI sets it):
+# then it counts as a failure, so CI cannot pass by not building something.
+missing() { # name, what
+  if [ -n "$W8A8_REQUIRE_ALL" ]; then
+    echo "== $1: $2 is missing: counted as 1 failure"
+    total_fail=$((total_fail + 1))
+  else
+    echo "== $1: skipped ($2 is missing)"
+  fi
+}
+
 if [ -x "$BUILD-asan/bin/w8a8_tests" ]; then
   stage asan-ubsan env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$BUILD-asan/bin/w8a8_tests"
+else
+  missing asan-ubsan "$BUILD-asan/bin/w8a8_tests (make asan)"
 fi
 
 if [ -x "$BUILD/bin/fuzz_validate" ] && [ "$FUZZ_SECONDS" -gt 0 ]; then
   stage fuzz sh tests/run_fuzz.sh "$BUILD/bin/fuzz_validate" "$FUZZ_SECONDS"
+elif [ "$FUZZ_SECONDS" -gt 0 ]; then
+  missing fuzz "$BUILD/bin/fuzz_validate (make fuzz; needs clang)"
+fi
+
+# make install into a temporary prefix, then build examples/example.c outside the tree
+# with nothing but pkg-config, and run it.
+install_example() {
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/w8a8-install.XXXXXX")
+  ok=0
+  if make --no-print-directory -s install BUILD="$BUILD" PREFIX="$tmp/prefix" &&
+    mkdir "$tmp/example" && cp examples/example.c "$tmp/example/" &&
+    export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig" &&
+    flags=$(pkg-config --cflags --libs w8a8) &&
+    echo "pkg-config --cflags --libs w8a8: $flags" &&
+    (cd "$tmp/example" && ${CC:-cc} -std=c11 -Wall -Wextra -Werror example.c $flags -lm -o example && ./example) &&
+    "$tmp/prefix/bin/w8a8" version; then
+    ok=1
+  fi
+  rm -rf "$tmp"
+  if [ $ok = 1 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; return 1; fi
+}
+if [ -f "$BUILD/lib/libw8a8.so" ] && command -v pkg-config >/dev/null 2>&1; then
+  stage install-example install_example
+else
+  missing install-example "$BUILD/lib/libw8a8.so or pkg-config"
 fi
 
 if [ -x "$BUILD/bin/w8a8" ]; then

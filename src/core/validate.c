@@ -76,6 +76,14 @@ static w8a8_status check_overlap(const char *fn, span out, const span *ins, int 
   return W8A8_SUCCESS;
 }
 
+/* Empty matrices may have data == NULL. The resolved problems never carry NULL: backends
+ * compute addresses such as b + n*ldb even when K == 0, and arithmetic on NULL is undefined
+ * in C. The stand-in is never dereferenced (there are no elements). */
+static const void *nonnull(const void *p) {
+  static _Alignas(64) const uint8_t empty_stand_in[64];
+  return p ? p : empty_stand_in;
+}
+
 /* Pointer must be memory the handle's device can use (CUDA handles only). */
 static w8a8_status check_ptr(const char *fn, const w8a8_handle *h, const char *arg, const void *p) {
   if (h->kind == W8A8_DEVICE_CUDA && p) return w8a8_cuda_check_pointer(h, fn, arg, p);
@@ -254,11 +262,11 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
   p->K = K;
   p->in_dtype = a->dtype;
   p->out_dtype = out->dtype;
-  p->a = a->data;
+  p->a = nonnull(a->data);
   p->lda = a->ld;
-  p->b = b->data;
+  p->b = nonnull(b->data);
   p->ldb = b->ld;
-  p->out = out->data;
+  p->out = (void *)nonnull(out->data);
   p->ldo = out->ld;
   p->scale_a = (const float *)scale_a->data;
   p->scale_a_per_token = scale_a->len == M && M != 1;
@@ -362,9 +370,9 @@ w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w
   p->K = K;
   p->in_dtype = x->dtype;
   p->out_dtype = q->dtype;
-  p->x = x->data;
+  p->x = nonnull(x->data);
   p->ldx = x->ld;
-  p->q = q->data;
+  p->q = (void *)nonnull(q->data);
   p->ldq = q->ld;
   p->mode = mode;
   p->scale = (float *)scale->data;
@@ -392,7 +400,7 @@ w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h, const w8a
   W8A8_CHECK(check_overlap(fn, vec_span("azp_adj", azp_adj, azp_adj->len), &in, 1));
   p->K = b->rows;
   p->N = b->cols;
-  p->b = (const int8_t *)b->data;
+  p->b = (const int8_t *)nonnull(b->data);
   p->ldb = b->ld;
   p->out = (int32_t *)azp_adj->data;
   return W8A8_SUCCESS;
