@@ -71,6 +71,9 @@ LIBA  := $(BUILD)/lib/libw8a8.a
 LIBSO := $(BUILD)/lib/libw8a8.so
 CLI   := $(BUILD)/bin/w8a8
 TESTS := $(BUILD)/bin/w8a8_tests
+# The MPI tests (tests/mpi/*.c with the shared runner): tests/run_all.sh runs them under mpirun -np 1..4.
+TP_TEST_C := $(if $(MPICC),$(wildcard tests/mpi/*.c))
+TP_TESTS  := $(if $(TP_TEST_C),$(BUILD)/bin/w8a8_tp_tests)
 
 .PHONY: all lib cli tests test gpu-test demo install clean config asan fuzz deps
 all: config lib cli tests
@@ -83,7 +86,7 @@ config:
 
 lib: $(LIBA) $(LIBSO)
 cli: $(CLI)
-tests: $(TESTS)
+tests: $(TESTS) $(TP_TESTS)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
@@ -106,6 +109,10 @@ $(CLI): $(CLI_C:%.c=$(BUILD)/obj/%.o) $(LIBA)
 	$(CC) -o $@ $^ $(LDLIBS_ALL) $(CLI_LIBS)
 
 $(TESTS): $(TEST_C:%.c=$(BUILD)/obj/%.o) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDLIBS_ALL)
+
+$(BUILD)/bin/w8a8_tp_tests: $(BUILD)/obj/tests/test_main.o $(TP_TEST_C:%.c=$(BUILD)/obj/%.o) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDLIBS_ALL)
 
