@@ -56,6 +56,19 @@ ifneq ($(MPICC),)
   FEATURES   += mpi
 endif
 CFLAGS_ALL += -DW8A8_FEATURES='"$(FEATURES)"'
+# oneDNN and OpenBLAS: CPU benchmark baselines for the CLI only (tools/bench_cpu.c); the library
+# never links them. NO_DNNL=1 / NO_OPENBLAS=1 leave them out.
+DNNL_H      := $(if $(NO_DNNL),,$(firstword $(wildcard /usr/include/oneapi/dnnl/dnnl.h /usr/local/include/oneapi/dnnl/dnnl.h)))
+CBLAS_H     := $(if $(NO_OPENBLAS),,$(firstword $(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h)))
+OPENBLAS_SO := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libopenblas.so /usr/lib64/libopenblas.so /usr/lib/libopenblas.so /usr/local/lib/libopenblas.so))
+ifneq ($(DNNL_H),)
+  CLI_CFLAGS += -DW8A8_HAVE_DNNL
+  CLI_LIBS   += -ldnnl
+endif
+ifneq ($(and $(CBLAS_H),$(OPENBLAS_SO)),)
+  CLI_CFLAGS += -DW8A8_HAVE_OPENBLAS -I$(dir $(CBLAS_H))
+  CLI_LIBS   += -lopenblas
+endif
 
 # ---- sources -------------------------------------------------------------------
 LIB_C  := $(wildcard src/core/*.c src/cpu/*.c src/tp/*.c)
@@ -65,6 +78,7 @@ ifneq ($(NVCC),)
 endif
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
 CLI_C   := $(wildcard tools/*.c)
+$(CLI_C:%.c=$(BUILD)/obj/%.o): CFLAGS_ALL += $(CLI_CFLAGS)
 TEST_C  := $(filter-out tests/fuzz_%.c,$(wildcard tests/*.c))
 
 LIBA  := $(BUILD)/lib/libw8a8.a
@@ -83,6 +97,7 @@ config:
 	@echo "  nvcc: $(if $(NVCC),$(NVCC),not found (CPU-only build))"
 	@echo "  nccl: $(if $(findstring nccl,$(FEATURES)),$(NCCL_H),not found)"
 	@echo "  mpi:  $(if $(MPICC),$(MPICC),not found (no MPI tensor parallelism))"
+	@echo "  cpu bench baselines: oneDNN $(if $(DNNL_H),$(DNNL_H),not found), OpenBLAS $(if $(findstring OPENBLAS,$(CLI_CFLAGS)),$(CBLAS_H),not found)"
 
 lib: $(LIBA) $(LIBSO)
 cli: $(CLI)

@@ -1,19 +1,42 @@
-/* gemm_fast.c — placeholder until the AVX2 kernels land: always defers to the reference. */
-#include "cpu_kernels.h"
+/* gemm_fast.c — the CPU fast path's dispatcher: workspace sizing, and the CPU-feature
+ * check in front of the AVX2 driver (gemm_avx2.c). No vector code here: this file is
+ * built for baseline x86-64 and calls the driver only on a CPU that can run it. */
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "gemm_kernels.h"
+
+/* Slots for every thread a call may use: the handle's thread count now, or the machine's
+ * processors if that is more (w8a8_set_num_threads may raise it later; a call then uses
+ * at most the slots that exist, see w8a8_cpu_gemm_fast). Untouched pages cost nothing. */
+static int slot_count(const w8a8_handle *h) {
+  int n = w8a8_cpu_threads(h);
+#ifdef _OPENMP
+  if (omp_get_num_procs() > n) n = omp_get_num_procs();
+#endif
+  if (n < 1) n = 1;
+  if (n > W8A8_CPU_MAX_SLOTS) n = W8A8_CPU_MAX_SLOTS;
+  return n;
+}
 
 size_t w8a8_cpu_workspace_bytes(const w8a8_handle *h) {
-  (void)h;
-  return 0;
+  return W8A8_CPU_A_BYTES + (size_t)slot_count(h) * W8A8_CPU_SLOT_BYTES;
 }
 
 w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
-  (void)h;
-  (void)p;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: no fast CPU kernel in this build");
-}
-
-w8a8_status w8a8_cpu_quantize_fast(w8a8_handle *h, const w8a8_quant_problem *p) {
-  (void)h;
-  (void)p;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_quantize: no fast CPU kernel in this build");
+  const w8a8_cpu_features *f = &h->cpu;
+  if (!(f->avx2 && f->fma && f->f16c))
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: the fast CPU kernels need AVX2, FMA and F16C");
+  if (!h->cpu_ws || h->cpu_ws_bytes < W8A8_CPU_A_BYTES + W8A8_CPU_SLOT_BYTES)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: the handle has no CPU workspace");
+  w8a8_gemm_ws ws;
+  ws.a = (char *)h->cpu_ws;
+  ws.slots = ws.a + W8A8_CPU_A_BYTES;
+  ws.nslots = (int)((h->cpu_ws_bytes - W8A8_CPU_A_BYTES) / W8A8_CPU_SLOT_BYTES);
+  int threads = w8a8_cpu_threads(h);
+  if (threads > ws.nslots) threads = ws.nslots;
+  /* AUTO and GENERIC both run the AVX2 kernels (what CI's CPUs run). An AVX-512 VNNI path
+   * for AUTO would be dispatched here, on f->avx512bw && f->avx512vnni. */
+  return w8a8_gemm_avx2(p, &ws, threads);
 }

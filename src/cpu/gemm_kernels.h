@@ -1,0 +1,56 @@
+/* gemm_kernels.h — what the CPU GEMM dispatcher (gemm_fast.c) shares with the
+ * ISA-specific driver (gemm_avx2.c) and the quantizers (quant_fast.c).
+ *
+ * Blocking (the same for every ISA; see NOTES.md "CPU kernels"):
+ *   - A is converted once per block of up to MC rows into the shared workspace
+ *     (int8 -> int16, fp8 -> fp32), each row zero-padded to Kp = K rounded up to 64.
+ *   - The N columns are cut into panels of NB; a work item is (panel, slice of the
+ *     A block's rows); OpenMP threads take items statically (contiguous N ranges).
+ *   - Per item, B is converted KC columns of K at a time into the thread's slot
+ *     (NB rows of KC), and "dot" micro-kernels (MR=3 rows of A x NR=3 rows of B,
+ *     one vector accumulator per output, reduced horizontally at the end of each
+ *     slice) add into an int32/fp32 tile C[rows x NB] in the slot.
+ *   - The epilogue (zero point, scales, bias, rounding) runs over that tile once
+ *     the whole K is summed, and writes the output: one pass, never re-read.
+ *   - For int8 with M <= W8A8_CPU_RAW_MMAX (decode, small prefill), B is not converted:
+ *     the kernel sign-extends the weights as it reads them, each tile of 3 columns over
+ *     all rows of A in turn (GEMV-like: the weights stream from memory once). */
+#ifndef W8A8_CPU_GEMM_KERNELS_H
+#define W8A8_CPU_GEMM_KERNELS_H
+#include "cpu_kernels.h"
+
+#define W8A8_CPU_MR 3            /* rows of A per micro-kernel */
+#define W8A8_CPU_NB 48           /* output columns per panel (multiple of 3) */
+#define W8A8_CPU_KC_I8 2048      /* k per B slice, int8 (int16 in the slot: 192 KiB) */
+#define W8A8_CPU_KC_F8 1024      /* k per B slice, fp8 (fp32 in the slot: 192 KiB) */
+#define W8A8_CPU_KPAD 64         /* rows of the converted A/B are padded to this many k */
+#define W8A8_CPU_MC_MAX 255      /* rows of A per block (multiple of MR) */
+#define W8A8_CPU_RAW_MMAX 48     /* int8 M up to this: weights read raw, no B conversion (measured) */
+#define W8A8_CPU_A_BYTES ((size_t)4 << 20)
+#define W8A8_CPU_SLOT_B_BYTES ((size_t)W8A8_CPU_NB * W8A8_CPU_KC_F8 * 4)
+#define W8A8_CPU_SLOT_C_BYTES ((size_t)W8A8_CPU_MC_MAX * W8A8_CPU_NB * 4)
+#define W8A8_CPU_SLOT_BYTES (W8A8_CPU_SLOT_B_BYTES + W8A8_CPU_SLOT_C_BYTES + 4096)
+#define W8A8_CPU_MAX_SLOTS 256
+
+/* The handle's workspace, cut up for one call. */
+typedef struct w8a8_gemm_ws {
+  char *a;          /* W8A8_CPU_A_BYTES, shared by the threads */
+  char *slots;      /* nslots x W8A8_CPU_SLOT_BYTES, one per thread */
+  int nslots;
+} w8a8_gemm_ws;
+
+/* The AVX2+FMA+F16C driver: computes p with at most `nthreads` threads (<= ws->nslots).
+ * Returns W8A8_ERROR_UNSUPPORTED_DEVICE (with a message) when the problem does not fit
+ * the blocking (K too large for even MR rows of A in the workspace). An AVX-512 VNNI
+ * driver would sit next to it (see NOTES.md: not written yet). */
+W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
+
+/* The fused epilogue (gemm_avx2.c; needs AVX2+FMA+F16C). c is int32 (int8 problems) or
+ * fp32 (fp8) accumulators, row-major with ld ldc, for output rows m0.. and columns n0... */
+W8A8_HIDDEN void w8a8_avx2_epilogue(const w8a8_mm_problem *p, const void *c, int64_t ldc, int64_t m0,
+                                    int64_t mrows, int64_t n0, int64_t ncols);
+
+/* Quantizers (quant_fast.c). */
+W8A8_HIDDEN w8a8_status w8a8_quantize_avx2(const w8a8_quant_problem *p, int nthreads);
+
+#endif
