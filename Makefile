@@ -30,10 +30,14 @@ ifneq ($(NVCC),)
   CUDA_INC  := $(CUDA_HOME)/include
   CUDA_LIB  := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
   GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) -gencode=arch=compute_90,code=compute_90
+  # The host side of the Hopper path must know whether sm_90a code is in the fatbin (a compute_90
+  # PTX JIT would run its kernels' empty non-90a bodies).
+  GENCODE   += $(if $(filter 90a,$(CUDA_ARCHS)),-DW8A8_HAVE_SM90A)
   NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Isrc $(GENCODE) -lineinfo \
                --expt-relaxed-constexpr -Xptxas -warn-spills -Werror all-warnings $(NVCCEXTRA)
   CFLAGS_ALL += -DW8A8_HAVE_CUDA -I$(CUDA_INC)
-  LDLIBS_ALL += -L$(CUDA_LIB) -lcudart_static -lcuda_driver_stub_none -ldl -lrt
+  # nvcc's host stubs use guarded statics and C++ EH: the C link needs libstdc++
+  LDLIBS_ALL += -L$(CUDA_LIB) -lcudart_static -lcuda_driver_stub_none -ldl -lrt -lstdc++
   FEATURES  += cuda($(CUDA_ARCHS))
   # cuBLASLt: benchmark baselines only (tools/bench_cuda.c), never linked into the library
   CLI_LIBS  += -lcublasLt -Wl,-rpath,$(CUDA_LIB)

@@ -1,0 +1,242 @@
+/* sm90_dev.c — development benchmark of the Hopper scaled-GEMM kernel (before the CLI bench has
+ * it): for the Llama-3.1-8B TP1 and 70B TP4 shapes and a sweep of M, times the heuristic's choice
+ * (and, with -a, every configuration of the table) through the library's hooks, per-token x
+ * per-channel scales, bf16 out.
+ *
+ * Timing as the anchors were taken: a CUDA graph of 20 calls, weights rotated over enough copies
+ * that they do not sit in L2 (>= 256 MB of weights), median of 7 replays, random data. Every
+ * timed configuration is checked on 256 sampled outputs against a host computation (int8 bit for
+ * bit through the library's own epilogue formula, fp8 within 1e-3 of sum|a||b||sa sb|).
+ *
+ * Build (links the static library, whose hidden hooks it calls):
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c \
+ *       build-sm90/lib/libw8a8.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp \
+ *       -o build-sm90/bin/sm90_dev
+ * Run: sm90_dev [-a] [-d int8|fp8] [-m M[,M...]]
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "w8a8.h"
+
+w8a8_status w8a8_sm90_scaled_mm_config(w8a8_handle *h, const w8a8_mm_problem *p, int config, int split);
+int w8a8_sm90_num_configs(void);
+const char *w8a8_sm90_config_name(int config);
+int w8a8_sm90_config_int8(int config);
+int w8a8_sm90_config_swap_bn(int config);
+int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
+
+#define CK(x)                                                                               \
+  do {                                                                                      \
+    cudaError_t e_ = (x);                                                                   \
+    if (e_ != cudaSuccess) {                                                                \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
+      exit(1);                                                                              \
+    }                                                                                       \
+  } while (0)
+
+typedef struct shape {
+  const char *name;
+  int64_t N, K;
+} shape;
+static const shape SHAPES[] = {
+    {"70b-qkv-tp4", 2560, 8192}, {"70b-o-tp4", 8192, 2048}, {"70b-gateup-tp4", 14336, 8192},
+    {"70b-down-tp4", 8192, 7168}, {"8b-qkv", 6144, 4096},    {"8b-gateup", 28672, 4096},
+    {"8b-down", 4096, 14336},
+};
+
+static uint64_t rs = 88172645463325252ull;
+static uint32_t rnd(void) {
+  rs ^= rs << 13;
+  rs ^= rs >> 7;
+  rs ^= rs << 17;
+  return (uint32_t)(rs >> 32);
+}
+static uint8_t rnd_byte(int int8) {
+  for (;;) {
+    uint8_t v = (uint8_t)rnd();
+    if (int8) return v;
+    /* fp8: moderate magnitudes (exponent field 4..10, |x| in [2^-3, 2^4)), never NaN */
+    uint8_t e = (uint8_t)(4 + rnd() % 7);
+    return (uint8_t)((v & 0x80) | (e << 3) | (v & 7));
+  }
+}
+
+static double median(double *v, int n) {
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (v[j] < v[i]) {
+        double t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+      }
+  return v[n / 2];
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  int all = 0, only_int8 = -1;
+  int64_t ms[32] = {1, 16, 17, 32, 64, 65, 128, 129, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  int nm = 15;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-a")) all = 1;
+    else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
+    else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+      nm = 0;
+      for (char *t = strtok(argv[++i], ","); t && nm < 32; t = strtok(NULL, ",")) ms[nm++] = atoll(t);
+    }
+  }
+  w8a8_handle *h = NULL;
+  if (w8a8_create(&h, W8A8_DEVICE_CUDA, 0) != W8A8_SUCCESS) {
+    printf("no CUDA device: %s\n", w8a8_last_error());
+    return 1;
+  }
+  w8a8_handle_info info;
+  w8a8_get_info(h, &info);
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  w8a8_set_stream(h, st);
+  printf("# sm90_dev on %s (%d SMs); CUDA graph of 20 calls, median of 7, weights rotated (>= 256 MB)\n", info.name,
+         info.num_sms);
+  printf("# %-6s %-15s %6s %6s %6s %-22s %5s %9s %8s %8s %6s %6s\n", "dtype", "shape", "M", "N", "K", "config", "split",
+         "us", "TFLOP/s", "GB/s", "HBM%", "#wrong");
+
+  const int64_t maxM = 16384, maxN = 28672, maxK = 14336;
+  void *dA, *dOut, *dSa, *dSb;
+  CK(cudaMalloc(&dA, (size_t)(maxM * maxK)));
+  CK(cudaMalloc(&dOut, (size_t)(maxM * maxN * 2)));
+  CK(cudaMalloc(&dSa, 4 * maxM));
+  CK(cudaMalloc(&dSb, 4 * maxN));
+  const size_t wpool = (size_t)512 << 20; /* rotated weight copies live in one 512 MB pool */
+  uint8_t *dW;
+  CK(cudaMalloc((void **)&dW, wpool));
+  uint8_t *hA = malloc((size_t)(maxM * maxK)), *hW = malloc(wpool);
+  float *hSa = malloc(4 * maxM), *hSb = malloc(4 * maxN);
+  uint16_t *hOut = malloc((size_t)(maxM * maxN * 2));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+
+  for (int dt = 0; dt < 2; dt++) {
+    const int int8 = dt == 0;
+    if (only_int8 >= 0 && only_int8 != int8) continue;
+    const w8a8_dtype in = int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    for (size_t i = 0; i < (size_t)(maxM * maxK); i++) hA[i] = rnd_byte(int8);
+    for (size_t i = 0; i < wpool; i++) hW[i] = rnd_byte(int8);
+    for (int i = 0; i < maxM; i++) hSa[i] = (0.5f + (float)(rnd() % 1000) / 1000.0f) * 1e-3f;
+    for (int i = 0; i < maxN; i++) hSb[i] = (0.5f + (float)(rnd() % 1000) / 1000.0f) * 1e-2f;
+    CK(cudaMemcpy(dA, hA, (size_t)(maxM * maxK), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dW, hW, wpool, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dSa, hSa, 4 * maxM, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dSb, hSb, 4 * maxN, cudaMemcpyHostToDevice));
+
+    for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
+      const int64_t N = SHAPES[si].N, K = SHAPES[si].K;
+      const size_t wbytes = (size_t)(N * K);
+      int ncopies = (int)(wpool / wbytes);
+      if (ncopies > 20) ncopies = 20;
+      for (int mi = 0; mi < nm; mi++) {
+        const int64_t M = ms[mi];
+        if (M > maxM) continue;
+        w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dA);
+        w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dW);
+        w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dOut);
+        w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dSa), SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dSb);
+        w8a8_mm_problem p;
+        if (w8a8_validate_scaled_mm("sm90_dev", h, &A, &B, &SA, &SB, NULL, NULL, &O, &p) != W8A8_SUCCESS) {
+          printf("validate: %s\n", w8a8_last_error());
+          return 1;
+        }
+        int hsplit = 0, hcfg = w8a8_sm90_plan(h, &p, &hsplit);
+        for (int ci = -1; ci < (all ? w8a8_sm90_num_configs() : 0); ci++) {
+          if (ci >= 0) {
+            if (w8a8_sm90_config_int8(ci) != int8) continue;
+            int bn = w8a8_sm90_config_swap_bn(ci);
+            if (bn && (M > bn || (bn > 8 && M <= bn / 2))) continue;  /* the right token tile only */
+            if (!bn && M < 64) continue;
+            if (ci == hcfg) continue;  /* already timed as the heuristic's row */
+          }
+          int cfg = ci < 0 ? hcfg : ci, split = ci < 0 ? hsplit : 0;
+          if (ci >= 0 && w8a8_sm90_config_swap_bn(ci)) split = hsplit; /* same split as the heuristic */
+          /* correctness: one call on copy 0, 256 sampled outputs against the host */
+          CK(cudaMemsetAsync(dOut, 0xff, (size_t)(M * N * 2), st));
+          w8a8_status s = w8a8_sm90_scaled_mm_config(h, &p, cfg, split);
+          if (s != W8A8_SUCCESS) {
+            printf("%s: %s\n", w8a8_sm90_config_name(cfg), w8a8_last_error());
+            continue;
+          }
+          CK(cudaStreamSynchronize(st));
+          CK(cudaMemcpy(hOut, dOut, (size_t)(M * N * 2), cudaMemcpyDeviceToHost));
+          int wrong = 0;
+          for (int t = 0; t < 256; t++) {
+            int64_t m = rnd() % M, n = rnd() % N;
+            const uint8_t *a = hA + m * K, *b = hW + n * K;
+            float v;
+            double sabs = 0.0;
+            if (int8) {
+              int32_t acc = 0;
+              for (int64_t k = 0; k < K; k++) acc += (int8_t)a[k] * (int8_t)b[k];
+              v = (float)acc;
+            } else {
+              double acc = 0.0;
+              for (int64_t k = 0; k < K; k++) {
+                double x = (double)w8a8_fp8_to_f32(a[k]) * w8a8_fp8_to_f32(b[k]);
+                acc += x;
+                sabs += fabs(x);
+              }
+              v = (float)acc;
+            }
+            uint16_t want = w8a8_f32_to_bf16(w8a8_epilogue(v, hSa[m], hSb[n], NULL));
+            uint16_t got = hOut[m * N + n];
+            if (int8) {
+              wrong += want != got;
+            } else {
+              double g = w8a8_bf16_to_f32(got), w = w8a8_bf16_to_f32(want);
+              double tol = 1e-3 * sabs * hSa[m] * hSb[n] + fabs(w) * 0x1p-7;
+              wrong += !(fabs(g - w) <= tol);
+            }
+          }
+          /* timing: a graph of 20 calls over rotated weight copies */
+          cudaGraph_t g;
+          cudaGraphExec_t ge;
+          CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+          for (int r = 0; r < 20; r++) {
+            w8a8_mm_problem q = p;
+            q.b = dW + (size_t)(r % ncopies) * wbytes;
+            w8a8_sm90_scaled_mm_config(h, &q, cfg, split);
+          }
+          CK(cudaStreamEndCapture(st, &g));
+          CK(cudaGraphInstantiate(&ge, g, 0));
+          CK(cudaGraphLaunch(ge, st));
+          CK(cudaStreamSynchronize(st));
+          double tv[7];
+          for (int rep = 0; rep < 7; rep++) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaGraphLaunch(ge, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms_ = 0;
+            CK(cudaEventElapsedTime(&ms_, e0, e1));
+            tv[rep] = ms_ * 1e3 / 20.0;
+          }
+          CK(cudaGraphExecDestroy(ge));
+          CK(cudaGraphDestroy(g));
+          double us = median(tv, 7);
+          double flops = 2.0 * (double)M * (double)N * (double)K;
+          double bytes = (double)M * K + (double)N * K + 2.0 * M * N + 4.0 * (M + N);
+          char cname[48];
+          snprintf(cname, sizeof cname, "%s%s", ci < 0 ? "*" : "", w8a8_sm90_config_name(cfg));
+          printf("  %-6s %-15s %6lld %6lld %6lld %-22s %5d %9.2f %8.1f %8.1f %6.1f %6d\n", int8 ? "int8" : "fp8",
+                 SHAPES[si].name, (long long)M, (long long)N, (long long)K, cname, split, us, flops / us * 1e-6,
+                 bytes / us * 1e-3, bytes / us * 1e-3 / 4300.0 * 100.0, wrong);
+        }
+      }
+    }
+  }
+  w8a8_destroy(h);
+  return 0;
+}

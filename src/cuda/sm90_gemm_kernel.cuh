@@ -1,0 +1,349 @@
+// sm90_gemm_kernel.cuh — the sm_90a scaled-GEMM kernel (fp8 e4m3 and int8), one template.
+//
+// Shape of the kernel (one CTA per SM slot, 384 threads):
+//   warpgroup 0       producer: one thread issues TMA loads of the next K-block of both operands
+//                     into a STAGES-deep ring of shared-memory buffers, each completing on a
+//                     "full" mbarrier; it waits on the matching "empty" mbarrier before reuse.
+//   warpgroups 1, 2   consumers: each owns 64 rows of the CTA tile and issues wgmma.mma_async
+//                     (QGMMA for fp8, IGMMA for int8) on the buffer, then frees it.
+//   epilogue          in registers, straight from the accumulators: zero point (int32), scales,
+//                     bias, one rounding to bf16/fp16/fp32, predicated stores for M/N tails.
+//
+// Operands. wgmma computes D[64 x BN] += X[64 x 32] * Y[32 x BN] with X and Y both K-major in
+// shared memory. Our A is [M,K] row-major and B is N rows of K, so both are K-major already:
+//   normal   X = A (BM rows of tokens),  Y = B (BN rows of weights):  D = out tile
+//   SWAP     X = B (BM rows of weights), Y = A (BN tokens):           D = out tile transposed
+// SWAP is the small-M path: wgmma's M side is fixed at 64, so with 1..64 tokens we let the weight
+// rows fill it and put the tokens on wgmma's N side (8..64), instead of wasting most of a 64-row
+// tile on padding. Only the epilogue's index mapping changes.
+//
+// Work split. The grid is persistent: CTA groups walk the tile list with a grouped (L2-friendly)
+// order. With SPLIT > 1, the K range of each tile is split over the SPLIT CTAs of a thread-block
+// cluster; their fp32/int32 partial tiles are summed through distributed shared memory in a fixed
+// order (deterministic, exact for int8) and each CTA finishes a 1/SPLIT slice of the epilogue.
+// This fills the 132 SMs when there are few tiles (small M, narrow N) without a workspace.
+//
+// fp8 accumulation precision. QGMMA adds its products into the fp32 accumulator with reduced
+// internal precision (about 14 mantissa bits are kept in the alignment). With PROMOTE, each
+// K-block (128 deep) is accumulated from zero in a temporary and added to the fp32 accumulator
+// with ordinary FADDs, so the reduced-precision sums span only 128 products (DeepGEMM's scheme).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "sm90_ptx.cuh"
+#include "sm90_wgmma.cuh"
+
+#define SM90_BK 128        // K-block: 128 one-byte elements = one 128-byte swizzled row
+#define SM90_BM 128        // CTA tile rows on wgmma's M side: 2 consumer warpgroups x 64
+#define SM90_THREADS 384   // producer warpgroup + 2 consumer warpgroups
+#define SM90_GROUP 8       // tiles along X per group of the L2-friendly order
+
+// Output element kinds (runtime: one uniform branch per store).
+enum { SM90_OUT_BF16 = 0, SM90_OUT_FP16 = 1, SM90_OUT_FP32 = 2 };
+
+// Everything the kernel needs besides the two TMA descriptors. Kernel-space: X rows are on
+// wgmma's M side, Y rows on its N side (see SWAP above).
+typedef struct sm90_args {
+  int rows_x, rows_y;         // X and Y row counts (M and N, or N and M when swapped)
+  int tiles_x, tiles_y;       // ceil(rows / tile)
+  int kblocks;                // ceil(K / 128)
+  // epilogue, in problem space (m = token, n = output channel)
+  void *out;
+  long long ldo;
+  int M, N;
+  const float *sa;
+  const float *sb;
+  int sa_per_token, sb_per_channel;
+  const void *bias;           // NULL or N elements of the output type
+  int out_kind;               // SM90_OUT_*
+  int azp_mode;               // W8A8_AZP_* (int8 only)
+  const int32_t *azp;
+  const int32_t *azp_adj;
+  int pair_store;             // out and ldo allow 2-element stores along n
+  int split;                  // split-K factor = cluster size (SPLITK kernels), else 1
+} sm90_args;
+
+SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
+SM90_DEV uint32_t sm90_bits(int32_t v) { return (uint32_t)v; }
+
+template <bool INT8>
+struct sm90_acc_type {
+  typedef float type;
+};
+template <>
+struct sm90_acc_type<true> {
+  typedef int32_t type;
+};
+
+SM90_DEV float sm90_load_bias(const sm90_args &a, int n) {
+  if (a.out_kind == SM90_OUT_BF16) return __bfloat162float(((const __nv_bfloat16 *)a.bias)[n]);
+  if (a.out_kind == SM90_OUT_FP16) return __half2float(((const __half *)a.bias)[n]);
+  return ((const float *)a.bias)[n];
+}
+
+// The epilogue formula of w8a8.h on one value: t = sa*v; r = bias ? fma(sb, t, bias) : sb*t.
+// Explicit _rn intrinsics so that the compiler cannot contract differently from the reference.
+SM90_DEV float sm90_epi_value(const sm90_args &a, float v, float sa, int n) {
+  float sb = a.sb[a.sb_per_channel ? n : 0];
+  float t = __fmul_rn(sa, v);
+  return a.bias ? __fmaf_rn(sb, t, sm90_load_bias(a, n)) : __fmul_rn(sb, t);
+}
+
+SM90_DEV void sm90_store1(const sm90_args &a, int m, int n, float r) {
+  long long off = (long long)m * a.ldo + n;
+  if (a.out_kind == SM90_OUT_BF16)
+    ((__nv_bfloat16 *)a.out)[off] = __float2bfloat16_rn(r);
+  else if (a.out_kind == SM90_OUT_FP16)
+    ((__half *)a.out)[off] = __float2half_rn(r);
+  else
+    ((float *)a.out)[off] = r;
+}
+// Epilogue of one element at (m, n) of the output, from its raw accumulator.
+template <bool INT8>
+SM90_DEV void sm90_epi_elem(const sm90_args &a, int m, int n, uint32_t raw) {
+  float v;
+  if constexpr (INT8) {
+    int32_t acc = (int32_t)raw;
+    // the zero-point correction in int32 with wrap-around (as the reference), then one rounding
+    if (a.azp_mode != 0) {
+      uint32_t zp = a.azp_mode == 1 ? 1u : (uint32_t)a.azp[a.azp_mode == 3 ? m : 0];
+      acc = (int32_t)((uint32_t)acc - zp * (uint32_t)a.azp_adj[n]);
+    }
+    v = __int2float_rn(acc);
+  } else {
+    v = __uint_as_float(raw);
+  }
+  sm90_store1(a, m, n, sm90_epi_value(a, v, a.sa[a.sa_per_token ? m : 0], n));
+}
+
+// Tile t of the grouped order -> (tile_x, tile_y). Groups of SM90_GROUP tiles along X walk Y;
+// inside a group X moves fastest, so the CTAs running at one time share a few X tiles and a
+// band of Y tiles in L2.
+SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
+  int per_group = SM90_GROUP * a.tiles_y;
+  int g = t / per_group;
+  int first = g * SM90_GROUP;
+  int gsize = min(a.tiles_x - first, SM90_GROUP);
+  int local = t - g * per_group;
+  tx = first + local % gsize;
+  ty = local / gsize;
+}
+
+template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK>
+struct sm90_cfg {
+  static const int X_BYTES = SM90_BM * SM90_BK;
+  static const int Y_BYTES = BN * SM90_BK;
+  static const int STAGE_BYTES = X_BYTES + Y_BYTES;
+  // Epilogue staging. Split-K: the whole partial tile, odd row stride (conflict-free column
+  // reads). Otherwise: per consumer warpgroup 64 rows x CW columns, padded.
+  static const int CW = BN < 32 ? BN : 32;
+  static const int RED_STRIDE = BN + 1;
+  static const int STG_STRIDE = SWAP ? CW + 1 : CW + 8;
+  static const int RED_BYTES = ((SPLITK ? SM90_BM * RED_STRIDE * 4 : 2 * 64 * STG_STRIDE * 4) + 15) / 16 * 16;
+  static const int BAR_BYTES = 2 * STAGES * 8;
+  // +1024: the dynamic shared memory base is rounded up to the 1024-byte swizzle period.
+  static const int SMEM_BYTES = STAGES * STAGE_BYTES + RED_BYTES + BAR_BYTES + 1024;
+  static const int NACC = BN / 2;  // accumulator registers per consumer thread
+};
+
+// MINB: CTAs per SM the kernel is built for (1 for the big tiles; 2 for the small-M tiles, so that
+// the hardware balances uneven work over twice as many slots). The register split between the
+// producer and the consumers follows from it: 65536 / MINB registers per CTA.
+template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB>
+__global__ void __launch_bounds__(SM90_THREADS, MINB)
+    sm90_gemm_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
+                     const sm90_args a) {
+#if SM90_ENABLED
+  typedef sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK> C;
+  const int SPLIT = SPLITK ? a.split : 1;
+  typedef typename sm90_acc_type<INT8>::type acc_t;
+  static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
+  static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
+  static_assert(STAGES >= 2, "pipeline depth");
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  const uint32_t smem0 = sm90_smem_u32(smem);
+  const uint32_t red0 = smem0 + STAGES * C::STAGE_BYTES;
+  const uint32_t full0 = red0 + C::RED_BYTES;
+  const uint32_t empty0 = full0 + STAGES * 8;
+
+  const int wg = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  const int rank = SPLITK ? (int)sm90_cluster_rank() : 0;
+  const int tile_stride = gridDim.x / SPLIT;
+  // This CTA's K range (split-K: the cluster's CTAs share a tile).
+  const int kb_begin = (int)((long long)a.kblocks * rank / SPLIT);
+  const int kb_end = (int)((long long)a.kblocks * (rank + 1) / SPLIT);
+
+  if (threadIdx.x == 0) {
+    sm90_prefetch_tmap(&tmap_x);
+    sm90_prefetch_tmap(&tmap_y);
+    for (int s = 0; s < STAGES; s++) {
+      sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive + the TMA bytes
+      sm90_mbar_init(empty0 + 8 * s, 2); // one arrive per consumer warpgroup
+    }
+    sm90_fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---------------- producer ----------------
+    // The producer needs few registers; give them to the consumers. setmaxnreg moves registers
+    // within the CTA's own pool (what it got at launch: 384 x the launch-bound count), so the
+    // two counts must balance exactly or the consumers' increase waits forever:
+    //   1 CTA/SM:  384*168 = 64512 = 128*40 + 256*232
+    //   2 CTAs/SM: 384*80  = 30720 = 128*32 + 256*104
+    sm90_setmaxnreg_dec<MINB == 1 ? 40 : 32>();
+    if (tid == 0) {
+      int s = 0;
+      uint32_t phase = 0;
+      for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+        int tx, ty;
+        sm90_tile_coords(a, t, tx, ty);
+        for (int kb = kb_begin; kb < kb_end; kb++) {
+          sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
+          uint32_t full = full0 + 8 * s;
+          sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
+          uint32_t dst = smem0 + s * C::STAGE_BYTES;
+          sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
+          sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
+          if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+    __syncwarp();  // reconverge warp 0 before the .aligned cluster barriers
+    if constexpr (SPLITK) {
+      // The producer warps take part in the cluster barriers of every tile (barrier.cluster
+      // counts every thread of the cluster).
+      for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+        sm90_cluster_sync();
+        sm90_cluster_sync();
+      }
+    }
+  } else {
+    // ---------------- consumers ----------------
+    sm90_setmaxnreg_inc<MINB == 1 ? 232 : 104>();
+    const int cw = wg - 1;  // consumer index: rows 64*cw .. 64*cw+63 of the CTA tile
+    const int warp = tid / 32, lane = tid % 32;
+    int s = 0;
+    uint32_t phase = 0;
+    acc_t acc[C::NACC];
+    for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+      int tx, ty;
+      sm90_tile_coords(a, t, tx, ty);
+#pragma unroll
+      for (int i = 0; i < C::NACC; i++) acc[i] = 0;
+
+      int prev = -1;
+      for (int kb = kb_begin; kb < kb_end; kb++) {
+        sm90_mbar_wait(full0 + 8 * s, phase);
+        uint32_t xs = smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK;
+        uint32_t ys = smem0 + s * C::STAGE_BYTES + C::X_BYTES;
+        uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(ys);
+        if constexpr (PROMOTE) {
+          float tmp[C::NACC];
+#pragma unroll
+          for (int i = 0; i < C::NACC; i++) tmp[i] = 0.0f;
+          sm90_wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < SM90_BK / 32; kk++)
+            sm90_wgmma_fp8<BN>(tmp, dx + 2 * kk, dy + 2 * kk, kk > 0);
+          sm90_wgmma_commit();
+          sm90_wgmma_wait<0>();
+#pragma unroll
+          for (int i = 0; i < C::NACC; i++) sm90_fence_reg(tmp[i]);
+          if (tid == 0) sm90_mbar_arrive(empty0 + 8 * s);
+#pragma unroll
+          for (int i = 0; i < C::NACC; i++) acc[i] = (acc_t)((float)acc[i] + tmp[i]);
+        } else {
+          sm90_wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < SM90_BK / 32; kk++) {
+            if constexpr (INT8)
+              sm90_wgmma_s8<BN>(acc, dx + 2 * kk, dy + 2 * kk, 1);
+            else
+              sm90_wgmma_fp8<BN>(acc, dx + 2 * kk, dy + 2 * kk, 1);
+          }
+          sm90_wgmma_commit();
+          // Keep this K-block's wgmmas in flight; the previous block's are done now, so its
+          // buffer can go back to the producer.
+          sm90_wgmma_wait<1>();
+          if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+          prev = s;
+        }
+        if (++s == STAGES) {
+          s = 0;
+          phase ^= 1;
+        }
+      }
+      if constexpr (!PROMOTE) {
+        sm90_wgmma_wait<0>();
+        if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+      }
+#pragma unroll
+      for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
+
+      // Epilogue. The accumulators go through shared memory first: the stores to global memory
+      // can then be coalesced whatever the register layout (and, when swapped, transposed), and
+      // the epilogue is one compact loop instead of BN/2 unrolled copies.
+      const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+      if constexpr (SPLITK) {
+        // Publish this CTA's partial tile (all 128 rows), then each CTA of the cluster sums a
+        // 1/SPLIT share of the elements over the cluster's CTAs in rank order (deterministic).
+#pragma unroll
+        for (int i = 0; i < C::NACC; i++) {
+          int row = cw * 64 + r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;
+          sm90_st_smem(red0 + (uint32_t)(row * C::RED_STRIDE + col) * 4, sm90_bits(acc[i]));
+        }
+        sm90_cluster_sync();
+        const int ct = cw * 128 + tid;
+        for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
+          int row = SWAP ? idx % SM90_BM : idx / BN, col = SWAP ? idx / SM90_BM : idx % BN;
+          uint32_t off = red0 + (uint32_t)(row * C::RED_STRIDE + col) * 4;
+          acc_t v = 0;
+          for (int q = 0; q < SPLIT; q++) {
+            // int32 partial sums are exact in any order; fp32 ones are added in rank order
+            if constexpr (INT8)
+              v += sm90_ld_dsmem_s32(sm90_mapa(off, q));
+            else
+              v += sm90_ld_dsmem_f32(sm90_mapa(off, q));
+          }
+          int gx = tx * SM90_BM + row, gy = ty * BN + col;
+          int m = SWAP ? gy : gx, n = SWAP ? gx : gy;
+          if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, sm90_bits(v));
+        }
+        // Nobody may overwrite or leave while others still read its partial tile.
+        sm90_cluster_sync();
+      } else {
+        // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
+        const uint32_t stg = red0 + (uint32_t)(cw * 64 * C::STG_STRIDE) * 4;
+#pragma unroll
+        for (int ch = 0; ch < BN / C::CW; ch++) {
+#pragma unroll
+          for (int ii = 0; ii < C::CW / 2; ii++) {
+            int i = ch * (C::CW / 2) + ii;
+            int row = r0 + 8 * ((ii / 2) % 2), col = 8 * (ii / 4) + c0 + ii % 2;
+            sm90_st_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4, sm90_bits(acc[i]));
+          }
+          sm90_named_bar(1 + cw, 128);
+#pragma unroll 2
+          for (int idx = tid; idx < 64 * C::CW; idx += 128) {
+            int row = SWAP ? idx % 64 : idx / C::CW, col = SWAP ? idx / 64 : idx % C::CW;
+            uint32_t raw = sm90_ld_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4);
+            int gx = tx * SM90_BM + cw * 64 + row, gy = ty * BN + ch * C::CW + col;
+            int m = SWAP ? gy : gx, n = SWAP ? gx : gy;
+            if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, raw);
+          }
+          sm90_named_bar(1 + cw, 128);
+        }
+      }
+    }
+  }
+#endif
+}
