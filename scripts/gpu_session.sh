@@ -6,7 +6,7 @@
 #
 #   OUT=/tmp/out scripts/gpu_session.sh
 #   Env: GPU_SESSION_STEPS (default "build test graph bench sanitize"), BENCH_ARGS (w8a8 bench options),
-#        BENCH_TIMEOUT (default 300), BUILD (default build-gpu)
+#        BENCH_TIMEOUT (default 300), BUILD (default build-gpu), GPU_TEST_FILTER (test name substrings)
 set -u
 OUT=${OUT:-/tmp/w8a8-gpu-out}
 BUILD=${BUILD:-build-gpu}
@@ -63,8 +63,9 @@ if has build; then
 fi
 
 if has test; then
-  say "test: w8a8_tests cuda_ smoke"
-  timeout 300 "$BUILD/bin/w8a8_tests" cuda_ smoke >"$OUT/test.log" 2>&1
+  say "test: w8a8_tests ${GPU_TEST_FILTER:-cuda_ smoke}"
+  # shellcheck disable=SC2086
+  timeout 300 "$BUILD/bin/w8a8_tests" ${GPU_TEST_FILTER:-cuda_ smoke} >"$OUT/test.log" 2>&1
   say "test: exit $? ($(($(date +%s) - T0)) s): $(tail -n 1 "$OUT/test.log")"
   grep -vE '^\[ (RUN|  OK) *\]' "$OUT/test.log" | tail -n 40
 fi
