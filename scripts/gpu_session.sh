@@ -5,7 +5,7 @@
 # under $OUT as it goes (a hung step loses nothing already written).
 #
 #   OUT=/tmp/out scripts/gpu_session.sh
-#   Env: GPU_SESSION_STEPS (default "build test graph bench sanitize"), BENCH_ARGS (w8a8 bench options),
+#   Env: GPU_SESSION_STEPS (default "build test graph bench sanitize"; also "check", "demo"), BENCH_ARGS (w8a8 bench options),
 #        BENCH_TIMEOUT (default 300), BUILD (default build-gpu), GPU_TEST_FILTER (test name substrings)
 set -u
 OUT=${OUT:-/tmp/w8a8-gpu-out}
@@ -74,6 +74,20 @@ if has graph; then
   say "graph: w8a8_tests cuda_graph"
   timeout 60 "$BUILD/bin/w8a8_tests" cuda_graph >>"$LOG" 2>&1
   say "graph: exit $?"
+fi
+
+if has check; then
+  say "check: w8a8 check --gpu (every mode on random odd shapes vs the reference)"
+  timeout "${CHECK_TIMEOUT:-60}" "$BUILD/bin/w8a8" check --gpu >"$OUT/check.log" 2>&1
+  say "check: exit $? ($(($(date +%s) - T0)) s)"
+  tail -n 5 "$OUT/check.log"
+fi
+
+if has demo; then
+  say "demo: w8a8 demo (the README's main job, on the GPU)"
+  timeout "${DEMO_TIMEOUT:-60}" "$BUILD/bin/w8a8" demo >"$OUT/demo.log" 2>&1
+  say "demo: exit $? ($(($(date +%s) - T0)) s)"
+  tail -n 14 "$OUT/demo.log"
 fi
 
 if has bench; then

@@ -74,7 +74,12 @@ w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_
     free(h);
     return s;
   }
-  w8a8_registry_add(h);
+  if (!w8a8_registry_add(h)) {
+    if (kind == W8A8_DEVICE_CUDA) w8a8_cuda_handle_fini(h);
+    w8a8_cpu_handle_fini(h);
+    free(h);
+    return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the handle registry", fn);
+  }
   *handle = h;
   return W8A8_SUCCESS;
 }

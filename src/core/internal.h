@@ -74,7 +74,7 @@ struct w8a8_handle {
 
 /* Registry of live handles and communicators: lookups never dereference an
  * unknown pointer, so a destroyed or foreign handle is an error, not a crash. */
-W8A8_HIDDEN void w8a8_registry_add(const void *obj);
+W8A8_HIDDEN bool w8a8_registry_add(const void *obj); /* false: out of memory, not registered */
 W8A8_HIDDEN void w8a8_registry_remove(const void *obj);
 W8A8_HIDDEN bool w8a8_registry_contains(const void *obj);
 /* Check a handle argument of public call `fn` (registry + magic). */

@@ -58,20 +58,21 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static const void **reg_items;
 static size_t reg_count, reg_cap;
 
-void w8a8_registry_add(const void *obj) {
+bool w8a8_registry_add(const void *obj) {
   pthread_mutex_lock(&reg_lock);
   if (reg_count == reg_cap) {
     size_t cap = reg_cap ? reg_cap * 2 : 16;
     const void **items = realloc((void *)reg_items, cap * sizeof *items);
-    if (!items) { /* keep the old array; the object will fail lookups */
+    if (!items) { /* keep the old array; the caller reports out of memory */
       pthread_mutex_unlock(&reg_lock);
-      return;
+      return false;
     }
     reg_items = items;
     reg_cap = cap;
   }
   reg_items[reg_count++] = obj;
   pthread_mutex_unlock(&reg_lock);
+  return true;
 }
 
 void w8a8_registry_remove(const void *obj) {

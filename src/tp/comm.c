@@ -300,7 +300,13 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
   c->mpi = dup;
   const char *br = getenv("W8A8_TP_BLOCK_ROWS");
   if (br && atoll(br) > 0) c->block_rows = atoll(br);
-  w8a8_registry_add(c);
+  if (!w8a8_registry_add(c)) {
+    /* Only this rank fails here (a few bytes of realloc); its peers hold a communicator they
+     * must destroy. Reported rather than returning an object every later call would refuse. */
+    MPI_Comm_free(&c->mpi);
+    comm_free(c);
+    return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the communicator registry", fn);
+  }
   *comm = c;
   return W8A8_SUCCESS;
 }
