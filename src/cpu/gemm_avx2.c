@@ -400,6 +400,11 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
                     "w8a8_scaled_mm: K = %lld is too large for the AVX2 kernel's workspace", (long long)K);
   if (mc > M) mc = M;
+  /* Equal blocks (B is converted once per block: 256 rows as 255 + 1 converted it twice). */
+  if (mc < M) {
+    const int64_t nblk = (M + mc - 1) / mc;
+    mc = ((M + nblk - 1) / nblk + W8A8_CPU_MR - 1) / W8A8_CPU_MR * W8A8_CPU_MR;
+  }
   const int64_t panels = (N + W8A8_CPU_NB - 1) / W8A8_CPU_NB;
   int T = nthreads < ws->nslots ? nthreads : ws->nslots;
   if (T < 1) T = 1;
@@ -433,7 +438,10 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
         if (msplit > (mcur + MR - 1) / MR) msplit = (mcur + MR - 1) / MR;
       }
       const int64_t rps = ((mcur + msplit - 1) / msplit + MR - 1) / MR * MR;
-#pragma omp for schedule(static)
+      /* dynamic: a thread that loses its core for a while (shared machines, CI runners) does
+       * not hold the others at the barrier; items are 48 columns x all of K, so the atomic
+       * per item is noise */
+#pragma omp for schedule(dynamic, 1)
       for (int64_t it = 0; it < panels * msplit; it++) {
         const int64_t pn = it / msplit, ms = it % msplit;
         const int64_t r0 = ms * rps, r1 = r0 + rps < mcur ? r0 + rps : mcur;

@@ -5,7 +5,7 @@
  *   - A is converted once per block of up to MC rows into the shared workspace
  *     (int8 -> int16, fp8 -> fp32), each row zero-padded to Kp = K rounded up to 64.
  *   - The N columns are cut into panels of NB; a work item is (panel, slice of the
- *     A block's rows); OpenMP threads take items statically (contiguous N ranges).
+ *     A block's rows); OpenMP threads take items dynamically.
  *   - Per item, B is converted KC columns of K at a time into the thread's slot
  *     (NB rows of KC), and "dot" micro-kernels (MR=3 rows of A x NR=3 rows of B,
  *     one vector accumulator per output, reduced horizontally at the end of each
@@ -24,9 +24,9 @@
 #define W8A8_CPU_KC_I8 2048      /* k per B slice, int8 (int16 in the slot: 192 KiB) */
 #define W8A8_CPU_KC_F8 1024      /* k per B slice, fp8 (fp32 in the slot: 192 KiB) */
 #define W8A8_CPU_KPAD 64         /* rows of the converted A/B are padded to this many k */
-#define W8A8_CPU_MC_MAX 255      /* rows of A per block (multiple of MR) */
+#define W8A8_CPU_MC_MAX 264      /* rows of A per block (multiple of MR, >= 256: M=256 in one block) */
 #define W8A8_CPU_RAW_MMAX 48     /* int8 M up to this: weights read raw, no B conversion (measured) */
-#define W8A8_CPU_A_BYTES ((size_t)4 << 20)
+#define W8A8_CPU_A_BYTES ((size_t)8 << 20)
 #define W8A8_CPU_SLOT_B_BYTES ((size_t)W8A8_CPU_NB * W8A8_CPU_KC_F8 * 4)
 #define W8A8_CPU_SLOT_C_BYTES ((size_t)W8A8_CPU_MC_MAX * W8A8_CPU_NB * 4)
 #define W8A8_CPU_SLOT_BYTES (W8A8_CPU_SLOT_B_BYTES + W8A8_CPU_SLOT_C_BYTES + 4096)
