@@ -320,8 +320,12 @@ void cli_compare_fp8(const uint8_t *a, int64_t lda, const uint8_t *b, int64_t ld
                      const void *got, int64_t ldg, const void *ref, int64_t ldr, cli_cmp *c) {
   float lut[256];
   for (int i = 0; i < 256; i++) lut[i] = fabsf(cli_fp8_to_f32((uint8_t)i));
+  /* Two fp32 summation orders differ by at most ~2K ulps of sum|ab|; Hopper's fp8 wgmma adds
+   * products inside a 128-deep K-block with fewer mantissa bits than fp32 (measured up to 2.3e-4 of
+   * sum|ab| with fp32 promotion per block, NOTES.md), so the floor is 2^-10 (~1e-3, as the GPU
+   * tests use): still 60x below the fp8 operands' own rounding (2^-4). */
   double eps = 2.0 * (double)K * 0x1p-24;
-  if (eps < 0x1p-12) eps = 0x1p-12;
+  if (eps < 0x1p-10) eps = 0x1p-10;
   float *arow = malloc(sizeof(float) * (size_t)(K > 0 ? K : 1));
   if (!arow) {
     fprintf(stderr, "w8a8: out of memory in the fp8 comparison\n");

@@ -244,6 +244,15 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
                       CONFIGS[pl.config].bn);
   } else {
     pl = plan(dev, p, num_sms);
+    // Quarantine (H200, 2026-11-29, final session run): the first call of int8 swap-AB n8 with
+    // split 1 on 8b-gateup (M=1, N=28672, K=4096: 224 one-CTA clusters) never completed; every
+    // plan the earlier sweeps ran had split >= 2, and the tests only cover split 1 on 2-tile
+    // problems. Until that is diagnosed on the device, AUTO declines split-1 swap plans (large N
+    // at small M) and the portable kernel takes them. Forced configs (tests, dev bench) still run.
+    if (pl.config >= 0 && CONFIGS[pl.config].swap && pl.split == 1)
+      return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                      "%s: the sm_90a small-M plan for N=%lld needs split 1, which is quarantined (NOTES.md)", FN,
+                      (long long)p->N);
   }
   if (pl.config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl.config];
