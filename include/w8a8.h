@@ -319,6 +319,7 @@ typedef enum w8a8_quant_mode {
  *                        q = clamp(rne(x / s_m) + azp[m], -128, 127).
  *     dynamic per-tensor with a zero point is not supported (W8A8_ERROR_INVALID_ZERO_POINT).
  *   x / s is an IEEE fp32 division (not a multiplication by 1/s), on every backend.
+ *   NaN inputs are skipped by the max / min reductions (a row of NaN only gets MIN_SCALE).
  * scale: fp32 vector; scale_ub: NULL or one fp32 in the handle's memory (> 0), symmetric per-token only.
  * The dequantized value is x ≈ s * (q - azp), which is what w8a8_scaled_mm's zero point expects.
  */

@@ -73,6 +73,11 @@ void w8a8_ref_colsum(const w8a8_colsum_problem *p) {
   }
 }
 
+/* Maxima and minima skip NaN inputs. Written as comparisons rather than fmaxf/fminf: glibc's
+ * fmaxf returns NaN for a signalling NaN, which no vectorised or parallel max reproduces. */
+static float nan_ignoring_max(float acc, float x) { return x > acc ? x : acc; }
+static float nan_ignoring_min(float acc, float x) { return x < acc ? x : acc; }
+
 /* Scale from a range: max(r / qmax, MIN_SCALE) with MIN_SCALE = 1 / (qmax * 512). */
 static float scale_from(float r, float qmax) {
   float s = r / qmax;
@@ -100,7 +105,7 @@ void w8a8_ref_quantize(const w8a8_quant_problem *p) {
   } else if (p->mode == W8A8_QUANT_DYNAMIC_PER_TENSOR) {
     float amax = 0.0f;
     for (int64_t m = 0; m < p->M; m++)
-      for (int64_t k = 0; k < p->K; k++) amax = fmaxf(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
+      for (int64_t k = 0; k < p->K; k++) amax = nan_ignoring_max(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
     float s = scale_from(amax, qmax);
     for (int64_t m = 0; m < p->M; m++) quantize_row(p, m, s, 0);
     p->scale[0] = s;
@@ -109,8 +114,8 @@ void w8a8_ref_quantize(const w8a8_quant_problem *p) {
       float lo = INFINITY, hi = -INFINITY;
       for (int64_t k = 0; k < p->K; k++) {
         float x = load_float(p->in_dtype, p->x, m * p->ldx + k);
-        lo = fminf(lo, x);
-        hi = fmaxf(hi, x);
+        lo = nan_ignoring_min(lo, x);
+        hi = nan_ignoring_max(hi, x);
       }
       if (p->K == 0) lo = hi = 0.0f;
       /* s = max((hi - lo) / 255, MIN_SCALE) with int8's MIN_SCALE = 1 / (127 * 512) */
@@ -125,7 +130,7 @@ void w8a8_ref_quantize(const w8a8_quant_problem *p) {
   } else { /* dynamic per-token, symmetric */
     for (int64_t m = 0; m < p->M; m++) {
       float amax = 0.0f;
-      for (int64_t k = 0; k < p->K; k++) amax = fmaxf(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
+      for (int64_t k = 0; k < p->K; k++) amax = nan_ignoring_max(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
       if (p->scale_ub) amax = fminf(amax, *p->scale_ub);
       float s = scale_from(amax, qmax);
       quantize_row(p, m, s, 0);
