@@ -1,0 +1,99 @@
+"""w8a8: W8A8 (int8 / fp8-e4m3) scaled GEMM and quantizers from Python, through ctypes.
+
+    import torch, w8a8
+    q, s = w8a8.quantize_fp8(x, use_per_token_if_dynamic=True)         # x: [M, K] bf16 on cuda
+    y = w8a8.scaled_mm(q, w_q.t(), s, w_scale, out_dtype=torch.bfloat16)  # w_q: [N, K] fp8, w_scale: (1, N)
+
+The same calls take NumPy arrays (CPU backend). Every function dispatches on the type of its first
+array argument: torch tensors go to w8a8.torch (custom ops torch.ops.w8a8.*, CUDA graphs,
+torch.compile), NumPy arrays to w8a8.numpy. The library is found through $W8A8_LIBRARY (a file or
+a directory), then the repository's build/lib, then the system's loader path.
+
+Conventions (torch._scaled_mm / vLLM cutlass_scaled_mm):
+  a [M, K] row-major int8 / fp8, b [K, N] column-major (the weights [N, K] passed as w.t()),
+  scale_a: 1 or M fp32 elements (shape (), (1,), (M, 1)), scale_b: 1 or N (shape (), (1,), (1, N)),
+  bias: N elements of out_dtype, azp / azp_adj: int32 zero point and correction (see colsum).
+Strides are used as given; a layout w8a8 cannot describe raises InvalidLayoutError, never a copy.
+Every failure raises a W8A8Error subclass carrying the library's status and message.
+"""
+from . import _lib
+from ._lib import (DeviceKind, DType, Kernel, Layout, QuantMode, Status, W8A8Error, cuda_device_count,
+                   library_path, shard_rows, version, version_string)
+from ._lib import ERROR_CLASSES as _ERROR_CLASSES
+from ._tp import Comm
+
+__version__ = "%d.%d.%d" % _lib.HEADER_VERSION
+
+# Export the per-status exception classes (InvalidScaleError, NotBuiltError, ...).
+for _cls in _ERROR_CLASSES.values():
+    globals()[_cls.__name__] = _cls
+del _cls
+
+
+def _is_torch_any(x):
+    import sys
+    t = sys.modules.get("torch")
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _front(x):
+    if _is_torch_any(x):
+        from . import torch as front
+    else:
+        from . import numpy as front
+    return front
+
+
+def scaled_mm(a, b, scale_a, scale_b, out_dtype=None, bias=None, azp=None, azp_adj=None, out=None):
+    """out[M, N] = scale_a * scale_b * (a @ b) (+ bias); with azp_adj, the int8 zero-point correction
+    (azp per tensor / per token times azp_adj = colsum(b); azp None: azp_adj premultiplied).
+    out_dtype: bf16 (default), fp16 or fp32 (torch dtypes, NumPy dtypes or 'bf16'/'fp16'/'fp32')."""
+    f = _front(a)
+    if out_dtype is None:
+        out_dtype = "bf16"
+    return f.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias=bias, azp=azp, azp_adj=azp_adj, out=out)
+
+
+def quantize_fp8(x, scale=None, scale_ub=None, use_per_token_if_dynamic=False, out=None):
+    """fp8 e4m3fn quantization, as vLLM's scaled_fp8_quant. scale given: static per-tensor; else
+    dynamic per-tensor (scale shape (1,)) or per-token (scale (M, 1), optionally bounded by scale_ub).
+    Returns (q, scale)."""
+    return _front(x).quantize_fp8(x, scale=scale, scale_ub=scale_ub,
+                                  use_per_token_if_dynamic=use_per_token_if_dynamic, out=out)
+
+
+def quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dynamic=True, out=None):
+    """int8 quantization, as vLLM's scaled_int8_quant. scale given: static (azp: its zero point, for
+    asymmetric); else dynamic per-token (default) or per-tensor, asymmetric when symmetric=False
+    (per-token only). Returns (q, scale, azp or None)."""
+    return _front(x).quantize_int8(x, scale=scale, azp=azp, symmetric=symmetric,
+                                   use_per_token_if_dynamic=use_per_token_if_dynamic, out=out)
+
+
+def colsum(b):
+    """azp_adj[n] = sum_k b[k, n] (int32) of an int8 column-major b [K, N] (pass w.t())."""
+    return _front(b).colsum(b)
+
+
+def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None,
+                         out=None, m_total=None, return_gathered=False, overlap=True):
+    from . import _tp
+    return _tp.all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, m_total,
+                                    return_gathered, overlap)
+
+
+def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None,
+                             out=None, overlap=True):
+    from . import _tp
+    return _tp.scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, overlap)
+
+
+from . import _tp as _tp_mod  # noqa: E402
+
+all_gather_scaled_mm.__doc__ = _tp_mod.all_gather_scaled_mm.__doc__
+scaled_mm_reduce_scatter.__doc__ = _tp_mod.scaled_mm_reduce_scatter.__doc__
+
+__all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "colsum", "all_gather_scaled_mm",
+           "scaled_mm_reduce_scatter", "Comm", "W8A8Error", "Status", "DType", "Layout", "Kernel", "QuantMode",
+           "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [
+    c.__name__ for c in _ERROR_CLASSES.values()]

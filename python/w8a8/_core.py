@@ -1,0 +1,175 @@
+"""From array views to w8a8 descriptors, and the library calls themselves.
+
+A View is what the NumPy and torch front ends extract from an array: dtype (a DType), shape,
+strides in elements (as given: never copied), the data address, and the argument's name for
+messages. Layout and ld come from the strides; an array whose strides no w8a8 descriptor can
+describe is an error here (INVALID_LAYOUT / INVALID_STRIDE), never a hidden copy. Everything
+else (dtype combinations, lengths, overlap, device pointers) is left to the library's validator,
+so the messages users see are the C library's own.
+"""
+import ctypes
+from collections import namedtuple
+
+from ._lib import (DType, Gathered, Layout, Matrix, QuantMode, Status, Vector, ZeroPoint, check, load,
+                   make_error, tp_options)
+
+View = namedtuple("View", "dtype shape strides ptr name")
+
+
+def _fail(status, fn, msg):
+    raise make_error(status, "%s: %s" % (fn, msg))
+
+
+def as_matrix(v, fn, want):
+    """A w8a8_matrix for a 2-D view. want: Layout the call expects (a, out, x, q: ROW_MAJOR;
+    b: COL_MAJOR). A view that is only the other layout gets that layout's descriptor, so that the
+    library's validator reports it with its message (e.g. a row-major b)."""
+    if len(v.shape) != 2:
+        _fail(Status.ERROR_INVALID_SHAPE, fn, "%s must be 2-D; got shape %s" % (v.name, tuple(v.shape)))
+    rows, cols = int(v.shape[0]), int(v.shape[1])
+    s0, s1 = int(v.strides[0]), int(v.strides[1])
+    if (rows > 1 and s0 < 0) or (cols > 1 and s1 < 0):
+        _fail(Status.ERROR_INVALID_STRIDE, fn, "%s has negative strides %s (a reversed view); w8a8 makes no "
+              "hidden copies: pass a copy" % (v.name, (s0, s1)))
+    # Row-major: unit column stride, rows at least a row apart. Dimensions of size <= 1 put no
+    # constraint on their stride (torch and NumPy leave those strides arbitrary).
+    row_ok = (cols <= 1 or s1 == 1) and (rows <= 1 or s0 >= cols)
+    col_ok = (rows <= 1 or s0 == 1) and (cols <= 1 or s1 >= rows)
+    row_ld = s0 if rows > 1 else cols
+    col_ld = s1 if cols > 1 else rows
+    if want == Layout.ROW_MAJOR:
+        order = [(row_ok, Layout.ROW_MAJOR, row_ld), (col_ok, Layout.COL_MAJOR, col_ld)]
+    else:
+        order = [(col_ok, Layout.COL_MAJOR, col_ld), (row_ok, Layout.ROW_MAJOR, row_ld)]
+    for ok, layout, ld in order:
+        if ok:
+            return Matrix(int(v.dtype), int(layout), rows, cols, ld, v.ptr or None)
+    if want == Layout.COL_MAJOR:
+        hint = "pass the weights as a column-major view such as w.t() of a contiguous [N, K] w"
+    else:
+        hint = "pass a row-major (C-contiguous rows) array"
+    _fail(Status.ERROR_INVALID_LAYOUT, fn, "%s (shape %s, strides %s in elements) is neither row-major nor "
+          "column-major with a unit inner stride; w8a8 takes strided submatrices but makes no hidden copies: %s"
+          % (v.name, (rows, cols), (s0, s1), hint))
+
+
+def as_vector(v, fn, status):
+    """A w8a8_vector for a view whose elements are contiguous (any shape: (), (n,), (n,1), (1,n))."""
+    n = 1
+    big = []
+    for size, stride in zip(v.shape, v.strides):
+        n *= int(size)
+        if size > 1:
+            big.append(stride)
+    if len(big) > 1 or (big and big[0] != 1):
+        _fail(status, fn, "%s (shape %s, strides %s) is not a contiguous vector" % (v.name, tuple(v.shape),
+                                                                                   tuple(v.strides)))
+    return Vector(int(v.dtype), n, v.ptr or None)
+
+
+def _zero_point(fn, azp, azp_adj):
+    if azp_adj is None:
+        if azp is not None:
+            _fail(Status.ERROR_INVALID_ZERO_POINT, fn, "azp is given without azp_adj; pass azp_adj = colsum(b) "
+                  "(w8a8.colsum), or azp_adj premultiplied by a per-tensor zero point and azp = None")
+        return None
+    zp = ZeroPoint()
+    zp.azp_adj = as_vector(azp_adj, fn, Status.ERROR_INVALID_ZERO_POINT)
+    zp.azp = as_vector(azp, fn, Status.ERROR_INVALID_ZERO_POINT) if azp is not None else Vector(
+        int(DType.INT32), 0, None)
+    return zp
+
+
+def _ref(x):
+    return ctypes.byref(x) if x is not None else None
+
+
+def scaled_mm(handle, a, b, scale_a, scale_b, out, bias=None, azp=None, azp_adj=None, fn="w8a8.scaled_mm"):
+    am = as_matrix(a, fn, Layout.ROW_MAJOR)
+    bm = as_matrix(b, fn, Layout.COL_MAJOR)
+    om = as_matrix(out, fn, Layout.ROW_MAJOR)
+    sa = as_vector(scale_a, fn, Status.ERROR_INVALID_SCALE)
+    sb = as_vector(scale_b, fn, Status.ERROR_INVALID_SCALE)
+    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    zp = _zero_point(fn, azp, azp_adj)
+    lib = load()
+    with handle.lock:
+        st = lib.w8a8_scaled_mm(handle.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sa),
+                                ctypes.byref(sb), _ref(bv), _ref(zp), ctypes.byref(om))
+        check(st, fn)
+
+
+def quantize(handle, x, q, mode, scale, azp=None, scale_ub_ptr=None, fn="w8a8.quantize"):
+    xm = as_matrix(x, fn, Layout.ROW_MAJOR)
+    qm = as_matrix(q, fn, Layout.ROW_MAJOR)
+    sv = as_vector(scale, fn, Status.ERROR_INVALID_SCALE)
+    zv = as_vector(azp, fn, Status.ERROR_INVALID_ZERO_POINT) if azp is not None else None
+    lib = load()
+    with handle.lock:
+        st = lib.w8a8_quantize(handle.ptr, ctypes.byref(xm), ctypes.byref(qm), int(QuantMode(mode)),
+                               ctypes.byref(sv), _ref(zv), ctypes.c_void_p(scale_ub_ptr) if scale_ub_ptr else None)
+        check(st, fn)
+
+
+def colsum(handle, b, azp_adj, fn="w8a8.colsum"):
+    bm = as_matrix(b, fn, Layout.COL_MAJOR)
+    av = as_vector(azp_adj, fn, Status.ERROR_INVALID_ZERO_POINT)
+    lib = load()
+    with handle.lock:
+        check(lib.w8a8_colsum(handle.ptr, ctypes.byref(bm), ctypes.byref(av)), fn)
+
+
+def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out, bias=None, azp=None, azp_adj=None, gathered=None,
+                         overlap=True, fn="w8a8.all_gather_scaled_mm"):
+    """gathered: None or (a_view or None, scale_view or None, azp_view or None)."""
+    am = as_matrix(a, fn, Layout.ROW_MAJOR)
+    bm = as_matrix(b, fn, Layout.COL_MAJOR)
+    om = as_matrix(out, fn, Layout.ROW_MAJOR)
+    sa = as_vector(scale_a, fn, Status.ERROR_INVALID_SCALE)
+    sb = as_vector(scale_b, fn, Status.ERROR_INVALID_SCALE)
+    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    zp = _zero_point(fn, azp, azp_adj)
+    g = None
+    if gathered is not None:
+        g = Gathered()
+        ga, gs, gz = gathered
+        g.a = as_matrix(ga, fn, Layout.ROW_MAJOR) if ga is not None else Matrix(int(DType.INT8), 0, 0, 0, 0, None)
+        g.scale_a = as_vector(gs, fn, Status.ERROR_INVALID_SCALE) if gs is not None else Vector(
+            int(DType.FP32), 0, None)
+        g.azp = as_vector(gz, fn, Status.ERROR_INVALID_ZERO_POINT) if gz is not None else Vector(
+            int(DType.INT32), 0, None)
+    opts = tp_options(overlap)
+    with comm.lock:
+        st = load().w8a8_all_gather_scaled_mm(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sa),
+                                              ctypes.byref(sb), _ref(bv), _ref(zp), ctypes.byref(om), _ref(g),
+                                              ctypes.byref(opts))
+        check(st, fn)
+
+
+def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out, bias=None, azp=None, azp_adj=None, overlap=True,
+                             fn="w8a8.scaled_mm_reduce_scatter"):
+    am = as_matrix(a, fn, Layout.ROW_MAJOR)
+    bm = as_matrix(b, fn, Layout.COL_MAJOR)
+    om = as_matrix(out, fn, Layout.ROW_MAJOR)
+    sa = as_vector(scale_a, fn, Status.ERROR_INVALID_SCALE)
+    sb = as_vector(scale_b, fn, Status.ERROR_INVALID_SCALE)
+    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    zp = _zero_point(fn, azp, azp_adj)
+    opts = tp_options(overlap)
+    with comm.lock:
+        st = load().w8a8_scaled_mm_reduce_scatter(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sa),
+                                                  ctypes.byref(sb), _ref(bv), _ref(zp), ctypes.byref(om),
+                                                  ctypes.byref(opts))
+        check(st, fn)
+
+
+# --------------------------------------------------------------------------- argument helpers
+
+OUT_DTYPES = {"bf16": DType.BF16, "bfloat16": DType.BF16, "fp16": DType.FP16, "float16": DType.FP16,
+              "half": DType.FP16, "fp32": DType.FP32, "float32": DType.FP32, "float": DType.FP32}
+
+
+def quant_mode(scale_given, per_token):
+    if scale_given:
+        return QuantMode.STATIC_PER_TENSOR
+    return QuantMode.DYNAMIC_PER_TOKEN if per_token else QuantMode.DYNAMIC_PER_TENSOR

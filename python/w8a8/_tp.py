@@ -1,0 +1,232 @@
+"""Tensor parallelism: a thin wrapper of the w8a8_comm API.
+
+Communicators:
+  Comm.from_torch_distributed(group)  GPU ranks: rank 0 of the group makes a bootstrap id
+                                      (w8a8_comm_unique_id), broadcasts it with its status over the
+                                      process group, every rank calls w8a8_comm_create_nccl_id.
+  Comm.world()                        CPU ranks under mpirun: w8a8_comm_create_world.
+  Comm.from_mpi4py(mpi_comm)          CPU ranks over an mpi4py communicator (w8a8_comm_create_mpi).
+The library decides what exists: where the NCCL transport is not built (or not implemented yet)
+the creation raises its NotBuiltError, on every rank (the status travels with the id, so no rank
+is left waiting in the broadcast).
+"""
+import ctypes
+import threading
+
+from . import _core
+from ._lib import DeviceKind, DType, Handle, Status, UniqueId, UNIQUE_ID_BYTES, check, load, make_error, shard_rows
+
+
+class Comm:
+    def __init__(self, ptr, handle, kind):
+        self._c = ptr
+        self.handle = handle  # must outlive the communicator
+        self.kind = kind      # "cpu" or "cuda"
+        self.lock = threading.Lock()
+        self._reserved = (0, 0, 0)
+        r, s = ctypes.c_int(), ctypes.c_int()
+        check(load().w8a8_comm_rank(self.ptr, ctypes.byref(r)), "w8a8_comm_rank")
+        check(load().w8a8_comm_size(self.ptr, ctypes.byref(s)), "w8a8_comm_size")
+        self.rank, self.size = r.value, s.value
+
+    @property
+    def ptr(self):
+        if self._c is None:
+            raise make_error(Status.ERROR_INVALID_COMM, "w8a8 communicator was closed")
+        return self._c
+
+    # ---- creation
+
+    @classmethod
+    def world(cls, num_threads=0):
+        """CPU ranks: MPI_COMM_WORLD (MPI initialised by the library if needed). Collective."""
+        h = Handle(DeviceKind.CPU, 0)
+        if num_threads:
+            h.set_num_threads(num_threads)
+        c = ctypes.c_void_p()
+        check(load().w8a8_comm_create_world(ctypes.byref(c), h.ptr), "w8a8_comm_create_world")
+        return cls(c, h, "cpu")
+
+    @classmethod
+    def from_mpi4py(cls, mpi_comm, num_threads=0):
+        """CPU ranks over an mpi4py communicator (duplicated by the library). Collective."""
+        from mpi4py import MPI  # noqa: F401  (optional dependency)
+        h = Handle(DeviceKind.CPU, 0)
+        if num_threads:
+            h.set_num_threads(num_threads)
+        addr = MPI._addressof(mpi_comm)
+        c = ctypes.c_void_p()
+        check(load().w8a8_comm_create_mpi(ctypes.byref(c), h.ptr, ctypes.c_void_p(addr)), "w8a8_comm_create_mpi")
+        return cls(c, h, "cpu")
+
+    @classmethod
+    def from_torch_distributed(cls, group=None, device=None):
+        """GPU ranks, one GPU each, over a torch.distributed process group. Collective."""
+        import torch
+        import torch.distributed as dist
+        rank, size = dist.get_rank(group), dist.get_world_size(group)
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        device = torch.device(device)
+        if device.type != "cuda":
+            raise make_error(Status.ERROR_UNSUPPORTED_DEVICE, "Comm.from_torch_distributed: device is %s; GPU "
+                             "ranks need a cuda device (CPU ranks: Comm.world under mpirun)" % device)
+        lib = load()
+        uid = UniqueId()
+        status, msg = 0, ""
+        if rank == 0:
+            status = lib.w8a8_comm_unique_id(ctypes.byref(uid))
+            if status:
+                msg = (lib.w8a8_last_error() or b"").decode(errors="replace")
+        on_gpu = dist.get_backend(group) == "nccl"
+        buf = torch.zeros(4 + UNIQUE_ID_BYTES, dtype=torch.uint8, device=device if on_gpu else "cpu")
+        if rank == 0:
+            head = int(status).to_bytes(4, "little", signed=True) + bytes(uid)  # the id's 128 raw bytes
+            buf.copy_(torch.frombuffer(bytearray(head), dtype=torch.uint8))
+        src = dist.get_global_rank(group, 0) if group is not None else 0
+        dist.broadcast(buf, src=src, group=group)
+        raw = bytes(buf.cpu().tolist())
+        status = int.from_bytes(raw[:4], "little", signed=True)
+        if status:
+            if rank != 0:
+                msg = "rank 0 of the process group could not make a bootstrap id (w8a8_comm_unique_id)"
+            raise make_error(status, msg)
+        ctypes.memmove(ctypes.byref(uid), raw[4:], UNIQUE_ID_BYTES)
+        h = Handle(DeviceKind.CUDA, device.index)
+        c = ctypes.c_void_p()
+        check(lib.w8a8_comm_create_nccl_id(ctypes.byref(c), h.ptr, ctypes.byref(uid), size, rank),
+              "w8a8_comm_create_nccl_id")
+        return cls(c, h, "cuda")
+
+    # ---- use
+
+    def reserve(self, max_m, max_n, max_k):
+        """Grow the workspace (w8a8_comm_reserve); the fused calls do it for their own sizes."""
+        m = tuple(max(a, b) for a, b in zip(self._reserved, (max_m, max_n, max_k)))
+        if m != self._reserved:
+            check(load().w8a8_comm_reserve(self.ptr, *m), "w8a8_comm_reserve")
+            self._reserved = m
+
+    def workspace_bytes(self):
+        n = ctypes.c_size_t()
+        check(load().w8a8_comm_workspace_bytes(self.ptr, ctypes.byref(n)), "w8a8_comm_workspace_bytes")
+        return n.value
+
+    def close(self):
+        """Collective: destroy the communicator on every rank."""
+        if self._c is not None and load() is not None:
+            check(load().w8a8_comm_destroy(self._c), "w8a8_comm_destroy")
+        self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def _frontend(comm, a, fn):
+    """(view function, allocator, is_torch) for the arrays of a call."""
+    mod = type(a).__module__
+    if mod.startswith("torch"):
+        from . import torch as wt
+        import torch
+        if comm.kind == "cuda":
+            comm.handle.set_stream(torch.cuda.current_stream(a.device).cuda_stream)
+
+        def view(x, name):
+            return wt.view(x, name, fn, a.device)
+
+        def alloc(shape, dtype_enum):
+            return torch.empty(shape, dtype=wt._TORCH_OF[dtype_enum], device=a.device)
+        return view, alloc
+    from . import numpy as wn
+    import numpy as np
+
+    def view_np(x, name):
+        return wn.view(x, name, fn, writable=name in ("out", "gathered_a", "gathered_scale_a", "gathered_azp"))
+
+    def alloc_np(shape, dtype_enum):
+        return np.empty(shape, dtype=wn.np_dtype_of(dtype_enum))
+    return view_np, alloc_np
+
+
+def _out_enum(out_dtype):
+    if isinstance(out_dtype, str):
+        d = _core.OUT_DTYPES.get(out_dtype.lower())
+    else:
+        name = str(out_dtype).replace("torch.", "")
+        d = _core.OUT_DTYPES.get(name)
+        if d is None and name == "uint16":
+            d = DType.BF16
+    if d is None:
+        raise make_error(Status.ERROR_INVALID_DTYPE, "out_dtype %r; expected bf16, fp16 or fp32" % (out_dtype,))
+    return d
+
+
+def _scalar(x, like_torch, dtype_np, device):
+    if x is None or not isinstance(x, (int, float)):
+        return x
+    if like_torch:
+        import torch
+        return torch.full((1,), x, dtype=torch.float32 if dtype_np == "f" else torch.int32, device=device)
+    import numpy as np
+    return np.array([x], dtype=np.float32 if dtype_np == "f" else np.int32)
+
+
+def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None, out=None,
+                         m_total=None, return_gathered=False, overlap=True):
+    """Column-parallel linear: out[M, N_r] = all_gather(a)[M, K] . b. M = m_total (default: a.shape[0] *
+    comm.size, even shards). With return_gathered, returns (out, (a_gathered, scale_a_gathered[, azp]))."""
+    fn = "w8a8.all_gather_scaled_mm"
+    view, alloc = _frontend(comm, a, fn)
+    t = type(a).__module__.startswith("torch")
+    dev = getattr(a, "device", None)
+    scale_a, scale_b = _scalar(scale_a, t, "f", dev), _scalar(scale_b, t, "f", dev)
+    azp = _scalar(azp, t, "i", dev)
+    va, vb = view(a, "a"), view(b, "b")
+    if len(va.shape) != 2 or len(vb.shape) != 2:
+        raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D" % fn)
+    M = int(m_total) if m_total is not None else va.shape[0] * comm.size
+    if out is None:
+        out = alloc((M, vb.shape[1]), _out_enum(out_dtype))
+    vo = view(out, "out")
+    g = garr = None
+    if return_gathered:
+        K = va.shape[1]
+        garr = (alloc((M, K), va.dtype), alloc((M,), DType.FP32), alloc((M,), DType.INT32) if azp is not None else None)
+        g = (view(garr[0], "gathered_a"), view(garr[1], "gathered_scale_a"),
+             view(garr[2], "gathered_azp") if garr[2] is not None else None)
+    comm.reserve(vo.shape[0], vb.shape[1], va.shape[1])
+    _core.all_gather_scaled_mm(comm, va, vb, view(scale_a, "scale_a"), view(scale_b, "scale_b"), vo,
+                               view(bias, "bias") if bias is not None else None,
+                               view(azp, "azp") if azp is not None else None,
+                               view(azp_adj, "azp_adj") if azp_adj is not None else None, g, overlap, fn=fn)
+    if return_gathered:
+        return out, tuple(x for x in garr if x is not None)
+    return out
+
+
+def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None,
+                             out=None, overlap=True):
+    """Row-parallel linear: this rank's rows (w8a8_tp_shard_rows of M = a.shape[0]) of sum_j a_j . b_j."""
+    fn = "w8a8.scaled_mm_reduce_scatter"
+    view, alloc = _frontend(comm, a, fn)
+    t = type(a).__module__.startswith("torch")
+    dev = getattr(a, "device", None)
+    scale_a, scale_b = _scalar(scale_a, t, "f", dev), _scalar(scale_b, t, "f", dev)
+    azp = _scalar(azp, t, "i", dev)
+    va, vb = view(a, "a"), view(b, "b")
+    if len(va.shape) != 2 or len(vb.shape) != 2:
+        raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D" % fn)
+    if out is None:
+        _, rows = shard_rows(va.shape[0], comm.size, comm.rank)
+        out = alloc((rows, vb.shape[1]), _out_enum(out_dtype))
+    vo = view(out, "out")
+    comm.reserve(va.shape[0], vb.shape[1], va.shape[1])
+    _core.scaled_mm_reduce_scatter(comm, va, vb, view(scale_a, "scale_a"), view(scale_b, "scale_b"), vo,
+                                   view(bias, "bias") if bias is not None else None,
+                                   view(azp, "azp") if azp is not None else None,
+                                   view(azp_adj, "azp_adj") if azp_adj is not None else None, overlap, fn=fn)
+    return out

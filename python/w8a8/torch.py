@@ -1,0 +1,355 @@
+"""w8a8 on torch tensors, registered as torch custom ops (torch.ops.w8a8.*).
+
+CUDA tensors run on the CUDA backend, on the current stream of the tensors' device, with their
+strides as given (no hidden copies: a layout w8a8 cannot describe is an error); the calls allocate
+only their outputs (through torch's caching allocator), never synchronize, and can be captured in
+CUDA graphs. CPU tensors run on the CPU backend. The ops have fake (meta) implementations, so
+torch.compile traces them as single nodes.
+
+Handles: one per (device, stream), created on first use and kept for the process. A handle owns a
+split-K workspace that its kernels use in stream order, so two streams must not share one (calls
+on different streams may run concurrently). A handle first needed while a graph is being captured
+is created with the thread's capture mode relaxed (its cudaMalloc would otherwise be refused).
+"""
+import ctypes
+import threading
+from typing import Optional
+
+import torch
+
+from . import _core
+from ._lib import DType, DeviceKind, Handle, Kernel, Status, make_error
+
+Tensor = torch.Tensor
+
+_DT = {torch.int8: DType.INT8, torch.bfloat16: DType.BF16, torch.float16: DType.FP16, torch.float32: DType.FP32,
+       torch.int32: DType.INT32}
+_FP8 = getattr(torch, "float8_e4m3fn", None)
+if _FP8 is not None:
+    _DT[_FP8] = DType.FP8_E4M3
+_TORCH_OF = {v: k for k, v in _DT.items()}
+
+_handles = {}
+_handles_lock = threading.Lock()
+_kernel = Kernel.AUTO
+_tls = threading.local()
+
+
+def set_kernel(kernel):
+    """Force a kernel (Kernel.AUTO / GENERIC / SM90 / REFERENCE on CPU) on every handle, present and
+    future: for tests and benchmarks."""
+    global _kernel
+    with _handles_lock:
+        _kernel = Kernel(kernel)
+        hs = list(_handles.values())
+    for h in hs + ([_tls.cpu] if getattr(_tls, "cpu", None) is not None else []):
+        if h.kind == DeviceKind.CUDA or kernel != Kernel.SM90:
+            with h.lock:
+                h.set_kernel(kernel)
+
+
+class _RelaxedCapture:
+    """cuThreadExchangeStreamCaptureMode(RELAXED) for the duration of a handle's creation."""
+
+    def __enter__(self):
+        self.mode = None
+        try:
+            cuda = ctypes.CDLL("libcuda.so.1")
+            mode = ctypes.c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
+            if cuda.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode)) == 0:
+                self.cuda, self.mode = cuda, mode
+        except (OSError, AttributeError):
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        if self.mode is not None:
+            self.cuda.cuThreadExchangeStreamCaptureMode(ctypes.byref(self.mode))
+        return False
+
+
+def handle_for(device):
+    """The handle for a tensor's device and, on CUDA, the device's current stream."""
+    if device.type == "cpu":
+        h = getattr(_tls, "cpu", None)
+        if h is None:
+            h = _tls.cpu = Handle(DeviceKind.CPU, 0)
+            if _kernel != Kernel.SM90:
+                h.set_kernel(_kernel)
+        return h
+    if device.type != "cuda":
+        raise make_error(Status.ERROR_UNSUPPORTED_DEVICE, "w8a8: tensors on %s; w8a8 runs on cpu and cuda" % device)
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    stream = torch.cuda.current_stream(idx).cuda_stream
+    key = (idx, stream)
+    h = _handles.get(key)
+    if h is not None:
+        return h
+    with _handles_lock:
+        h = _handles.get(key)
+        if h is None:
+            if torch.cuda.is_current_stream_capturing():
+                with _RelaxedCapture():
+                    h = Handle(DeviceKind.CUDA, idx)
+            else:
+                h = Handle(DeviceKind.CUDA, idx)
+            h.set_stream(stream)
+            if _kernel != Kernel.AUTO:
+                h.set_kernel(_kernel)
+            _handles[key] = h
+    return h
+
+
+_BAD = (("scale", Status.ERROR_INVALID_SCALE), ("bias", Status.ERROR_INVALID_BIAS),
+        ("azp", Status.ERROR_INVALID_ZERO_POINT))
+
+
+def _status_for(name):
+    for k, v in _BAD:
+        if k in name:
+            return v
+    return Status.ERROR_INVALID_DTYPE
+
+
+def view(t, name, fn, device):
+    """A View of a tensor, which must be on `device` (the library cannot check a CPU handle's
+    pointers, and a CUDA handle's only for its own device)."""
+    if not isinstance(t, torch.Tensor):
+        raise make_error(_status_for(name), "%s: %s is a %s; expected a torch.Tensor" % (fn, name, type(t).__name__))
+    if t.device != device:
+        raise make_error(Status.ERROR_INVALID_POINTER, "%s: %s is on %s but a is on %s; every tensor must be on "
+                         "the same device" % (fn, name, t.device, device))
+    d = _DT.get(t.dtype)
+    if d is None:
+        raise make_error(_status_for(name), "%s: %s has dtype %s; w8a8 takes int8, float8_e4m3fn, bfloat16, "
+                         "float16, float32, int32" % (fn, name, t.dtype))
+    return _core.View(d, tuple(t.shape), tuple(t.stride()), t.data_ptr(), name)
+
+
+def _opt(t, name, fn, device):
+    return view(t, name, fn, device) if t is not None else None
+
+
+# --------------------------------------------------------------------------- op bodies (real tensors)
+
+
+def _mm_impl(a, b, scale_a, scale_b, out, bias, azp, azp_adj):
+    fn = "w8a8.scaled_mm"
+    dev = a.device
+    vs = [view(a, "a", fn, dev), view(b, "b", fn, dev), view(scale_a, "scale_a", fn, dev),
+          view(scale_b, "scale_b", fn, dev), view(out, "out", fn, dev)]
+    _core.scaled_mm(handle_for(dev), vs[0], vs[1], vs[2], vs[3], vs[4], _opt(bias, "bias", fn, dev),
+                    _opt(azp, "azp", fn, dev), _opt(azp_adj, "azp_adj", fn, dev), fn=fn)
+
+
+def _quant_impl(x, q, mode, scale, azp, scale_ub, fn):
+    dev = x.device
+    ub = None
+    if scale_ub is not None:
+        v = view(scale_ub, "scale_ub", fn, dev)
+        if v.dtype != DType.FP32 or scale_ub.numel() != 1:
+            raise make_error(Status.ERROR_INVALID_SCALE, "%s: scale_ub must be one float32 element; got %s %s"
+                             % (fn, scale_ub.dtype, tuple(scale_ub.shape)))
+        ub = v.ptr
+    _core.quantize(handle_for(dev), view(x, "x", fn, dev), view(q, "out", fn, dev), mode,
+                   view(scale, "scale", fn, dev), _opt(azp, "azp", fn, dev), ub, fn=fn)
+
+
+def _colsum_impl(b, out):
+    fn = "w8a8.colsum"
+    _core.colsum(handle_for(b.device), view(b, "b", fn, b.device), view(out, "azp_adj", fn, b.device), fn=fn)
+
+
+# --------------------------------------------------------------------------- custom ops
+
+_custom_op = getattr(getattr(torch, "library", None), "custom_op", None)
+HAVE_CUSTOM_OPS = _custom_op is not None
+
+if HAVE_CUSTOM_OPS:
+    @_custom_op("w8a8::scaled_mm", mutates_args=())
+    def _op_scaled_mm(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out_dtype: torch.dtype,
+                      bias: Optional[Tensor] = None, azp: Optional[Tensor] = None,
+                      azp_adj: Optional[Tensor] = None) -> Tensor:
+        out = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
+        _mm_impl(a, b, scale_a, scale_b, out, bias, azp, azp_adj)
+        return out
+
+    @_op_scaled_mm.register_fake
+    def _(a, b, scale_a, scale_b, out_dtype, bias=None, azp=None, azp_adj=None):
+        return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
+
+    @_custom_op("w8a8::scaled_mm_out", mutates_args=("out",))
+    def _op_scaled_mm_out(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out: Tensor,
+                          bias: Optional[Tensor] = None, azp: Optional[Tensor] = None,
+                          azp_adj: Optional[Tensor] = None) -> None:
+        _mm_impl(a, b, scale_a, scale_b, out, bias, azp, azp_adj)
+
+    @_op_scaled_mm_out.register_fake
+    def _(a, b, scale_a, scale_b, out, bias=None, azp=None, azp_adj=None):
+        return None
+
+    # Static quantization reads scale (and azp); dynamic writes them: two ops, so that a static
+    # scale is never declared as mutated.
+    @_custom_op("w8a8::quantize_static_", mutates_args=("q",))
+    def _op_quant_static(x: Tensor, q: Tensor, scale: Tensor, azp: Optional[Tensor] = None) -> None:
+        _quant_impl(x, q, 0, scale, azp, None, "w8a8.quantize")
+
+    @_op_quant_static.register_fake
+    def _(x, q, scale, azp=None):
+        return None
+
+    # azp has numel 0 when the quantization is symmetric (a mutated argument cannot be optional).
+    @_custom_op("w8a8::quantize_dynamic_", mutates_args=("q", "scale", "azp"))
+    def _op_quant_dynamic(x: Tensor, q: Tensor, scale: Tensor, azp: Tensor, per_token: bool,
+                          scale_ub: Optional[Tensor] = None) -> None:
+        _quant_impl(x, q, 2 if per_token else 1, scale, azp if azp.numel() else None, scale_ub, "w8a8.quantize")
+
+    @_op_quant_dynamic.register_fake
+    def _(x, q, scale, azp, per_token, scale_ub=None):
+        return None
+
+    @_custom_op("w8a8::colsum", mutates_args=())
+    def _op_colsum(b: Tensor) -> Tensor:
+        out = torch.empty((b.shape[1],), dtype=torch.int32, device=b.device)
+        _colsum_impl(b, out)
+        return out
+
+    @_op_colsum.register_fake
+    def _(b):
+        return b.new_empty((b.shape[1],), dtype=torch.int32)
+
+    def _call_mm(a, b, sa, sb, out_dtype, bias, azp, azp_adj):
+        return torch.ops.w8a8.scaled_mm(a, b, sa, sb, out_dtype, bias, azp, azp_adj)
+
+    def _call_mm_out(a, b, sa, sb, out, bias, azp, azp_adj):
+        torch.ops.w8a8.scaled_mm_out(a, b, sa, sb, out, bias, azp, azp_adj)
+
+    def _call_quant_static(x, q, scale, azp):
+        torch.ops.w8a8.quantize_static_(x, q, scale, azp)
+
+    def _call_quant_dynamic(x, q, scale, azp, per_token, ub):
+        torch.ops.w8a8.quantize_dynamic_(x, q, scale, azp, per_token, ub)
+
+    def _call_colsum(b):
+        return torch.ops.w8a8.colsum(b)
+else:  # torch < 2.4: plain calls (no torch.compile support)
+    def _call_mm(a, b, sa, sb, out_dtype, bias, azp, azp_adj):
+        out = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
+        _mm_impl(a, b, sa, sb, out, bias, azp, azp_adj)
+        return out
+
+    def _call_mm_out(a, b, sa, sb, out, bias, azp, azp_adj):
+        _mm_impl(a, b, sa, sb, out, bias, azp, azp_adj)
+
+    def _call_quant_static(x, q, scale, azp):
+        _quant_impl(x, q, 0, scale, azp, None, "w8a8.quantize")
+
+    def _call_quant_dynamic(x, q, scale, azp, per_token, ub):
+        _quant_impl(x, q, 2 if per_token else 1, scale, azp if azp.numel() else None, ub, "w8a8.quantize")
+
+    def _call_colsum(b):
+        out = torch.empty((b.shape[1],), dtype=torch.int32, device=b.device)
+        _colsum_impl(b, out)
+        return out
+
+
+# --------------------------------------------------------------------------- public functions
+# These do only what tracing allows (shapes, dtypes, allocation) and call the ops.
+
+
+def _check_tensor(t, name, fn):
+    if not isinstance(t, torch.Tensor):
+        raise make_error(_status_for(name), "%s: %s is a %s; expected a torch.Tensor" % (fn, name, type(t).__name__))
+
+
+def _out_dtype(d, fn):
+    if isinstance(d, str):
+        d = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
+             "half": torch.float16, "fp32": torch.float32, "float32": torch.float32}.get(d.lower(), d)
+    if d not in (torch.bfloat16, torch.float16, torch.float32):
+        raise make_error(Status.ERROR_INVALID_DTYPE, "%s: out_dtype is %r; expected torch.bfloat16, torch.float16 "
+                         "or torch.float32" % (fn, d))
+    return d
+
+
+def _const(v, dtype, device):
+    """A Python number as a 1-element tensor on device (a device fill: capturable)."""
+    if isinstance(v, torch.Tensor) or v is None:
+        return v
+    return torch.full((1,), v, dtype=dtype, device=device)
+
+
+def scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, azp=None, azp_adj=None, out=None):
+    fn = "w8a8.scaled_mm"
+    _check_tensor(a, "a", fn)
+    _check_tensor(b, "b", fn)
+    if a.dim() != 2 or b.dim() != 2:
+        raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D; got %s and %s"
+                         % (fn, tuple(a.shape), tuple(b.shape)))
+    scale_a = _const(scale_a, torch.float32, a.device)
+    scale_b = _const(scale_b, torch.float32, a.device)
+    azp = _const(azp, torch.int32, a.device)
+    if out is not None:
+        _check_tensor(out, "out", fn)
+        _call_mm_out(a, b, scale_a, scale_b, out, bias, azp, azp_adj)
+        return out
+    return _call_mm(a, b, scale_a, scale_b, _out_dtype(out_dtype, fn), bias, azp, azp_adj)
+
+
+def _rows(x, name, fn):
+    _check_tensor(x, name, fn)
+    if x.dim() == 2:
+        return x
+    if x.dim() < 1:
+        raise make_error(Status.ERROR_INVALID_SHAPE, "%s: %s must have at least 1 dimension" % (fn, name))
+    try:
+        return x.view(-1, x.shape[-1])
+    except RuntimeError:
+        raise make_error(Status.ERROR_INVALID_LAYOUT, "%s: %s of shape %s and strides %s cannot be viewed as "
+                         "[M, K] rows without a copy" % (fn, name, tuple(x.shape), x.stride()))
+
+
+def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp):
+    x2 = _rows(x, "x", fn)
+    M = x2.shape[0]
+    if out is None:
+        out = torch.empty(x.shape, dtype=qdtype, device=x.device)
+    q2 = _rows(out, "out", fn)
+    if scale is not None:
+        scale = _const(scale, torch.float32, x.device)
+        azp = _const(azp, torch.int32, x.device)
+        if scale_ub is not None:
+            raise make_error(Status.ERROR_INVALID_SCALE, "%s: scale_ub is given with a static scale; it bounds "
+                             "dynamic per-token scales only" % fn)
+        _call_quant_static(x2, q2, scale, azp)
+        return out, scale, azp
+    if azp is not None:
+        raise make_error(Status.ERROR_INVALID_ZERO_POINT, "%s: azp is an input of static quantization only; "
+                         "dynamic asymmetric quantization computes it (symmetric=False)" % fn)
+    shape = (M, 1) if per_token else (1,)
+    s = torch.empty(shape, dtype=torch.float32, device=x.device)
+    z = torch.empty(shape if want_azp else (0,), dtype=torch.int32, device=x.device)
+    _call_quant_dynamic(x2, q2, s, z, bool(per_token), _const(scale_ub, torch.float32, x.device))
+    return out, s, (z if want_azp else None)
+
+
+def quantize_fp8(x, scale=None, scale_ub=None, use_per_token_if_dynamic=False, out=None):
+    """vLLM's scaled_fp8_quant: returns (q float8_e4m3fn of x's shape, scale: (1,) or (M, 1))."""
+    q, s, _ = _quantize(x, _FP8, scale, None, use_per_token_if_dynamic, scale_ub, out, "w8a8.quantize_fp8", False)
+    return q, s
+
+
+def quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dynamic=True, out=None):
+    """vLLM's scaled_int8_quant: returns (q int8, scale, azp or None)."""
+    return _quantize(x, torch.int8, scale, azp, use_per_token_if_dynamic, None, out, "w8a8.quantize_int8",
+                     scale is None and not symmetric)
+
+
+def colsum(b):
+    _check_tensor(b, "b", "w8a8.colsum")
+    if b.dim() != 2:
+        raise make_error(Status.ERROR_INVALID_SHAPE, "w8a8.colsum: b must be 2-D; got %s" % (tuple(b.shape),))
+    return _call_colsum(b)
+
+
+__all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "colsum", "set_kernel", "handle_for", "HAVE_CUSTOM_OPS"]
