@@ -97,6 +97,13 @@ if [ -x "$BUILD/bin/w8a8" ]; then
   stage cli-check sh -c "'$BUILD/bin/w8a8' check --cpu && echo '1 passed, 0 failed'"
 fi
 
+# The Python package (python/) on NumPy through the shared library; torch tests skip without torch.
+if [ -f "$BUILD/lib/libw8a8.so" ]; then
+  stage python env BUILD="$BUILD" sh tests/run_python.sh
+else
+  missing python "$BUILD/lib/libw8a8.so"
+fi
+
 rm -f "$log"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

@@ -43,6 +43,7 @@ class Status(enum.IntEnum):
     ERROR_WORKSPACE = 21
     ERROR_INVALID_FILE = 22
     ERROR_INTERNAL = 23
+    ERROR_STALE_TUNING = 24
 
 
 class DType(enum.IntEnum):
@@ -204,6 +205,10 @@ def _candidates():
     return out, False
 
 
+# Entry points that a library built from an older tree may lack.
+OPTIONAL_FUNCTIONS = ("w8a8_load_tuning", "w8a8_comm_create_local")
+
+
 def _declare(lib):
     c_int, c_i64, c_vp, c_cp = ctypes.c_int, ctypes.c_int64, ctypes.c_void_p, ctypes.c_char_p
     P = ctypes.POINTER
@@ -250,6 +255,15 @@ def _declare(lib):
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = args
+    # Newer entry points: declared where the loaded library has them.
+    optional = {"w8a8_load_tuning": (c_int, [H, c_cp]),
+                "w8a8_comm_create_local": (c_int, [P(C), P(H), c_int])}
+    assert set(optional) == set(OPTIONAL_FUNCTIONS)
+    for name, (res, args) in optional.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = res
+            fn.argtypes = args
 
 
 def load():
@@ -364,6 +378,13 @@ class Handle:
 
     def set_num_threads(self, n):
         check(load().w8a8_set_num_threads(self.ptr, int(n)), "w8a8_set_num_threads")
+
+    def load_tuning(self, path):
+        """w8a8_load_tuning: a `w8a8 tune` table for this (CUDA) handle; None drops it."""
+        fn = getattr(load(), "w8a8_load_tuning", None)
+        if fn is None or fn.argtypes is None:
+            raise make_error(Status.ERROR_NOT_BUILT, "w8a8_load_tuning: this libw8a8 has no tuning tables")
+        check(fn(self.ptr, None if path is None else os.fsencode(path)), "w8a8_load_tuning")
 
     def info(self):
         inf = HandleInfo()
