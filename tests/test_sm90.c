@@ -386,6 +386,84 @@ W8A8_TEST(sm90_fp8_every_mode) {
   }
 }
 
+/* ---- wide-N small-M plans (the 2026-11-29 stall) ------------------------------------------------
+ * Named sm90wide_* (not sm90_*) so that scripts/sm90_session.sh can run each under its own
+ * `timeout` before the rest: a hang then costs one case, not the session. Shapes as the stall:
+ * Llama-3.1-8B gate_up, N = 28672, K = 4096 (224 weight tiles of 128 rows). */
+static int config_index(const char *name) {
+  for (int i = 0; i < w8a8_sm90_num_configs(); i++)
+    if (!strcmp(w8a8_sm90_config_name(i), name)) return i;
+  return -1;
+}
+
+static void wide_case(w8a8_dtype in, int64_t M, const char *config, int split, int v) {
+  mm_case c = rotate(in, M, 28672, 4096, v, config ? config_index(config) : -1, split);
+  if (config) REQUIRE(c.config >= 0, "no configuration %s", config);
+  run_case(&c, 600 + (uint64_t)v);
+}
+
+/* Split 1: 224 one-CTA clusters (one wave at 2 CTAs/SM). */
+W8A8_TEST(sm90wide_int8_split1) {
+  NEED_SM90();
+  wide_case(W8A8_DTYPE_INT8, 1, "int8_swap_n8", 1, 0);
+}
+W8A8_TEST(sm90wide_fp8_split1) {
+  NEED_SM90();
+  wide_case(W8A8_DTYPE_FP8_E4M3, 1, "fp8_swap_n8", 1, 1);
+}
+/* Split 8: 1792 CTAs, several waves. v1 ran persistent clusters here (each cluster several
+ * tiles), which deadlocked; now one tile per cluster. */
+W8A8_TEST(sm90wide_int8_split8) {
+  NEED_SM90();
+  wide_case(W8A8_DTYPE_INT8, 8, "int8_swap_n8", 8, 2);
+}
+/* The widest token tiles at split 1 (largest reduction buffer: 2 CTAs/SM at the smem limit). */
+W8A8_TEST(sm90wide_n64_split1) {
+  NEED_SM90();
+  wide_case(W8A8_DTYPE_INT8, 64, "int8_swap_n64", 1, 3);
+  wide_case(W8A8_DTYPE_FP8_E4M3, 32, "fp8_swap_n32", 1, 4);
+}
+/* Several token tiles per weight tile (forced M > bn: tiles_y = 2, 4), split 2. */
+W8A8_TEST(sm90wide_token_tiles) {
+  NEED_SM90();
+  wide_case(W8A8_DTYPE_INT8, 32, "int8_swap_n16", 2, 5);
+  mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, 29, 1000, 1040, 6, config_index("fp8_swap_n8"), 3);
+  run_case(&c, 700);
+}
+/* AUTO through the public API: split-1 swap plans stay quarantined unless
+ * W8A8_SM90_ALLOW_SPLIT1=1 (then the heuristic's split-1 plan runs and is checked). */
+W8A8_TEST(sm90wide_auto_split1) {
+  NEED_SM90();
+  unsetenv("W8A8_SM90_ALLOW_SPLIT1");
+  {
+    const int dev = sm90_device();
+    w8a8_handle *gpu = NULL;
+    REQUIRE_OK(w8a8_create(&gpu, W8A8_DEVICE_CUDA, dev));
+    REQUIRE_OK(w8a8_set_kernel(gpu, W8A8_KERNEL_SM90));
+    void *d = NULL;
+    REQUIRE(cudaMalloc(&d, (size_t)28672 * 4096 + 4096 * 2 + 28672 * 8) == cudaSuccess, "cudaMalloc");
+    uint8_t *db = d, *da = db + (size_t)28672 * 4096;
+    float *ds = (float *)(da + 4096);
+    float one = 1.0f;
+    cudaMemcpy(ds, &one, 4, cudaMemcpyHostToDevice);
+    w8a8_matrix A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, 1, 4096, 4096, da);
+    w8a8_matrix B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, 4096, 28672, 4096, db);
+    w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 1, 28672, 28672, ds + 4);
+    w8a8_vector S = w8a8_vector_make(W8A8_DTYPE_FP32, 1, ds);
+    w8a8_status s = w8a8_scaled_mm(gpu, &A, &B, &S, &S, NULL, NULL, &O);
+    CHECK(s == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(w8a8_last_error(), "quarantined"),
+          "without W8A8_SM90_ALLOW_SPLIT1 the split-1 plan is declined: %s (%s)", w8a8_status_name(s),
+          w8a8_last_error());
+    cudaDeviceSynchronize();
+    cudaFree(d);
+    w8a8_destroy(gpu);
+  }
+  setenv("W8A8_SM90_ALLOW_SPLIT1", "1", 1);
+  wide_case(W8A8_DTYPE_INT8, 1, NULL, 0, 7);
+  wide_case(W8A8_DTYPE_FP8_E4M3, 5, NULL, 0, 8);
+  unsetenv("W8A8_SM90_ALLOW_SPLIT1");
+}
+
 /* Inputs TMA cannot take: the fast path must decline (UNSUPPORTED_DEVICE when forced) and write
  * nothing. */
 W8A8_TEST(sm90_declines_unaligned_untouched) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "tune.h"
 #include "../cpu/cpu_kernels.h"
 
 #ifndef W8A8_FEATURES
@@ -80,6 +81,7 @@ w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_
     free(h);
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the handle registry", fn);
   }
+  if (kind == W8A8_DEVICE_CUDA) w8a8_tune_load_env(h);
   *handle = h;
   return W8A8_SUCCESS;
 }
@@ -99,6 +101,7 @@ w8a8_status w8a8_destroy(w8a8_handle *h) {
   w8a8_registry_remove(h);
   if (h->kind == W8A8_DEVICE_CUDA) w8a8_cuda_handle_fini(h);
   w8a8_cpu_handle_fini(h);
+  w8a8_tune_free((w8a8_tune_table *)h->tuning);
   h->magic = 0;
   free(h);
   return W8A8_SUCCESS;

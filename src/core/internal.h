@@ -70,6 +70,8 @@ struct w8a8_handle {
   size_t cpu_ws_bytes;
   /* CUDA backend state (src/cuda), opaque here. */
   void *cuda;
+  /* Tuning table of the sm90 path (w8a8_tune_table, src/core/tune.h) or NULL. */
+  void *tuning;
 };
 
 /* Registry of live handles and communicators: lookups never dereference an

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/tune.h"
 #include "cuda_backend.h"
 #include "sm90_gemm_kernel.cuh"
 
@@ -109,11 +110,15 @@ static w8a8_status prepare_config(int dev, int ci) {
   return W8A8_SUCCESS;
 }
 
-// How many clusters of `split` CTAs of config ci fit on the device at once (0 if the query fails).
+// How many clusters of `split` CTAs of config ci fit on the device at once (the plain estimate
+// num_sms * minb / split if the query fails). The kernel's shared-memory attribute is set first:
+// v1 queried before it (the heuristic runs before the launch prepares the config), with the
+// default 48 KB limit below the kernel's need, so every answer was the fallback.
 static int max_active_clusters(int dev, int ci, int split, int num_sms) {
   int v = __atomic_load_n(&g_max_clusters[ci][dev][split], __ATOMIC_ACQUIRE);
   if (v) return v;
   const sm90_config *c = &CONFIGS[ci];
+  if (prepare_config(dev, ci) != W8A8_SUCCESS) w8a8_clear_error(); /* the query then fails: fallback */
   cudaLaunchConfig_t lc;
   memset(&lc, 0, sizeof lc);
   cudaLaunchAttribute at[1];
@@ -152,7 +157,11 @@ static int find_config(const char *name) {
 // Small M (<= 64 tokens): the GEMM streams the weights once, so what matters is that every SM
 // streams its share: swap-AB with the token tile just above M (8, 16, 32, 64: tiles cost the same
 // bytes whatever their token count, so there is no cliff between buckets), and a split-K factor
-// that makes tiles x split fill the CTA slots most evenly (ties: the smaller split).
+// that fills the CTA slots. Each CTA has a fixed cost of several microseconds (pipeline fill,
+// cluster barriers, reduction, epilogue: 6-10 us measured on the H200, NOTES.md), so the fewest
+// waves of CTAs win first; among the splits with that many waves, the one that fills the slots
+// most evenly (ties: the smaller split). v1 maximised the fill alone and chose split 8 for
+// N = 28672 (224 tiles: 7 waves of 4 K-blocks per CTA) where split 1 is one wave of 32.
 static sm90_plan plan_small(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int bn = p->M <= 8 ? 8 : p->M <= 16 ? 16 : p->M <= 32 ? 32 : 64;
@@ -161,15 +170,18 @@ static sm90_plan plan_small(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan pl = {find_config(name), 1};
   const int tiles = (int)((p->N + SM90_BM - 1) / SM90_BM);
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (pl.config < 0) return pl;
   double best = -1.0;
+  long long best_waves = 0;
   for (int s = 1; s <= SM90_MAX_SPLIT; s++) {
     if (s > 1 && kblocks / s < 2) break;  // each CTA keeps at least two K-blocks
-    int slots = max_active_clusters(dev, pl.config, s, num_sms) * s;
-    int ctas = tiles * s;
-    int waves = (ctas + slots - 1) / slots;
-    double eff = (double)ctas / ((double)waves * slots);
-    if (eff > best + 0.02) {
+    long long slots = (long long)max_active_clusters(dev, pl.config, s, num_sms) * s;
+    long long ctas = (long long)tiles * s;
+    long long waves = (ctas + slots - 1) / slots;
+    double eff = (double)ctas / ((double)waves * (double)slots);
+    if (best < 0 || waves < best_waves || (waves == best_waves && eff > best + 0.02)) {
       best = eff;
+      best_waves = waves;
       pl.split = s;
     }
   }
@@ -178,10 +190,13 @@ static sm90_plan plan_small(int dev, const w8a8_mm_problem *p, int num_sms) {
 
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  // int8 at 33..64 tokens: the 128 x 128 tile measured faster than swap-AB n64 on 5 of 5 shapes
+  // 33..64 tokens: the 128 x 128 tile. int8: it measured faster than swap-AB n64 on 5 of 5 shapes
   // at M = 64 (H200, 2026-11-29, bench/results/h200-sm90-2026-11-29.md), and it is what M = 65
-  // gets, so there is no step at 64 -> 65. fp8 is not measured yet: it keeps swap-AB to 64.
-  if (p->M <= (int8 ? 32 : 64)) return plan_small(dev, p, num_sms);
+  // gets, so there is no step at 64 -> 65. fp8: swap-AB n64 took 48.7 / 63.1 us at M = 64 where
+  // the 128 x 128 tile took 22.7 / 22.5 us at M = 128 (8b-qkv, 8b-o; h200-auto-2026-11-29.md);
+  // at M = 64 the 128 x 128 tile does the same work as at M = 128 (one 128-row tile), so it
+  // removes that cliff by construction.
+  if (p->M <= 32) return plan_small(dev, p, num_sms);
   // 128 x 256 unless the narrower tile fills the SMs clearly better (few tiles).
   int64_t tm = (p->M + 127) / 128;
   int64_t t256 = tm * ((p->N + 255) / 256), t128 = tm * ((p->N + 127) / 128);
@@ -194,6 +209,26 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   (void)wide;
   sm90_plan pl = {find_config(int8 ? (wide ? "int8_128x256" : "int8_128x128") : "fp8_128x128_promote"), 1};
   return pl;
+}
+
+// W8A8_SM90_ALLOW_SPLIT1=1 lifts the quarantine of split-1 swap plans (see run()). Read at each
+// such plan (rare: N > ~16000 at M <= 32), so a test can set it in its own process.
+static int split1_allowed(void) {
+  const char *e = getenv("W8A8_SM90_ALLOW_SPLIT1");
+  return e && e[0] == '1' && e[1] == 0;
+}
+
+// The tuning table's plan for p, if the handle has a table with an entry that applies (exact
+// M, else the nearest M bucket of the same dtype, N and K whose configuration takes this M).
+static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl) {
+  const w8a8_tune_entry *e =
+      w8a8_tune_lookup((const w8a8_tune_table *)h->tuning, p->in_dtype == W8A8_DTYPE_INT8, p->M, p->N, p->K);
+  if (!e || e->config < 0 || e->config >= SM90_NUM_CONFIGS) return 0;
+  const sm90_config *c = &CONFIGS[e->config];
+  if (c->int8 != (p->in_dtype == W8A8_DTYPE_INT8) || (c->swap && p->M > c->bn)) return 0;
+  pl->config = e->config;
+  pl->split = c->splitk ? e->split : 1;
+  return pl->split >= 1 && pl->split <= SM90_MAX_SPLIT;
 }
 
 // ---- entry points ------------------------------------------------------------------------------
@@ -239,20 +274,25 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
     pl.split = CONFIGS[forced_config].splitk ? (forced_split > 0 ? forced_split : 1) : 1;
     if (pl.split > SM90_MAX_SPLIT)
       return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: split %d > %d", FN, pl.split, SM90_MAX_SPLIT);
-    if (CONFIGS[pl.config].swap && p->M > CONFIGS[pl.config].bn)
+    // Swap configs take several token tiles when forced (M > bn: tiles_y > 1), for the tuner and
+    // the dev bench to compare e.g. two n16 tiles with one n32 tile; the heuristic never does.
+    if (CONFIGS[pl.config].swap && p->M > 8 * CONFIGS[pl.config].bn)
       return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: config %s takes M <= %d", FN, CONFIGS[pl.config].name,
-                      CONFIGS[pl.config].bn);
-  } else {
+                      8 * CONFIGS[pl.config].bn);
+  } else if (!tuned_plan(h, p, &pl)) {
     pl = plan(dev, p, num_sms);
-    // Quarantine (H200, 2026-11-29, final session run): the first call of int8 swap-AB n8 with
-    // split 1 on 8b-gateup (M=1, N=28672, K=4096: 224 one-CTA clusters) never completed; every
-    // plan the earlier sweeps ran had split >= 2, and the tests only cover split 1 on 2-tile
-    // problems. Until that is diagnosed on the device, AUTO declines split-1 swap plans (large N
-    // at small M) and the portable kernel takes them. Forced configs (tests, dev bench) still run.
-    if (pl.config >= 0 && CONFIGS[pl.config].swap && pl.split == 1)
+    // Quarantine (H200, 2026-11-29): the first sm90 call on 8b-gateup (M=1, N=28672, K=4096)
+    // never completed. Diagnosis from the code (NOTES.md, "2026-11-30"): the persistent split-K
+    // kernel deadlocked whenever a cluster had a second tile (224 tiles > the clusters that fit
+    // at once for any split >= 2); fixed in the kernel and by launching one tile per cluster, and
+    // the heuristic now picks split 1 there. Split-1 swap plans were never run at that size, so
+    // AUTO declines them (the portable kernel takes them) until a device run proves the fix;
+    // W8A8_SM90_ALLOW_SPLIT1=1 lifts this. Forced configs and tuned plans (measured) still run.
+    if (pl.config >= 0 && CONFIGS[pl.config].swap && pl.split == 1 && !split1_allowed())
       return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                      "%s: the sm_90a small-M plan for N=%lld needs split 1, which is quarantined (NOTES.md)", FN,
-                      (long long)p->N);
+                      "%s: the sm_90a small-M plan for N=%lld needs split 1, which is quarantined until a device run "
+                      "proves the 2026-11-30 fix (NOTES.md; W8A8_SM90_ALLOW_SPLIT1=1 lifts it)",
+                      FN, (long long)p->N);
   }
   if (pl.config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl.config];
@@ -294,12 +334,16 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.pair_store = ((uintptr_t)p->out % (2 * esz)) == 0 && (p->ldo % 2) == 0;
   a.split = pl.split;
 
-  const int tiles = a.tiles_x * a.tiles_y;
-  int clusters;
-  if (c->splitk)
-    clusters = max_active_clusters(dev, pl.config, pl.split, num_sms);
-  else
-    clusters = num_sms * c->minb;
+  // Split-K configs: one tile per cluster (not persistent). A cluster's CTAs meet at two cluster
+  // barriers per tile; one tile each keeps every cluster independent of the others, and the
+  // hardware starts the next cluster as a slot frees (the 2 CTAs/SM overlap one CTA's epilogue
+  // with another's main loop, which a persistent CTA would not). Others: a persistent grid.
+  const int64_t tiles64 = (int64_t)a.tiles_x * a.tiles_y;
+  if (tiles64 * pl.split > INT32_MAX / 2)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: %lld tiles are more than the sm_90a kernel indexes", FN,
+                    (long long)tiles64);
+  const int tiles = (int)tiles64;
+  int clusters = c->splitk ? tiles : num_sms * c->minb;
   if (clusters > tiles) clusters = tiles;
 
   cudaLaunchConfig_t lc;
@@ -346,7 +390,19 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
 extern "C" W8A8_HIDDEN int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   if (!st || st->cc != 90) return -1;
-  sm90_plan pl = plan(h->device_index, p, st->prop.multiProcessorCount);
+  sm90_plan pl;
+  if (!tuned_plan(h, p, &pl)) pl = plan(h->device_index, p, st->prop.multiProcessorCount);
   if (split) *split = pl.split;
   return pl.config;
+}
+
+// The tuning-table loader's view of the configuration table (src/core/tune.c): the index of
+// `name`, its dtype, its swap token tile (0 if not swapped) and the largest split it takes.
+extern "C" W8A8_HIDDEN int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split) {
+  int i = find_config(name);
+  if (i < 0) return -1;
+  if (int8) *int8 = CONFIGS[i].int8;
+  if (swap_bn) *swap_bn = CONFIGS[i].swap ? CONFIGS[i].bn : 0;
+  if (max_split) *max_split = CONFIGS[i].splitk ? SM90_MAX_SPLIT : 1;
+  return i;
 }

@@ -197,10 +197,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     //   1 CTA/SM:  384*168 = 64512 = 128*40 + 256*232
     //   2 CTAs/SM: 384*80  = 30720 = 128*32 + 256*104
     sm90_setmaxnreg_dec<MINB == 1 ? 40 : 32>();
-    if (tid == 0) {
-      int s = 0;
-      uint32_t phase = 0;
-      for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+    int s = 0;
+    uint32_t phase = 0;
+    for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+      if (tid == 0) {
         int tx, ty;
         sm90_tile_coords(a, t, tx, ty);
         for (int kb = kb_begin; kb < kb_end; kb++) {
@@ -216,12 +216,15 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           }
         }
       }
-    }
-    __syncwarp();  // reconverge warp 0 before the .aligned cluster barriers
-    if constexpr (SPLITK) {
-      // The producer warps take part in the cluster barriers of every tile (barrier.cluster
-      // counts every thread of the cluster).
-      for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+      if constexpr (SPLITK) {
+        // The producer warps take part in the two cluster barriers of every tile
+        // (barrier.cluster waits for every non-exited thread of the cluster), and they must
+        // do so tile by tile. v1 issued the loads of all its tiles first and joined the
+        // barriers afterwards: with a second tile per cluster, the loads of that tile wait
+        // for ring slots that the consumers free only after the first tile's barrier, which
+        // waits for this warp: a deadlock (the 2026-11-29 stall on N = 28672, see NOTES.md).
+        // The host now launches one tile per cluster; this keeps any grid deadlock-free.
+        __syncwarp();  // reconverge warp 0 before the .aligned cluster barriers
         sm90_cluster_sync();
         sm90_cluster_sync();
       }
