@@ -56,7 +56,6 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("int8_swap_n64", 64, 3, true, true, false, true, 2),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
-#define SM90_MAX_SPLIT 8
 #define SM90_MAX_DEVICES 64
 
 // ---- driver entry point for tensor maps (no link-time dependency on libcuda) ----------------------

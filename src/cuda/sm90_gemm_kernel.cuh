@@ -39,6 +39,21 @@
 #define SM90_BM 128        // CTA tile rows on wgmma's M side: 2 consumer warpgroups x 64
 #define SM90_THREADS 384   // producer warpgroup + 2 consumer warpgroups
 #define SM90_GROUP 8       // tiles along X per group of the L2-friendly order
+#define SM90_MAX_SPLIT 8   // split-K cluster size limit (portable cluster size)
+
+// Epilogue version. v2 (default; branch sm90-epilogue-v2, 270ab8a, merged 2026-11-30): the
+// split-K reduction issues all SPLIT remote loads of an element before adding them (one DSMEM
+// round trip instead of SPLIT dependent ones; same rank-order sum, same bits), and the
+// non-split staging uses plain shared-memory accesses so the compiler can batch the loop's
+// per-element loads (the barriers' memory clobbers keep the order). -DW8A8_SM90_EPILOGUE_V1
+// builds v1 for A/B timing (scripts/sm90_session.sh builds and times both).
+#ifdef W8A8_SM90_EPILOGUE_V1
+#define SM90_EPI_V2 0
+#else
+#define SM90_EPI_V2 1
+#endif
+// Unroll factor of the non-split epilogue loop (a pragma argument is not macro-expanded).
+static constexpr int SM90_EPI_UNROLL = SM90_EPI_V2 ? 4 : 2;
 
 // Output element kinds (runtime: one uniform branch per store).
 enum { SM90_OUT_BF16 = 0, SM90_OUT_FP16 = 1, SM90_OUT_FP32 = 2 };
@@ -67,6 +82,16 @@ typedef struct sm90_args {
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
 SM90_DEV uint32_t sm90_bits(int32_t v) { return (uint32_t)v; }
+template <typename T>
+__device__ __forceinline__ T sm90_from_bits(uint32_t u);
+template <>
+__device__ __forceinline__ float sm90_from_bits<float>(uint32_t u) {
+  return __uint_as_float(u);
+}
+template <>
+__device__ __forceinline__ int32_t sm90_from_bits<int32_t>(uint32_t u) {
+  return (int32_t)u;
+}
 
 template <bool INT8>
 struct sm90_acc_type {
@@ -309,6 +334,19 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
           int row = SWAP ? idx % SM90_BM : idx / BN, col = SWAP ? idx / SM90_BM : idx % BN;
           uint32_t off = red0 + (uint32_t)(row * C::RED_STRIDE + col) * 4;
+#if SM90_EPI_V2
+          // All remote loads first, then the adds: one DSMEM round trip per element instead of
+          // SPLIT dependent ones (the loads are ordered asm; an add between them would wait).
+          uint32_t part[SM90_MAX_SPLIT];
+#pragma unroll
+          for (int q = 0; q < SM90_MAX_SPLIT; q++)
+            if (q < SPLIT) part[q] = sm90_ld_dsmem_u32(sm90_mapa(off, q));
+          // int32 partial sums are exact in any order; fp32 ones are added in rank order
+          acc_t v = 0;
+#pragma unroll
+          for (int q = 0; q < SM90_MAX_SPLIT; q++)
+            if (q < SPLIT) v += sm90_from_bits<acc_t>(part[q]);
+#else
           acc_t v = 0;
           for (int q = 0; q < SPLIT; q++) {
             // int32 partial sums are exact in any order; fp32 ones are added in rank order
@@ -317,6 +355,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
             else
               v += sm90_ld_dsmem_f32(sm90_mapa(off, q));
           }
+#endif
           int gx = tx * SM90_BM + row, gy = ty * BN + col;
           int m = SWAP ? gy : gx, n = SWAP ? gx : gy;
           if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, sm90_bits(v));
@@ -325,26 +364,38 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         sm90_cluster_sync();
       } else {
         // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
+#if SM90_EPI_V2
+        // Plain shared-memory accesses (the named barriers' memory clobbers keep them in order),
+        // so that the compiler can batch the per-element loads of the epilogue loop.
+        uint32_t *stg = (uint32_t *)(smem + STAGES * C::STAGE_BYTES) + cw * 64 * C::STG_STRIDE;
+#define SM90_STG_ST(i, v) (stg[(i)] = (v))
+#define SM90_STG_LD(i) (stg[(i)])
+#else
         const uint32_t stg = red0 + (uint32_t)(cw * 64 * C::STG_STRIDE) * 4;
+#define SM90_STG_ST(i, v) sm90_st_smem(stg + (uint32_t)(i) * 4, (v))
+#define SM90_STG_LD(i) sm90_ld_smem(stg + (uint32_t)(i) * 4)
+#endif
 #pragma unroll
         for (int ch = 0; ch < BN / C::CW; ch++) {
 #pragma unroll
           for (int ii = 0; ii < C::CW / 2; ii++) {
             int i = ch * (C::CW / 2) + ii;
             int row = r0 + 8 * ((ii / 2) % 2), col = 8 * (ii / 4) + c0 + ii % 2;
-            sm90_st_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4, sm90_bits(acc[i]));
+            SM90_STG_ST(row * C::STG_STRIDE + col, sm90_bits(acc[i]));
           }
           sm90_named_bar(1 + cw, 128);
-#pragma unroll 2
+#pragma unroll SM90_EPI_UNROLL
           for (int idx = tid; idx < 64 * C::CW; idx += 128) {
             int row = SWAP ? idx % 64 : idx / C::CW, col = SWAP ? idx / 64 : idx % C::CW;
-            uint32_t raw = sm90_ld_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4);
+            uint32_t raw = SM90_STG_LD(row * C::STG_STRIDE + col);
             int gx = tx * SM90_BM + cw * 64 + row, gy = ty * BN + ch * C::CW + col;
             int m = SWAP ? gy : gx, n = SWAP ? gx : gy;
             if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, raw);
           }
           sm90_named_bar(1 + cw, 128);
         }
+#undef SM90_STG_ST
+#undef SM90_STG_LD
       }
     }
   }
