@@ -370,14 +370,33 @@ W8A8_API w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle,
  * Bootstrap: MPI_Init_thread(MPI_THREAD_FUNNELED) if MPI is not initialised yet
  * (MPI_Finalize is then called when the last such communicator is destroyed, after
  * which MPI cannot be used again in this process), then w8a8_comm_create_mpi over
- * MPI_COMM_WORLD.
+ * MPI_COMM_WORLD. With a CUDA handle (one GPU per rank; every rank must pass the same
+ * kind of handle, else every rank fails): an NCCL communicator over MPI_COMM_WORLD (id
+ * broadcast with MPI), owned by the w8a8_comm, whose fused calls agree over MPI on the host.
  */
 W8A8_API w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle);
+/* ---- GPU communicators (issue 6) ------------------------------------------------------
+ * GPU ranks run the same fused calls with the same arguments, arithmetic and agreement rules
+ * as CPU ranks; every pointer is device memory of the rank's GPU, and every call is
+ * asynchronous on the rank's handle stream: no device synchronization, nothing allocated,
+ * capturable into CUDA graphs (see w8a8_comm_create_local for capture). Inside a process,
+ * chunks move with cudaMemcpyAsync on a side stream (the copy engine: no SMs taken from the
+ * GEMM) while the GEMMs of chunks already present run. GPU communicators use at most 64 ranks.
+ * On a GPU communicator w8a8_comm_reserve allocates device memory of the rank's GPU; call it on
+ * every rank, never while a fused call of any rank of the communicator may still run. */
+
 /**
  * Create a communicator over an existing ncclComm_t (pass the ncclComm_t itself as
- * void *; GPU ranks, one GPU per rank, `handle` a CUDA handle of that GPU). Works
- * under mpirun (one rank per process) and with one thread per GPU in one process.
- * @return W8A8_ERROR_NOT_BUILT until the GPU transport lands (issue 6) or without NCCL.
+ * void *; GPU ranks, one GPU per rank, `handle` a CUDA handle of that GPU; the caller keeps
+ * and destroys the ncclComm_t, after the w8a8_comm). Collective; synchronizes once, here.
+ * Works under mpirun (one rank per process) and with one thread per GPU in one process:
+ * when every rank turns out to be a thread of this process, the in-process copy-engine
+ * transport of w8a8_comm_create_local is used; across processes the chunks move with
+ * ncclSend/ncclRecv on the side stream, and each fused call checks agreement through NCCL
+ * with one synchronization of the side stream (w8a8_comm_create_world avoids it: its ranks
+ * agree over MPI on the host).
+ * @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL; W8A8_ERROR_UNSUPPORTED_DEVICE for a CPU
+ *         handle; W8A8_ERROR_COMM when NCCL fails.
  */
 W8A8_API w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *nccl_comm);
 
@@ -387,12 +406,35 @@ typedef struct w8a8_unique_id {
   char internal[W8A8_UNIQUE_ID_BYTES];
 } w8a8_unique_id;
 /** Make a bootstrap id on one rank; broadcast its bytes to the others by any means
- *  (MPI, torch.distributed, a file). @return W8A8_ERROR_NOT_BUILT until issue 6 / without NCCL. */
+ *  (MPI, torch.distributed, a file). @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL. */
 W8A8_API w8a8_status w8a8_comm_unique_id(w8a8_unique_id *id);
-/** Create a GPU communicator from a bootstrap id: nranks ranks, this one `rank`. Collective.
- *  @return W8A8_ERROR_NOT_BUILT until issue 6 / without NCCL. */
+/** Create a GPU communicator from a bootstrap id: nranks ranks, this one `rank` (an NCCL
+ *  communicator the w8a8_comm owns, then as w8a8_comm_create_nccl). Collective.
+ *  @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL. */
 W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, const w8a8_unique_id *id,
                                               int nranks, int rank);
+
+/**
+ * In-process GPU ranks: create nranks communicators at once, comms[i] for rank i running on
+ * handles[i] (CUDA handles, all different). The handles may all be on ONE GPU (emulated ranks:
+ * separate buffers, the same copy and event protocol as real ranks; what single-GPU tests
+ * use) or on several GPUs of this process (peer access is enabled where the GPUs allow it;
+ * without it the copies are staged through the host: correct, slower), like nccl-tests -g.
+ * Called once, from one thread; no NCCL involved. Each comms[i] is then driven by its own
+ * thread: the fused calls are collective and block (on the host, never on the device) until
+ * every rank has made the matching call, for the agreement and to order the ranks' CUDA
+ * events. A rank that does not arrive within W8A8_TP_TIMEOUT_S seconds (default 300) makes
+ * the others fail with W8A8_ERROR_COMM instead of hanging. Destroy each comms[i] with
+ * w8a8_comm_destroy (any thread, after the ranks' work is done).
+ * CUDA graphs: capture every rank's call into ONE graph: begin the capture on a stream, fork
+ * each rank's handle stream from it with an event, let each rank thread make its call, join
+ * the streams back and end the capture; a replay runs all ranks. Ranks whose streams are in
+ * different captures (or some captured, some not) get W8A8_ERROR_UNSUPPORTED_DEVICE on every rank.
+ * @return W8A8_ERROR_NOT_BUILT without CUDA; W8A8_ERROR_UNSUPPORTED_DEVICE for a CPU handle;
+ *         W8A8_ERROR_INVALID_VALUE for nranks outside 1..64 or a handle given twice.
+ *         comms is written only on success.
+ */
+W8A8_API w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int nranks);
 
 /** Destroy; NULL accepted. Collective (frees the duplicated MPI communicator). */
 W8A8_API w8a8_status w8a8_comm_destroy(w8a8_comm *comm);

@@ -75,9 +75,8 @@ w8a8_status w8a8_tp_check_comm(const char *fn, const w8a8_comm *c) {
   if (c->magic != W8A8_COMM_MAGIC)
     return w8a8_err(W8A8_ERROR_INVALID_COMM, "%s: comm %p is not a communicator (magic 0x%08x%s)", fn,
                     (const void *)c, c->magic, c->magic == W8A8_HANDLE_MAGIC ? ": a w8a8_handle was passed" : "");
-  if (c->kind != W8A8_COMM_KIND_MPI)
-    return w8a8_err(W8A8_ERROR_INVALID_COMM, "%s: comm %p is of kind %d; this build runs MPI communicators only", fn,
-                    (const void *)c, (int)c->kind);
+  if (c->kind != W8A8_COMM_KIND_MPI && c->kind != W8A8_COMM_KIND_NCCL && c->kind != W8A8_COMM_KIND_LOCAL)
+    return w8a8_err(W8A8_ERROR_INVALID_COMM, "%s: comm %p is of unknown kind %d", fn, (const void *)c, (int)c->kind);
   return W8A8_SUCCESS;
 }
 
@@ -117,6 +116,8 @@ w8a8_status w8a8_comm_reserve(w8a8_comm *c, int64_t max_m, int64_t max_n, int64_
   if (max_m < c->max_m) max_m = c->max_m;
   if (max_n < c->max_n) max_n = c->max_n;
   if (max_k < c->max_k) max_k = c->max_k;
+  /* GPU communicators: device memory, layout of their own (tp_gpu.c). */
+  if (w8a8_tp_is_gpu(c)) return w8a8_tp_gpu_comm_reserve(fn, c, max_m, max_n, max_k);
   size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
   if (need > ((size_t)1 << 46))
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: the workspace would be %zu bytes", fn, need);
@@ -149,13 +150,16 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
 w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle) {
   (void)comm, (void)handle;
   w8a8_clear_error();
-  return w8a8_err(W8A8_ERROR_NOT_BUILT, "w8a8_comm_create_world: libw8a8 was built without MPI");
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "w8a8_comm_create_world: libw8a8 was built without MPI (GPU ranks in one "
+                                        "process: w8a8_comm_create_local or w8a8_comm_create_nccl)");
 }
 
 w8a8_status w8a8_comm_destroy(w8a8_comm *c) {
   w8a8_clear_error();
   if (!c) return W8A8_SUCCESS;
-  return w8a8_tp_check_comm("w8a8_comm_destroy", c); /* none can exist: always an error */
+  W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_destroy", c));
+  if (w8a8_tp_is_gpu(c)) return w8a8_tp_gpu_comm_destroy(c);
+  return w8a8_err(W8A8_ERROR_INTERNAL, "w8a8_comm_destroy: an MPI communicator in a build without MPI");
 }
 
 w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT]) {
@@ -327,7 +331,29 @@ w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle) {
     init_here = true;
   }
   MPI_Comm world = MPI_COMM_WORLD;
-  w8a8_status s = w8a8_comm_create_mpi(comm, handle, &world);
+  w8a8_status s;
+  /* CPU and GPU ranks take different collectives below: agree on the handle kind first
+   * (-1 = this rank's arguments are bad), so that a mixed world fails on every rank. */
+  int kind = comm && w8a8_check_handle(fn, handle) == W8A8_SUCCESS ? (int)handle->kind : -1;
+  int kv[2] = {kind, -kind}, kr[2] = {0, 0};
+  int rc = MPI_Allreduce(kv, kr, 2, MPI_INT, MPI_MAX, world);
+  if (rc != MPI_SUCCESS) {
+    s = w8a8_tp_mpi_err(fn, "MPI_Allreduce (handle kinds)", rc);
+  } else if (kr[0] != -kr[1]) {
+    if (!comm)
+      s = w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL", fn);
+    else if (kind < 0)
+      s = w8a8_check_handle(fn, handle);
+    else
+      s = w8a8_err(W8A8_ERROR_COMM_MISMATCH,
+                   "%s: ranks pass handles of different kinds (CPU and CUDA), or another rank's handle was bad", fn);
+  } else if (kind == W8A8_DEVICE_CUDA) {
+    /* GPU ranks: an NCCL communicator bootstrapped over MPI (comm_gpu.c) */
+    s = w8a8_tp_gpu_create_world(fn, comm, handle, &world);
+  } else {
+    w8a8_clear_error();
+    s = w8a8_comm_create_mpi(comm, handle, &world);
+  }
   if (s != W8A8_SUCCESS) {
     if (init_here && g_world_refs == 0) {
       /* Every rank failed together (the creation is collective), so every rank
@@ -348,6 +374,19 @@ w8a8_status w8a8_comm_destroy(w8a8_comm *c) {
   w8a8_clear_error();
   if (!c) return W8A8_SUCCESS;
   W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_destroy", c));
+  if (w8a8_tp_is_gpu(c)) {
+    /* GPU state first (comm_gpu.c frees c); then its MPI side (agreement communicator,
+     * MPI_Finalize for w8a8_comm_create_world), as for an MPI communicator. */
+    MPI_Comm mpi = c->mpi;
+    bool owns = c->owns_mpi_init;
+    w8a8_status s = w8a8_tp_gpu_comm_destroy(c);
+    if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
+    if (owns && --g_world_refs == 0) {
+      MPI_Finalize();
+      g_we_initialized = false;
+    }
+    return s;
+  }
   w8a8_registry_remove(c);
   MPI_Comm_free(&c->mpi);
   bool fin = c->owns_mpi_init && --g_world_refs == 0;
@@ -358,6 +397,22 @@ w8a8_status w8a8_comm_destroy(w8a8_comm *c) {
   }
   return W8A8_SUCCESS;
 }
+
+w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT]) {
+  w8a8_status local = (w8a8_status)sig[TP_SIG_STATUS];
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  int count = TP_SIG_COUNT;
+  if (c->fault_inject) { /* tests: a count MPI must reject, on every rank */
+    c->fault_inject = 0;
+    count = -1;
+  }
+  int rc = MPI_Allgather(sig, count, MPI_INT64_T, c->sig_all, count, MPI_INT64_T, c->mpi);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
+  return w8a8_tp_agree_table(fn, c, local, saved);
+}
+
+#endif /* W8A8_HAVE_MPI */
 
 static const char *sig_name(int f) {
   switch (f) {
@@ -374,17 +429,7 @@ static const char *sig_name(int f) {
   }
 }
 
-w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT]) {
-  w8a8_status local = (w8a8_status)sig[TP_SIG_STATUS];
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
-  int count = TP_SIG_COUNT;
-  if (c->fault_inject) { /* tests: a count MPI must reject, on every rank */
-    c->fault_inject = 0;
-    count = -1;
-  }
-  int rc = MPI_Allgather(sig, count, MPI_INT64_T, c->sig_all, count, MPI_INT64_T, c->mpi);
-  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
+w8a8_status w8a8_tp_agree_table(const char *fn, w8a8_comm *c, w8a8_status local, const char *saved) {
   if (local != W8A8_SUCCESS) return w8a8_err(local, "%s", saved);
   const int W = c->size;
   for (int j = 0; j < W; j++) {
@@ -423,5 +468,3 @@ w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT
                     op == TP_OP_AG ? "out->rows; shards are each rank's a->rows" : "a->rows; shards are each rank's out->rows");
   return W8A8_SUCCESS;
 }
-
-#endif /* W8A8_HAVE_MPI */

@@ -21,7 +21,8 @@
 
 typedef enum w8a8_comm_kind {
   W8A8_COMM_KIND_MPI = 1,
-  W8A8_COMM_KIND_NCCL = 2 /* issue 6 */
+  W8A8_COMM_KIND_NCCL = 2, /* GPU ranks over an ncclComm_t (issue 6; tp_gpu.h) */
+  W8A8_COMM_KIND_LOCAL = 3 /* GPU ranks as threads of this process (w8a8_comm_create_local) */
 } w8a8_comm_kind;
 
 /* Signature fields exchanged by the agreement collective (int64 each). */
@@ -70,6 +71,8 @@ struct w8a8_comm {
   MPI_Comm mpi;
   MPI_Request *reqs; /* 6 * size */
 #endif
+  /* GPU communicators (kinds NCCL and LOCAL): struct w8a8_tp_gpu (tp_gpu.h); NULL for MPI. */
+  void *gpu;
 };
 
 /* Look up `comm` for public call `fn`: registry, magic, kind, broken flag, and its handle. */
@@ -80,6 +83,31 @@ W8A8_HIDDEN w8a8_status w8a8_tp_check_comm(const char *fn, const w8a8_comm *c);
  * and the returned status is the same kind of decision on every rank (see w8a8.h). On a
  * rank whose own status was non-zero, that status is returned with its message kept. */
 W8A8_HIDDEN w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT]);
+
+/* The decision of the agreement from the gathered table c->sig_all (every rank evaluates the
+ * same table, so every rank takes the same decision); fills c->m_count and c->m_offset.
+ * `local`/`saved`: this rank's own status and message. Shared by the MPI and GPU transports. */
+W8A8_HIDDEN w8a8_status w8a8_tp_agree_table(const char *fn, w8a8_comm *c, w8a8_status local, const char *saved);
+
+/* GPU communicators (tp_gpu.c; stubs returning NOT_BUILT in builds without CUDA). */
+W8A8_HIDDEN bool w8a8_tp_is_gpu(const w8a8_comm *c);
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
+                                                         const w8a8_matrix *b, const w8a8_vector *scale_a,
+                                                         const w8a8_vector *scale_b, const w8a8_vector *bias,
+                                                         const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                                         const w8a8_gathered *gathered, const w8a8_tp_options *opts);
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
+                                                             const w8a8_matrix *b, const w8a8_vector *scale_a,
+                                                             const w8a8_vector *scale_b, const w8a8_vector *bias,
+                                                             const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                                             const w8a8_tp_options *opts);
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n,
+                                                 int64_t max_k);
+/* Frees everything but c->mpi (comm.c frees that, and finalises MPI where it initialised it). */
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c);
+/* w8a8_comm_create_world with a CUDA handle: NCCL bootstrapped over *mpi_comm (an MPI_Comm *). */
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_handle *handle,
+                                                 const void *mpi_comm);
 
 /* Map a failed MPI return code to W8A8_ERROR_COMM with MPI's text. */
 W8A8_HIDDEN w8a8_status w8a8_tp_mpi_err(const char *fn, const char *what, int code);

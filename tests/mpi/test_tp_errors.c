@@ -116,12 +116,22 @@ TP_TEST(tp_err_create) {
   CHECK(st == W8A8_ERROR_INVALID_HANDLE, "each rank's own handle is destroyed: %s", w8a8_status_name(st));
   CHECK(untouched(&s), "out written");
   REQUIRE_OK(w8a8_comm_destroy(c));
-  /* GPU entry points: not built yet, with a clear message */
+  /* GPU entry points with CPU ranks' arguments: a clear error (or NOT_BUILT without CUDA/NCCL),
+   * never a communicator; comm untouched */
   w8a8_unique_id id;
-  CHECK(w8a8_comm_create_nccl(&c, g_h, NULL) == W8A8_ERROR_NOT_BUILT && strstr(w8a8_last_error(), "NCCL"), "nccl: %s",
+  memset(&id, 0, sizeof id);
+  c = (w8a8_comm *)(uintptr_t)1;
+  st = w8a8_comm_create_nccl(&c, g_h, NULL);
+  CHECK(st == W8A8_ERROR_NOT_BUILT || st == W8A8_ERROR_NULL_POINTER, "nccl NULL: %s %s", w8a8_status_name(st),
         w8a8_last_error());
-  CHECK(w8a8_comm_unique_id(&id) == W8A8_ERROR_NOT_BUILT, "unique id");
-  CHECK(w8a8_comm_create_nccl_id(&c, g_h, &id, 1, 0) == W8A8_ERROR_NOT_BUILT, "nccl id");
+  st = w8a8_comm_create_nccl_id(&c, g_h, &id, 1, 0);
+  CHECK(st == W8A8_ERROR_NOT_BUILT || st == W8A8_ERROR_UNSUPPORTED_DEVICE, "nccl id with a CPU handle: %s %s",
+        w8a8_status_name(st), w8a8_last_error());
+  w8a8_handle *hl[1] = {g_h};
+  st = w8a8_comm_create_local(&c, hl, 1);
+  CHECK(st == W8A8_ERROR_NOT_BUILT || st == W8A8_ERROR_UNSUPPORTED_DEVICE, "local with a CPU handle: %s %s",
+        w8a8_status_name(st), w8a8_last_error());
+  CHECK(c == (w8a8_comm *)(uintptr_t)1, "comm written by a failed GPU creation");
 }
 
 /* Ranks that disagree: COMM_MISMATCH on every rank, naming the field; outputs untouched. */

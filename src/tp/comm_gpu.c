@@ -1,0 +1,686 @@
+/* comm_gpu.c — GPU communicators (issue 6): creation (in-process group, ncclComm_t, NCCL
+ * bootstrapped from an id or from MPI), the in-process host barrier, the agreement of the
+ * fused calls on GPU ranks, the device workspace, destruction. The schedules are in tp_gpu.c.
+ * Replaces comm_nccl_stub.c. Builds without CUDA get stubs returning W8A8_ERROR_NOT_BUILT. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tp_internal.h"
+
+#define LL(x) ((long long)(x))
+
+#ifndef W8A8_HAVE_CUDA
+
+static w8a8_status no_cuda(const char *fn) {
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without CUDA: GPU communicators do not exist", fn);
+}
+bool w8a8_tp_is_gpu(const w8a8_comm *c) { return c && c->kind != W8A8_COMM_KIND_MPI; }
+w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int nranks) {
+  (void)comms, (void)handles, (void)nranks;
+  w8a8_clear_error();
+  return no_cuda("w8a8_comm_create_local");
+}
+w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *nccl_comm) {
+  (void)comm, (void)handle, (void)nccl_comm;
+  w8a8_clear_error();
+  return no_cuda("w8a8_comm_create_nccl (NCCL)");
+}
+w8a8_status w8a8_comm_unique_id(w8a8_unique_id *id) {
+  (void)id;
+  w8a8_clear_error();
+  return no_cuda("w8a8_comm_unique_id (NCCL)");
+}
+w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, const w8a8_unique_id *id, int nranks,
+                                     int rank) {
+  (void)comm, (void)handle, (void)id, (void)nranks, (void)rank;
+  w8a8_clear_error();
+  return no_cuda("w8a8_comm_create_nccl_id (NCCL)");
+}
+w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
+  (void)comm, (void)handle, (void)mpi_comm;
+  return no_cuda(fn);
+}
+w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n, int64_t max_k) {
+  (void)c, (void)max_m, (void)max_n, (void)max_k;
+  return no_cuda(fn);
+}
+w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c) {
+  (void)c;
+  return no_cuda("w8a8_comm_destroy");
+}
+w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_matrix *a, const w8a8_matrix *b,
+                                             const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                             const w8a8_vector *bias, const w8a8_zero_point *zp,
+                                             const w8a8_matrix *out, const w8a8_gathered *gathered,
+                                             const w8a8_tp_options *opts) {
+  (void)c, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)gathered, (void)opts;
+  return no_cuda(fn);
+}
+w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
+                                                 const w8a8_matrix *b, const w8a8_vector *scale_a,
+                                                 const w8a8_vector *scale_b, const w8a8_vector *bias,
+                                                 const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                                 const w8a8_tp_options *opts) {
+  (void)c, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)opts;
+  return no_cuda(fn);
+}
+
+#else /* W8A8_HAVE_CUDA */
+
+#include "../cuda/cuda_backend.h"
+#include "tp_gpu.h"
+
+#ifdef W8A8_HAVE_NCCL
+#include <nccl.h>
+_Static_assert(sizeof(ncclUniqueId) == W8A8_UNIQUE_ID_BYTES, "w8a8_unique_id must hold an ncclUniqueId");
+#endif
+
+bool w8a8_tp_is_gpu(const w8a8_comm *c) { return c && c->gpu != NULL; }
+
+w8a8_status w8a8_tp_nccl_err(const char *fn, const char *what, int result) {
+#ifdef W8A8_HAVE_NCCL
+  return w8a8_err(W8A8_ERROR_COMM, "%s: %s failed: %s (NCCL result %d)", fn, what,
+                  ncclGetErrorString((ncclResult_t)result), result);
+#else
+  return w8a8_err(W8A8_ERROR_COMM, "%s: %s failed (NCCL result %d)", fn, what, result);
+#endif
+}
+
+/* Run with the communicator's device current; restore the caller's. */
+static int dev_enter(int dev) {
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+  if (prev != dev) cudaSetDevice(dev);
+  return prev;
+}
+static void dev_exit(int prev, int dev) {
+  if (prev >= 0 && prev != dev) cudaSetDevice(prev);
+}
+
+/* ---- the in-process group: host barrier with a timeout --------------------------------- */
+
+static tp_group *group_new(int W) {
+  tp_group *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  g->W = W;
+  g->refs = W;
+  g->sig = calloc((size_t)2 * W * TP_SIG_COUNT, sizeof *g->sig);
+  g->capture = calloc((size_t)2 * W, sizeof *g->capture);
+  g->comm = calloc((size_t)W, sizeof *g->comm);
+  const char *t = getenv("W8A8_TP_TIMEOUT_S");
+  g->timeout_s = t && atoi(t) > 0 ? atoi(t) : 300;
+  if (!g->sig || !g->capture || !g->comm || pthread_mutex_init(&g->mu, NULL)) {
+    free(g->sig), free(g->capture), free(g->comm), free(g);
+    return NULL;
+  }
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  int rc = pthread_cond_init(&g->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if (rc) {
+    pthread_mutex_destroy(&g->mu);
+    free(g->sig), free(g->capture), free(g->comm), free(g);
+    return NULL;
+  }
+  return g;
+}
+
+static void group_free(tp_group *g) {
+  pthread_cond_destroy(&g->cv);
+  pthread_mutex_destroy(&g->mu);
+  free(g->sig), free(g->capture), free(g->comm), free(g);
+}
+
+w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g) {
+  pthread_mutex_lock(&g->mu);
+  if (g->broken) {
+    pthread_mutex_unlock(&g->mu);
+    return w8a8_err(W8A8_ERROR_COMM, "%s: an earlier barrier of this rank group timed out; destroy the communicators",
+                    fn);
+  }
+  uint64_t gen = g->gen;
+  if (++g->arrived == g->W) {
+    g->arrived = 0;
+    g->gen++;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    return W8A8_SUCCESS;
+  }
+  struct timespec dl;
+  clock_gettime(CLOCK_MONOTONIC, &dl);
+  dl.tv_sec += g->timeout_s;
+  while (g->gen == gen && !g->broken) {
+    if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen) {
+      /* A rank that never arrives (it skipped a collective call, or failed before it) would
+       * otherwise hang the others for ever: fail instead, and mark the group unusable. */
+      g->broken = true;
+      pthread_cond_broadcast(&g->cv);
+    }
+  }
+  bool ok = g->gen != gen;
+  int arrived = g->arrived;
+  pthread_mutex_unlock(&g->mu);
+  if (ok) return W8A8_SUCCESS;
+  return w8a8_err(W8A8_ERROR_COMM,
+                  "%s: only %d of %d ranks reached the collective within %d s (W8A8_TP_TIMEOUT_S); every rank must "
+                  "make the same calls in the same order. The rank group is now unusable",
+                  fn, arrived, g->W, g->timeout_s);
+}
+
+/* ---- creation -------------------------------------------------------------------------------- */
+
+static void gpu_comm_free(w8a8_comm *c) {
+  if (!c) return;
+  w8a8_tp_gpu *gs = c->gpu;
+  if (gs) {
+    int prev = dev_enter(gs->device);
+    if (gs->ws) cudaFree(gs->ws);
+    if (gs->side) cudaStreamDestroy(gs->side);
+    if (gs->ev_fork) cudaEventDestroy(gs->ev_fork);
+    if (gs->ev_ready) cudaEventDestroy(gs->ev_ready);
+    if (gs->ev_done) cudaEventDestroy(gs->ev_done);
+    if (gs->ev_step)
+      for (int i = 0; i < c->size; i++)
+        if (gs->ev_step[i]) cudaEventDestroy(gs->ev_step[i]);
+    free(gs->ev_step);
+    if (gs->d_sig) cudaFree(gs->d_sig);
+    if (gs->h_sig) cudaFreeHost(gs->h_sig);
+#ifdef W8A8_HAVE_NCCL
+    if (gs->owns_nccl && gs->nccl) ncclCommDestroy((ncclComm_t)gs->nccl);
+#endif
+    cudaGetLastError();
+    dev_exit(prev, gs->device);
+    free(gs);
+  }
+  free(c->sig_all), free(c->m_count), free(c->m_offset);
+  c->magic = 0;
+  free(c);
+}
+
+/* A communicator of rank `rank` of W on `h`'s GPU: tables, side stream, events. */
+static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank, w8a8_comm_kind kind,
+                                w8a8_comm **out) {
+  w8a8_comm *c = calloc(1, sizeof *c);
+  w8a8_tp_gpu *gs = calloc(1, sizeof *gs);
+  if (c) c->gpu = gs;
+  if (!c || !gs) {
+    free(c), free(gs);
+    return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate the communicator", fn);
+  }
+  c->kind = kind;
+  c->handle = h;
+  c->rank = rank;
+  c->size = W;
+#ifdef W8A8_HAVE_MPI
+  c->mpi = MPI_COMM_NULL;
+#endif
+  c->sig_all = calloc((size_t)W * TP_SIG_COUNT, sizeof *c->sig_all);
+  c->m_count = calloc((size_t)W, sizeof *c->m_count);
+  c->m_offset = calloc((size_t)W + 1, sizeof *c->m_offset);
+  gs->ev_step = calloc((size_t)W, sizeof *gs->ev_step);
+  if (!c->sig_all || !c->m_count || !c->m_offset || !gs->ev_step) {
+    gpu_comm_free(c);
+    return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate the communicator's tables", fn);
+  }
+  gs->device = h->device_index;
+  w8a8_handle_info info;
+  w8a8_get_info(h, &info);
+  gs->num_sms = info.num_sms;
+  gs->cc = info.cc_major * 10 + info.cc_minor;
+  int prev = dev_enter(gs->device);
+  cudaError_t e = cudaStreamCreateWithFlags(&gs->side, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_fork, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_ready, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);
+  for (int i = 0; i < W && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&gs->ev_step[i], cudaEventDisableTiming);
+  dev_exit(prev, gs->device);
+  if (e != cudaSuccess) {
+    w8a8_status s = w8a8_cuda_error(fn, "creating the communicator's stream and events", e);
+    gpu_comm_free(c);
+    return s;
+  }
+  c->magic = W8A8_COMM_MAGIC;
+  *out = c;
+  return W8A8_SUCCESS;
+}
+
+static w8a8_status check_cuda_handle(const char *fn, const char *arg, const w8a8_handle *h) {
+  W8A8_CHECK(w8a8_check_handle(fn, h));
+  if (h->kind != W8A8_DEVICE_CUDA)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                    "%s: %s is a CPU handle; GPU communicators need CUDA handles (CPU ranks: w8a8_comm_create_mpi)", fn,
+                    arg);
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int nranks) {
+  static const char fn[] = "w8a8_comm_create_local";
+  w8a8_clear_error();
+  if (!comms) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comms is NULL; expected an array of nranks pointers", fn);
+  if (!handles) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: handles is NULL; expected nranks CUDA handles", fn);
+  if (nranks < 1 || nranks > W8A8_TP_GPU_MAX_RANKS)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: nranks is %d; expected 1..%d", fn, nranks, W8A8_TP_GPU_MAX_RANKS);
+  for (int i = 0; i < nranks; i++) {
+    char arg[32];
+    snprintf(arg, sizeof arg, "handles[%d]", i);
+    W8A8_CHECK(check_cuda_handle(fn, arg, handles[i]));
+    for (int j = 0; j < i; j++)
+      if (handles[j] == handles[i])
+        return w8a8_err(W8A8_ERROR_INVALID_VALUE,
+                        "%s: handles[%d] and handles[%d] are the same handle; each rank needs its own (its stream and "
+                        "workspace)",
+                        fn, j, i);
+  }
+  /* Ranks on different GPUs read each other's buffers: peer access where the GPUs allow it
+   * (without it cudaMemcpyAsync stages through the host: correct, slower). */
+  for (int i = 0; i < nranks; i++)
+    for (int j = 0; j < nranks; j++) {
+      int di = handles[i]->device_index, dj = handles[j]->device_index, can = 0;
+      if (di == dj || cudaDeviceCanAccessPeer(&can, di, dj) != cudaSuccess || !can) continue;
+      int prev = dev_enter(di);
+      cudaError_t e = cudaDeviceEnablePeerAccess(dj, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+        dev_exit(prev, di);
+        return w8a8_cuda_error(fn, "cudaDeviceEnablePeerAccess", e);
+      }
+      cudaGetLastError();
+      dev_exit(prev, di);
+    }
+  tp_group *g = group_new(nranks);
+  if (!g) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate the rank group", fn);
+  w8a8_comm *made[W8A8_TP_GPU_MAX_RANKS] = {0};
+  w8a8_status s = W8A8_SUCCESS;
+  int i = 0;
+  for (; i < nranks && s == W8A8_SUCCESS; i++) {
+    s = gpu_comm_new(fn, handles[i], nranks, i, W8A8_COMM_KIND_LOCAL, &made[i]);
+    if (s != W8A8_SUCCESS) break;
+    ((w8a8_tp_gpu *)made[i]->gpu)->mode = TP_GPU_GROUP;
+    ((w8a8_tp_gpu *)made[i]->gpu)->group = g;
+    g->comm[i] = made[i];
+    if (!w8a8_registry_add(made[i])) {
+      s = w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the communicator registry", fn);
+      i++;
+      break;
+    }
+  }
+  if (s != W8A8_SUCCESS) {
+    for (int j = 0; j < nranks; j++)
+      if (made[j]) {
+        w8a8_registry_remove(made[j]);
+        gpu_comm_free(made[j]);
+      }
+    group_free(g);
+    return s;
+  }
+  for (int j = 0; j < nranks; j++) comms[j] = made[j];
+  return W8A8_SUCCESS;
+}
+
+#ifdef W8A8_HAVE_NCCL
+
+/* What ranks tell each other at creation over NCCL (a device buffer, then a sync: fine at creation). */
+typedef struct nccl_hello {
+  int64_t pid;
+  int64_t host; /* hash of the host name */
+  int64_t group; /* rank 0: the address of its rank group (meaningful only inside its process) */
+  int64_t version;
+  int64_t failed;
+} nccl_hello;
+
+static int64_t host_hash(void) {
+  char name[256] = {0};
+  gethostname(name, sizeof name - 1);
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  return (int64_t)(h >> 1);
+}
+
+/* The collective part of every NCCL creation: who is where, and the transport. */
+static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle *h, ncclComm_t nc, bool owns,
+                                   w8a8_status local) {
+  int W = 0, rank = 0, dev = -1;
+  ncclResult_t nr = ncclCommCount(nc, &W);
+  if (nr == ncclSuccess) nr = ncclCommUserRank(nc, &rank);
+  if (nr == ncclSuccess) nr = ncclCommCuDevice(nc, &dev);
+  if (nr != ncclSuccess) return w8a8_tp_nccl_err(fn, "ncclCommCount/UserRank/CuDevice", nr);
+  if (local == W8A8_SUCCESS && W > W8A8_TP_GPU_MAX_RANKS)
+    local = w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: the NCCL communicator has %d ranks; at most %d are supported", fn,
+                     W, W8A8_TP_GPU_MAX_RANKS);
+  if (local == W8A8_SUCCESS && dev != h->device_index)
+    local = w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: the NCCL communicator's rank %d is on GPU %d but handle is on GPU %d",
+                     fn, rank, dev, h->device_index);
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  w8a8_comm *c = NULL;
+  if (local == W8A8_SUCCESS) {
+    local = gpu_comm_new(fn, h, W, rank, W8A8_COMM_KIND_NCCL, &c);
+    snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  }
+  tp_group *mine = (local == W8A8_SUCCESS && rank == 0) ? group_new(W) : NULL;
+  w8a8_tp_gpu *gs = c ? c->gpu : NULL;
+  nccl_hello hi = {(int64_t)getpid(), host_hash(), (int64_t)(intptr_t)mine, W8A8_VERSION,
+                   local != W8A8_SUCCESS || (rank == 0 && !mine)};
+  /* Exchange the hellos (the one host synchronization, at creation). */
+  int prev = dev_enter(dev);
+  nccl_hello *d = NULL, *all = calloc((size_t)W, sizeof *all);
+  cudaStream_t st = gs ? gs->side : NULL;
+  cudaError_t e = cudaMalloc((void **)&d, sizeof(nccl_hello) * (size_t)(W + 1));
+  w8a8_status s = W8A8_SUCCESS;
+  if (e == cudaSuccess) e = cudaMemcpyAsync(d + W, &hi, sizeof hi, cudaMemcpyHostToDevice, st);
+  if (e == cudaSuccess) {
+    nr = ncclAllGather(d + W, d, sizeof hi, ncclUint8, nc, st);
+    if (nr != ncclSuccess) s = w8a8_tp_nccl_err(fn, "ncclAllGather (creation)", nr);
+  }
+  if (e == cudaSuccess && s == W8A8_SUCCESS && all)
+    e = cudaMemcpyAsync(all, d, sizeof(nccl_hello) * (size_t)W, cudaMemcpyDeviceToHost, st);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  if (e != cudaSuccess && s == W8A8_SUCCESS) s = w8a8_cuda_error(fn, "the creation exchange", e);
+  if (d) cudaFree(d);
+  dev_exit(prev, dev);
+  if (s == W8A8_SUCCESS && !all) s = w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  bool same_process = true;
+  if (s == W8A8_SUCCESS) {
+    if (local != W8A8_SUCCESS) {
+      s = w8a8_err(local, "%s", saved);
+    } else {
+      for (int j = 0; j < W && s == W8A8_SUCCESS; j++) {
+        if (all[j].failed)
+          s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: rank %d's arguments were rejected; see its error", fn, j);
+        else if (all[j].version != W8A8_VERSION)
+          s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks run different libw8a8 versions (%lld and %lld)", fn,
+                       LL(all[j].version), LL(W8A8_VERSION));
+        if (all[j].pid != all[0].pid || all[j].host != all[0].host) same_process = false;
+      }
+    }
+  }
+  if (s != W8A8_SUCCESS) {
+    if (mine) group_free(mine);
+    if (c) {
+      gs->owns_nccl = false; /* the caller keeps its ncclComm_t on failure */
+      gpu_comm_free(c);
+    }
+    free(all);
+    return s;
+  }
+  gs->nccl = nc;
+  gs->owns_nccl = owns;
+  if (same_process) {
+    /* Every rank is a thread of this process: the copy-engine transport of the in-process
+     * group, with NCCL kept for the unfused path. Rank 0's group is shared by all. */
+    tp_group *g = (tp_group *)(intptr_t)all[0].group;
+    gs->mode = TP_GPU_GROUP;
+    gs->group = g;
+    pthread_mutex_lock(&g->mu);
+    g->comm[rank] = c;
+    pthread_mutex_unlock(&g->mu);
+    free(all);
+    /* Nobody uses a peer's entry before every rank has registered. */
+    s = w8a8_tp_group_barrier(fn, g);
+  } else {
+    if (mine) group_free(mine);
+    free(all);
+    gs->mode = TP_GPU_NCCL;
+    prev = dev_enter(dev);
+    e = cudaMalloc((void **)&gs->d_sig, sizeof(int64_t) * (size_t)(W + 1) * TP_SIG_COUNT);
+    if (e == cudaSuccess) e = cudaMallocHost((void **)&gs->h_sig, sizeof(int64_t) * (size_t)(W + 1) * TP_SIG_COUNT);
+    dev_exit(prev, dev);
+    if (e != cudaSuccess) s = w8a8_cuda_error(fn, "allocating the agreement tables", e);
+  }
+  if (s == W8A8_SUCCESS && !w8a8_registry_add(c))
+    s = w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the communicator registry", fn);
+  if (s != W8A8_SUCCESS) {
+    gs->owns_nccl = false;
+    if (gs->group) {
+      pthread_mutex_lock(&gs->group->mu);
+      gs->group->comm[rank] = NULL;
+      bool last = --gs->group->refs == 0;
+      pthread_mutex_unlock(&gs->group->mu);
+      if (last) group_free(gs->group);
+    }
+    gpu_comm_free(c);
+    return s;
+  }
+  *comm = c;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *nccl_comm) {
+  static const char fn[] = "w8a8_comm_create_nccl";
+  w8a8_clear_error();
+  if (!nccl_comm) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: nccl_comm is NULL; expected an ncclComm_t", fn);
+  /* Local errors still join the creation exchange so that every rank fails together. */
+  w8a8_status local = W8A8_SUCCESS;
+  if (!comm)
+    local = w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL; expected a w8a8_comm** to fill", fn);
+  else
+    local = check_cuda_handle(fn, "handle", handle);
+  if (local != W8A8_SUCCESS && (!handle || w8a8_check_handle(fn, handle) != W8A8_SUCCESS || handle->kind != W8A8_DEVICE_CUDA)) {
+    /* Without a usable CUDA handle this rank cannot even take part in the exchange. */
+    return local;
+  }
+  return nccl_comm_setup(fn, comm, handle, (ncclComm_t)nccl_comm, false, local);
+}
+
+w8a8_status w8a8_comm_unique_id(w8a8_unique_id *id) {
+  static const char fn[] = "w8a8_comm_unique_id";
+  w8a8_clear_error();
+  if (!id) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: id is NULL", fn);
+  ncclUniqueId u;
+  ncclResult_t nr = ncclGetUniqueId(&u);
+  if (nr != ncclSuccess) return w8a8_tp_nccl_err(fn, "ncclGetUniqueId", nr);
+  memcpy(id->internal, u.internal, sizeof u.internal);
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, const w8a8_unique_id *id, int nranks,
+                                     int rank) {
+  static const char fn[] = "w8a8_comm_create_nccl_id";
+  w8a8_clear_error();
+  if (!comm || !id) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL", fn, !comm ? "comm" : "id");
+  W8A8_CHECK(check_cuda_handle(fn, "handle", handle));
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: rank %d of nranks %d; expected 0 <= rank < nranks", fn, rank, nranks);
+  ncclUniqueId u;
+  memcpy(u.internal, id->internal, sizeof u.internal);
+  ncclComm_t nc = NULL;
+  int prev = dev_enter(handle->device_index);
+  ncclResult_t nr = ncclCommInitRank(&nc, nranks, u, rank);
+  dev_exit(prev, handle->device_index);
+  if (nr != ncclSuccess) return w8a8_tp_nccl_err(fn, "ncclCommInitRank", nr);
+  w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, W8A8_SUCCESS);
+  if (s != W8A8_SUCCESS) ncclCommDestroy(nc);
+  return s;
+}
+
+#ifdef W8A8_HAVE_MPI
+w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
+  MPI_Comm dup = MPI_COMM_NULL;
+  int rc = MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &dup);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Comm_dup", rc);
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(dup, &rank);
+  MPI_Comm_size(dup, &size);
+  ncclUniqueId u;
+  memset(&u, 0, sizeof u);
+  int bad = rank == 0 && ncclGetUniqueId(&u) != ncclSuccess, anybad = 0;
+  rc = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, dup);
+  if (rc == MPI_SUCCESS && !anybad) rc = MPI_Bcast(&u, (int)sizeof u, MPI_BYTE, 0, dup);
+  if (rc != MPI_SUCCESS || anybad) {
+    MPI_Comm_free(&dup);
+    return rc != MPI_SUCCESS ? w8a8_tp_mpi_err(fn, "MPI_Bcast (NCCL id)", rc)
+                             : w8a8_err(W8A8_ERROR_COMM, "%s: ncclGetUniqueId failed on rank 0", fn);
+  }
+  ncclComm_t nc = NULL;
+  int prev = dev_enter(handle->device_index);
+  ncclResult_t nr = ncclCommInitRank(&nc, size, u, rank);
+  dev_exit(prev, handle->device_index);
+  if (nr != ncclSuccess) {
+    MPI_Comm_free(&dup);
+    return w8a8_tp_nccl_err(fn, "ncclCommInitRank", nr);
+  }
+  w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, W8A8_SUCCESS);
+  if (s != W8A8_SUCCESS) {
+    ncclCommDestroy(nc);
+    MPI_Comm_free(&dup);
+    return s;
+  }
+  (*comm)->mpi = dup;
+  ((w8a8_tp_gpu *)(*comm)->gpu)->agree_mpi = true; /* host-side agreement: no stream sync per call */
+  return W8A8_SUCCESS;
+}
+#endif
+
+#else /* no NCCL */
+
+static w8a8_status no_nccl(const char *fn) {
+  return w8a8_err(W8A8_ERROR_NOT_BUILT,
+                  "%s: libw8a8 was built without NCCL (GPU ranks in one process: w8a8_comm_create_local)", fn);
+}
+w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *nccl_comm) {
+  (void)comm, (void)handle, (void)nccl_comm;
+  w8a8_clear_error();
+  return no_nccl("w8a8_comm_create_nccl");
+}
+w8a8_status w8a8_comm_unique_id(w8a8_unique_id *id) {
+  (void)id;
+  w8a8_clear_error();
+  return no_nccl("w8a8_comm_unique_id");
+}
+w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, const w8a8_unique_id *id, int nranks,
+                                     int rank) {
+  (void)comm, (void)handle, (void)id, (void)nranks, (void)rank;
+  w8a8_clear_error();
+  return no_nccl("w8a8_comm_create_nccl_id");
+}
+#endif /* W8A8_HAVE_NCCL */
+
+#if !defined(W8A8_HAVE_NCCL) || !defined(W8A8_HAVE_MPI)
+w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
+  (void)comm, (void)handle, (void)mpi_comm;
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: GPU ranks under MPI need NCCL, and libw8a8 was built without it", fn);
+}
+#endif
+
+/* ---- workspace, agreement, destruction -------------------------------------------------- */
+
+w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n, int64_t max_k) {
+  w8a8_tp_gpu *gs = c->gpu;
+  size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
+  if (need > ((size_t)1 << 46)) return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: the workspace would be %zu bytes", fn, need);
+  need = (need + 256 + 255) & ~(size_t)255; /* + the 256-byte alignment of the AG layout's scales */
+  if (need > gs->ws_bytes) {
+    int prev = dev_enter(gs->device);
+    void *ws = NULL;
+    cudaError_t e = cudaMalloc(&ws, need);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      dev_exit(prev, gs->device);
+      return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of GPU workspace on device %d", fn,
+                      need, gs->device);
+    }
+    /* The old block may still be read by this rank's or a peer's queued work: the header asks
+     * callers not to reserve while calls run, and cudaFree waits for the device anyway. */
+    if (gs->ws) cudaFree(gs->ws);
+    dev_exit(prev, gs->device);
+    gs->ws = ws;
+    gs->ws_bytes = need;
+  }
+  c->ws_bytes = gs->ws_bytes;
+  c->max_m = max_m;
+  c->max_n = max_n;
+  c->max_k = max_k;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT], unsigned long long capture_id) {
+  w8a8_tp_gpu *gs = c->gpu;
+  const int W = c->size, r = c->rank;
+  w8a8_status local = (w8a8_status)sig[TP_SIG_STATUS];
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  if (gs->mode == TP_GPU_GROUP) {
+    tp_group *g = gs->group;
+    const size_t par = (size_t)(gs->seq++ & 1);
+    memcpy(g->sig + (par * W + r) * TP_SIG_COUNT, sig, sizeof(int64_t) * TP_SIG_COUNT);
+    g->capture[par * W + r] = capture_id;
+    W8A8_CHECK(w8a8_tp_group_barrier(fn, g));
+    /* The table of parity par is rewritten two calls from now, after every rank has passed
+     * the next call's barrier, i.e. after every rank has read it here. */
+    memcpy(c->sig_all, g->sig + par * W * TP_SIG_COUNT, sizeof(int64_t) * TP_SIG_COUNT * (size_t)W);
+    w8a8_status s = w8a8_tp_agree_table(fn, c, local, saved);
+    if (s != W8A8_SUCCESS) return s;
+    for (int j = 1; j < W; j++)
+      if (g->capture[par * W + j] != g->capture[par * W])
+        return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                        "%s: the ranks' streams are not all in the same CUDA graph capture (rank 0: capture %llu, rank "
+                        "%d: %llu). Capture every rank's call into one graph (fork the ranks' streams from the "
+                        "capturing stream), or none",
+                        fn, g->capture[par * W], j, g->capture[par * W + j]);
+    return W8A8_SUCCESS;
+  }
+#ifdef W8A8_HAVE_MPI
+  if (gs->agree_mpi) {
+    int rc = MPI_Allgather(sig, TP_SIG_COUNT, MPI_INT64_T, c->sig_all, TP_SIG_COUNT, MPI_INT64_T, c->mpi);
+    if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
+    return w8a8_tp_agree_table(fn, c, local, saved);
+  }
+#endif
+#ifdef W8A8_HAVE_NCCL
+  /* A bare ncclComm_t across processes: the table goes through NCCL and back to the host,
+   * which costs one synchronization of the side stream (documented in w8a8.h). */
+  if (capture_id)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                    "%s: a communicator from a bare ncclComm_t across processes checks agreement with a host "
+                    "round trip, which a CUDA graph capture cannot contain; bootstrap with w8a8_comm_create_world",
+                    fn);
+  int prev = dev_enter(gs->device);
+  memcpy(gs->h_sig + (size_t)W * TP_SIG_COUNT, sig, sizeof(int64_t) * TP_SIG_COUNT);
+  cudaError_t e = cudaMemcpyAsync(gs->d_sig + (size_t)W * TP_SIG_COUNT, gs->h_sig + (size_t)W * TP_SIG_COUNT,
+                                  sizeof(int64_t) * TP_SIG_COUNT, cudaMemcpyHostToDevice, gs->side);
+  ncclResult_t nr = ncclSuccess;
+  if (e == cudaSuccess)
+    nr = ncclAllGather(gs->d_sig + (size_t)W * TP_SIG_COUNT, gs->d_sig, TP_SIG_COUNT, ncclInt64, (ncclComm_t)gs->nccl,
+                       gs->side);
+  if (e == cudaSuccess && nr == ncclSuccess)
+    e = cudaMemcpyAsync(gs->h_sig, gs->d_sig, sizeof(int64_t) * TP_SIG_COUNT * (size_t)W, cudaMemcpyDeviceToHost,
+                        gs->side);
+  if (e == cudaSuccess && nr == ncclSuccess) e = cudaStreamSynchronize(gs->side);
+  dev_exit(prev, gs->device);
+  if (nr != ncclSuccess) {
+    c->broken = true;
+    return w8a8_tp_nccl_err(fn, "ncclAllGather (agreement)", nr);
+  }
+  if (e != cudaSuccess) {
+    c->broken = true;
+    return w8a8_cuda_error(fn, "the agreement exchange", e);
+  }
+  memcpy(c->sig_all, gs->h_sig, sizeof(int64_t) * TP_SIG_COUNT * (size_t)W);
+  return w8a8_tp_agree_table(fn, c, local, saved);
+#else
+  (void)capture_id;
+  return w8a8_err(W8A8_ERROR_INTERNAL, "%s: an NCCL communicator in a build without NCCL", fn);
+#endif
+}
+
+w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c) {
+  w8a8_tp_gpu *gs = c->gpu;
+  w8a8_registry_remove(c);
+  tp_group *g = gs->group;
+  if (g) {
+    pthread_mutex_lock(&g->mu);
+    g->comm[c->rank] = NULL;
+    bool last = --g->refs == 0;
+    pthread_mutex_unlock(&g->mu);
+    if (last) group_free(g);
+  }
+  gpu_comm_free(c);
+  return W8A8_SUCCESS;
+}
+
+#endif /* W8A8_HAVE_CUDA */

@@ -1,0 +1,414 @@
+/* tp_gpu.c — w8a8_all_gather_scaled_mm and w8a8_scaled_mm_reduce_scatter on GPU communicators.
+ *
+ * Streams: S = the handle's stream (the caller's: GEMMs, the pack, the reduction), C = the
+ * communicator's side stream (copies, or NCCL send/recv). C forks from S with an event at the
+ * start of the work and S joins C before the end, so the caller's stream covers the whole call
+ * and a capture of S captures everything (C joins the capture through the fork event).
+ * Within a rank, each chunk's GEMM waits on an event recorded after its copy (ev_step): the
+ * copy engine and the GEMM overlap, and no stream-memory operation (cuStreamWaitValue) is used
+ * (H200-FACTS: a wait-value enqueued before its write on another stream hung the host).
+ *
+ * GROUP transport (ranks are threads of this process; one GPU or several):
+ *   entry: S waits on every peer's ev_done of the previous call. After it, every peer has
+ *          finished everything it did with this rank's buffers, so this call may overwrite
+ *          them: that, not a second buffer, is what keeps back-to-back calls from racing,
+ *          and it also holds when a captured graph is replayed (fixed buffers, fixed events).
+ *   AG:    pack own rows (cudaMemcpy2DAsync, strided a -> dense gathered rows) and one scale /
+ *          zero point per row (tp_expand) on S; record ev_ready; host barrier (every rank's
+ *          ev_ready is recorded before anyone waits on it); S runs the own rows' GEMM at once
+ *          while C, for s = 1..W-1, waits on peer j = (r - s) mod W's ev_ready and pulls its
+ *          rows, scales and zero points from j's buffer into the same rows of its own
+ *          (cudaMemcpyAsync: copy engine), then records ev_step[s]; S waits ev_step[s] and runs
+ *          chunk j's GEMM. Unfused: every pull first, then the same chunk GEMMs.
+ *   RS:    for s = 1..W-1 S computes the fp32 partial (no bias) of peer j = (r + s) mod W's rows
+ *          and records ev_step[s]; C waits and pushes it into j's receive slot for this rank;
+ *          own rows last; C records ev_ready; host barrier; S waits on every rank's ev_ready
+ *          and sums in rank order (tp_reduce). Unfused: all GEMMs, then all pushes.
+ *   end:   S records ev_done.
+ * NCCL transport (ranks in several processes): the same chunks; step s is one NCCL group of
+ *   send to (r + s) and receive from (r - s) on C, then ev_step[s]. NCCL orders the ranks.
+ *
+ * Fused and unfused run the GEMM on the same sub-problems (one per source/destination rank),
+ * so their results are identical bit for bit even where a GEMM's summation order depends on M. */
+#include <string.h>
+
+#include "tp_internal.h"
+
+#ifdef W8A8_HAVE_CUDA
+#include "../cuda/cuda_backend.h"
+#include "tp_gpu.h"
+#ifdef W8A8_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#define LL(x) ((long long)(x))
+
+/* Gathered-buffer layout of the all-gather (the same on every rank: M and K are agreed). */
+typedef struct ag_bufs {
+  uint8_t *a;   /* [M, K] */
+  float *scale; /* [M] */
+  int32_t *azp; /* [M] */
+} ag_bufs;
+
+static ag_bufs ag_layout(void *ws, int64_t M, int64_t K) {
+  ag_bufs g;
+  size_t a_bytes = ((size_t)M * (size_t)K + 255) & ~(size_t)255;
+  g.a = (uint8_t *)ws;
+  g.scale = (float *)(g.a + a_bytes);
+  g.azp = (int32_t *)(g.scale + M);
+  return g;
+}
+
+/* Reduce-scatter layout: partials [M, N] of this rank, then W-1 receive slots of [M_r, N]. */
+static float *rs_part(void *ws) { return (float *)ws; }
+static float *rs_recv(void *ws, int64_t M, int64_t N) { return (float *)ws + (size_t)M * (size_t)N; }
+static int rs_slot(int j, int rank) { return j < rank ? j : j - 1; }
+
+#define CU(call, what)                                                \
+  do {                                                                \
+    cudaError_t e_ = (call);                                          \
+    if (e_ != cudaSuccess) return w8a8_cuda_error(fn, what, e_);      \
+  } while (0)
+
+/* ---- local checks particular to GPU ranks --------------------------------------------------- */
+
+static w8a8_status check_ptr(const w8a8_handle *h, const char *fn, const char *arg, const void *p, bool nonempty) {
+  if (!p || !nonempty) return W8A8_SUCCESS;
+  return w8a8_cuda_check_pointer(h, fn, arg, p);
+}
+
+static w8a8_status gpu_local_checks(const char *fn, const w8a8_comm *c, const w8a8_tp_problem *p) {
+  const w8a8_tp_gpu *gs = c->gpu;
+  const w8a8_handle *h = c->handle;
+  if (h->kind != W8A8_DEVICE_CUDA || h->device_index != gs->device)
+    return w8a8_err(W8A8_ERROR_INTERNAL, "%s: the communicator's handle is not on its GPU", fn);
+  if (p->in_dtype == W8A8_DTYPE_FP8_E4M3 && gs->cc < 89)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: fp8 e4m3 needs compute capability 8.9 or newer; GPU %d is %d.%d",
+                    fn, gs->device, gs->cc / 10, gs->cc % 10);
+  const bool ag = p->op == TP_OP_AG;
+  const int64_t Ma = ag ? p->M_local : p->M_total, Mo = ag ? p->M_total : p->M_local;
+  W8A8_CHECK(check_ptr(h, fn, "a->data", p->a, Ma > 0 && p->K > 0));
+  W8A8_CHECK(check_ptr(h, fn, "b->data", p->b, p->N > 0 && p->K > 0));
+  W8A8_CHECK(check_ptr(h, fn, "out->data", p->out, Mo > 0 && p->N > 0));
+  W8A8_CHECK(check_ptr(h, fn, "scale_a->data", p->scale_a, Ma > 0));
+  W8A8_CHECK(check_ptr(h, fn, "scale_b->data", p->scale_b, p->N > 0));
+  W8A8_CHECK(check_ptr(h, fn, "bias->data", p->bias, p->N > 0));
+  W8A8_CHECK(check_ptr(h, fn, "zp->azp.data", p->azp, Ma > 0));
+  W8A8_CHECK(check_ptr(h, fn, "zp->azp_adj.data", p->azp_adj, p->N > 0));
+  W8A8_CHECK(check_ptr(h, fn, "gathered->a.data", p->g_a, p->M_total > 0 && p->K > 0));
+  W8A8_CHECK(check_ptr(h, fn, "gathered->scale_a.data", p->g_scale, p->M_total > 0));
+  W8A8_CHECK(check_ptr(h, fn, "gathered->azp.data", p->g_azp, p->M_total > 0));
+  return W8A8_SUCCESS;
+}
+
+/* Capture id of the handle's stream (0 = not capturing). */
+static w8a8_status capture_of(const char *fn, cudaStream_t s, unsigned long long *id) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  *id = 0;
+  cudaError_t e = cudaStreamGetCaptureInfo(s, &cs, id, NULL, NULL, NULL, NULL);
+  if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaStreamGetCaptureInfo", e);
+  if (cs == cudaStreamCaptureStatusInvalidated)
+    return w8a8_err(W8A8_ERROR_DEVICE, "%s: the stream's capture has been invalidated", fn);
+  if (cs != cudaStreamCaptureStatusActive) *id = 0;
+  return W8A8_SUCCESS;
+}
+
+/* Local checks, signature, agreement: the common front of both operations. */
+static w8a8_status front(const char *fn, w8a8_comm *c, int op, const w8a8_matrix *a, const w8a8_matrix *b,
+                         const w8a8_vector *scale_a, const w8a8_vector *scale_b, const w8a8_vector *bias,
+                         const w8a8_zero_point *zp, const w8a8_matrix *out, const w8a8_gathered *gathered,
+                         const w8a8_tp_options *opts, w8a8_tp_problem *p, unsigned long long *capture) {
+  memset(p, 0, sizeof *p);
+  *capture = 0;
+  w8a8_status s = w8a8_tp_local_checks(fn, c, op, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, p);
+  if (s == W8A8_SUCCESS) s = gpu_local_checks(fn, c, p);
+  if (s == W8A8_SUCCESS) s = capture_of(fn, (cudaStream_t)c->handle->stream, capture);
+  int64_t sig[TP_SIG_COUNT];
+  w8a8_tp_signature(p, op, s, sig);
+  return w8a8_tp_gpu_agree(fn, c, sig, *capture);
+}
+
+/* One chunk's GEMM: rows [r0, r0 + n) of the gathered rows (AG) into out, or of this rank's
+ * rows of a into fp32 partials without bias (RS). Runs on the handle's stream. */
+static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_bufs *g, float *part, int64_t r0,
+                              int64_t n) {
+  if (n <= 0 || p->N <= 0) return W8A8_SUCCESS;
+  w8a8_mm_problem q;
+  memset(&q, 0, sizeof q);
+  q.M = n;
+  q.N = p->N;
+  q.K = p->K;
+  q.in_dtype = p->in_dtype;
+  q.b = p->b;
+  q.ldb = p->ldb;
+  q.scale_b = p->scale_b;
+  q.scale_b_per_channel = p->scale_b_per_channel;
+  q.azp_adj = p->azp_adj;
+  if (g) { /* AG: per-row scales and zero points from the gathered buffer */
+    q.out_dtype = p->out_dtype;
+    q.a = g->a + r0 * p->K;
+    q.lda = p->K > 0 ? p->K : 1;
+    q.out = (char *)p->out + (size_t)r0 * (size_t)p->ldo * w8a8_dtype_size(p->out_dtype);
+    q.ldo = p->ldo;
+    q.scale_a = g->scale + r0;
+    q.scale_a_per_token = true;
+    q.bias = p->bias;
+    if (p->zp_kind == 2) {
+      q.azp_mode = W8A8_AZP_PER_TOKEN;
+      q.azp = g->azp + r0;
+    } else {
+      q.azp_mode = p->zp_kind == 1 ? W8A8_AZP_ADJ_ONLY : W8A8_AZP_NONE;
+    }
+  } else { /* RS: this rank's own scales; bias after the sum */
+    q.out_dtype = W8A8_DTYPE_FP32;
+    q.a = (const uint8_t *)p->a + r0 * p->lda;
+    q.lda = p->lda;
+    q.out = part + r0 * p->N;
+    q.ldo = p->N;
+    q.scale_a = p->scale_a + (p->scale_a_per_token ? r0 : 0);
+    q.scale_a_per_token = p->scale_a_per_token;
+    q.bias = NULL;
+    q.azp_mode = p->azp_mode;
+    q.azp = p->azp_mode == W8A8_AZP_PER_TOKEN ? p->azp + r0 : p->azp;
+  }
+  return w8a8_cuda_scaled_mm(c->handle, &q);
+}
+
+/* Make the handle's device current for the schedule. */
+typedef struct dev_guard {
+  int prev;
+} dev_guard;
+static w8a8_status enter(const char *fn, int dev, dev_guard *g) {
+  g->prev = -1;
+  CU(cudaGetDevice(&g->prev), "cudaGetDevice");
+  if (g->prev != dev) CU(cudaSetDevice(dev), "cudaSetDevice");
+  cudaGetLastError();
+  return W8A8_SUCCESS;
+}
+static void leave(const dev_guard *g, int dev) {
+  if (g->prev >= 0 && g->prev != dev) cudaSetDevice(g->prev);
+}
+
+static w8a8_tp_gpu *peer(const w8a8_comm *c, int j) {
+  return ((w8a8_tp_gpu *)c->gpu)->group->comm[j]->gpu;
+}
+
+/* S waits until every peer's previous call has ended (GROUP transport). Events recorded in
+ * another capture, or outside the running one, cannot be waited on inside it: a captured call
+ * is ordered after earlier work through the stream the graph is launched on. */
+static w8a8_status entry_waits(const char *fn, w8a8_comm *c, cudaStream_t S, unsigned long long capture) {
+  for (int j = 0; j < c->size; j++) {
+    if (j == c->rank) continue;
+    w8a8_tp_gpu *pj = peer(c, j);
+    if (pj->done_capture != capture) continue;
+    CU(cudaStreamWaitEvent(S, pj->ev_done, 0), "cudaStreamWaitEvent (previous call of a peer)");
+  }
+  return W8A8_SUCCESS;
+}
+
+static w8a8_status finish(const char *fn, w8a8_comm *c, cudaStream_t S, unsigned long long capture) {
+  w8a8_tp_gpu *gs = c->gpu;
+  CU(cudaEventRecord(gs->ev_done, S), "cudaEventRecord (end of call)");
+  gs->done_capture = capture;
+  return W8A8_SUCCESS;
+}
+
+/* ---- all-gather + GEMM -------------------------------------------------------------------------- */
+
+static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture) {
+  w8a8_tp_gpu *gs = c->gpu;
+  const int W = c->size, r = c->rank;
+  const int64_t K = p->K, M = p->M_total;
+  const int64_t *cnt = c->m_count, *off = c->m_offset;
+  cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side;
+  const bool zp = p->zp_kind == 2;
+  ag_bufs g = ag_layout(gs->ws, M, K);
+  const bool group = gs->mode == TP_GPU_GROUP;
+
+  if (group) W8A8_CHECK(entry_waits(fn, c, S, capture));
+  /* Own rows, one scale and zero point per row, into the gathered buffer. */
+  if (cnt[r] > 0) {
+    if (K > 0)
+      CU(cudaMemcpy2DAsync(g.a + off[r] * K, (size_t)K, p->a, (size_t)p->lda, (size_t)K, (size_t)cnt[r],
+                           cudaMemcpyDeviceToDevice, S),
+         "cudaMemcpy2DAsync (own rows)");
+    W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
+                                     p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], S));
+  }
+  CU(cudaEventRecord(gs->ev_ready, S), "cudaEventRecord (rows packed)");
+  if (group && W > 1) W8A8_CHECK(w8a8_tp_group_barrier(fn, gs->group));
+  CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
+  CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+
+  if (p->overlap && W > 1) W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
+  for (int s = 1; s < W; s++) {
+    const int j = (r - s + W) % W;
+    if (group) {
+      w8a8_tp_gpu *pj = peer(c, j);
+      ag_bufs pg = ag_layout(pj->ws, M, K);
+      CU(cudaStreamWaitEvent(C, pj->ev_ready, 0), "cudaStreamWaitEvent (peer rows packed)");
+      if (cnt[j] > 0) {
+        if (K > 0)
+          CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
+             "cudaMemcpyAsync (peer rows)");
+        CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, C),
+           "cudaMemcpyAsync (peer scales)");
+        if (zp)
+          CU(cudaMemcpyAsync(g.azp + off[j], pg.azp + off[j], sizeof(int32_t) * (size_t)cnt[j], cudaMemcpyDefault, C),
+             "cudaMemcpyAsync (peer zero points)");
+      }
+    } else {
+#ifdef W8A8_HAVE_NCCL
+      const int to = (r + s) % W;
+      ncclComm_t nc = (ncclComm_t)gs->nccl;
+      ncclResult_t nr = ncclGroupStart();
+      if (cnt[r] > 0) {
+        if (K > 0 && nr == ncclSuccess) nr = ncclSend(g.a + off[r] * K, (size_t)(cnt[r] * K), ncclUint8, to, nc, C);
+        if (nr == ncclSuccess) nr = ncclSend(g.scale + off[r], (size_t)cnt[r], ncclFloat32, to, nc, C);
+        if (zp && nr == ncclSuccess) nr = ncclSend(g.azp + off[r], (size_t)cnt[r], ncclInt32, to, nc, C);
+      }
+      if (cnt[j] > 0) {
+        if (K > 0 && nr == ncclSuccess) nr = ncclRecv(g.a + off[j] * K, (size_t)(cnt[j] * K), ncclUint8, j, nc, C);
+        if (nr == ncclSuccess) nr = ncclRecv(g.scale + off[j], (size_t)cnt[j], ncclFloat32, j, nc, C);
+        if (zp && nr == ncclSuccess) nr = ncclRecv(g.azp + off[j], (size_t)cnt[j], ncclInt32, j, nc, C);
+      }
+      ncclResult_t ne = ncclGroupEnd();
+      if (nr == ncclSuccess) nr = ne;
+      if (nr != ncclSuccess) {
+        c->broken = true;
+        return w8a8_tp_nccl_err(fn, "ncclSend/ncclRecv (rows)", nr);
+      }
+#endif
+    }
+    CU(cudaEventRecord(gs->ev_step[s], C), "cudaEventRecord (chunk arrived)");
+    if (p->overlap) {
+      CU(cudaStreamWaitEvent(S, gs->ev_step[s], 0), "cudaStreamWaitEvent (chunk arrived)");
+      W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[j], cnt[j]));
+    }
+  }
+  if (!p->overlap || W == 1) {
+    /* Unfused: the gather first, then the same chunk GEMMs in rank order. */
+    if (W > 1) CU(cudaStreamWaitEvent(S, gs->ev_step[W - 1], 0), "cudaStreamWaitEvent (gather done)");
+    for (int j = 0; j < W; j++) W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[j], cnt[j]));
+  }
+  /* Join: S has waited on C's last event in both branches (W > 1); with W = 1 C did nothing
+   * after the fork, and joining it anyway keeps a capture's graph closed. */
+  CU(cudaEventRecord(gs->ev_step[0], C), "cudaEventRecord (join)");
+  CU(cudaStreamWaitEvent(S, gs->ev_step[0], 0), "cudaStreamWaitEvent (join)");
+
+  /* Optional gathered outputs for the caller. */
+  if (p->g_a && K > 0 && M > 0)
+    CU(cudaMemcpy2DAsync(p->g_a, (size_t)p->g_lda, g.a, (size_t)K, (size_t)K, (size_t)M, cudaMemcpyDeviceToDevice, S),
+       "cudaMemcpy2DAsync (gathered->a)");
+  if (p->g_scale && M > 0)
+    CU(cudaMemcpyAsync(p->g_scale, g.scale, sizeof(float) * (size_t)M, cudaMemcpyDeviceToDevice, S),
+       "cudaMemcpyAsync (gathered->scale_a)");
+  if (p->g_azp && M > 0)
+    CU(cudaMemcpyAsync(p->g_azp, g.azp, sizeof(int32_t) * (size_t)M, cudaMemcpyDeviceToDevice, S),
+       "cudaMemcpyAsync (gathered->azp)");
+  return finish(fn, c, S, capture);
+}
+
+w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_matrix *a, const w8a8_matrix *b,
+                                             const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                             const w8a8_vector *bias, const w8a8_zero_point *zp,
+                                             const w8a8_matrix *out, const w8a8_gathered *gathered,
+                                             const w8a8_tp_options *opts) {
+  w8a8_tp_problem p;
+  unsigned long long capture = 0;
+  W8A8_CHECK(front(fn, c, TP_OP_AG, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, &p, &capture));
+  if (p.M_total == 0) return W8A8_SUCCESS;
+  w8a8_tp_gpu *gs = c->gpu;
+  dev_guard g;
+  W8A8_CHECK(enter(fn, gs->device, &g));
+  w8a8_status s = ag_schedule(fn, c, &p, capture);
+  leave(&g, gs->device);
+  /* A failure after the agreement leaves the peers' view of this rank unknown. */
+  if (s != W8A8_SUCCESS) c->broken = true;
+  return s;
+}
+
+/* ---- GEMM + reduce-scatter ----------------------------------------------------------------------- */
+
+static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture) {
+  w8a8_tp_gpu *gs = c->gpu;
+  const int W = c->size, r = c->rank;
+  const int64_t N = p->N, M = p->M_total;
+  const int64_t *cnt = c->m_count, *off = c->m_offset;
+  cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side;
+  const bool group = gs->mode == TP_GPU_GROUP;
+  float *part = rs_part(gs->ws), *recv = rs_recv(gs->ws, M, N);
+
+  if (group) W8A8_CHECK(entry_waits(fn, c, S, capture));
+  CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
+  CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+  if (!p->overlap)
+    for (int j = 0; j < W; j++) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
+  for (int s = 1; s < W; s++) {
+    const int j = (r + s) % W;
+    if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
+    CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
+    CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
+    if (group) {
+      if (cnt[j] > 0) {
+        w8a8_tp_gpu *pj = peer(c, j);
+        float *dst = rs_recv(pj->ws, M, N) + (size_t)rs_slot(r, j) * (size_t)(cnt[j] * N);
+        CU(cudaMemcpyAsync(dst, part + off[j] * N, sizeof(float) * (size_t)(cnt[j] * N), cudaMemcpyDefault, C),
+           "cudaMemcpyAsync (partial to peer)");
+      }
+    } else {
+#ifdef W8A8_HAVE_NCCL
+      const int from = (r - s + W) % W;
+      ncclComm_t nc = (ncclComm_t)gs->nccl;
+      ncclResult_t nr = ncclGroupStart();
+      if (cnt[j] > 0 && nr == ncclSuccess)
+        nr = ncclSend(part + off[j] * N, (size_t)(cnt[j] * N), ncclFloat32, j, nc, C);
+      if (cnt[r] > 0 && nr == ncclSuccess)
+        nr = ncclRecv(recv + (size_t)rs_slot(from, r) * (size_t)(cnt[r] * N), (size_t)(cnt[r] * N), ncclFloat32, from,
+                      nc, C);
+      ncclResult_t ne = ncclGroupEnd();
+      if (nr == ncclSuccess) nr = ne;
+      if (nr != ncclSuccess) {
+        c->broken = true;
+        return w8a8_tp_nccl_err(fn, "ncclSend/ncclRecv (partials)", nr);
+      }
+#endif
+    }
+  }
+  if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r], cnt[r]));
+  CU(cudaEventRecord(gs->ev_ready, C), "cudaEventRecord (partials sent)");
+  if (group && W > 1) W8A8_CHECK(w8a8_tp_group_barrier(fn, gs->group));
+  /* The peers' partials of this rank's rows have arrived; join C. */
+  if (group)
+    for (int j = 0; j < W; j++)
+      if (j != r) CU(cudaStreamWaitEvent(S, peer(c, j)->ev_ready, 0), "cudaStreamWaitEvent (peer partials)");
+  CU(cudaStreamWaitEvent(S, gs->ev_ready, 0), "cudaStreamWaitEvent (join)");
+  w8a8_tp_reduce_srcs src;
+  memset(&src, 0, sizeof src);
+  for (int j = 0; j < W; j++)
+    src.p[j] = j == r ? part + off[r] * N : recv + (size_t)rs_slot(j, r) * (size_t)(cnt[r] * N);
+  W8A8_CHECK(w8a8_tp_launch_reduce(&src, W, cnt[r], N, p->out, p->ldo, p->out_dtype, p->bias, gs->num_sms, S));
+  return finish(fn, c, S, capture);
+}
+
+w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
+                                                 const w8a8_matrix *b, const w8a8_vector *scale_a,
+                                                 const w8a8_vector *scale_b, const w8a8_vector *bias,
+                                                 const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                                 const w8a8_tp_options *opts) {
+  w8a8_tp_problem p;
+  unsigned long long capture = 0;
+  W8A8_CHECK(front(fn, c, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p, &capture));
+  if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
+  w8a8_tp_gpu *gs = c->gpu;
+  dev_guard g;
+  W8A8_CHECK(enter(fn, gs->device, &g));
+  w8a8_status s = rs_schedule(fn, c, &p, capture);
+  leave(&g, gs->device);
+  if (s != W8A8_SUCCESS) c->broken = true;
+  return s;
+}
+
+#else
+typedef int w8a8_tp_gpu_unused; /* no CUDA: stubs in comm_gpu.c */
+#endif /* W8A8_HAVE_CUDA */

@@ -1,0 +1,104 @@
+/* tp_gpu.h — GPU tensor parallelism (issue 6): the GPU state of a communicator, the
+ * in-process rank group, and the launchers of src/cuda/tp_kernels.cu.
+ *
+ * Two transports (see NOTES.md, "Tensor parallelism on GPUs"):
+ *   GROUP: every rank lives in this process (w8a8_comm_create_local, or an ncclComm_t whose
+ *          ranks all turned out to be threads of this process). Buffers are plain device
+ *          pointers (one GPU: emulated ranks; several GPUs: peer access); chunks move with
+ *          cudaMemcpyAsync on each rank's side stream (copy engine); ranks order their
+ *          streams with CUDA events, and a host barrier between threads guarantees that an
+ *          event is recorded before any peer waits on it.
+ *   NCCL:  ranks in several processes: the same schedules with ncclSend/ncclRecv on the side
+ *          stream (NCCL orders the ranks itself). Agreement over MPI when the communicator was
+ *          bootstrapped through MPI, else an ncclAllGather read back with a stream sync.
+ * Only CUDA builds compile the code behind this header. */
+#ifndef W8A8_TP_GPU_H
+#define W8A8_TP_GPU_H
+
+#include <cuda_runtime.h>
+
+#include "../core/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most ranks a GPU communicator takes (the reduce kernel gets its sources by value). */
+#define W8A8_TP_GPU_MAX_RANKS 64
+
+typedef struct w8a8_tp_reduce_srcs {
+  const float *p[W8A8_TP_GPU_MAX_RANKS]; /* rank order; each [rows, N] dense fp32 */
+} w8a8_tp_reduce_srcs;
+
+/* src/cuda/tp_kernels.cu */
+W8A8_HIDDEN w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
+                                              int32_t *dst_azp, const int32_t *azp, int azp_per_row, int64_t rows,
+                                              cudaStream_t stream);
+W8A8_HIDDEN w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, int W, int64_t rows, int64_t N,
+                                              void *out, int64_t ldo, w8a8_dtype out_dtype, const void *bias,
+                                              int num_sms, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifndef __CUDACC__
+#include <pthread.h>
+
+#include "tp_internal.h"
+
+typedef enum { TP_GPU_GROUP = 1, TP_GPU_NCCL = 2 } tp_gpu_mode;
+
+/* The ranks of one in-process group. Shared by its W communicators; freed with the last. */
+typedef struct tp_group {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int W;
+  int arrived;
+  uint64_t gen;   /* barrier generation */
+  int refs;       /* communicators not yet destroyed */
+  bool broken;    /* a barrier timed out: every later call fails */
+  int timeout_s;  /* barrier timeout (W8A8_TP_TIMEOUT_S, default 300) */
+  int64_t *sig;   /* [2][W][TP_SIG_COUNT]: agreement tables by call parity */
+  unsigned long long *capture; /* [2][W]: capture id of each rank's stream (0 = not capturing) */
+  struct w8a8_comm **comm;     /* [W] */
+} tp_group;
+
+typedef struct w8a8_tp_gpu {
+  tp_gpu_mode mode;
+  int device, num_sms, cc;
+  tp_group *group;
+  uint64_t seq; /* calls made (host): the agreement table's parity */
+  cudaStream_t side;
+  cudaEvent_t ev_fork;  /* compute -> side stream */
+  cudaEvent_t ev_ready; /* AG: own rows packed; RS: pushes to every peer done */
+  cudaEvent_t ev_done;  /* end of this rank's call (everything, on the compute stream) */
+  cudaEvent_t *ev_step; /* [W]: per-chunk copy (AG) or GEMM (RS) completion */
+  unsigned long long done_capture; /* capture id under which ev_done was last recorded */
+  /* Workspace (w8a8_comm_reserve): one device block; the AG and RS layouts overlay it
+   * (every call starts after every peer's previous call has ended, see tp_gpu.c). */
+  void *ws;
+  size_t ws_bytes;
+  /* NCCL transport */
+  void *nccl; /* ncclComm_t */
+  bool owns_nccl;
+  bool agree_mpi; /* agreement over c->mpi (bootstrapped by w8a8_comm_create_world) */
+  int64_t *d_sig; /* device table for the NCCL agreement: [W + 1][TP_SIG_COUNT] */
+  int64_t *h_sig; /* pinned host copy */
+} w8a8_tp_gpu;
+
+/* comm_gpu.c */
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n,
+                                            int64_t max_k);
+W8A8_HIDDEN void w8a8_tp_gpu_destroy(w8a8_comm *c);
+/* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
+ * streams are not all in one capture (or all outside one). */
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],
+                                          unsigned long long capture_id);
+/* Host barrier of an in-process group (timeout -> W8A8_ERROR_COMM, the group broken). */
+W8A8_HIDDEN w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g);
+/* Map an NCCL result to W8A8_ERROR_COMM. */
+W8A8_HIDDEN w8a8_status w8a8_tp_nccl_err(const char *fn, const char *what, int result);
+#endif /* !__CUDACC__ */
+
+#endif

@@ -1,0 +1,936 @@
+/* test_tp_gpu.c — the fused TP operations on GPU communicators, with W ranks emulated as threads
+ * on ONE device (w8a8_comm_create_local; each rank its own handle, stream and buffers: the same
+ * copy and event protocol as ranks on several GPUs). SKIP without a GPU.
+ *
+ * Every case generates every rank's inputs on the host from seeds, runs the unfused (overlap 0)
+ * and the fused (overlap 1) call on every rank (one thread each), and checks each rank's output
+ * against one CPU handle computing the whole layer with the scalar reference:
+ *   all-gather:      rows of rank j = w8a8_scaled_mm(reference) of rank j's rows, rank j's
+ *                    scales and zero points, this rank's B, scale_b, bias, azp_adj;
+ *   reduce-scatter:  the header's arithmetic: p_j = reference scaled_mm with fp32 out and no bias,
+ *                    s = ((p_0 + p_1) + ...) + bias, rounded once — the CPU/MPI path's definition.
+ * int8: bit for bit; fp8: within 2^-7 relative plus the summation slack. Fused vs unfused: bit
+ * for bit always. Outputs are poisoned first; their padding (ld > N) must stay untouched.
+ * W8A8_GPU_TEST_SMALL=1 (under compute-sanitizer) keeps the small shapes only. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#ifndef W8A8_HAVE_CUDA
+W8A8_TEST(tp_gpu_not_built) { SKIP("built without CUDA"); }
+#else
+#include <cuda_runtime.h>
+
+#include "core/internal.h"
+
+#define POISON 0xA5
+#define MAXW 4
+
+static int small_mode(void) { return getenv("W8A8_GPU_TEST_SMALL") != NULL; }
+
+#define GPU_OR_SKIP()                                                  \
+  do {                                                                 \
+    if (w8a8_cuda_device_count() == 0) SKIP("no CUDA device visible"); \
+  } while (0)
+
+/* ---- deterministic data ------------------------------------------------------------------ */
+
+static uint64_t mix(uint64_t a, uint64_t b, uint64_t c) {
+  return a * 0x9e3779b97f4a7c15ull ^ (b + 1) * 0xd1b54a32d192ed03ull ^ (c + 7) * 0x94d049bb133111ebull;
+}
+static uint64_t next(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static void fill_q8(uint8_t *x, int64_t n, w8a8_dtype dt, uint64_t seed) {
+  for (int64_t i = 0; i < n; i++) {
+    uint8_t v = (uint8_t)next(&seed);
+    if (dt == W8A8_DTYPE_FP8_E4M3 && (v & 0x7f) == 0x7f) v ^= 1; /* any finite e4m3 */
+    x[i] = v;
+  }
+}
+static void fill_f32(float *x, int64_t n, float lo, float hi, uint64_t seed) {
+  for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (float)(next(&seed) >> 40) * 0x1p-24f;
+}
+static void fill_i32(int32_t *x, int64_t n, int32_t lo, int32_t hi, uint64_t seed) {
+  for (int64_t i = 0; i < n; i++) x[i] = lo + (int32_t)(next(&seed) % (uint64_t)(hi - lo + 1));
+}
+static float load_out(w8a8_dtype t, const void *base, int64_t i) {
+  if (t == W8A8_DTYPE_BF16) return w8a8_bf16_to_f32(((const uint16_t *)base)[i]);
+  if (t == W8A8_DTYPE_FP16) return w8a8_f16_to_f32(((const uint16_t *)base)[i]);
+  return ((const float *)base)[i];
+}
+static void store_out(w8a8_dtype t, void *base, int64_t i, float r) {
+  if (t == W8A8_DTYPE_BF16)
+    ((uint16_t *)base)[i] = w8a8_f32_to_bf16(r);
+  else if (t == W8A8_DTYPE_FP16)
+    ((uint16_t *)base)[i] = w8a8_f32_to_f16(r);
+  else
+    ((float *)base)[i] = r;
+}
+
+/* Shards: skew = 0 the usual split; 1: the last rank empty, rank 0 the most. */
+static int64_t rows_of(int64_t total, int W, int j, int skew) {
+  int64_t off, cnt;
+  w8a8_tp_shard_rows(total, W, j, &off, &cnt);
+  if (!skew || W == 1) return cnt;
+  if (j == W - 1) return 0;
+  int64_t lo, last;
+  w8a8_tp_shard_rows(total, W, W - 1, &lo, &last);
+  return j == 0 ? cnt + last : cnt;
+}
+static int64_t offset_of(int64_t total, int W, int j, int skew) {
+  int64_t o = 0;
+  for (int i = 0; i < j; i++) o += rows_of(total, W, i, skew);
+  return o;
+}
+
+/* ---- device buffers ------------------------------------------------------------------------ */
+
+static void *dup_dev(const void *h, size_t bytes) {
+  void *d = NULL;
+  if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
+  if (bytes && cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    cudaFree(d);
+    return NULL;
+  }
+  return d;
+}
+static void *poison_dev(size_t bytes) {
+  void *d = NULL;
+  if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
+  cudaMemset(d, POISON, bytes ? bytes : 1);
+  return d;
+}
+
+/* ---- the emulated ranks ------------------------------------------------------------------- */
+
+typedef struct env {
+  int W;
+  w8a8_handle *h[MAXW];
+  cudaStream_t st[MAXW];
+  w8a8_comm *comm[MAXW];
+} env;
+
+static int env_open(env *e, int W, int64_t max_m, int64_t max_n, int64_t max_k) {
+  memset(e, 0, sizeof *e);
+  e->W = W;
+  for (int r = 0; r < W; r++) {
+    if (w8a8_create(&e->h[r], W8A8_DEVICE_CUDA, 0) != W8A8_SUCCESS) return 0;
+    if (cudaStreamCreateWithFlags(&e->st[r], cudaStreamNonBlocking) != cudaSuccess) return 0;
+    w8a8_set_stream(e->h[r], e->st[r]);
+  }
+  if (w8a8_comm_create_local(e->comm, e->h, W) != W8A8_SUCCESS) return 0;
+  for (int r = 0; r < W; r++)
+    if (w8a8_comm_reserve(e->comm[r], max_m, max_n, max_k) != W8A8_SUCCESS) return 0;
+  return 1;
+}
+static void env_close(env *e) {
+  cudaDeviceSynchronize();
+  for (int r = 0; r < e->W; r++) {
+    w8a8_comm_destroy(e->comm[r]);
+    w8a8_destroy(e->h[r]);
+    if (e->st[r]) cudaStreamDestroy(e->st[r]);
+  }
+}
+
+/* One rank's call: the arguments as device descriptors. */
+typedef struct rank_call {
+  w8a8_comm *comm;
+  int ag;
+  w8a8_matrix A, B, O;
+  w8a8_vector SA, SB, BIAS;
+  w8a8_zero_point ZP;
+  int has_bias, has_zp;
+  w8a8_gathered G;
+  int has_g;
+  w8a8_tp_options opt;
+  w8a8_status st;
+  char msg[512];
+} rank_call;
+
+static void *rank_main(void *v) {
+  rank_call *c = v;
+  c->st = c->ag ? w8a8_all_gather_scaled_mm(c->comm, &c->A, &c->B, &c->SA, &c->SB, c->has_bias ? &c->BIAS : NULL,
+                                            c->has_zp ? &c->ZP : NULL, &c->O, c->has_g ? &c->G : NULL, &c->opt)
+                : w8a8_scaled_mm_reduce_scatter(c->comm, &c->A, &c->B, &c->SA, &c->SB, c->has_bias ? &c->BIAS : NULL,
+                                                c->has_zp ? &c->ZP : NULL, &c->O, &c->opt);
+  snprintf(c->msg, sizeof c->msg, "%s", w8a8_last_error());
+  return NULL;
+}
+
+/* Every rank's call on its own thread (the calls are collective). */
+static void run_ranks(rank_call *calls, int W) {
+  pthread_t t[MAXW];
+  for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, rank_main, &calls[r]);
+  for (int r = 0; r < W; r++) pthread_join(t[r], NULL);
+}
+
+/* ---- cases ----------------------------------------------------------------------------------- */
+
+typedef struct tcase {
+  w8a8_dtype in, out;
+  int sa_tok, sb_chan, bias;
+  int zp; /* 0 none, 1 premultiplied azp_adj, 2 azp per tensor, 3 per token (int8) */
+  int64_t M, N, K;
+  int skew, pad, gathered;
+  uint64_t seed;
+} tcase;
+
+static const char *cname(const tcase *t, char *buf, size_t n) {
+  snprintf(buf, n, "%s->%s M=%lld N=%lld K=%lld sa_tok=%d sb_chan=%d bias=%d zp=%d skew=%d pad=%d",
+           w8a8_dtype_name(t->in), w8a8_dtype_name(t->out), (long long)t->M, (long long)t->N, (long long)t->K,
+           t->sa_tok, t->sb_chan, t->bias, t->zp, t->skew, t->pad);
+  return buf;
+}
+
+/* Compare rows x N of got (ld_got) with want (dense); exact for int8. */
+static int64_t compare(const tcase *tc, int64_t N, const void *got, int64_t ld_got, const void *want,
+                       const float *slack, int64_t rows, const char *what, int rank, int W) {
+  int64_t bad = 0;
+  char nb[256];
+  for (int64_t m = 0; m < rows; m++)
+    for (int64_t n = 0; n < N; n++) {
+      float g = load_out(tc->out, got, m * ld_got + n), w = load_out(tc->out, want, m * N + n);
+      int ok;
+      if (tc->in == W8A8_DTYPE_INT8)
+        ok = memcmp(&g, &w, sizeof g) == 0 || (isnan(g) && isnan(w));
+      else
+        ok = fabsf(g - w) <= 0x1p-7f * fabsf(w) + (slack ? 2e-3f * slack[m * N + n] : 0.0f) + 1e-6f;
+      if (!ok && bad++ < 3)
+        CHECK(0, "%s W=%d rank %d row %lld col %lld: got %.9g want %.9g (%s)", what, W, rank, (long long)m,
+              (long long)n, (double)g, (double)w, cname(tc, nb, sizeof nb));
+    }
+  return bad;
+}
+
+static int64_t bad_padding(const uint8_t *buf, int64_t rows, int64_t N, int64_t ld, size_t es) {
+  int64_t bad = 0;
+  for (int64_t m = 0; m < rows; m++)
+    for (int64_t b = N * (int64_t)es; b < ld * (int64_t)es; b++) bad += buf[(size_t)(m * ld) * es + (size_t)b] != POISON;
+  return bad;
+}
+
+/* Host inputs of one rank of the all-gather. */
+typedef struct ag_rank {
+  int64_t Mj, off, Nj;
+  uint8_t *a;   /* [Mj, lda] */
+  float *sa;    /* 1 or Mj */
+  int32_t *azp; /* 1 or Mj */
+  uint8_t *b;   /* [Nj, ldb] */
+  float *sb;
+  void *bias;
+  int32_t *adj;
+} ag_rank;
+
+static w8a8_handle *g_ref;
+static w8a8_handle *ref(void) {
+  if (!g_ref && w8a8_create(&g_ref, W8A8_DEVICE_CPU, 0) == W8A8_SUCCESS) w8a8_set_kernel(g_ref, W8A8_KERNEL_REFERENCE);
+  return g_ref;
+}
+
+/* REQUIRE for the int-returning case runners (1 = failed). */
+#define RQ(cond, ...)                                    \
+  do {                                                   \
+    if (!(cond)) {                                       \
+      w8a8_test_fail(__FILE__, __LINE__, __VA_ARGS__);   \
+      return 1;                                          \
+    }                                                    \
+  } while (0)
+#define RQ_OK(call)                                                                                    \
+  do {                                                                                                 \
+    w8a8_status s_ = (call);                                                                           \
+    if (s_ != W8A8_SUCCESS) {                                                                          \
+      w8a8_test_fail(__FILE__, __LINE__, "%s -> %s: %s", #call, w8a8_status_name(s_), w8a8_last_error()); \
+      return 1;                                                                                        \
+    }                                                                                                  \
+  } while (0)
+
+/* Run one all-gather case on env e; returns 0 when everything matched. */
+static int run_ag(env *e, const tcase *tc) {
+  const int W = e->W;
+  const int64_t M = tc->M, K = tc->K, lda = K + tc->pad, ldb = K + tc->pad;
+  const size_t oes = w8a8_dtype_size(tc->out);
+  int fails0 = w8a8_test_failed();
+  ag_rank R[MAXW];
+  memset(R, 0, sizeof R);
+  /* the whole layer's rows, one scale and zero point per row */
+  uint8_t *a_full = calloc((size_t)(M * K) + 1, 1);
+  float *sa_full = calloc((size_t)M + 1, sizeof(float));
+  int32_t *azp_full = calloc((size_t)M + 1, sizeof(int32_t));
+  if (!a_full || !sa_full || !azp_full) return 1;
+  for (int j = 0; j < W; j++) {
+    ag_rank *q = &R[j];
+    q->Mj = rows_of(M, W, j, tc->skew);
+    q->off = offset_of(M, W, j, tc->skew);
+    q->Nj = tc->N + (tc->N > 0 ? (j & 1) : 0); /* N shards may differ between ranks */
+    q->a = calloc((size_t)(q->Mj * lda) + 1, 1);
+    q->sa = calloc((size_t)q->Mj + 1, sizeof(float));
+    q->azp = calloc((size_t)q->Mj + 1, sizeof(int32_t));
+    q->b = calloc((size_t)(q->Nj * ldb) + 1, 1);
+    q->sb = calloc((size_t)q->Nj + 1, sizeof(float));
+    q->bias = calloc((size_t)q->Nj + 1, 4);
+    q->adj = calloc((size_t)q->Nj + 1, sizeof(int32_t));
+    if (!q->a || !q->sa || !q->azp || !q->b || !q->sb || !q->bias || !q->adj) return 1;
+    for (int64_t i = 0; i < q->Mj; i++) fill_q8(q->a + i * lda, K, tc->in, mix(tc->seed, 1, (uint64_t)(j * 100000 + i)));
+    fill_f32(q->sa, tc->sa_tok ? q->Mj : 1, 1e-3f, 4e-3f, mix(tc->seed, 2, (uint64_t)j));
+    fill_i32(q->azp, tc->zp == 3 ? q->Mj : 1, -20, 20, mix(tc->seed, 3, (uint64_t)j));
+    for (int64_t n = 0; n < q->Nj; n++) fill_q8(q->b + n * ldb, K, tc->in, mix(tc->seed, 4, (uint64_t)(j * 100000 + n)));
+    fill_f32(q->sb, tc->sb_chan ? q->Nj : 1, 0.5f, 2.0f, mix(tc->seed, 5, (uint64_t)j));
+    for (int64_t n = 0; n < q->Nj; n++) {
+      uint64_t s = mix(tc->seed, 6, (uint64_t)(j * 100000 + n));
+      store_out(tc->out, q->bias, n, -2.0f + 4.0f * (float)(next(&s) >> 40) * 0x1p-24f);
+    }
+    if (tc->zp) {
+      w8a8_matrix Bh = w8a8_matrix_make(tc->in, W8A8_COL_MAJOR, K, q->Nj, ldb, q->b);
+      w8a8_vector ADJ = w8a8_vector_make(W8A8_DTYPE_INT32, q->Nj, q->adj);
+      if (w8a8_colsum(ref(), &Bh, &ADJ) != W8A8_SUCCESS) return 1;
+      if (tc->zp == 1)
+        for (int64_t n = 0; n < q->Nj; n++) q->adj[n] *= 5; /* one static zero point, premultiplied */
+    }
+    for (int64_t i = 0; i < q->Mj; i++) {
+      memcpy(a_full + (q->off + i) * K, q->a + i * lda, (size_t)K);
+      sa_full[q->off + i] = q->sa[tc->sa_tok ? i : 0];
+      azp_full[q->off + i] = q->azp[tc->zp == 3 ? i : 0];
+    }
+  }
+
+  /* device arguments */
+  rank_call U[MAXW], F[MAXW];
+  void *dev[MAXW][12];
+  memset(dev, 0, sizeof dev);
+  int ok = 1;
+  for (int j = 0; j < W; j++) {
+    ag_rank *q = &R[j];
+    void **d = dev[j];
+    d[0] = dup_dev(q->a, (size_t)(q->Mj * lda));
+    d[1] = dup_dev(q->sa, sizeof(float) * (size_t)(tc->sa_tok ? q->Mj : 1));
+    d[2] = dup_dev(q->azp, sizeof(int32_t) * (size_t)(tc->zp == 3 ? q->Mj : 1));
+    d[3] = dup_dev(q->b, (size_t)(q->Nj * ldb));
+    d[4] = dup_dev(q->sb, sizeof(float) * (size_t)(tc->sb_chan ? q->Nj : 1));
+    d[5] = dup_dev(q->bias, oes * (size_t)q->Nj);
+    d[6] = dup_dev(q->adj, sizeof(int32_t) * (size_t)q->Nj);
+    const int64_t ldo = q->Nj + tc->pad;
+    d[7] = poison_dev((size_t)(M * ldo) * oes); /* unfused out */
+    d[8] = poison_dev((size_t)(M * ldo) * oes); /* fused out */
+    d[9] = poison_dev((size_t)(M * (K + 3)));   /* gathered a */
+    d[10] = poison_dev(sizeof(float) * (size_t)M);
+    d[11] = poison_dev(sizeof(int32_t) * (size_t)M);
+    for (int i = 0; i < 12; i++) ok &= d[i] != NULL;
+    rank_call c;
+    memset(&c, 0, sizeof c);
+    c.comm = e->comm[j];
+    c.ag = 1;
+    c.A = w8a8_matrix_make(tc->in, W8A8_ROW_MAJOR, q->Mj, K, lda, d[0]);
+    c.B = w8a8_matrix_make(tc->in, W8A8_COL_MAJOR, K, q->Nj, ldb, d[3]);
+    c.SA = w8a8_vector_make(W8A8_DTYPE_FP32, tc->sa_tok ? q->Mj : 1, d[1]);
+    c.SB = w8a8_vector_make(W8A8_DTYPE_FP32, tc->sb_chan ? q->Nj : 1, d[4]);
+    c.BIAS = w8a8_vector_make(tc->out, q->Nj, d[5]);
+    c.has_bias = tc->bias;
+    c.has_zp = tc->zp != 0;
+    c.ZP.azp_adj = w8a8_vector_make(W8A8_DTYPE_INT32, q->Nj, d[6]);
+    c.ZP.azp = tc->zp >= 2 ? w8a8_vector_make(W8A8_DTYPE_INT32, tc->zp == 3 ? q->Mj : 1, d[2])
+                           : w8a8_vector_make(W8A8_DTYPE_INT32, 0, NULL);
+    c.opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    U[j] = c;
+    U[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, M, q->Nj, ldo, d[7]);
+    U[j].opt.overlap = 0;
+    F[j] = c;
+    F[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, M, q->Nj, ldo, d[8]);
+    F[j].opt.overlap = 1;
+    F[j].has_g = tc->gathered;
+    F[j].G.a = w8a8_matrix_make(tc->in, W8A8_ROW_MAJOR, M, K, K + 3, d[9]);
+    F[j].G.scale_a = w8a8_vector_make(W8A8_DTYPE_FP32, M, d[10]);
+    if (tc->zp >= 2) F[j].G.azp = w8a8_vector_make(W8A8_DTYPE_INT32, M, d[11]);
+  }
+  CHECK(ok, "device allocation failed");
+  if (ok) {
+    run_ranks(U, W);
+    run_ranks(F, W);
+    cudaError_t ce = cudaDeviceSynchronize();
+    CHECK(ce == cudaSuccess, "device: %s", cudaGetErrorString(ce));
+    for (int j = 0; j < W; j++) {
+      CHECK(U[j].st == W8A8_SUCCESS && F[j].st == W8A8_SUCCESS, "W=%d rank %d: unfused %s, fused %s: %s %s", W, j,
+            w8a8_status_name(U[j].st), w8a8_status_name(F[j].st), U[j].msg, F[j].msg);
+    }
+  }
+  for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {
+    ag_rank *q = &R[j];
+    const int64_t ldo = q->Nj + tc->pad;
+    uint8_t *ou = malloc((size_t)(M * ldo) * oes + 1), *of = malloc((size_t)(M * ldo) * oes + 1);
+    void *want = calloc((size_t)(M * q->Nj) + 1, oes);
+    RQ(ou && of && want, "out of memory");
+    cudaMemcpy(ou, dev[j][7], (size_t)(M * ldo) * oes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(of, dev[j][8], (size_t)(M * ldo) * oes, cudaMemcpyDeviceToHost);
+    /* one handle computing the whole layer with this rank's weights */
+    w8a8_matrix AF = w8a8_matrix_make(tc->in, W8A8_ROW_MAJOR, M, K, K, a_full);
+    w8a8_matrix BH = w8a8_matrix_make(tc->in, W8A8_COL_MAJOR, K, q->Nj, ldb, q->b);
+    w8a8_vector SAF = w8a8_vector_make(W8A8_DTYPE_FP32, M, sa_full);
+    w8a8_vector SBH = w8a8_vector_make(W8A8_DTYPE_FP32, tc->sb_chan ? q->Nj : 1, q->sb);
+    w8a8_vector BH_ = w8a8_vector_make(tc->out, q->Nj, q->bias);
+    w8a8_zero_point ZPF = {w8a8_vector_make(W8A8_DTYPE_INT32, M, azp_full),
+                           w8a8_vector_make(W8A8_DTYPE_INT32, q->Nj, q->adj)};
+    if (tc->zp == 1) ZPF.azp = w8a8_vector_make(W8A8_DTYPE_INT32, 0, NULL);
+    w8a8_matrix OR = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, M, q->Nj, q->Nj, want);
+    RQ_OK(w8a8_scaled_mm(ref(), &AF, &BH, &SAF, &SBH, tc->bias ? &BH_ : NULL, tc->zp ? &ZPF : NULL, &OR));
+    int64_t bad = compare(tc, q->Nj, of, ldo, want, NULL, M, "all_gather_scaled_mm fused vs reference", j, W);
+    CHECK(bad == 0, "W=%d rank %d: %lld elements differ from the reference", W, j, (long long)bad);
+    int64_t diff = 0;
+    for (int64_t m = 0; m < M; m++) diff += memcmp(ou + (size_t)(m * ldo) * oes, of + (size_t)(m * ldo) * oes, (size_t)q->Nj * oes) != 0;
+    CHECK(diff == 0, "W=%d rank %d: fused and unfused differ in %lld rows", W, j, (long long)diff);
+    CHECK(bad_padding(of, M, q->Nj, ldo, oes) == 0 && bad_padding(ou, M, q->Nj, ldo, oes) == 0,
+          "W=%d rank %d: out padding written", W, j);
+    if (tc->gathered) {
+      uint8_t *ga = malloc((size_t)(M * (K + 3)) + 1);
+      float *gs = malloc(sizeof(float) * (size_t)M + 4);
+      int32_t *gz = malloc(sizeof(int32_t) * (size_t)M + 4);
+      RQ(ga && gs && gz, "out of memory");
+      cudaMemcpy(ga, dev[j][9], (size_t)(M * (K + 3)), cudaMemcpyDeviceToHost);
+      cudaMemcpy(gs, dev[j][10], sizeof(float) * (size_t)M, cudaMemcpyDeviceToHost);
+      cudaMemcpy(gz, dev[j][11], sizeof(int32_t) * (size_t)M, cudaMemcpyDeviceToHost);
+      int64_t gb = 0;
+      for (int64_t m = 0; m < M; m++) gb += memcmp(ga + m * (K + 3), a_full + m * K, (size_t)K) != 0;
+      CHECK(gb == 0, "W=%d rank %d: gathered->a differs in %lld rows", W, j, (long long)gb);
+      CHECK(bad_padding(ga, M, K, K + 3, 1) == 0, "gathered->a padding written");
+      CHECK(memcmp(gs, sa_full, sizeof(float) * (size_t)M) == 0, "W=%d rank %d: gathered->scale_a differs", W, j);
+      if (tc->zp >= 2) CHECK(memcmp(gz, azp_full, sizeof(int32_t) * (size_t)M) == 0, "gathered->azp differs");
+      free(ga), free(gs), free(gz);
+    }
+    free(ou), free(of), free(want);
+  }
+  for (int j = 0; j < W; j++) {
+    for (int i = 0; i < 12; i++)
+      if (dev[j][i]) cudaFree(dev[j][i]);
+    free(R[j].a), free(R[j].sa), free(R[j].azp), free(R[j].b), free(R[j].sb), free(R[j].bias), free(R[j].adj);
+  }
+  free(a_full), free(sa_full), free(azp_full);
+  return w8a8_test_failed() != fails0;
+}
+
+/* Run one reduce-scatter case. */
+static int run_rs(env *e, const tcase *tc) {
+  const int W = e->W;
+  const int64_t M = tc->M, N = tc->N;
+  const size_t oes = w8a8_dtype_size(tc->out);
+  int fails0 = w8a8_test_failed();
+  float *sum = calloc((size_t)(M * N) + 1, sizeof(float)), *slack = calloc((size_t)(M * N) + 1, sizeof(float));
+  float *part = calloc((size_t)(M * N) + 1, sizeof(float));
+  void *bias = calloc((size_t)N + 1, 4);
+  RQ(sum && slack && part && bias, "out of memory");
+  for (int64_t n = 0; n < N; n++) {
+    uint64_t s = mix(tc->seed, 16, (uint64_t)n);
+    store_out(tc->out, bias, n, -2.0f + 4.0f * (float)(next(&s) >> 40) * 0x1p-24f);
+  }
+  rank_call U[MAXW], F[MAXW];
+  void *dev[MAXW][9];
+  memset(dev, 0, sizeof dev);
+  int ok = 1;
+  for (int j = 0; j < W; j++) {
+    const int64_t Kj = tc->K + (tc->K > 0 ? (j & 1) : 0), lda = Kj + tc->pad, ldb = Kj + tc->pad;
+    const int64_t Mj = rows_of(M, W, j, tc->skew);
+    uint8_t *a = calloc((size_t)(M * lda) + 1, 1), *b = calloc((size_t)(N * ldb) + 1, 1);
+    float *sa = calloc((size_t)M + 1, sizeof(float)), *sb = calloc((size_t)N + 1, sizeof(float));
+    int32_t *azp = calloc((size_t)M + 1, sizeof(int32_t)), *adj = calloc((size_t)N + 1, sizeof(int32_t));
+    RQ(a && b && sa && sb && azp && adj, "out of memory");
+    for (int64_t i = 0; i < M; i++) fill_q8(a + i * lda, Kj, tc->in, mix(tc->seed, 11, (uint64_t)(j * 100000 + i)));
+    for (int64_t n = 0; n < N; n++) fill_q8(b + n * ldb, Kj, tc->in, mix(tc->seed, 12, (uint64_t)(j * 100000 + n)));
+    fill_f32(sa, tc->sa_tok ? M : 1, 1e-3f, 4e-3f, mix(tc->seed, 13, (uint64_t)j));
+    fill_f32(sb, tc->sb_chan ? N : 1, 0.5f, 2.0f, mix(tc->seed, 14, (uint64_t)j));
+    fill_i32(azp, tc->zp == 3 ? M : 1, -20, 20, mix(tc->seed, 15, (uint64_t)j));
+    w8a8_matrix AH = w8a8_matrix_make(tc->in, W8A8_ROW_MAJOR, M, Kj, lda, a);
+    w8a8_matrix BH = w8a8_matrix_make(tc->in, W8A8_COL_MAJOR, Kj, N, ldb, b);
+    w8a8_vector ADJ = w8a8_vector_make(W8A8_DTYPE_INT32, N, adj);
+    if (tc->zp) {
+      RQ_OK(w8a8_colsum(ref(), &BH, &ADJ));
+      if (tc->zp == 1)
+        for (int64_t n = 0; n < N; n++) adj[n] *= 5;
+    }
+    w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, tc->sa_tok ? M : 1, sa);
+    w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, tc->sb_chan ? N : 1, sb);
+    w8a8_zero_point ZP = {tc->zp >= 2 ? w8a8_vector_make(W8A8_DTYPE_INT32, tc->zp == 3 ? M : 1, azp)
+                                      : w8a8_vector_make(W8A8_DTYPE_INT32, 0, NULL),
+                          ADJ};
+    /* the reference partial of rank j, summed in rank order */
+    w8a8_matrix PO = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, N, N, part);
+    RQ_OK(w8a8_scaled_mm(ref(), &AH, &BH, &SA, &SB, NULL, tc->zp ? &ZP : NULL, &PO));
+    for (int64_t i = 0; i < M * N; i++) {
+      sum[i] = j == 0 ? part[i] : sum[i] + part[i];
+      slack[i] += fabsf(part[i]);
+    }
+    void **d = dev[j];
+    d[0] = dup_dev(a, (size_t)(M * lda));
+    d[1] = dup_dev(b, (size_t)(N * ldb));
+    d[2] = dup_dev(sa, sizeof(float) * (size_t)(tc->sa_tok ? M : 1));
+    d[3] = dup_dev(sb, sizeof(float) * (size_t)(tc->sb_chan ? N : 1));
+    d[4] = dup_dev(azp, sizeof(int32_t) * (size_t)(tc->zp == 3 ? M : 1));
+    d[5] = dup_dev(adj, sizeof(int32_t) * (size_t)N);
+    d[6] = dup_dev(bias, oes * (size_t)N);
+    const int64_t ldo = N + tc->pad;
+    d[7] = poison_dev((size_t)(Mj * ldo) * oes);
+    d[8] = poison_dev((size_t)(Mj * ldo) * oes);
+    for (int i = 0; i < 9; i++) ok &= d[i] != NULL;
+    rank_call c;
+    memset(&c, 0, sizeof c);
+    c.comm = e->comm[j];
+    c.ag = 0;
+    c.A = w8a8_matrix_make(tc->in, W8A8_ROW_MAJOR, M, Kj, lda, d[0]);
+    c.B = w8a8_matrix_make(tc->in, W8A8_COL_MAJOR, Kj, N, ldb, d[1]);
+    c.SA = w8a8_vector_make(W8A8_DTYPE_FP32, tc->sa_tok ? M : 1, d[2]);
+    c.SB = w8a8_vector_make(W8A8_DTYPE_FP32, tc->sb_chan ? N : 1, d[3]);
+    c.BIAS = w8a8_vector_make(tc->out, N, d[6]);
+    c.has_bias = tc->bias;
+    c.has_zp = tc->zp != 0;
+    c.ZP.azp_adj = w8a8_vector_make(W8A8_DTYPE_INT32, N, d[5]);
+    c.ZP.azp = tc->zp >= 2 ? w8a8_vector_make(W8A8_DTYPE_INT32, tc->zp == 3 ? M : 1, d[4])
+                           : w8a8_vector_make(W8A8_DTYPE_INT32, 0, NULL);
+    c.opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    U[j] = c;
+    U[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mj, N, ldo, d[7]);
+    U[j].opt.overlap = 0;
+    F[j] = c;
+    F[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mj, N, ldo, d[8]);
+    free(a), free(b), free(sa), free(sb), free(azp), free(adj);
+  }
+  CHECK(ok, "device allocation failed");
+  /* the expected output: ordered sum, + bias, rounded once */
+  void *want = calloc((size_t)(M * N) + 1, oes);
+  RQ(want, "out of memory");
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      float s = sum[m * N + n];
+      if (tc->bias) s = s + load_out(tc->out, bias, n);
+      store_out(tc->out, want, m * N + n, s);
+    }
+  if (ok) {
+    run_ranks(U, W);
+    run_ranks(F, W);
+    cudaError_t ce = cudaDeviceSynchronize();
+    CHECK(ce == cudaSuccess, "device: %s", cudaGetErrorString(ce));
+    for (int j = 0; j < W; j++)
+      CHECK(U[j].st == W8A8_SUCCESS && F[j].st == W8A8_SUCCESS, "W=%d rank %d: unfused %s, fused %s: %s %s", W, j,
+            w8a8_status_name(U[j].st), w8a8_status_name(F[j].st), U[j].msg, F[j].msg);
+  }
+  for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {
+    const int64_t Mj = rows_of(M, W, j, tc->skew), oj = offset_of(M, W, j, tc->skew), ldo = N + tc->pad;
+    uint8_t *ou = malloc((size_t)(Mj * ldo) * oes + 1), *of = malloc((size_t)(Mj * ldo) * oes + 1);
+    RQ(ou && of, "out of memory");
+    cudaMemcpy(ou, dev[j][7], (size_t)(Mj * ldo) * oes, cudaMemcpyDeviceToHost);
+    cudaMemcpy(of, dev[j][8], (size_t)(Mj * ldo) * oes, cudaMemcpyDeviceToHost);
+    int64_t bad = compare(tc, N, of, ldo, (const char *)want + (size_t)(oj * N) * oes, slack + oj * N, Mj,
+                          "scaled_mm_reduce_scatter fused vs reference", j, W);
+    CHECK(bad == 0, "W=%d rank %d: %lld elements differ from the reference", W, j, (long long)bad);
+    int64_t diff = 0;
+    for (int64_t m = 0; m < Mj; m++)
+      diff += memcmp(ou + (size_t)(m * ldo) * oes, of + (size_t)(m * ldo) * oes, (size_t)N * oes) != 0;
+    CHECK(diff == 0, "W=%d rank %d: fused and unfused differ in %lld rows", W, j, (long long)diff);
+    CHECK(bad_padding(of, Mj, N, ldo, oes) == 0 && bad_padding(ou, Mj, N, ldo, oes) == 0,
+          "W=%d rank %d: out padding written", W, j);
+    free(ou), free(of);
+  }
+  for (int j = 0; j < W; j++)
+    for (int i = 0; i < 9; i++)
+      if (dev[j][i]) cudaFree(dev[j][i]);
+  free(sum), free(slack), free(part), free(bias), free(want);
+  return w8a8_test_failed() != fails0;
+}
+
+/* The mode sweep: every out dtype x zero-point kind (int8) and scale kinds (both), with shapes,
+ * skews, strides and gathered outputs varying from case to case. */
+static int make_cases(tcase *cs, int max, int W) {
+  static const int64_t Ms[] = {1, 5, 17, 40, 96, 3, 64};
+  static const int64_t Ns[] = {7, 33, 64, 1, 48};
+  static const int64_t Ks[] = {13, 32, 96, 1, 64};
+  static const w8a8_dtype outs[] = {W8A8_DTYPE_BF16, W8A8_DTYPE_FP16, W8A8_DTYPE_FP32};
+  int n = 0, i = 0;
+  for (int in = 0; in < 2; in++)
+    for (int o = 0; o < 3; o++)
+      for (int zp = 0; zp < (in == 0 ? 4 : 2) && n < max; zp++, i++) {
+        tcase t;
+        memset(&t, 0, sizeof t);
+        t.in = in == 0 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+        t.out = outs[o];
+        t.zp = in == 0 ? zp : 0;
+        t.sa_tok = (i + (in == 1 ? zp : 0)) & 1;
+        t.sb_chan = (i >> 1) & 1;
+        t.bias = (i % 3) != 0;
+        t.M = Ms[i % 7];
+        t.N = Ns[i % 5];
+        t.K = Ks[(i + W) % 5];
+        t.skew = (i % 4) == 1;
+        t.pad = (i % 3) == 2 ? 5 : 0;
+        t.gathered = (i & 1) == 0;
+        t.seed = 1000u * (uint64_t)W + (uint64_t)i;
+        cs[n++] = t;
+      }
+  /* M smaller than W (most ranks empty), M = 0, and K = 0 */
+  tcase t;
+  memset(&t, 0, sizeof t);
+  t.in = W8A8_DTYPE_INT8, t.out = W8A8_DTYPE_BF16, t.M = 1, t.N = 9, t.K = 24, t.bias = 1, t.sa_tok = 1, t.seed = 77;
+  if (n < max) cs[n++] = t;
+  t.M = 0, t.seed = 78;
+  if (n < max) cs[n++] = t;
+  t.M = 6, t.K = 0, t.seed = 79;
+  if (n < max) cs[n++] = t;
+  if (!small_mode()) { /* larger: the fast GEMM paths, many tiles */
+    t.in = W8A8_DTYPE_INT8, t.out = W8A8_DTYPE_BF16, t.M = 520, t.N = 384, t.K = 512, t.bias = 1, t.sa_tok = 1;
+    t.sb_chan = 1, t.zp = 0, t.seed = 80;
+    if (n < max) cs[n++] = t;
+    t.in = W8A8_DTYPE_FP8_E4M3, t.seed = 81;
+    if (n < max) cs[n++] = t;
+  }
+  return n;
+}
+
+static int device_cc(void) {
+  int dev = 0, maj = 0, min = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&maj, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&min, cudaDevAttrComputeCapabilityMinor, dev);
+  return maj * 10 + min;
+}
+
+static void sweep(int W, int ag) {
+  GPU_OR_SKIP();
+  REQUIRE(ref(), "no reference handle");
+  env e;
+  REQUIRE(env_open(&e, W, 600, 400, 600), "could not create %d emulated ranks: %s", W, w8a8_last_error());
+  tcase cs[64];
+  int n = make_cases(cs, 64, W);
+  int cc = device_cc(), failed = 0;
+  for (int i = 0; i < n && failed < 3; i++) {
+    if (cs[i].in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
+    failed += ag ? run_ag(&e, &cs[i]) : run_rs(&e, &cs[i]);
+  }
+  env_close(&e);
+}
+
+W8A8_TEST(tp_gpu_ag_w1) { sweep(1, 1); }
+W8A8_TEST(tp_gpu_ag_w2) { sweep(2, 1); }
+W8A8_TEST(tp_gpu_ag_w3) { sweep(3, 1); }
+W8A8_TEST(tp_gpu_ag_w4) { sweep(4, 1); }
+W8A8_TEST(tp_gpu_rs_w1) { sweep(1, 0); }
+W8A8_TEST(tp_gpu_rs_w2) { sweep(2, 0); }
+W8A8_TEST(tp_gpu_rs_w3) { sweep(3, 0); }
+W8A8_TEST(tp_gpu_rs_w4) { sweep(4, 0); }
+
+/* Back to back: many calls without any host synchronization between them (the entry waits
+ * are all that keeps a rank from overwriting a buffer a peer still reads). */
+W8A8_TEST(tp_gpu_back_to_back) {
+  GPU_OR_SKIP();
+  REQUIRE(ref(), "no reference handle");
+  env e;
+  REQUIRE(env_open(&e, 3, 600, 400, 600), "ranks: %s", w8a8_last_error());
+  tcase t;
+  memset(&t, 0, sizeof t);
+  t.in = W8A8_DTYPE_INT8, t.out = W8A8_DTYPE_BF16, t.M = 96, t.N = 64, t.K = 64, t.sa_tok = 1, t.sb_chan = 1;
+  for (int it = 0; it < 6 && !w8a8_test_failed(); it++) {
+    t.seed = 500 + (uint64_t)it;
+    t.bias = it & 1;
+    (it & 1) ? run_rs(&e, &t) : run_ag(&e, &t);
+  }
+  env_close(&e);
+}
+
+/* ---- CUDA graph: every rank's fused calls captured into ONE graph, replayed on new inputs ---- */
+
+typedef struct graph_rank {
+  rank_call ag, rs;
+} graph_rank;
+static void *graph_rank_main(void *v) {
+  graph_rank *g = v;
+  rank_main(&g->ag);
+  if (g->ag.st == W8A8_SUCCESS) rank_main(&g->rs);
+  return NULL;
+}
+
+W8A8_TEST(tp_gpu_graph_capture) {
+  GPU_OR_SKIP();
+  REQUIRE(ref(), "no reference handle");
+  const int W = 2;
+  const int64_t M = 40, N = 24, K = 32;
+  env e;
+  REQUIRE(env_open(&e, W, M, N, K), "ranks: %s", w8a8_last_error());
+  /* per rank: a (AG: its rows; RS: all rows of its K shard), scales, B, out */
+  int64_t Mr[2], off[2];
+  for (int r = 0; r < W; r++) w8a8_tp_shard_rows(M, W, r, &off[r], &Mr[r]);
+  uint8_t *ha[2], *hb[2];
+  float *hsa[2], *hsb[2];
+  void *da[2], *db[2], *dsa[2], *dsb[2], *dag[2], *drs[2];
+  graph_rank G[2];
+  for (int r = 0; r < W; r++) {
+    ha[r] = malloc((size_t)(M * K)), hb[r] = malloc((size_t)(N * K));
+    hsa[r] = malloc(sizeof(float) * (size_t)M), hsb[r] = malloc(sizeof(float) * (size_t)N);
+    REQUIRE(ha[r] && hb[r] && hsa[r] && hsb[r], "out of memory");
+    fill_q8(hb[r], N * K, W8A8_DTYPE_INT8, mix(9, 1, (uint64_t)r));
+    fill_f32(hsb[r], N, 0.5f, 2.0f, mix(9, 2, (uint64_t)r));
+    da[r] = poison_dev((size_t)(M * K)), db[r] = dup_dev(hb[r], (size_t)(N * K));
+    dsa[r] = poison_dev(sizeof(float) * (size_t)M), dsb[r] = dup_dev(hsb[r], sizeof(float) * (size_t)N);
+    dag[r] = poison_dev(2 * (size_t)(M * N)), drs[r] = poison_dev(4 * (size_t)(Mr[r] * N));
+    REQUIRE(da[r] && db[r] && dsa[r] && dsb[r] && dag[r] && drs[r], "device allocation failed");
+    memset(&G[r], 0, sizeof G[r]);
+    rank_call *c = &G[r].ag;
+    c->comm = e.comm[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    /* AG: this rank's rows are the first Mr[r] rows of its a buffer */
+    c->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr[r], K, K, da[r]);
+    c->B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, db[r]);
+    c->SA = w8a8_vector_make(W8A8_DTYPE_FP32, Mr[r], dsa[r]);
+    c->SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dsb[r]);
+    c->O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dag[r]);
+    rank_call *d = &G[r].rs;
+    *d = *c;
+    d->ag = 0;
+    d->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, M, K, K, da[r]);
+    d->SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dsa[r]);
+    d->O = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, Mr[r], N, N, drs[r]);
+  }
+  cudaStream_t s0;
+  cudaEvent_t fork, join[2];
+  REQUIRE(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking) == cudaSuccess, "stream");
+  cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+  for (int r = 0; r < W; r++) cudaEventCreateWithFlags(&join[r], cudaEventDisableTiming);
+  REQUIRE(cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) == cudaSuccess, "begin capture");
+  cudaEventRecord(fork, s0);
+  for (int r = 0; r < W; r++) cudaStreamWaitEvent(e.st[r], fork, 0);
+  pthread_t t[2];
+  for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, graph_rank_main, &G[r]);
+  for (int r = 0; r < W; r++) pthread_join(t[r], NULL);
+  for (int r = 0; r < W; r++) {
+    cudaEventRecord(join[r], e.st[r]);
+    cudaStreamWaitEvent(s0, join[r], 0);
+  }
+  cudaGraph_t graph = NULL;
+  cudaError_t ce = cudaStreamEndCapture(s0, &graph);
+  for (int r = 0; r < W; r++)
+    CHECK(G[r].ag.st == W8A8_SUCCESS && G[r].rs.st == W8A8_SUCCESS, "rank %d during capture: AG %s %s; RS %s %s", r,
+          w8a8_status_name(G[r].ag.st), G[r].ag.msg, w8a8_status_name(G[r].rs.st), G[r].rs.msg);
+  REQUIRE(ce == cudaSuccess && graph, "end capture: %s", cudaGetErrorString(ce));
+  cudaGraphExec_t exec = NULL;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess, "instantiate");
+  uint16_t *got = malloc(2 * (size_t)(M * N));
+  float *gotr = malloc(4 * (size_t)(M * N)), *p = malloc(4 * (size_t)(M * N)), *sum = malloc(4 * (size_t)(M * N));
+  uint16_t *want = malloc(2 * (size_t)(M * N));
+  uint8_t *afull = malloc((size_t)(M * K));
+  float *safull = malloc(4 * (size_t)M);
+  REQUIRE(got && gotr && p && sum && want && afull && safull, "out of memory");
+  for (int rep = 0; rep < 3 && !w8a8_test_failed(); rep++) {
+    /* new inputs for every replay: AG rows of each rank = its first Mr rows; RS: all M rows */
+    for (int r = 0; r < W; r++) {
+      fill_q8(ha[r], M * K, W8A8_DTYPE_INT8, mix(10 + (uint64_t)rep, 3, (uint64_t)r));
+      fill_f32(hsa[r], M, 1e-3f, 4e-3f, mix(10 + (uint64_t)rep, 4, (uint64_t)r));
+      cudaMemcpy(da[r], ha[r], (size_t)(M * K), cudaMemcpyHostToDevice);
+      cudaMemcpy(dsa[r], hsa[r], sizeof(float) * (size_t)M, cudaMemcpyHostToDevice);
+      cudaMemset(dag[r], POISON, 2 * (size_t)(M * N));
+      cudaMemset(drs[r], POISON, 4 * (size_t)(Mr[r] * N));
+      memcpy(afull + off[r] * K, ha[r], (size_t)(Mr[r] * K));
+      memcpy(safull + off[r], hsa[r], sizeof(float) * (size_t)Mr[r]);
+    }
+    REQUIRE(cudaGraphLaunch(exec, s0) == cudaSuccess, "launch");
+    REQUIRE(cudaStreamSynchronize(s0) == cudaSuccess, "replay %d: %s", rep, cudaGetErrorString(cudaGetLastError()));
+    for (int r = 0; r < W; r++) {
+      /* AG reference */
+      w8a8_matrix AF = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, M, K, K, afull);
+      w8a8_matrix BH = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, hb[r]);
+      w8a8_vector SAF = w8a8_vector_make(W8A8_DTYPE_FP32, M, safull), SBH = w8a8_vector_make(W8A8_DTYPE_FP32, N, hsb[r]);
+      w8a8_matrix OR = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, want);
+      REQUIRE_OK(w8a8_scaled_mm(ref(), &AF, &BH, &SAF, &SBH, NULL, NULL, &OR));
+      cudaMemcpy(got, dag[r], 2 * (size_t)(M * N), cudaMemcpyDeviceToHost);
+      CHECK(memcmp(got, want, 2 * (size_t)(M * N)) == 0, "replay %d rank %d: all-gather output differs", rep, r);
+    }
+    /* RS reference: ordered sum of the ranks' fp32 partials */
+    for (int j = 0; j < W; j++) {
+      w8a8_matrix AH = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, M, K, K, ha[j]);
+      w8a8_matrix BH = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, hb[j]);
+      w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, hsa[j]), SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, hsb[j]);
+      w8a8_matrix PO = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, N, N, p);
+      REQUIRE_OK(w8a8_scaled_mm(ref(), &AH, &BH, &SA, &SB, NULL, NULL, &PO));
+      for (int64_t i = 0; i < M * N; i++) sum[i] = j == 0 ? p[i] : sum[i] + p[i];
+    }
+    for (int r = 0; r < W; r++) {
+      cudaMemcpy(gotr, drs[r], 4 * (size_t)(Mr[r] * N), cudaMemcpyDeviceToHost);
+      CHECK(memcmp(gotr, sum + off[r] * N, 4 * (size_t)(Mr[r] * N)) == 0, "replay %d rank %d: reduce-scatter differs",
+            rep, r);
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s0);
+  cudaEventDestroy(fork);
+  for (int r = 0; r < W; r++) {
+    cudaEventDestroy(join[r]);
+    free(ha[r]), free(hb[r]), free(hsa[r]), free(hsb[r]);
+    cudaFree(da[r]), cudaFree(db[r]), cudaFree(dsa[r]), cudaFree(dsb[r]), cudaFree(dag[r]), cudaFree(drs[r]);
+  }
+  free(got), free(gotr), free(p), free(sum), free(want), free(afull), free(safull);
+  env_close(&e);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+/* A small valid all-gather for W ranks; mutate one rank, then check every rank's status. */
+typedef struct small_ag {
+  rank_call c[MAXW];
+  void *d[MAXW][5];
+} small_ag;
+
+static int small_ag_init(small_ag *s, env *e, int64_t M, int64_t N, int64_t K) {
+  memset(s, 0, sizeof *s);
+  for (int r = 0; r < e->W; r++) {
+    int64_t o, Mr;
+    w8a8_tp_shard_rows(M, e->W, r, &o, &Mr);
+    void **d = s->d[r];
+    d[0] = poison_dev((size_t)(M * K) + 64);
+    d[1] = poison_dev((size_t)(N * K) + 64);
+    d[2] = poison_dev(4 * (size_t)M + 64);
+    d[3] = poison_dev(4 * (size_t)N + 64);
+    d[4] = poison_dev(2 * (size_t)(M * N) + 64);
+    for (int i = 0; i < 5; i++)
+      if (!d[i]) return 0;
+    cudaMemset(d[2], 0x3c, 4 * (size_t)M); /* valid positive scales */
+    cudaMemset(d[3], 0x3c, 4 * (size_t)N);
+    rank_call *c = &s->c[r];
+    c->comm = e->comm[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    c->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr, K, K, d[0]);
+    c->B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, d[1]);
+    c->SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[2]);
+    c->SB = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[3]);
+    c->O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, d[4]);
+  }
+  return 1;
+}
+static int small_untouched(small_ag *s, int W, int64_t M, int64_t N) {
+  uint8_t *h = malloc(2 * (size_t)(M * N) + 1);
+  int ok = h != NULL;
+  for (int r = 0; r < W && ok; r++) {
+    cudaMemcpy(h, s->d[r][4], 2 * (size_t)(M * N), cudaMemcpyDeviceToHost);
+    for (int64_t i = 0; i < 2 * M * N; i++) ok &= h[i] == POISON;
+  }
+  free(h);
+  return ok;
+}
+static void small_free(small_ag *s, int W) {
+  for (int r = 0; r < W; r++)
+    for (int i = 0; i < 5; i++)
+      if (s->d[r][i]) cudaFree(s->d[r][i]);
+}
+
+W8A8_TEST(tp_gpu_bad_input) {
+  GPU_OR_SKIP();
+  const int W = 3;
+  const int64_t M = 12, N = 16, K = 32;
+  env e;
+  REQUIRE(env_open(&e, W, M, N, K), "ranks: %s", w8a8_last_error());
+  small_ag s;
+  REQUIRE(small_ag_init(&s, &e, M, N, K), "device allocation failed");
+  /* the valid call works */
+  run_ranks(s.c, W);
+  for (int r = 0; r < W; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "valid call, rank %d: %s", r, s.c[r].msg);
+  cudaDeviceSynchronize();
+  for (int r = 0; r < W; r++) cudaMemset(s.d[r][4], POISON, 2 * (size_t)(M * N));
+  cudaDeviceSynchronize();
+
+  /* K differs on rank 0: COMM_MISMATCH on every rank, nothing written */
+  small_ag t = s;
+  t.c[0].A.cols = t.c[0].B.rows = K - 1;
+  run_ranks(t.c, W);
+  for (int r = 0; r < W; r++)
+    CHECK(t.c[r].st == W8A8_ERROR_COMM_MISMATCH && strstr(t.c[r].msg, "K"), "K mismatch, rank %d: %s %s", r,
+          w8a8_status_name(t.c[r].st), t.c[r].msg);
+  /* the layer's M differs on the last rank */
+  t = s;
+  t.c[W - 1].O.rows = M - 1;
+  run_ranks(t.c, W);
+  for (int r = 0; r < W; r++)
+    CHECK(t.c[r].st == W8A8_ERROR_COMM_MISMATCH, "M mismatch, rank %d: %s %s", r, w8a8_status_name(t.c[r].st),
+          t.c[r].msg);
+  /* overlap on some ranks only */
+  t = s;
+  t.c[1].opt.overlap = 0;
+  run_ranks(t.c, W);
+  for (int r = 0; r < W; r++)
+    CHECK(t.c[r].st == W8A8_ERROR_COMM_MISMATCH && strstr(t.c[r].msg, "overlap"), "overlap, rank %d: %s", r,
+          t.c[r].msg);
+  /* shards that do not add up to M */
+  t = s;
+  t.c[0].A.rows -= 1;
+  t.c[0].SA.len = 1;
+  run_ranks(t.c, W);
+  for (int r = 0; r < W; r++)
+    CHECK(t.c[r].st == W8A8_ERROR_INVALID_SHAPE, "shards, rank %d: %s %s", r, w8a8_status_name(t.c[r].st), t.c[r].msg);
+  /* a host pointer on rank 1: INVALID_POINTER there, COMM_MISMATCH naming rank 1 elsewhere */
+  static uint8_t host_rows[4096];
+  t = s;
+  t.c[1].A.data = host_rows;
+  run_ranks(t.c, W);
+  CHECK(t.c[1].st == W8A8_ERROR_INVALID_POINTER, "host pointer: %s %s", w8a8_status_name(t.c[1].st), t.c[1].msg);
+  for (int r = 0; r < W; r++)
+    if (r != 1)
+      CHECK(t.c[r].st == W8A8_ERROR_COMM_MISMATCH && strstr(t.c[r].msg, "rank 1"), "rank %d: %s %s", r,
+            w8a8_status_name(t.c[r].st), t.c[r].msg);
+  /* a call larger than the reserved workspace: WORKSPACE on every rank */
+  small_ag big;
+  REQUIRE(small_ag_init(&big, &e, 2 * M, N, K), "device allocation failed");
+  run_ranks(big.c, W);
+  for (int r = 0; r < W; r++)
+    CHECK(big.c[r].st == W8A8_ERROR_WORKSPACE || big.c[r].st == W8A8_ERROR_COMM_MISMATCH, "workspace, rank %d: %s", r,
+          w8a8_status_name(big.c[r].st));
+  CHECK(big.c[0].st == W8A8_ERROR_WORKSPACE, "workspace: %s", big.c[0].msg);
+  small_free(&big, W);
+  cudaDeviceSynchronize();
+  CHECK(small_untouched(&s, W, M, N), "an output was written by a failed call");
+  /* the communicator still works after all those failures */
+  run_ranks(s.c, W);
+  for (int r = 0; r < W; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "valid call after errors, rank %d: %s", r, s.c[r].msg);
+  cudaDeviceSynchronize();
+
+  /* wrong kinds */
+  w8a8_handle *cpu = NULL;
+  REQUIRE_OK(w8a8_create(&cpu, W8A8_DEVICE_CPU, 0));
+  w8a8_comm *c1[2] = {(w8a8_comm *)(uintptr_t)1, (w8a8_comm *)(uintptr_t)1};
+  w8a8_handle *hs[2] = {e.h[0], cpu};
+  CHECK(w8a8_comm_create_local(c1, hs, 2) == W8A8_ERROR_UNSUPPORTED_DEVICE, "CPU handle: %s", w8a8_last_error());
+  hs[1] = e.h[0];
+  CHECK(w8a8_comm_create_local(c1, hs, 2) == W8A8_ERROR_INVALID_VALUE, "same handle twice: %s", w8a8_last_error());
+  CHECK(w8a8_comm_create_local(c1, hs, 0) == W8A8_ERROR_INVALID_VALUE, "nranks 0");
+  CHECK(w8a8_comm_create_local(NULL, hs, 1) == W8A8_ERROR_NULL_POINTER, "comms NULL");
+  CHECK(c1[0] == (w8a8_comm *)(uintptr_t)1 && c1[1] == (w8a8_comm *)(uintptr_t)1, "comms written on failure");
+  rank_call x = s.c[0];
+  x.comm = (w8a8_comm *)e.h[0]; /* a handle passed as a communicator */
+  rank_main(&x);
+  CHECK(x.st == W8A8_ERROR_INVALID_COMM, "handle as comm: %s", w8a8_status_name(x.st));
+  /* a GPU communicator cannot run a CPU handle's GEMMs: its handle is fixed at creation; an
+   * MPI-only entry point with a GPU handle says so */
+  w8a8_destroy(cpu);
+  small_free(&s, W);
+  env_close(&e);
+  /* a destroyed communicator */
+  rank_call y = x;
+  y.comm = e.comm[0];
+  rank_main(&y);
+  CHECK(y.st == W8A8_ERROR_INVALID_COMM, "destroyed comm: %s", w8a8_status_name(y.st));
+}
+
+/* A rank that never makes its call: the others fail after W8A8_TP_TIMEOUT_S instead of hanging. */
+W8A8_TEST(tp_gpu_missing_rank_times_out) {
+  GPU_OR_SKIP();
+  setenv("W8A8_TP_TIMEOUT_S", "2", 1);
+  env e;
+  int ok = env_open(&e, 2, 8, 8, 8);
+  unsetenv("W8A8_TP_TIMEOUT_S");
+  REQUIRE(ok, "ranks: %s", w8a8_last_error());
+  small_ag s;
+  REQUIRE(small_ag_init(&s, &e, 8, 8, 8), "device allocation failed");
+  rank_main(&s.c[0]); /* rank 1 never calls */
+  CHECK(s.c[0].st == W8A8_ERROR_COMM && strstr(s.c[0].msg, "1 of 2"), "missing rank: %s %s",
+        w8a8_status_name(s.c[0].st), s.c[0].msg);
+  rank_main(&s.c[1]); /* the group is now unusable, for every rank */
+  CHECK(s.c[1].st == W8A8_ERROR_COMM, "after the timeout: %s", w8a8_status_name(s.c[1].st));
+  small_free(&s, 2);
+  env_close(&e);
+}
+
+#endif /* W8A8_HAVE_CUDA */
