@@ -30,18 +30,19 @@ for _cls in _ERROR_CLASSES.values():
 del _cls
 
 
-def _is_torch_any(x):
-    import sys
-    t = sys.modules.get("torch")
-    return t is not None and isinstance(x, t.Tensor)
+_fronts = {}
 
 
 def _front(x):
-    if _is_torch_any(x):
-        from . import torch as front
-    else:
-        from . import numpy as front
-    return front
+    """w8a8.torch for torch tensors (Tensor, Parameter, fake/functional tensors), else w8a8.numpy.
+    Decided by the type's module, with the front modules cached at first use, so that
+    torch.compile traces this without imports or sys.modules look-ups."""
+    kind = "torch" if getattr(type(x), "__module__", "").startswith("torch") else "numpy"
+    f = _fronts.get(kind)
+    if f is None:
+        import importlib
+        f = _fronts[kind] = importlib.import_module("w8a8." + kind)
+    return f
 
 
 def scaled_mm(a, b, scale_a, scale_b, out_dtype=None, bias=None, azp=None, azp_adj=None, out=None):
