@@ -1,0 +1,423 @@
+/* tune.c — `w8a8 tune`: measure the Hopper path's configurations (the sm90 table x split-K
+ * factors) on the user's shapes and write a tuning table that the library loads
+ * (w8a8_load_tuning, or W8A8_TUNE_FILE at handle creation). Format: src/core/tune.h.
+ *
+ * For each dtype, shape (N, K) and M: every configuration that can take M (the swap-AB token
+ * tile just above M with splits 1..8, and the 128-row tiles; never fp8 fast accumulation,
+ * which misses the library's error bound) is first checked against the portable kernel on the
+ * same data (int8: bitwise on 64 sampled rows; fp8: within 2e-3 of K E|a| E|b| |sa sb|), then
+ * timed: a CUDA graph of 10 calls over rotated weight copies (>= 192 MB, so the weights come
+ * from HBM as in a model), median of 5 replays. The fastest correct one becomes the entry for
+ * that exact M; the table prints beside the built-in heuristic's choice and time.
+ *
+ * Unlike the rest of the CLI this file uses the library's development hooks (forcing one
+ * configuration and split, which no public call does); it links the static library, whose
+ * hidden symbols it reaches. */
+#ifdef W8A8_HAVE_CUDA
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "core/internal.h"
+#include "core/tune.h"
+
+w8a8_status w8a8_sm90_scaled_mm_config(w8a8_handle *h, const w8a8_mm_problem *p, int config, int split);
+int w8a8_sm90_num_configs(void);
+const char *w8a8_sm90_config_name(int config);
+int w8a8_sm90_config_int8(int config);
+int w8a8_sm90_config_swap_bn(int config);
+int w8a8_sm90_config_fast_accum(int config);
+int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
+
+typedef struct tune_shape {
+  const char *name;
+  int64_t N, K;
+} tune_shape;
+/* The suites of `w8a8 bench` (tools/bench.c), repeated here: the tuner's defaults. */
+static const tune_shape LLAMA8B[] = {{"8b-qkv", 6144, 4096}, {"8b-o", 4096, 4096}, {"8b-gateup", 28672, 4096},
+                                     {"8b-down", 4096, 14336}};
+static const tune_shape LLAMA70B[] = {{"70b-qkv-tp4", 2560, 8192}, {"70b-o-tp4", 8192, 2048},
+                                      {"70b-gateup-tp4", 14336, 8192}, {"70b-down-tp4", 8192, 7168}};
+#define MAX_SHAPES 64
+#define MAX_MS 32
+#define ROT_BYTES ((size_t)192 << 20)
+#define GRAPH_CALLS 10
+#define REPLAYS 5
+#define CHECK_ROWS 64
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: w8a8 tune [options]\n"
+          "Measure the Hopper (sm_90a) kernel's configurations on your shapes and write a tuning table.\n"
+          "  --suite LIST     comma list of: llama8b, llama70b-tp4, all (default: llama8b,llama70b-tp4)\n"
+          "  -n LIST -k LIST  explicit shapes: every N x K pair (replaces --suite)\n"
+          "  -m LIST          token counts M (default 1,16,32,64,128,256,512,1024,2048,4096,8192)\n"
+          "  --dtype D        int8 | fp8 | both (default both)\n"
+          "  -o FILE          the table to write (default w8a8_tune.txt)\n"
+          "  --device N       CUDA device (default 0)\n"
+          "  -v               every candidate's time, not only the best\n"
+          "Use the table with W8A8_TUNE_FILE=FILE (read when a handle is created) or\n"
+          "w8a8_load_tuning(handle, FILE). A table is refused as stale on another library version,\n"
+          "device name, compute capability or SM count: tune again there.\n"
+          "\n"
+          "Table format (version %d): a header line\n"
+          "  %s %d lib=<version> cc=<major>.<minor> sms=<count> device=<name>\n"
+          "then one line per entry: dtype (int8|fp8), M (count or lo-hi), N, K, configuration,\n"
+          "split, microseconds. '#' starts a comment line. Lookup: the entry whose M bucket holds M,\n"
+          "else the nearest bucket (in ratio) of the same dtype, N and K whose configuration takes M.\n",
+          W8A8_TUNE_FORMAT, W8A8_TUNE_MAGIC, W8A8_TUNE_FORMAT);
+}
+
+#define CU(x)                                                                                          \
+  do {                                                                                                 \
+    cudaError_t e_ = (x);                                                                              \
+    if (e_ != cudaSuccess) {                                                                           \
+      fprintf(stderr, "w8a8 tune: %s failed: %s\n", #x, cudaGetErrorString(e_));                       \
+      goto fail;                                                                                       \
+    }                                                                                                  \
+  } while (0)
+
+typedef struct tune_ctx {
+  w8a8_handle *h;
+  cudaStream_t st;
+  w8a8_mm_problem p;  /* the problem on weight copy 0 */
+  uint8_t *w;         /* nrot copies of the weights */
+  int nrot;
+  size_t wbytes;
+} tune_ctx;
+
+/* Median microseconds per call of (config, split) over rotated weights; < 0 on failure. */
+static double time_config(tune_ctx *c, int cfg, int split) {
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  cudaEvent_t e0 = NULL, e1 = NULL;
+  double us = -1, tv[REPLAYS];
+  int ok = 1;
+  if (cudaStreamBeginCapture(c->st, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+  for (int r = 0; r < GRAPH_CALLS; r++) {
+    w8a8_mm_problem q = c->p;
+    q.b = c->w + (size_t)(r % c->nrot) * c->wbytes;
+    if (w8a8_sm90_scaled_mm_config(c->h, &q, cfg, split) != W8A8_SUCCESS) ok = 0;
+  }
+  if (cudaStreamEndCapture(c->st, &g) != cudaSuccess || !ok) goto done;
+  if (cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) goto done;
+  if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) goto done;
+  if (cudaGraphLaunch(ge, c->st) != cudaSuccess || cudaStreamSynchronize(c->st) != cudaSuccess) goto done;
+  for (int i = 0; i < REPLAYS; i++) {
+    float ms = 0;
+    if (cudaEventRecord(e0, c->st) != cudaSuccess || cudaGraphLaunch(ge, c->st) != cudaSuccess ||
+        cudaEventRecord(e1, c->st) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+      goto done;
+    tv[i] = (double)ms * 1e3 / GRAPH_CALLS;
+  }
+  us = cli_median(tv, REPLAYS);
+done:
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
+  cudaGetLastError();
+  w8a8_clear_error();
+  return us;
+}
+
+/* Copy `nrows` spread rows of a device [M, N] bf16 output to host rows[nrows][N]. */
+static int fetch_rows(const uint16_t *dout, int64_t N, const int64_t *rows, int nrows, uint16_t *host) {
+  for (int i = 0; i < nrows; i++)
+    if (cudaMemcpy(host + (size_t)i * N, dout + (size_t)rows[i] * N, 2 * (size_t)N, cudaMemcpyDeviceToHost) !=
+        cudaSuccess)
+      return -1;
+  return 0;
+}
+
+int w8a8_cli_tune(int argc, char **argv) {
+  tune_shape shapes[MAX_SHAPES];
+  int nshapes = 0;
+  int64_t ms[MAX_MS] = {1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192}, ns[MAX_SHAPES], ks[MAX_SHAPES];
+  int nm = 11, nn = 0, nk = 0, do_int8 = 1, do_fp8 = 1, verbose = 0, device = 0;
+  const char *suite = NULL, *out_path = "w8a8_tune.txt";
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    } else if (!strcmp(a, "-v")) {
+      verbose = 1;
+      continue;
+    }
+    if (!v) {
+      fprintf(stderr, "w8a8 tune: %s needs a value (or is unknown)\n", a);
+      usage(stderr);
+      return CLI_EXIT_USAGE;
+    }
+    i++;
+    int64_t d;
+    if (!strcmp(a, "--suite")) suite = v;
+    else if (!strcmp(a, "-m")) nm = cli_parse_i64_list(v, 1, 1 << 20, ms, MAX_MS);
+    else if (!strcmp(a, "-n")) nn = cli_parse_i64_list(v, 1, 1 << 20, ns, MAX_SHAPES);
+    else if (!strcmp(a, "-k")) nk = cli_parse_i64_list(v, 1, 131071, ks, MAX_SHAPES);
+    else if (!strcmp(a, "-o")) out_path = v;
+    else if (!strcmp(a, "--device") && cli_parse_i64(v, 0, 1023, &d)) device = (int)d;
+    else if (!strcmp(a, "--dtype") && (!strcmp(v, "int8") || !strcmp(v, "fp8") || !strcmp(v, "both"))) {
+      do_int8 = strcmp(v, "fp8") != 0;
+      do_fp8 = strcmp(v, "int8") != 0;
+    } else {
+      fprintf(stderr, "w8a8 tune: bad option or value: %s %s\n", a, v);
+      usage(stderr);
+      return CLI_EXIT_USAGE;
+    }
+    if (nm < 0 || nn < 0 || nk < 0) {
+      fprintf(stderr, "w8a8 tune: bad list for %s: %s\n", a, v);
+      return CLI_EXIT_USAGE;
+    }
+  }
+  if ((nn > 0) != (nk > 0) || (nn > 0 && suite)) {
+    fprintf(stderr, "w8a8 tune: give -n and -k together, or --suite, not both\n");
+    return CLI_EXIT_USAGE;
+  }
+  if (nn > 0) {
+    if (nn * nk > MAX_SHAPES) {
+      fprintf(stderr, "w8a8 tune: at most %d N x K shapes\n", MAX_SHAPES);
+      return CLI_EXIT_USAGE;
+    }
+    for (int i = 0; i < nn; i++)
+      for (int j = 0; j < nk; j++) shapes[nshapes++] = (tune_shape){"", ns[i], ks[j]};
+  } else {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", suite ? suite : "llama8b,llama70b-tp4");
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+      int all = !strcmp(t, "all"), hit = 0;
+      if (all || !strcmp(t, "llama8b"))
+        for (int j = 0; j < 4; j++) shapes[nshapes++] = LLAMA8B[j], hit = 1;
+      if (all || !strcmp(t, "llama70b-tp4"))
+        for (int j = 0; j < 4; j++) shapes[nshapes++] = LLAMA70B[j], hit = 1;
+      if (!hit || nshapes > MAX_SHAPES - 8) {
+        fprintf(stderr, "w8a8 tune: unknown suite '%s' (llama8b, llama70b-tp4, all)\n", t);
+        return CLI_EXIT_USAGE;
+      }
+    }
+  }
+  int64_t maxM = 1, maxN = 1, maxK = 1;
+  for (int i = 0; i < nm; i++) maxM = ms[i] > maxM ? ms[i] : maxM;
+  for (int i = 0; i < nshapes; i++) {
+    maxN = shapes[i].N > maxN ? shapes[i].N : maxN;
+    maxK = shapes[i].K > maxK ? shapes[i].K : maxK;
+  }
+
+  int rc = CLI_EXIT_FAIL, nentries = 0;
+  w8a8_handle *h = NULL;
+  tune_ctx c;
+  memset(&c, 0, sizeof c);
+  void *dA = NULL, *dW = NULL, *dOut = NULL, *dRef = NULL, *dSa = NULL, *dSb = NULL;
+  uint8_t *hA = NULL, *hW = NULL;
+  float *hSa = NULL, *hSb = NULL;
+  uint16_t *got = NULL, *ref = NULL;
+  FILE *out = NULL;
+  w8a8_status s = w8a8_create(&h, W8A8_DEVICE_CUDA, device);
+  if (s != W8A8_SUCCESS) {
+    fprintf(stderr, "w8a8 tune: no CUDA device %d: %s\n", device, w8a8_last_error());
+    return CLI_EXIT_FAIL;
+  }
+  w8a8_handle_info info;
+  w8a8_get_info(h, &info);
+  if (info.cc_major != 9 || info.cc_minor != 0) {
+    fprintf(stderr, "w8a8 tune: %s is sm_%d%d; the tuned path (sm_90a) needs an H100/H200-class GPU\n", info.name,
+            info.cc_major, info.cc_minor);
+    w8a8_destroy(h);
+    return CLI_EXIT_FAIL;
+  }
+  w8a8_load_tuning(h, NULL); /* measure the built-in heuristic, not an older table */
+  CU(cudaSetDevice(device));
+  CU(cudaStreamCreateWithFlags(&c.st, cudaStreamNonBlocking));
+  w8a8_set_stream(h, c.st);
+  c.h = h;
+  /* weight copies: ceil(ROT_BYTES / wbytes) of them (at most 16) fit in ROT_BYTES + wmax */
+  size_t wmax = (size_t)(maxN * maxK);
+  CU(cudaMalloc(&dA, (size_t)(maxM * maxK)));
+  CU(cudaMalloc(&dW, ROT_BYTES + wmax));
+  CU(cudaMalloc(&dOut, 2 * (size_t)(maxM * maxN)));
+  CU(cudaMalloc(&dRef, 2 * (size_t)(maxM * maxN)));
+  CU(cudaMalloc(&dSa, 4 * (size_t)maxM));
+  CU(cudaMalloc(&dSb, 4 * (size_t)maxN));
+  hA = malloc((size_t)(maxM * maxK));
+  hW = malloc(wmax);
+  hSa = malloc(4 * (size_t)maxM);
+  hSb = malloc(4 * (size_t)maxN);
+  got = malloc(2 * (size_t)CHECK_ROWS * (size_t)maxN);
+  ref = malloc(2 * (size_t)CHECK_ROWS * (size_t)maxN);
+  if (!hA || !hW || !hSa || !hSb || !got || !ref) {
+    fprintf(stderr, "w8a8 tune: out of host memory\n");
+    goto fail;
+  }
+  out = fopen(out_path, "w");
+  if (!out) {
+    fprintf(stderr, "w8a8 tune: cannot write %s\n", out_path);
+    goto fail;
+  }
+  {
+    char hdr[512], date[64];
+    w8a8_tune_device me = {w8a8_version_string(), info.name, info.cc_major, info.cc_minor, info.num_sms};
+    w8a8_tune_format_header(hdr, sizeof hdr, &me);
+    cli_iso_datetime(date, sizeof date);
+    fprintf(out, "# w8a8 tuning table, written by `w8a8 tune` at %s (format: w8a8 tune --help)\n%s", date, hdr);
+    fprintf(out, "# dtype M N K config split us    (heuristic: config split us)\n");
+  }
+  printf("# w8a8 tune on %s (%d SMs): CUDA graph of %d calls, weights rotated (>= %d MB), median of %d\n", info.name,
+         info.num_sms, GRAPH_CALLS, (int)(ROT_BYTES >> 20), REPLAYS);
+  printf("# %-5s %-15s %6s %6s %6s | %-20s %5s %9s | %-20s %5s %9s | %6s\n", "dtype", "shape", "M", "N", "K", "best",
+         "split", "us", "heuristic", "split", "us", "gain");
+
+  cli_rng rng = cli_rng_make(20261130, 1);
+  for (int dt = 0; dt < 2; dt++) {
+    const int int8 = dt == 0;
+    if (int8 ? !do_int8 : !do_fp8) continue;
+    const w8a8_dtype in = int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    /* operands: int8 uniform bytes; fp8 moderate magnitudes (|x| in [1/8, 16)), never NaN */
+    double ea = 0, eb = 0;
+    for (int64_t i = 0; i < maxM * maxK; i++) {
+      uint8_t v = (uint8_t)cli_rng_u64(&rng);
+      if (!int8) v = (uint8_t)((v & 0x87) | ((4 + cli_rng_range(&rng, 0, 6)) << 3));
+      hA[i] = v;
+    }
+    for (size_t i = 0; i < wmax; i++) {
+      uint8_t v = (uint8_t)cli_rng_u64(&rng);
+      if (!int8) v = (uint8_t)((v & 0x87) | ((4 + cli_rng_range(&rng, 0, 6)) << 3));
+      hW[i] = v;
+    }
+    for (int i = 0; i < 4096; i++) {
+      ea += int8 ? fabs((double)(int8_t)hA[i]) : fabs((double)cli_fp8_to_f32(hA[i]));
+      eb += int8 ? fabs((double)(int8_t)hW[i]) : fabs((double)cli_fp8_to_f32(hW[i]));
+    }
+    ea /= 4096, eb /= 4096;
+    for (int64_t i = 0; i < maxM; i++) hSa[i] = (0.5f + cli_rng_unit(&rng)) * 1e-3f;
+    for (int64_t i = 0; i < maxN; i++) hSb[i] = (0.5f + cli_rng_unit(&rng)) * 1e-2f;
+    CU(cudaMemcpy(dA, hA, (size_t)(maxM * maxK), cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dSa, hSa, 4 * (size_t)maxM, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dSb, hSb, 4 * (size_t)maxN, cudaMemcpyHostToDevice));
+
+    for (int si = 0; si < nshapes; si++) {
+      const int64_t N = shapes[si].N, K = shapes[si].K;
+      c.wbytes = (size_t)(N * K);
+      c.nrot = (int)((ROT_BYTES + c.wbytes - 1) / c.wbytes);
+      if (c.nrot > 16) c.nrot = 16;
+      c.w = dW;
+      for (int r = 0; r < c.nrot; r++) CU(cudaMemcpy(c.w + (size_t)r * c.wbytes, hW, c.wbytes, cudaMemcpyHostToDevice));
+      for (int mi = 0; mi < nm; mi++) {
+        const int64_t M = ms[mi];
+        w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dA);
+        w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dW);
+        w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dRef);
+        w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dSa), SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dSb);
+        /* the reference: the portable kernel on the same data */
+        w8a8_set_kernel(h, W8A8_KERNEL_GENERIC);
+        s = w8a8_scaled_mm(h, &A, &B, &SA, &SB, NULL, NULL, &O);
+        w8a8_set_kernel(h, W8A8_KERNEL_AUTO);
+        if (s != W8A8_SUCCESS || cudaStreamSynchronize(c.st) != cudaSuccess) {
+          fprintf(stderr, "w8a8 tune: the portable kernel failed at %lldx%lldx%lld: %s\n", (long long)M, (long long)N,
+                  (long long)K, w8a8_last_error());
+          goto fail;
+        }
+        int64_t rows[CHECK_ROWS];
+        int nrows = cli_sample_rows(M, CHECK_ROWS, rows);
+        if (fetch_rows(dRef, N, rows, nrows, ref) != 0) goto fail;
+        O.data = dOut;
+        if (w8a8_validate_scaled_mm("w8a8 tune", h, &A, &B, &SA, &SB, NULL, NULL, &O, &c.p) != W8A8_SUCCESS) {
+          fprintf(stderr, "w8a8 tune: %s\n", w8a8_last_error());
+          goto fail;
+        }
+        int hsplit = 0, hcfg = w8a8_sm90_plan(h, &c.p, &hsplit);
+        double hus = -1, best_us = -1;
+        int best_cfg = -1, best_split = 0;
+        const int64_t kblocks = (K + 127) / 128;
+        for (int ci = 0; ci < w8a8_sm90_num_configs(); ci++) {
+          if (w8a8_sm90_config_int8(ci) != int8 || w8a8_sm90_config_fast_accum(ci)) continue;
+          int bn = w8a8_sm90_config_swap_bn(ci);
+          if (bn && (M > bn || (bn > 8 && M <= bn / 2))) continue; /* the token tile just above M */
+          for (int split = 1; split <= (bn ? 8 : 1); split++) {
+            if (split > 1 && kblocks / split < 2) break;
+            /* correctness first: one call on copy 0, sampled rows against the portable kernel */
+            cudaMemsetAsync(dOut, 0xff, 2 * (size_t)(M * N), c.st);
+            s = w8a8_sm90_scaled_mm_config(h, &c.p, ci, split);
+            if (s != W8A8_SUCCESS || cudaStreamSynchronize(c.st) != cudaSuccess || fetch_rows(dOut, N, rows, nrows, got)) {
+              fprintf(stderr, "w8a8 tune: %s split %d failed at %lldx%lldx%lld: %s\n", w8a8_sm90_config_name(ci), split,
+                      (long long)M, (long long)N, (long long)K, w8a8_last_error());
+              cudaGetLastError();
+              continue;
+            }
+            long wrong = 0;
+            for (int r = 0; r < nrows; r++)
+              for (int64_t n = 0; n < N; n++) {
+                size_t i = (size_t)r * N + n;
+                if (int8) {
+                  wrong += got[i] != ref[i];
+                } else {
+                  double g = cli_bf16_to_f32(got[i]), w = cli_bf16_to_f32(ref[i]);
+                  double tol = 2e-3 * (double)K * ea * eb * hSa[rows[r]] * hSb[n] + fabs(w) * 0x1p-7;
+                  wrong += !(fabs(g - w) <= tol);
+                }
+              }
+            if (wrong) {
+              fprintf(stderr, "w8a8 tune: %s split %d: %ld wrong elements at %lldx%lldx%lld; not a candidate\n",
+                      w8a8_sm90_config_name(ci), split, wrong, (long long)M, (long long)N, (long long)K);
+              continue;
+            }
+            double us = time_config(&c, ci, split);
+            if (us < 0) continue;
+            if (verbose)
+              printf("  %-5s %-15s %6lld %6lld %6lld   %-20s %5d %9.2f\n", int8 ? "int8" : "fp8", shapes[si].name,
+                     (long long)M, (long long)N, (long long)K, w8a8_sm90_config_name(ci), split, us);
+            if (ci == hcfg && split == hsplit) hus = us;
+            if (best_us < 0 || us < best_us) best_us = us, best_cfg = ci, best_split = split;
+          }
+        }
+        if (hcfg >= 0 && hus < 0) hus = time_config(&c, hcfg, hsplit);
+        if (best_cfg < 0) {
+          printf("  %-5s %-15s %6lld %6lld %6lld | no configuration ran correctly: no entry\n", int8 ? "int8" : "fp8",
+                 shapes[si].name, (long long)M, (long long)N, (long long)K);
+          continue;
+        }
+        printf("  %-5s %-15s %6lld %6lld %6lld | %-20s %5d %9.2f | %-20s %5d %9.2f | %5.2fx\n", int8 ? "int8" : "fp8",
+               shapes[si].name, (long long)M, (long long)N, (long long)K, w8a8_sm90_config_name(best_cfg), best_split,
+               best_us, hcfg >= 0 ? w8a8_sm90_config_name(hcfg) : "-", hsplit, hus, hus > 0 ? hus / best_us : 0.0);
+        fprintf(out, "%-4s %6lld %6lld %6lld %-20s %d %.2f    # heuristic %s %d %.2f\n", int8 ? "int8" : "fp8",
+                (long long)M, (long long)N, (long long)K, w8a8_sm90_config_name(best_cfg), best_split, best_us,
+                hcfg >= 0 ? w8a8_sm90_config_name(hcfg) : "-", hsplit, hus);
+        fflush(out);
+        nentries++;
+      }
+    }
+  }
+  rc = CLI_EXIT_OK;
+fail:
+  if (out && fclose(out) != 0) rc = CLI_EXIT_FAIL;
+  if (rc == CLI_EXIT_OK) {
+    /* round trip: the library must accept what we wrote */
+    s = w8a8_load_tuning(h, out_path);
+    if (s != W8A8_SUCCESS) {
+      fprintf(stderr, "w8a8 tune: the written table does not load: %s\n", w8a8_last_error());
+      rc = CLI_EXIT_FAIL;
+    } else {
+      printf("# wrote %s: %d entries; use it with W8A8_TUNE_FILE=%s or w8a8_load_tuning()\n", out_path, nentries,
+             out_path);
+    }
+  }
+  cudaFree(dA), cudaFree(dW), cudaFree(dOut), cudaFree(dRef), cudaFree(dSa), cudaFree(dSb);
+  free(hA), free(hW), free(hSa), free(hSb), free(got), free(ref);
+  w8a8_destroy(h);
+  if (c.st) cudaStreamDestroy(c.st);
+  return rc;
+}
+#else /* a build without CUDA */
+#include <stdio.h>
+int w8a8_cli_tune(int argc, char **argv);
+int w8a8_cli_tune(int argc, char **argv) {
+  (void)argc;
+  (void)argv;
+  fprintf(stderr, "w8a8 tune: this build has no CUDA; tuning measures the Hopper (sm_90a) kernels\n");
+  return 1;
+}
+#endif
