@@ -30,11 +30,20 @@
 #include "bench.h"
 #include "w8a8.h"
 
+/* GPU ranks emulated on one GPU (tools/tp_bench_gpu.c): `w8a8 tp-bench --local W` (or --gpu W). */
+int w8a8_cli_tp_bench_gpu(int argc, char **argv);
+static int wants_gpu(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--local") || !strcmp(argv[i], "--gpu")) return 1;
+  return 0;
+}
+
 #ifndef W8A8_HAVE_MPI
 
 int w8a8_cli_tp_bench(int argc, char **argv) {
-  (void)argc, (void)argv;
-  fprintf(stderr, "w8a8 tp-bench: this build has no MPI (install libopenmpi-dev and rebuild)\n");
+  if (wants_gpu(argc, argv)) return w8a8_cli_tp_bench_gpu(argc, argv);
+  fprintf(stderr, "w8a8 tp-bench: this build has no MPI (install libopenmpi-dev and rebuild); GPU ranks on one "
+                  "GPU: w8a8 tp-bench --local W\n");
   return 1;
 }
 
@@ -204,7 +213,8 @@ static void usage(void) {
           "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
           "  -w N, -n N    warmup and timed iterations (default 1, 5)\n"
           "  -t N          CPU threads per rank (default cores / ranks)\n"
-          "  -o FILE       also write JSON lines (rank 0)\n");
+          "  -o FILE       also write JSON lines (rank 0)\n"
+          "GPU ranks emulated on one GPU (no mpirun): w8a8 tp-bench --local W [--help]\n");
 }
 
 static int parse(int argc, char **argv, tp_args *ar, int W) {
@@ -383,6 +393,7 @@ done:
 }
 
 int w8a8_cli_tp_bench(int argc, char **argv) {
+  if (wants_gpu(argc, argv)) return w8a8_cli_tp_bench_gpu(argc, argv);
   int inited = 0;
   MPI_Initialized(&inited);
   if (!inited) {
