@@ -12,7 +12,11 @@
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c \
  *       build-sm90/lib/libw8a8.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp \
  *       -o build-sm90/bin/sm90_dev
- * Run: sm90_dev [-a] [-d int8|fp8] [-m M[,M...]]
+ * Run: sm90_dev [-a] [-d int8|fp8] [-m M[,M...]] [-s SHAPE[,SHAPE...]]
+ *   -a also times the other configurations; swap-AB ones with up to two token tiles (e.g. two
+ *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of NOTES.md).
+ *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
+ * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -80,11 +84,13 @@ static double median(double *v, int n) {
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int all = 0, only_int8 = -1;
+  char shape_filter[256] = "";
   int64_t ms[32] = {1, 16, 17, 32, 64, 65, 128, 129, 256, 512, 1024, 2048, 4096, 8192, 16384};
   int nm = 15;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-a")) all = 1;
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
+    else if (!strcmp(argv[i], "-s") && i + 1 < argc) snprintf(shape_filter, sizeof shape_filter, ",%s,", argv[++i]);
     else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
       nm = 0;
       for (char *t = strtok(argv[++i], ","); t && nm < 32; t = strtok(NULL, ",")) ms[nm++] = atoll(t);
@@ -136,6 +142,13 @@ int main(int argc, char **argv) {
 
     for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
       const int64_t N = SHAPES[si].N, K = SHAPES[si].K;
+      if (shape_filter[0]) {
+        int hit = 0;
+        char f[256];
+        snprintf(f, sizeof f, "%s", shape_filter + 1);
+        for (char *t = strtok(f, ","); t && !hit; t = strtok(NULL, ",")) hit = strstr(SHAPES[si].name, t) != NULL;
+        if (!hit) continue;
+      }
       const size_t wbytes = (size_t)(N * K);
       int ncopies = (int)(wpool / wbytes);
       if (ncopies > 20) ncopies = 20;
@@ -156,7 +169,7 @@ int main(int argc, char **argv) {
           if (ci >= 0) {
             if (w8a8_sm90_config_int8(ci) != int8) continue;
             int bn = w8a8_sm90_config_swap_bn(ci);
-            if (bn && (M > bn || (bn > 8 && M <= bn / 2))) continue;  /* the right token tile only */
+            if (bn && (M > 2 * bn || (bn > 8 && M <= bn / 2))) continue; /* tile above M, or two below */
             if (!bn && M < 64) continue;
             if (ci == hcfg) continue;  /* already timed as the heuristic's row */
           }

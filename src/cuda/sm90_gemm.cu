@@ -284,10 +284,13 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
     // never completed. Diagnosis from the code (NOTES.md, "2026-11-30"): the persistent split-K
     // kernel deadlocked whenever a cluster had a second tile (224 tiles > the clusters that fit
     // at once for any split >= 2); fixed in the kernel and by launching one tile per cluster, and
-    // the heuristic now picks split 1 there. Split-1 swap plans were never run at that size, so
-    // AUTO declines them (the portable kernel takes them) until a device run proves the fix;
+    // the heuristic now picks split 1 there. Split-1 swap plans ran on the device only on a few
+    // tiles (tests: 1-2; small K, where split 1 is the only choice), so AUTO declines them on
+    // more than 16 tiles (the portable kernel takes them) until a device run proves the fix;
     // W8A8_SM90_ALLOW_SPLIT1=1 lifts this. Forced configs and tuned plans (measured) still run.
-    if (pl.config >= 0 && CONFIGS[pl.config].swap && pl.split == 1 && !split1_allowed())
+    if (pl.config >= 0 && CONFIGS[pl.config].swap && pl.split == 1 &&
+        (p->N + SM90_BM - 1) / SM90_BM * ((p->M + CONFIGS[pl.config].bn - 1) / CONFIGS[pl.config].bn) > 16 &&
+        !split1_allowed())
       return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
                       "%s: the sm_90a small-M plan for N=%lld needs split 1, which is quarantined until a device run "
                       "proves the 2026-11-30 fix (NOTES.md; W8A8_SM90_ALLOW_SPLIT1=1 lifts it)",
