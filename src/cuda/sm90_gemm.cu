@@ -281,7 +281,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   } else if (!tuned_plan(h, p, &pl)) {
     pl = plan(dev, p, num_sms);
     // Quarantine (H200, 2026-11-29): the first sm90 call on 8b-gateup (M=1, N=28672, K=4096)
-    // never completed. Diagnosis from the code (NOTES.md, "2026-11-30"): the persistent split-K
+    // never completed. Diagnosis from the code (NOTES.md, "2026-11-29, later"): the persistent split-K
     // kernel deadlocked whenever a cluster had a second tile (224 tiles > the clusters that fit
     // at once for any split >= 2); fixed in the kernel and by launching one tile per cluster, and
     // the heuristic now picks split 1 there. Split-1 swap plans ran on the device only on a few
@@ -293,7 +293,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
         !split1_allowed())
       return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
                       "%s: the sm_90a small-M plan for N=%lld needs split 1, which is quarantined until a device run "
-                      "proves the 2026-11-30 fix (NOTES.md; W8A8_SM90_ALLOW_SPLIT1=1 lifts it)",
+                      "proves the split-K deadlock fix (NOTES.md; W8A8_SM90_ALLOW_SPLIT1=1 lifts it)",
                       FN, (long long)p->N);
   }
   if (pl.config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);

@@ -41,7 +41,7 @@
 #define SM90_GROUP 8       // tiles along X per group of the L2-friendly order
 #define SM90_MAX_SPLIT 8   // split-K cluster size limit (portable cluster size)
 
-// Epilogue version. v2 (default; branch sm90-epilogue-v2, 270ab8a, merged 2026-11-30): the
+// Epilogue version. v2 (default; branch sm90-epilogue-v2, 270ab8a, merged 2026-11-29): the
 // split-K reduction issues all SPLIT remote loads of an element before adding them (one DSMEM
 // round trip instead of SPLIT dependent ones; same rank-order sum, same bits), and the
 // non-split staging uses plain shared-memory accesses so the compiler can batch the loop's
