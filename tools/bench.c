@@ -490,22 +490,6 @@ static int cpu_call_once(void *arg) {
   return s == W8A8_SUCCESS ? 0 : -1;
 }
 
-/* random int8 in [-128, 127], or fp8 bytes that are not NaN */
-static void fill_8bit(uint8_t *p, size_t n, int fp8, uint64_t seed) {
-  const size_t chunk = 1 << 16;
-  int64_t nch = (int64_t)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < nch; c++) {
-    cli_rng r = cli_rng_make(seed, (uint64_t)c);
-    size_t end = (size_t)(c + 1) * chunk < n ? (size_t)(c + 1) * chunk : n;
-    for (size_t i = (size_t)c * chunk; i < end; i++) {
-      uint8_t v = (uint8_t)cli_rng_u64(&r);
-      /* fp8: also keep magnitudes <= 16 so sums stay well inside fp32 and bf16 outputs */
-      if (fp8) v = (uint8_t)((v & 0x80u) | ((v & 0x7fu) % 0x58u));
-      p[i] = v;
-    }
-  }
-}
 
 __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
   static int warned;
@@ -536,8 +520,8 @@ __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit,
       int fp8 = dt == 1;
       if ((fp8 && !cfg->do_fp8) || (!fp8 && !cfg->do_int8)) continue;
       w8a8_dtype in = fp8 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
-      fill_8bit(A, (size_t)(Mmax * K), fp8, 11);
-      fill_8bit(B, (size_t)(N * K) * (size_t)nrot, fp8, 12);
+      cli_fill_8bit(A, (size_t)(Mmax * K), fp8, 11);
+      cli_fill_8bit(B, (size_t)(N * K) * (size_t)nrot, fp8, 12);
       cli_rng r = cli_rng_make(13, 0);
       /* scales that keep outputs O(1..100): the int8 dot products are ~ 128^2 sqrt(K) */
       float base = fp8 ? 1.0f : 1.0f / 4096.0f;

@@ -26,21 +26,6 @@
 
 #define MAX_ROT 1024
 
-/* random int8 in [-128, 127], or fp8 bytes that are not NaN with magnitudes <= 16 */
-static void fill_8bit(uint8_t *p, size_t n, int fp8, uint64_t seed) {
-  const size_t chunk = 1 << 16;
-  int64_t nch = (int64_t)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < nch; c++) {
-    cli_rng r = cli_rng_make(seed, (uint64_t)c);
-    size_t end = (size_t)(c + 1) * chunk < n ? (size_t)(c + 1) * chunk : n;
-    for (size_t i = (size_t)c * chunk; i < end; i++) {
-      uint8_t v = (uint8_t)cli_rng_u64(&r);
-      if (fp8) v = (uint8_t)((v & 0x80u) | ((v & 0x7fu) % 0x58u));
-      p[i] = v;
-    }
-  }
-}
 
 static float val8(int fp8, uint8_t v) { return fp8 ? cli_fp8_to_f32(v) : (float)(int8_t)v; }
 
@@ -271,8 +256,8 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
       const int fp8 = dt == 1;
       if ((fp8 && !cfg->do_fp8) || (!fp8 && !cfg->do_int8)) continue;
       const w8a8_dtype in = fp8 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
-      fill_8bit(A, (size_t)(Mmax * K), fp8, 11);
-      fill_8bit(B, bsz * (size_t)nrot, fp8, 12);
+      cli_fill_8bit(A, (size_t)(Mmax * K), fp8, 11);
+      cli_fill_8bit(B, bsz * (size_t)nrot, fp8, 12);
       cli_rng r = cli_rng_make(13, 0);
       const float base = fp8 ? 1.0f : 1.0f / 4096.0f; /* int8 dot products are ~ 128^2 sqrt(K) */
       for (int64_t i = 0; i < Mmax; i++) sa[i] = base * (0.5f + cli_rng_unit(&r));

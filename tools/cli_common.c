@@ -532,3 +532,19 @@ int cli_verify_rows_cols(w8a8_dtype in, w8a8_dtype od, const void *a, int64_t ld
   }
   return 0;
 }
+
+/* random int8 in [-128, 127], or fp8 bytes that are not NaN with magnitudes <= 16 */
+void cli_fill_8bit(uint8_t *p, size_t n, int fp8, uint64_t seed) {
+  const size_t chunk = 1 << 16;
+  int64_t nch = (int64_t)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < nch; c++) {
+    cli_rng r = cli_rng_make(seed, (uint64_t)c);
+    size_t end = (size_t)(c + 1) * chunk < n ? (size_t)(c + 1) * chunk : n;
+    for (size_t i = (size_t)c * chunk; i < end; i++) {
+      uint8_t v = (uint8_t)cli_rng_u64(&r);
+      if (fp8) v = (uint8_t)((v & 0x80u) | ((v & 0x7fu) % 0x58u));
+      p[i] = v;
+    }
+  }
+}

@@ -126,7 +126,9 @@ w8a8_dtype cli_parse_out_dtype(const char *s);
 /* Write s as a JSON string literal (quotes included). */
 void cli_json_str(FILE *f, const char *s);
 
-#endif
+/* n random int8 values in [-128, 127], or fp8 e4m3 bytes that are not NaN with magnitudes <= 16 (so sums
+ * stay well inside fp32 and bf16), reproducible from seed; OpenMP-parallel. */
+void cli_fill_8bit(uint8_t *p, size_t n, int fp8, uint64_t seed);
 
 /* ---- sampled verification ------------------------------------------------------------------- */
 /* Check rows `rows[0..nrows)` of a host output `got` [M, N] (ldg) of scaled_mm against the
@@ -149,3 +151,5 @@ int cli_sample_rows(int64_t M, int max, int64_t *rows);
 
 /* ---- subcommands (tools/bench.c) ---------------------------------------------------------------- */
 int cli_bench_main(int argc, char **argv);
+
+#endif

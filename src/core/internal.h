@@ -148,6 +148,9 @@ W8A8_HIDDEN w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle
 W8A8_HIDDEN w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h,
                                              const w8a8_matrix *b, const w8a8_vector *azp_adj,
                                              w8a8_colsum_problem *p);
+/* dtypes and layouts of scaled_mm operands a [M,K], b [K,N], out [M,N] (descriptors already checked). */
+W8A8_HIDDEN w8a8_status w8a8_check_mm_kinds(const char *fn, const w8a8_matrix *a, const w8a8_matrix *b,
+                                            const w8a8_matrix *out);
 /* Byte extent [lo, hi) of a matrix / vector in memory (0,0 when empty). */
 W8A8_HIDDEN void w8a8_matrix_extent(const w8a8_matrix *m, uintptr_t *lo, uintptr_t *hi);
 

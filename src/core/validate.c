@@ -167,15 +167,9 @@ static w8a8_status check_len_1_or(const char *fn, const char *arg, const w8a8_ve
                   LL(v->len), nname, LL(n), per);
 }
 
-w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
-                                    const w8a8_matrix *b, const w8a8_vector *scale_a, const w8a8_vector *scale_b,
-                                    const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
-                                    w8a8_mm_problem *p) {
-  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
-  W8A8_CHECK(check_matrix(fn, h, "a", a));
-  W8A8_CHECK(check_matrix(fn, h, "b", b));
-  W8A8_CHECK(check_matrix(fn, h, "out", out));
-
+/* dtypes and layouts of a scaled_mm's operands (shared with the tensor-parallel ops). */
+w8a8_status w8a8_check_mm_kinds(const char *fn, const w8a8_matrix *a, const w8a8_matrix *b,
+                                const w8a8_matrix *out) {
   if (a->dtype != W8A8_DTYPE_INT8 && a->dtype != W8A8_DTYPE_FP8_E4M3)
     return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a->dtype is %s; expected int8 or fp8_e4m3", fn, dname(a->dtype));
   if (b->dtype != a->dtype)
@@ -193,6 +187,19 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
                     fn);
   if (out->layout != W8A8_ROW_MAJOR)
     return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: out must be row-major [M,N]; got column-major", fn);
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
+                                    const w8a8_matrix *b, const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                    const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                    w8a8_mm_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_matrix(fn, h, "a", a));
+  W8A8_CHECK(check_matrix(fn, h, "b", b));
+  W8A8_CHECK(check_matrix(fn, h, "out", out));
+
+  W8A8_CHECK(w8a8_check_mm_kinds(fn, a, b, out));
 
   int64_t M = a->rows, K = a->cols, N = b->cols;
   if (b->rows != K)

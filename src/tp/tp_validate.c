@@ -117,23 +117,7 @@ w8a8_status w8a8_tp_validate(const char *fn, const w8a8_comm *c, int op, const w
   W8A8_CHECK(check_matrix(fn, "a", a));
   W8A8_CHECK(check_matrix(fn, "b", b));
   W8A8_CHECK(check_matrix(fn, "out", out));
-  if (a->dtype != W8A8_DTYPE_INT8 && a->dtype != W8A8_DTYPE_FP8_E4M3)
-    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a->dtype is %s; expected int8 or fp8_e4m3", fn, dname(a->dtype));
-  if (b->dtype != a->dtype)
-    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a is %s but b is %s; both must be int8 or both fp8_e4m3", fn,
-                    dname(a->dtype), dname(b->dtype));
-  if (out->dtype != W8A8_DTYPE_BF16 && out->dtype != W8A8_DTYPE_FP16 && out->dtype != W8A8_DTYPE_FP32)
-    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: out->dtype is %s; expected bf16, fp16 or fp32", fn,
-                    dname(out->dtype));
-  if (a->layout != W8A8_ROW_MAJOR)
-    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: a must be row-major (activations); got column-major", fn);
-  if (b->layout != W8A8_COL_MAJOR)
-    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT,
-                    "%s: b must be column-major [K,N] (the weights stored as N rows of K); got row-major. Pass W^T "
-                    "as a column-major view, or transpose the weights once at load time",
-                    fn);
-  if (out->layout != W8A8_ROW_MAJOR)
-    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: out must be row-major; got column-major", fn);
+  W8A8_CHECK(w8a8_check_mm_kinds(fn, a, b, out));
 
   const int64_t K = a->cols, N = b->cols;
   const int64_t M_a = a->rows; /* AG: this rank's shard; RS: the layer's M */
