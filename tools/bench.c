@@ -475,20 +475,6 @@ __attribute__((weak)) int w8a8_cli_tp_bench(int argc, char **argv) {
 /* The CPU fallback: our CPU scaled_mm only (no oneDNN/OpenBLAS rows), timed with the same
  * rules as the real module (median, rotated weights) and verified on sampled rows against
  * the scalar reference. */
-typedef struct cpu_call {
-  w8a8_handle *h;
-  w8a8_matrix a, b[1024], out;
-  w8a8_vector sa, sb;
-  int nrot, next;
-} cpu_call;
-
-static int cpu_call_once(void *arg) {
-  cpu_call *c = arg;
-  w8a8_status s = w8a8_scaled_mm(c->h, &c->a, &c->b[c->next], &c->sa, &c->sb, NULL, NULL, &c->out);
-  c->next = (c->next + 1) % c->nrot;
-  if (s != W8A8_SUCCESS) fprintf(stderr, "w8a8_scaled_mm: %s\n", w8a8_last_error());
-  return s == W8A8_SUCCESS ? 0 : -1;
-}
 
 
 __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
@@ -529,7 +515,7 @@ __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit,
       for (int64_t i = 0; i < N; i++) sb[i] = (0.5f + cli_rng_unit(&r)) / (float)(K > 1 ? K : 1);
       for (int mi = 0; mi < cfg->nM && !rc; mi++) {
         int64_t M = cfg->Ms[mi];
-        cpu_call c;
+        cli_mm_call c;
         memset(&c, 0, sizeof c);
         c.h = h;
         c.nrot = nrot;
@@ -540,7 +526,7 @@ __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit,
         c.sa = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? M : 1, sa);
         c.sb = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? N : 1, sb);
         memset(out, 0xff, (size_t)(M * N) * es); /* poison: NaN in every output dtype */
-        double us = cli_time_calls(cli_dev_of(h), cpu_call_once, &c, cfg->warmup, cfg->iters);
+        double us = cli_time_calls(cli_dev_of(h), cli_mm_call_once, &c, cfg->warmup, cfg->iters);
         if (us < 0) {
           rc = -1;
           break;

@@ -24,7 +24,7 @@
 #include <cblas.h>
 #endif
 
-#define MAX_ROT 1024
+#define MAX_ROT CLI_MAX_ROT
 
 
 static float val8(int fp8, uint8_t v) { return fp8 ? cli_fp8_to_f32(v) : (float)(int8_t)v; }
@@ -61,20 +61,6 @@ __attribute__((unused)) static long check_f32_rows(int fp8, const uint8_t *A, co
 }
 
 /* ---- our scaled_mm --------------------------------------------------------------------- */
-typedef struct our_call {
-  w8a8_handle *h;
-  w8a8_matrix a, b[MAX_ROT], out;
-  w8a8_vector sa, sb;
-  int nrot, next;
-} our_call;
-
-static int our_once(void *arg) {
-  our_call *c = arg;
-  w8a8_status s = w8a8_scaled_mm(c->h, &c->a, &c->b[c->next], &c->sa, &c->sb, NULL, NULL, &c->out);
-  c->next = (c->next + 1) % c->nrot;
-  if (s != W8A8_SUCCESS) fprintf(stderr, "w8a8_scaled_mm: %s\n", w8a8_last_error());
-  return s == W8A8_SUCCESS ? 0 : -1;
-}
 
 /* ---- oneDNN ---------------------------------------------------------------------------- */
 #ifdef W8A8_HAVE_DNNL
@@ -285,7 +271,7 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
           fprintf(stderr, "bench_cpu: %s %s M=%lld N=%lld K=%lld\n", shape, w8a8_dtype_name(in), (long long)M,
                   (long long)N, (long long)K);
         /* ours */
-        our_call c;
+        cli_mm_call c;
         memset(&c, 0, sizeof c);
         c.h = h;
         c.nrot = nrot;
@@ -295,7 +281,7 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
         c.sa = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? M : 1, sa);
         c.sb = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? N : 1, sb);
         memset(out, 0xff, (size_t)(M * N) * es); /* poison: NaN in every output dtype */
-        const double us = cli_time_calls(cpu, our_once, &c, cfg->warmup, cfg->iters);
+        const double us = cli_time_calls(cpu, cli_mm_call_once, &c, cfg->warmup, cfg->iters);
         if (us < 0) {
           rc = -1;
           break;

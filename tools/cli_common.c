@@ -548,3 +548,18 @@ void cli_fill_8bit(uint8_t *p, size_t n, int fp8, uint64_t seed) {
     }
   }
 }
+
+int cli_mm_call_once(void *arg) {
+  cli_mm_call *c = arg;
+  w8a8_status s = w8a8_scaled_mm(c->h, &c->a, &c->b[c->next], &c->sa, &c->sb, NULL, NULL, &c->out);
+  c->next = (c->next + 1) % c->nrot;
+  if (s != W8A8_SUCCESS) fprintf(stderr, "w8a8_scaled_mm: %s\n", w8a8_last_error());
+  return s == W8A8_SUCCESS ? 0 : -1;
+}
+
+const cli_tp_shape cli_tp_shapes[CLI_TP_NSHAPES] = {
+    {"70b-qkv", 1, 10240, 8192},
+    {"70b-o", 0, 8192, 8192},
+    {"70b-gate_up", 1, 57344, 8192},
+    {"70b-down", 0, 8192, 28672},
+};

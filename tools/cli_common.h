@@ -152,4 +152,25 @@ int cli_sample_rows(int64_t M, int max, int64_t *rows);
 /* ---- subcommands (tools/bench.c) ---------------------------------------------------------------- */
 int cli_bench_main(int argc, char **argv);
 
+/* One scaled_mm per call through the public API, rotating over nrot weight descriptors (so B is not
+ * served from cache): the callback the CPU timing loops hand to cli_time_calls. */
+#define CLI_MAX_ROT 1024
+typedef struct cli_mm_call {
+  w8a8_handle *h;
+  w8a8_matrix a, b[CLI_MAX_ROT], out;
+  w8a8_vector sa, sb;
+  int nrot, next;
+} cli_mm_call;
+int cli_mm_call_once(void *arg);
+
+/* Llama-3.1-70B's four linear layers as tp-bench runs them (whole layer: AG shards N, RS shards K):
+ * hidden 8192, 64 query heads + 8 KV heads of 128, intermediate 28672. */
+typedef struct cli_tp_shape {
+  const char *name;
+  int ag; /* 1: column-parallel (all-gather + GEMM); 0: row-parallel (GEMM + reduce-scatter) */
+  int64_t N, K;
+} cli_tp_shape;
+#define CLI_TP_NSHAPES 4
+extern const cli_tp_shape cli_tp_shapes[CLI_TP_NSHAPES];
+
 #endif

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cli_common.h"
 #include "w8a8.h"
 
 /* GPU ranks emulated on one GPU (tools/tp_bench_gpu.c): `w8a8 tp-bench --local W` (or --gpu W). */
@@ -50,19 +51,8 @@ int w8a8_cli_tp_bench(int argc, char **argv) {
 #else
 #include <mpi.h>
 
-typedef struct tp_shape {
-  const char *name;
-  int ag; /* 1: column-parallel (all-gather + GEMM); 0: row-parallel (GEMM + reduce-scatter) */
-  int64_t N, K;
-} tp_shape;
-
-/* Llama-3.1-70B: hidden 8192, 64 query heads + 8 KV heads of 128, intermediate 28672. */
-static const tp_shape k_shapes[] = {
-    {"70b-qkv", 1, 10240, 8192},
-    {"70b-o", 0, 8192, 8192},
-    {"70b-gate_up", 1, 57344, 8192},
-    {"70b-down", 0, 8192, 28672},
-};
+typedef cli_tp_shape tp_shape;
+#define k_shapes cli_tp_shapes
 
 typedef struct tp_args {
   int64_t Ms[32];

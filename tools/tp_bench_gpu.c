@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "cli_common.h"
 #include "w8a8.h"
 
 int w8a8_cli_tp_bench_gpu(int argc, char **argv);
@@ -42,18 +43,8 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 
 #define MAXW 8
 
-typedef struct shape {
-  const char *name;
-  int ag;
-  int64_t N, K; /* the whole layer: AG shards N, RS shards K */
-} shape;
-
-static const shape k_shapes[] = {
-    {"70b-qkv", 1, 10240, 8192},
-    {"70b-o", 0, 8192, 8192},
-    {"70b-gate_up", 1, 57344, 8192},
-    {"70b-down", 0, 8192, 28672},
-};
+typedef cli_tp_shape shape;
+#define k_shapes cli_tp_shapes
 
 typedef struct args {
   int W, device, div, warmup, iters, do_int8, do_fp8;
