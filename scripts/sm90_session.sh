@@ -1,6 +1,7 @@
 #!/bin/bash
 # sm90_session.sh — one device-machine session for the Hopper fast path (issue 4), ~8 minutes:
-#   1. build (epilogue v2, the default) + a second library with -DW8A8_SM90_EPILOGUE_V1 (A/B)
+#   1. build with epilogue v2 (-DW8A8_SM90_EPILOGUE_V2, opt-in until proven) + a second library with v1
+#      (the default; -DW8A8_SM90_EPILOGUE_V1 is a no-op kept for clarity) for A/B
 #   2. disassembly check (QGMMA/IGMMA, no LDL/STL) of both
 #   3. the wide-N small-M cases of the 2026-11-29 stall (sm90wide_*), EACH in its own process
 #      under `timeout`, first: a hang costs one case, not the session
@@ -30,10 +31,10 @@ export PATH=$PATH:/usr/local/cuda/bin
 
 log "$(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1)"
 log "build (v2 default): lib tests, then cli + sm90_dev"
-timeout 240 make BUILD=$B CUDA_ARCHS=90a -j16 lib tests >"$OUT/build.txt" 2>&1
+timeout 240 make BUILD=$B CUDA_ARCHS=90a NVCCEXTRA=-DW8A8_SM90_EPILOGUE_V2 -j16 lib tests >"$OUT/build.txt" 2>&1
 rc=$?
 [ $rc -eq 0 ] || { tail -n 30 "$OUT/build.txt"; log "build failed ($rc)"; exit 1; }
-timeout 120 make BUILD=$B CUDA_ARCHS=90a -j16 cli >>"$OUT/build.txt" 2>&1 || log "the CLI did not build: tune and auto bench skipped"
+timeout 120 make BUILD=$B CUDA_ARCHS=90a NVCCEXTRA=-DW8A8_SM90_EPILOGUE_V2 -j16 cli >>"$OUT/build.txt" 2>&1 || log "the CLI did not build: tune and auto bench skipped"
 DEVB() { # build the dev bench against library $1
   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c "$1/lib/libw8a8.a" \
     -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ -o "$1/bin/sm90_dev" >>"$OUT/build.txt" 2>&1
