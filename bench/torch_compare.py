@@ -165,7 +165,10 @@ class TorchRunner:
                 self.call(impl, i)
         t.cuda.current_stream().wait_stream(side)
         graph = t.cuda.CUDAGraph()
-        with t.cuda.graph(graph):
+        # Capture on the warm-up stream: the w8a8 package keeps one handle per (device, stream), so a
+        # capture on torch's own capture stream would create a new handle (and its workspace) inside
+        # the capture; cuBLAS workspaces are per stream too (review, end of session 1).
+        with t.cuda.graph(graph, stream=side):
             out = None
             for i in range(CALLS):
                 out = self.call(impl, i)  # earlier outputs are freed: the pool reuses them

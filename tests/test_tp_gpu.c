@@ -349,6 +349,9 @@ static int run_ag(env *e, const tcase *tc) {
     if (tc->zp >= 2) F[j].G.azp = w8a8_vector_make(W8A8_DTYPE_INT32, M, d[11]);
   }
   CHECK(ok, "device allocation failed");
+  /* The uploads (a pageable cudaMemcpy may return before its DMA lands) and the poisoning
+   * cudaMemsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for. */
+  if (ok) ok = cudaDeviceSynchronize() == cudaSuccess;
   if (ok) {
     run_ranks(U, W);
     run_ranks(F, W);
@@ -506,6 +509,9 @@ static int run_rs(env *e, const tcase *tc) {
       if (tc->bias) s = s + load_out(tc->out, bias, n);
       store_out(tc->out, want, m * N + n, s);
     }
+  /* The uploads (a pageable cudaMemcpy may return before its DMA lands) and the poisoning
+   * cudaMemsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for. */
+  if (ok) ok = cudaDeviceSynchronize() == cudaSuccess;
   if (ok) {
     run_ranks(U, W);
     run_ranks(F, W);
@@ -729,6 +735,8 @@ W8A8_TEST(tp_gpu_graph_capture) {
       memcpy(afull + off[r] * K, ha[r], (size_t)(Mr[r] * K));
       memcpy(safull + off[r], hsa[r], sizeof(float) * (size_t)Mr[r]);
     }
+    /* s0 is non-blocking: it does not wait for the legacy-stream uploads and memsets above */
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess, "uploads before replay %d", rep);
     REQUIRE(cudaGraphLaunch(exec, s0) == cudaSuccess, "launch");
     REQUIRE(cudaStreamSynchronize(s0) == cudaSuccess, "replay %d: %s", rep, cudaGetErrorString(cudaGetLastError()));
     for (int r = 0; r < W; r++) {
@@ -792,6 +800,7 @@ static int small_ag_init(small_ag *s, env *e, int64_t M, int64_t N, int64_t K) {
       if (!d[i]) return 0;
     cudaMemset(d[2], 0x3c, 4 * (size_t)M); /* valid positive scales */
     cudaMemset(d[3], 0x3c, 4 * (size_t)N);
+    if (cudaDeviceSynchronize() != cudaSuccess) return 0; /* legacy-stream memsets vs non-blocking rank streams */
     rank_call *c = &s->c[r];
     c->comm = e->comm[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
     c->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr, K, K, d[0]);

@@ -261,6 +261,8 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
     fprintf(stderr, "tp-bench: out of GPU memory for %s M=%lld\n", sh->name, (long long)M);
     g->failed = 1;
   } else {
+    /* The uploads and memsets above ran on the legacy stream; the ranks' streams are non-blocking. */
+    cudaDeviceSynchronize();
     t_gemm = time_op(g, 0);
     t_comm = time_op(g, 1);
     t_unf = time_op(g, 2);

@@ -159,17 +159,30 @@ w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g) {
       /* A rank that never arrives (it skipped a collective call, or failed before it) would
        * otherwise hang the others for ever: fail instead, and mark the group unusable. */
       g->broken = true;
+      g->timed_out = true;
       pthread_cond_broadcast(&g->cv);
     }
   }
-  bool ok = g->gen != gen;
+  bool ok = g->gen != gen, timed_out = g->timed_out;
   int arrived = g->arrived;
   pthread_mutex_unlock(&g->mu);
   if (ok) return W8A8_SUCCESS;
+  if (!timed_out)
+    return w8a8_err(W8A8_ERROR_COMM,
+                    "%s: another rank of this group failed after the ranks had agreed (see its error); the rank group "
+                    "is now unusable",
+                    fn);
   return w8a8_err(W8A8_ERROR_COMM,
                   "%s: only %d of %d ranks reached the collective within %d s (W8A8_TP_TIMEOUT_S); every rank must "
                   "make the same calls in the same order. The rank group is now unusable",
                   fn, arrived, g->W, g->timeout_s);
+}
+
+void w8a8_tp_group_break(tp_group *g) {
+  pthread_mutex_lock(&g->mu);
+  g->broken = true;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
 }
 
 /* ---- creation -------------------------------------------------------------------------------- */
@@ -184,6 +197,7 @@ static void gpu_comm_free(w8a8_comm *c) {
     if (gs->ev_fork) cudaEventDestroy(gs->ev_fork);
     if (gs->ev_ready) cudaEventDestroy(gs->ev_ready);
     if (gs->ev_done) cudaEventDestroy(gs->ev_done);
+    if (gs->ev_done_cap) cudaEventDestroy(gs->ev_done_cap);
     if (gs->ev_step)
       for (int i = 0; i < c->size; i++)
         if (gs->ev_step[i]) cudaEventDestroy(gs->ev_step[i]);
@@ -237,6 +251,7 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_fork, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_ready, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done_cap, cudaEventDisableTiming);
   for (int i = 0; i < W && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&gs->ev_step[i], cudaEventDisableTiming);
   dev_exit(prev, gs->device);
   if (e != cudaSuccess) {

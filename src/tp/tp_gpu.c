@@ -193,24 +193,39 @@ static w8a8_tp_gpu *peer(const w8a8_comm *c, int j) {
   return ((w8a8_tp_gpu *)c->gpu)->group->comm[j]->gpu;
 }
 
-/* S waits until every peer's previous call has ended (GROUP transport). Events recorded in
- * another capture, or outside the running one, cannot be waited on inside it: a captured call
- * is ordered after earlier work through the stream the graph is launched on. */
+/* S waits until every peer's previous call has ended (GROUP transport). Eager calls wait on the
+ * peers' last eager call (ev_done: never recorded inside a capture, so an eager call made after a
+ * captured one still waits for the eager call before it). Captured calls wait on the peers' last
+ * call of the same capture (ev_done_cap); events recorded in another capture, or outside the
+ * running one, cannot be waited on inside it: a captured call is ordered after earlier work
+ * through the stream the graph is launched on (the caller's job, as for any graph). */
 static w8a8_status entry_waits(const char *fn, w8a8_comm *c, cudaStream_t S, unsigned long long capture) {
   for (int j = 0; j < c->size; j++) {
     if (j == c->rank) continue;
     w8a8_tp_gpu *pj = peer(c, j);
-    if (pj->done_capture != capture) continue;
-    CU(cudaStreamWaitEvent(S, pj->ev_done, 0), "cudaStreamWaitEvent (previous call of a peer)");
+    if (!capture) {
+      CU(cudaStreamWaitEvent(S, pj->ev_done, 0), "cudaStreamWaitEvent (previous call of a peer)");
+    } else if (pj->done_capture == capture) {
+      CU(cudaStreamWaitEvent(S, pj->ev_done_cap, 0), "cudaStreamWaitEvent (previous captured call of a peer)");
+    }
   }
   return W8A8_SUCCESS;
 }
 
 static w8a8_status finish(const char *fn, w8a8_comm *c, cudaStream_t S, unsigned long long capture) {
   w8a8_tp_gpu *gs = c->gpu;
-  CU(cudaEventRecord(gs->ev_done, S), "cudaEventRecord (end of call)");
-  gs->done_capture = capture;
+  CU(cudaEventRecord(capture ? gs->ev_done_cap : gs->ev_done, S), "cudaEventRecord (end of call)");
+  if (capture) gs->done_capture = capture;
   return W8A8_SUCCESS;
+}
+
+/* After the agreement every rank runs the schedule and meets the others at its host barrier. A
+ * rank that fails in between (a CUDA error) never gets there: break the group so that the peers
+ * fail at once with W8A8_ERROR_COMM instead of waiting W8A8_TP_TIMEOUT_S (300 s by default). */
+static void fail_after_agreement(w8a8_comm *c) {
+  w8a8_tp_gpu *gs = c->gpu;
+  c->broken = true;
+  if (gs->mode == TP_GPU_GROUP && gs->group) w8a8_tp_group_break(gs->group);
 }
 
 /* ---- all-gather + GEMM -------------------------------------------------------------------------- */
@@ -320,11 +335,13 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   if (p.M_total == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
   dev_guard g;
-  W8A8_CHECK(enter(fn, gs->device, &g));
-  w8a8_status s = ag_schedule(fn, c, &p, capture);
-  leave(&g, gs->device);
+  w8a8_status s = enter(fn, gs->device, &g);
+  if (s == W8A8_SUCCESS) {
+    s = ag_schedule(fn, c, &p, capture);
+    leave(&g, gs->device);
+  }
   /* A failure after the agreement leaves the peers' view of this rank unknown. */
-  if (s != W8A8_SUCCESS) c->broken = true;
+  if (s != W8A8_SUCCESS) fail_after_agreement(c);
   return s;
 }
 
@@ -402,10 +419,12 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
   dev_guard g;
-  W8A8_CHECK(enter(fn, gs->device, &g));
-  w8a8_status s = rs_schedule(fn, c, &p, capture);
-  leave(&g, gs->device);
-  if (s != W8A8_SUCCESS) c->broken = true;
+  w8a8_status s = enter(fn, gs->device, &g);
+  if (s == W8A8_SUCCESS) {
+    s = rs_schedule(fn, c, &p, capture);
+    leave(&g, gs->device);
+  }
+  if (s != W8A8_SUCCESS) fail_after_agreement(c);
   return s;
 }
 

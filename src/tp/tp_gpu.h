@@ -57,7 +57,8 @@ typedef struct tp_group {
   int arrived;
   uint64_t gen;   /* barrier generation */
   int refs;       /* communicators not yet destroyed */
-  bool broken;    /* a barrier timed out: every later call fails */
+  bool broken;    /* a barrier timed out, or a rank failed mid-call: every later call fails */
+  bool timed_out; /* broken by a timeout (the message differs) */
   int timeout_s;  /* barrier timeout (W8A8_TP_TIMEOUT_S, default 300) */
   int64_t *sig;   /* [2][W][TP_SIG_COUNT]: agreement tables by call parity */
   unsigned long long *capture; /* [2][W]: capture id of each rank's stream (0 = not capturing) */
@@ -72,7 +73,11 @@ typedef struct w8a8_tp_gpu {
   cudaStream_t side;
   cudaEvent_t ev_fork;  /* compute -> side stream */
   cudaEvent_t ev_ready; /* AG: own rows packed; RS: pushes to every peer done */
-  cudaEvent_t ev_done;  /* end of this rank's call (everything, on the compute stream) */
+  cudaEvent_t ev_done;  /* end of this rank's last EAGER call (everything, on the compute stream) */
+  cudaEvent_t ev_done_cap; /* end of this rank's last CAPTURED call (recorded inside capture done_capture).
+                            * Review (end of session 1): one event for both let an eager call made after a
+                            * captured one skip its entry waits (the event's last record belonged to the
+                            * capture), racing with the peers' previous eager call still reading its buffers. */
   cudaEvent_t *ev_step; /* [W]: per-chunk copy (AG) or GEMM (RS) completion */
   unsigned long long done_capture; /* capture id under which ev_done was last recorded */
   /* Workspace (w8a8_comm_reserve): one device block; the AG and RS layouts overlay it
@@ -97,6 +102,9 @@ W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t 
                                           unsigned long long capture_id);
 /* Host barrier of an in-process group (timeout -> W8A8_ERROR_COMM, the group broken). */
 W8A8_HIDDEN w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g);
+/* Mark the group broken and wake every rank waiting in its barrier (a rank that failed after the
+ * agreement will not reach the call's barrier: its peers fail now instead of after the timeout). */
+W8A8_HIDDEN void w8a8_tp_group_break(tp_group *g);
 /* Map an NCCL result to W8A8_ERROR_COMM. */
 W8A8_HIDDEN w8a8_status w8a8_tp_nccl_err(const char *fn, const char *what, int result);
 #endif /* !__CUDACC__ */
