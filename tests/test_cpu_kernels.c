@@ -305,12 +305,65 @@ out:
 W8A8_TEST(cpu_gemm_int8_shapes) { shapes(W8A8_DTYPE_INT8); }
 W8A8_TEST(cpu_gemm_fp8_shapes) { shapes(W8A8_DTYPE_FP8_E4M3); }
 
-/* -128 everywhere: -128*-128 + -128*-128 = 32768 is where vpmaddubsw saturates. */
-W8A8_TEST(cpu_gemm_int8_extremes) {
+/* The outer-product paths (AVX2: int8 M >= 49, fp8 M >= 32; VNNI: int8 M >= 16, K % 4 == 0):
+ * row-panel tails, column-tile tails, k-pair/quad tails, slice boundaries (KC 512/1024),
+ * two A blocks (M > 256), rows split across threads (N <= 48), strides, both thread counts. */
+static void outer_shapes(w8a8_dtype in) {
   rng_init();
   trio t;
   REQUIRE(make_trio(&t) == 0, "handles: %s", w8a8_last_error());
-  static const int64_t sh[][3] = {{1, 9, 4000}, {4, 7, 33}, {20, 13, 4000}, {6, 50, 131}, {50, 13, 2500}};
+  const int64_t m0 = in == W8A8_DTYPE_INT8 ? 49 : 32;
+  const int64_t cases[][3] = {{m0, 1, 1},      {m0, 6, 2},       {m0 + 1, 7, 3},   {64, 47, 513},
+                              {65, 49, 1025},  {96, 20, 1023},   {100, 97, 2049},  {127, 5, 64},
+                              {256, 53, 130},  {273, 50, 77},    {300, 13, 1100},  {m0 + 15, 96, 4},
+                              /* int8 M 16..48 with K % 4 == 0: the VNNI path where there is one */
+                              {16, 50, 1028},  {17, 12, 4},      {33, 100, 2048}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    for (int th = 1; th <= 2; th++) {
+      mm_case c = {0};
+      c.M = cases[i][0], c.N = cases[i][1], c.K = cases[i][2];
+      c.pad_a = rnd_int(0, 1) * rnd_int(1, 9), c.pad_b = rnd_int(0, 1) * rnd_int(1, 9),
+      c.pad_o = rnd_int(0, 1) * rnd_int(1, 5);
+      c.in = in, c.out = OUTS[rnd_int(0, 2)];
+      c.sa_tok = rnd_int(0, 1), c.sb_chan = rnd_int(0, 1), c.bias = rnd_int(0, 1);
+      c.azp = in == W8A8_DTYPE_INT8 ? rnd_int(0, 3) : 0;
+      c.threads = th;
+      char what[96];
+      snprintf(what, sizeof what, "outer %s M%lld N%lld K%lld threads %d", w8a8_dtype_name(in), (long long)c.M,
+               (long long)c.N, (long long)c.K, th);
+      if (run_mm(&t, &c, what) && w8a8_test_failed()) goto out;
+    }
+out:
+  free_trio(&t);
+}
+
+W8A8_TEST(cpu_gemm_int8_outer_shapes) { outer_shapes(W8A8_DTYPE_INT8); }
+W8A8_TEST(cpu_gemm_fp8_outer_shapes) { outer_shapes(W8A8_DTYPE_FP8_E4M3); }
+
+/* On an AVX-512 VNNI CPU, int8 with K % 4 == 0 and M >= 16 runs gemm_avx512vnni.c; the AVX2
+ * kernels (what CI's CPUs run) are then covered here, on handles created with AVX-512 off
+ * (the features are read at w8a8_create). A runner that already restricts the ISA
+ * (W8A8_CPU_DISABLE=avx2: scalar fallback) is left as it is. */
+static void without_avx512(void (*fn)(w8a8_dtype), w8a8_dtype in) {
+  if (getenv("W8A8_CPU_DISABLE")) {
+    fn(in);
+    return;
+  }
+  setenv("W8A8_CPU_DISABLE", "avx512", 1);
+  fn(in);
+  unsetenv("W8A8_CPU_DISABLE");
+}
+W8A8_TEST(cpu_gemm_int8_outer_shapes_avx2) { without_avx512(outer_shapes, W8A8_DTYPE_INT8); }
+W8A8_TEST(cpu_gemm_int8_all_modes_avx2) { without_avx512(all_modes, W8A8_DTYPE_INT8); }
+
+/* -128 everywhere: -128*-128 + -128*-128 = 32768 is where vpmaddubsw saturates. */
+static void extremes(w8a8_dtype in) {
+  (void)in;
+  rng_init();
+  trio t;
+  REQUIRE(make_trio(&t) == 0, "handles: %s", w8a8_last_error());
+  static const int64_t sh[][3] = {{1, 9, 4000},  {4, 7, 33},     {20, 13, 4000},
+                                  {6, 50, 131},  {50, 13, 2500}, {100, 31, 3001}};
   for (int ex = 1; ex <= 2; ex++)
     for (size_t i = 0; i < sizeof sh / sizeof *sh; i++) {
       mm_case c = {0};
@@ -324,6 +377,8 @@ W8A8_TEST(cpu_gemm_int8_extremes) {
     }
   free_trio(&t);
 }
+W8A8_TEST(cpu_gemm_int8_extremes) { extremes(W8A8_DTYPE_INT8); }
+W8A8_TEST(cpu_gemm_int8_extremes_avx2) { without_avx512(extremes, W8A8_DTYPE_INT8); }
 
 /* fp8 NaN operands give NaN outputs (the reference's rule) on the fast paths too. */
 W8A8_TEST(cpu_gemm_fp8_nan) {

@@ -229,6 +229,160 @@ static const k_i8p_fn K_I8P[W8A8_CPU_MR + 1] = {0, k_i8p_1, k_i8p_2, k_i8p_3};
 static const k_i8r_fn K_I8R[W8A8_CPU_MR + 1] = {0, k_i8r_1, k_i8r_2, k_i8r_3};
 static const k_f32_fn K_F32[W8A8_CPU_MR + 1] = {0, k_f32_1, k_f32_2, k_f32_3};
 
+/* ---- outer-product micro-kernels (M > W8A8_CPU_OUTER_MMIN) ------------------------------
+ * The BLIS form, transposed: a tile is 16 rows of A (two 8-lane vectors, from a packed A
+ * panel) x 6 columns of B (broadcast), 12 accumulators + 2 A vectors + 1 broadcast = 15
+ * ymm. No horizontal reductions and no per-step register copies (the dot kernels' costs).
+ * A is packed once per block, transposed: int8 as k-pairs [pair][16 rows][2 x int16] (one
+ * vpmaddwd = 8 rows x 2 k = 16 exact products), fp8 as fp32 [k][16 rows]. B stays in the
+ * dot kernels' converted form (each column a contiguous run of k): the broadcast of one
+ * int32 at column j, pair p is exactly (b[2p], b[2p+1]), so B needs no transpose.
+ * C is the tile column-major (ld = the item's padded row count), transposed once per
+ * item before the epilogue. */
+
+#define W8A8_OUT_I8(j, bj, x0, x1)                                   \
+  do {                                                             \
+    int32_t w_;                                                    \
+    memcpy(&w_, bj + 2 * p, 4);                                    \
+    const __m256i v_ = _mm256_set1_epi32(w_);                      \
+    x0 = _mm256_add_epi32(x0, _mm256_madd_epi16(a0, v_));          \
+    x1 = _mm256_add_epi32(x1, _mm256_madd_epi16(a1, v_));          \
+  } while (0)
+
+/* a: packed A panel at the slice start (32 int16 per pair); b: converted B column 0 of
+ * the tile (ld ldb; columns past nr repeat the last, not stored); npairs pairs of k.
+ * c[j*ldc + r] (+)= sum_k a[r,k] * b[j,k], r < 16, j < nr. */
+/* noinline: inlined into the driver, GCC spilled accumulators (measured: 51 vs 73 GMAC/s
+ * single core in a microbenchmark); as its own function the loop uses exactly 16 ymm. */
+__attribute__((noinline)) static void kern_i8_outer(const int16_t *a, const int16_t *b, int64_t ldb, int nr, int64_t npairs, int32_t *c,
+                          int64_t ldc, int accumulate) {
+  const int16_t *b0 = b, *b1 = b + (nr > 1 ? ldb : 0), *b2 = b + (nr > 2 ? 2 * ldb : 0),
+                *b3 = b + (nr > 3 ? 3 * ldb : 0), *b4 = b + (nr > 4 ? 4 * ldb : 0), *b5 = b + (nr > 5 ? 5 * ldb : 0);
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+          c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#pragma GCC unroll 2
+  for (int64_t p = 0; p < npairs; p++) {
+    const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a + 32 * p));
+    const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a + 32 * p + 16));
+    W8A8_OUT_I8(0, b0, c00, c01);
+    W8A8_OUT_I8(1, b1, c10, c11);
+    W8A8_OUT_I8(2, b2, c20, c21);
+    W8A8_OUT_I8(3, b3, c30, c31);
+    W8A8_OUT_I8(4, b4, c40, c41);
+    W8A8_OUT_I8(5, b5, c50, c51);
+  }
+  __m256i r[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+  for (int j = 0; j < nr; j++) {
+    __m256i *d0 = (__m256i *)(c + j * ldc), *d1 = (__m256i *)(c + j * ldc + 8);
+    __m256i x0 = r[2 * j], x1 = r[2 * j + 1];
+    if (accumulate) {
+      x0 = _mm256_add_epi32(x0, _mm256_loadu_si256(d0));
+      x1 = _mm256_add_epi32(x1, _mm256_loadu_si256(d1));
+    }
+    _mm256_storeu_si256(d0, x0);
+    _mm256_storeu_si256(d1, x1);
+  }
+}
+
+#define W8A8_OUT_F32(bj, x0, x1)                    \
+  do {                                            \
+    const __m256 v_ = _mm256_broadcast_ss(bj + k); \
+    x0 = _mm256_fmadd_ps(a0, v_, x0);             \
+    x1 = _mm256_fmadd_ps(a1, v_, x1);             \
+  } while (0)
+
+/* fp32 (decoded fp8): a packed [k][16], b converted columns, kk values of k. */
+__attribute__((noinline)) static void kern_f32_outer(const float *a, const float *b, int64_t ldb, int nr, int64_t kk, float *c, int64_t ldc,
+                           int accumulate) {
+  const float *b0 = b, *b1 = b + (nr > 1 ? ldb : 0), *b2 = b + (nr > 2 ? 2 * ldb : 0),
+              *b3 = b + (nr > 3 ? 3 * ldb : 0), *b4 = b + (nr > 4 ? 4 * ldb : 0), *b5 = b + (nr > 5 ? 5 * ldb : 0);
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+         c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t k = 0; k < kk; k++) {
+    const __m256 a0 = _mm256_loadu_ps(a + 16 * k), a1 = _mm256_loadu_ps(a + 16 * k + 8);
+    W8A8_OUT_F32(b0, c00, c01);
+    W8A8_OUT_F32(b1, c10, c11);
+    W8A8_OUT_F32(b2, c20, c21);
+    W8A8_OUT_F32(b3, c30, c31);
+    W8A8_OUT_F32(b4, c40, c41);
+    W8A8_OUT_F32(b5, c50, c51);
+  }
+  __m256 r[12] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51};
+  for (int j = 0; j < nr; j++) {
+    float *d0 = c + j * ldc, *d1 = c + j * ldc + 8;
+    __m256 x0 = r[2 * j], x1 = r[2 * j + 1];
+    if (accumulate) {
+      x0 = _mm256_add_ps(x0, _mm256_loadu_ps(d0));
+      x1 = _mm256_add_ps(x1, _mm256_loadu_ps(d1));
+    }
+    _mm256_storeu_ps(d0, x0);
+    _mm256_storeu_ps(d1, x1);
+  }
+}
+
+/* 8x8 transpose of 32-bit elements in registers. */
+static inline void tr8x8(__m256 r[8]) {
+  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Packs rows [0, rows) (rows <= 16; the rest of the 16 are zeros) of A, starting at
+ * src (ld lda), k in [0, K) and zeros to Kp, into one transposed panel:
+ * int8: dst int16 [Kp/2][16][2]; fp8: dst fp32 [Kp][16]. Each step turns 8 rows x 16 k
+ * into vectors (sign extension / fp8 decode) and transposes them 8x8 as 32-bit words. */
+static void pack_a_outer(int is_i8, const uint8_t *src, int64_t lda, int rows, int64_t K, int64_t Kp, void *dst) {
+  for (int h = 0; h < 2; h++) {
+    for (int64_t k = 0; k < Kp; k += 16) {
+      const int64_t len = K - k >= 16 ? 16 : (K - k > 0 ? K - k : 0);
+      __m256 lo[8], hi[8]; /* int8: lo = 8 pairs (k..k+15) of each row; fp8: lo = k..k+7, hi = k+8..k+15 */
+      for (int i = 0; i < 8; i++) {
+        const int r = 8 * h + i;
+        uint8_t tmp[16] = {0};
+        const uint8_t *s = src + (int64_t)r * lda + k;
+        if (r < rows && len == 16) {
+          memcpy(tmp, s, 16);
+        } else if (r < rows && len > 0) {
+          memcpy(tmp, s, (size_t)len);
+        }
+        if (is_i8) {
+          lo[i] = _mm256_castsi256_ps(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)tmp)));
+        } else {
+          float f[16];
+          fp8x16_to_f32(tmp, f);
+          lo[i] = _mm256_loadu_ps(f);
+          hi[i] = _mm256_loadu_ps(f + 8);
+        }
+      }
+      tr8x8(lo);
+      if (is_i8) {
+        int16_t *d = (int16_t *)dst + k * 16 + 16 * h; /* pair k/2 + i at (k/2 + i)*32 */
+        for (int i = 0; i < 8; i++) _mm256_storeu_ps((float *)(d + 32 * i), lo[i]);
+      } else {
+        tr8x8(hi);
+        float *d = (float *)dst + k * 16 + 8 * h;
+        for (int i = 0; i < 8; i++) {
+          _mm256_storeu_ps(d + 16 * i, lo[i]);
+          _mm256_storeu_ps(d + 16 * (8 + i), hi[i]);
+        }
+      }
+    }
+  }
+}
+
 /* ---- epilogue ------------------------------------------------------------------------
  * The header's formula, 8 columns at a time, with the same operations in the same
  * order as w8a8_epilogue() and the same rounding as numeric.c, so results are
@@ -383,6 +537,98 @@ static void run_item(const gemm_ctx *g, const void *ablk, int64_t ic, int64_t r0
   w8a8_avx2_epilogue(p, c, NB, ic + r0, r1 - r0, n0, n1 - n0);
 }
 
+/* Outer-product path, one work item: row panels [q0, q1) of the packed A block (16 rows
+ * each, block rows ic..ic+mcur), columns [n0, n1). */
+static void run_item_outer(const gemm_ctx *g, const void *apk, int64_t ic, int64_t mcur, int64_t q0, int64_t q1,
+                           int64_t n0, int64_t n1, char *slot) {
+  const w8a8_mm_problem *p = g->p;
+  const int64_t Kp = g->Kp, R = W8A8_CPU_OMR, ldc = (q1 - q0) * R;
+  void *bslice = slot;
+  void *c = slot + W8A8_CPU_SLOT_B_BYTES; /* column-major [n1 - n0][ldc] */
+  for (int64_t kc0 = 0; kc0 < Kp; kc0 += g->kc) {
+    const int64_t kcp = Kp - kc0 < g->kc ? Kp - kc0 : g->kc; /* multiple of KPAD */
+    const int64_t len = p->K - kc0 < kcp ? p->K - kc0 : kcp;  /* real k in this slice, >= 1 */
+    for (int64_t n = n0; n < n1; n++) {
+      if (g->is_i8)
+        cvt_i8_i16((const int8_t *)p->b + n * p->ldb + kc0, len, (int16_t *)bslice + (n - n0) * g->kc, kcp);
+      else
+        cvt_fp8_f32((const uint8_t *)p->b + n * p->ldb + kc0, len, (float *)bslice + (n - n0) * g->kc, kcp);
+    }
+    for (int64_t q = q0; q < q1; q++) {
+      for (int64_t nt = n0; nt < n1; nt += W8A8_CPU_ONR) {
+        const int nr = (int)(n1 - nt < W8A8_CPU_ONR ? n1 - nt : W8A8_CPU_ONR);
+        if (g->is_i8)
+          kern_i8_outer((const int16_t *)apk + q * R * Kp + kc0 * R, (const int16_t *)bslice + (nt - n0) * g->kc,
+                        g->kc, nr, kcp / 2, (int32_t *)c + (nt - n0) * ldc + (q - q0) * R, ldc, kc0 > 0);
+        else
+          kern_f32_outer((const float *)apk + q * R * Kp + kc0 * R, (const float *)bslice + (nt - n0) * g->kc, g->kc,
+                         nr, kcp, (float *)c + (nt - n0) * ldc + (q - q0) * R, ldc, kc0 > 0);
+      }
+    }
+  }
+  /* Transpose C to row-major [rows][NB] in the (now free) B slice, 8x8 at a time; columns
+   * past n1 - n0 up to a multiple of 8 carry stale values the epilogue never reads. */
+  float *cr = (float *)bslice;
+  const float *cc = (const float *)c;
+  const int64_t ncols8 = (n1 - n0 + 7) / 8 * 8;
+  for (int64_t j = 0; j < ncols8; j += 8)
+    for (int64_t r = 0; r < ldc; r += 8) {
+      __m256 v[8];
+      for (int i = 0; i < 8; i++) v[i] = _mm256_loadu_ps(cc + (j + i) * ldc + r);
+      tr8x8(v);
+      for (int i = 0; i < 8; i++) _mm256_storeu_ps(cr + (r + i) * W8A8_CPU_NB + j, v[i]);
+    }
+  const int64_t r0 = q0 * R, r1 = q1 * R < mcur ? q1 * R : mcur;
+  w8a8_avx2_epilogue(p, cr + 0, W8A8_CPU_NB, ic + r0, r1 - r0, n0, n1 - n0);
+}
+
+static w8a8_status gemm_outer(const gemm_ctx *g, const w8a8_gemm_ws *ws, int T) {
+  const w8a8_mm_problem *p = g->p;
+  const int64_t M = p->M, N = p->N, K = p->K, Kp = g->Kp, R = W8A8_CPU_OMR;
+  const int64_t esz = g->is_i8 ? 2 : 4;
+  int64_t mc = W8A8_CPU_OMC;
+  if ((int64_t)(W8A8_CPU_A_BYTES / (size_t)(Kp * esz)) < mc)
+    mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)(Kp * esz)) / R * R;
+  if (mc < R) return W8A8_ERROR_UNSUPPORTED_DEVICE; /* the caller takes the dot path */
+  /* equal blocks, multiples of R */
+  const int64_t nblk = (M + mc - 1) / mc;
+  mc = ((M + nblk - 1) / nblk + R - 1) / R * R;
+  const int64_t panels = (N + W8A8_CPU_NB - 1) / W8A8_CPU_NB;
+#pragma omp parallel num_threads(T)
+  {
+#ifdef _OPENMP
+    const int tid = omp_get_thread_num();
+    const int nth = omp_get_num_threads();
+#else
+    const int tid = 0, nth = 1;
+#endif
+    char *slot = ws->slots + (size_t)tid * W8A8_CPU_SLOT_BYTES;
+    for (int64_t ic = 0; ic < M; ic += mc) {
+      const int64_t mcur = M - ic < mc ? M - ic : mc, nq = (mcur + R - 1) / R;
+#pragma omp for schedule(static)
+      for (int64_t q = 0; q < nq; q++) {
+        const int64_t rows = mcur - q * R < R ? mcur - q * R : R;
+        pack_a_outer(g->is_i8, (const uint8_t *)p->a + (ic + q * R) * p->lda, p->lda, (int)rows, K, Kp,
+                     ws->a + (size_t)(q * R * Kp * esz));
+      }
+      int64_t msplit = 1;
+      if (panels < nth) {
+        msplit = (nth + panels - 1) / panels;
+        if (msplit > nq) msplit = nq;
+      }
+      const int64_t qps = (nq + msplit - 1) / msplit;
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t it = 0; it < panels * msplit; it++) {
+        const int64_t pn = it / msplit, ms = it % msplit;
+        const int64_t q0 = ms * qps, q1 = q0 + qps < nq ? q0 + qps : nq;
+        const int64_t n0 = pn * W8A8_CPU_NB, n1 = n0 + W8A8_CPU_NB < N ? n0 + W8A8_CPU_NB : N;
+        if (q0 < q1) run_item_outer(g, ws->a, ic, mcur, q0, q1, n0, n1, slot);
+      }
+    }
+  }
+  return W8A8_SUCCESS;
+}
+
 w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads) {
   const int64_t M = p->M, N = p->N, K = p->K;
   if (M == 0 || N == 0) return W8A8_SUCCESS;
@@ -392,7 +638,16 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
   g.raw = g.is_i8 && M <= W8A8_CPU_RAW_MMAX;
   g.Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
   g.kc = g.is_i8 ? W8A8_CPU_KC_I8 : W8A8_CPU_KC_F8;
+  if (!g.raw && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8))
+    g.kc = g.is_i8 ? W8A8_CPU_OKC_I8 : W8A8_CPU_OKC_F8;
   const int64_t esz = g.is_i8 ? 2 : 4;
+  int T = nthreads < ws->nslots ? nthreads : ws->nslots;
+  if (T < 1) T = 1;
+  /* Below ~1M multiply-adds the fork/join costs more than a second core saves. */
+  if ((double)M * (double)N * (double)(K + 16) < 1e6) T = 1;
+  if (K > 0 && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8) &&
+      gemm_outer(&g, ws, T) == W8A8_SUCCESS)
+    return W8A8_SUCCESS;
   int64_t mc = W8A8_CPU_MC_MAX;
   if (g.Kp > 0 && (int64_t)(W8A8_CPU_A_BYTES / (size_t)(g.Kp * esz)) < mc)
     mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)(g.Kp * esz)) / W8A8_CPU_MR * W8A8_CPU_MR;
@@ -406,10 +661,6 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
     mc = ((M + nblk - 1) / nblk + W8A8_CPU_MR - 1) / W8A8_CPU_MR * W8A8_CPU_MR;
   }
   const int64_t panels = (N + W8A8_CPU_NB - 1) / W8A8_CPU_NB;
-  int T = nthreads < ws->nslots ? nthreads : ws->nslots;
-  if (T < 1) T = 1;
-  /* Below ~1M multiply-adds the fork/join costs more than a second core saves. */
-  if ((double)M * (double)N * (double)(K + 16) < 1e6) T = 1;
 
 #pragma omp parallel num_threads(T)
   {

@@ -14,7 +14,12 @@
  *     the whole K is summed, and writes the output: one pass, never re-read.
  *   - For int8 with M <= W8A8_CPU_RAW_MMAX (decode, small prefill), B is not converted:
  *     the kernel sign-extends the weights as it reads them, each tile of 3 columns over
- *     all rows of A in turn (GEMV-like: the weights stream from memory once). */
+ *     all rows of A in turn (GEMV-like: the weights stream from memory once).
+ *   - From M = W8A8_CPU_OUTER_MMIN_* up ("outer" path, gemm_outer in gemm_avx2.c): A is
+ *     packed once per block of up to OMC rows into transposed 16-row panels (int8 as
+ *     int16 k-pairs, fp8 as fp32), B is converted per slice as above (OKC k at a time),
+ *     and a 16 x 6 outer-product micro-kernel (12 accumulators, B broadcast) adds into a
+ *     column-major C tile, transposed once per item before the same epilogue. */
 #ifndef W8A8_CPU_GEMM_KERNELS_H
 #define W8A8_CPU_GEMM_KERNELS_H
 #include "cpu_kernels.h"
@@ -26,7 +31,14 @@
 #define W8A8_CPU_KPAD 64         /* rows of the converted A/B are padded to this many k */
 #define W8A8_CPU_MC_MAX 264      /* rows of A per block (multiple of MR, >= 256: M=256 in one block) */
 #define W8A8_CPU_RAW_MMAX 48     /* int8 M up to this: weights read raw, no B conversion (measured) */
-#define W8A8_CPU_A_BYTES ((size_t)8 << 20)
+#define W8A8_CPU_OMR 16          /* outer-product path: rows per micro-tile (two 8-lane vectors) */
+#define W8A8_CPU_ONR 6           /* outer-product path: columns per micro-tile (broadcast) */
+#define W8A8_CPU_OKC_I8 1024     /* outer path, k per slice: A panel 32 KiB + 6 B columns 12 KiB in L1 */
+#define W8A8_CPU_OKC_F8 512      /* outer path, fp32: 32 KiB + 12 KiB likewise */
+#define W8A8_CPU_OMC 256         /* outer-product path: rows per A block (multiple of OMR) */
+#define W8A8_CPU_OUTER_MMIN_I8 49 /* int8 M from here: outer-product path (below: raw decode path) */
+#define W8A8_CPU_OUTER_MMIN_F8 32 /* fp8 M from here: outer-product path (16-row tiles waste less) */
+#define W8A8_CPU_A_BYTES ((size_t)16 << 20) /* 256 rows of K = 14336 as fp32 in one block */
 #define W8A8_CPU_SLOT_B_BYTES ((size_t)W8A8_CPU_NB * W8A8_CPU_KC_F8 * 4)
 #define W8A8_CPU_SLOT_C_BYTES ((size_t)W8A8_CPU_MC_MAX * W8A8_CPU_NB * 4)
 #define W8A8_CPU_SLOT_BYTES (W8A8_CPU_SLOT_B_BYTES + W8A8_CPU_SLOT_C_BYTES + 4096)
@@ -41,9 +53,14 @@ typedef struct w8a8_gemm_ws {
 
 /* The AVX2+FMA+F16C driver: computes p with at most `nthreads` threads (<= ws->nslots).
  * Returns W8A8_ERROR_UNSUPPORTED_DEVICE (with a message) when the problem does not fit
- * the blocking (K too large for even MR rows of A in the workspace). An AVX-512 VNNI
- * driver would sit next to it (see NOTES.md: not written yet). */
+ * the blocking (K too large for even MR rows of A in the workspace). */
 W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
+
+/* The AVX-512 VNNI int8 driver (gemm_avx512vnni.c), used for int8 with M >= W8A8_CPU_VNNI_MMIN
+ * on CPUs with avx512f/bw/vnni. Returns W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it
+ * does not take (K % 4 != 0, K too large for the A block); the caller then runs the AVX2 path. */
+#define W8A8_CPU_VNNI_MMIN 16
+W8A8_HIDDEN w8a8_status w8a8_gemm_avx512vnni(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
 
 /* The fused epilogue (gemm_avx2.c; needs AVX2+FMA+F16C). c is int32 (int8 problems) or
  * fp32 (fp8) accumulators, row-major with ld ldc, for output rows m0.. and columns n0... */
