@@ -340,8 +340,8 @@ out:
 W8A8_TEST(cpu_gemm_int8_outer_shapes) { outer_shapes(W8A8_DTYPE_INT8); }
 W8A8_TEST(cpu_gemm_fp8_outer_shapes) { outer_shapes(W8A8_DTYPE_FP8_E4M3); }
 
-/* On an AVX-512 VNNI CPU, int8 with K % 4 == 0 and M >= 16 runs gemm_avx512vnni.c; the AVX2
- * kernels (what CI's CPUs run) are then covered here, on handles created with AVX-512 off
+/* On an AVX-512 VNNI CPU, int8 with K % 4 == 0 and M >= 16 runs gemm_avx512vnni.c (and fp8's
+ * outer path an AVX-512 kernel); the AVX2 kernels (what CI's CPUs run) are then covered here, on handles created with AVX-512 off
  * (the features are read at w8a8_create). A runner that already restricts the ISA
  * (W8A8_CPU_DISABLE=avx2: scalar fallback) is left as it is. */
 static void without_avx512(void (*fn)(w8a8_dtype), w8a8_dtype in) {
@@ -355,6 +355,8 @@ static void without_avx512(void (*fn)(w8a8_dtype), w8a8_dtype in) {
 }
 W8A8_TEST(cpu_gemm_int8_outer_shapes_avx2) { without_avx512(outer_shapes, W8A8_DTYPE_INT8); }
 W8A8_TEST(cpu_gemm_int8_all_modes_avx2) { without_avx512(all_modes, W8A8_DTYPE_INT8); }
+/* fp8's outer path likewise has an AVX-512 FMA kernel next to the AVX2 one */
+W8A8_TEST(cpu_gemm_fp8_outer_shapes_avx2) { without_avx512(outer_shapes, W8A8_DTYPE_FP8_E4M3); }
 
 /* -128 everywhere: -128*-128 + -128*-128 = 32768 is where vpmaddubsw saturates. */
 static void extremes(w8a8_dtype in) {

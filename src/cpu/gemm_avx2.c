@@ -320,6 +320,70 @@ __attribute__((noinline)) static void kern_f32_outer(const float *a, const float
   }
 }
 
+/* AVX-512 variant of kern_f32_outer for CPUs that have it (dispatched at run time: the
+ * function carries its own target, the rest of this file stays AVX2). Tile: two packed
+ * 16-row panels (one zmm each, rows 0..31 of the C tile) x 12 columns, 24 accumulators;
+ * TWO = 0 for a lone last panel. Same packed A, converted B and column-major C as the AVX2
+ * kernel, so the driver only picks the tile loop. */
+#define W8A8_OUT_F512(bj, x0, x1)                      \
+  do {                                                 \
+    const __m512 v_ = _mm512_set1_ps(bj[k]);           \
+    x0 = _mm512_fmadd_ps(a0, v_, x0);                  \
+    if (TWO) x1 = _mm512_fmadd_ps(a1, v_, x1);         \
+  } while (0)
+__attribute__((target("avx512f,avx2,fma"), always_inline)) static inline void kern_f32_512(
+    const int TWO, const float *a, int64_t lda16, const float *b, int64_t ldb, int nr, int64_t kk, float *c,
+    int64_t ldc, int accumulate) {
+  const float *bp[12];
+  for (int j = 0; j < 12; j++) bp[j] = b + (j < nr ? j : nr - 1) * ldb;
+  const float *b0 = bp[0], *b1 = bp[1], *b2 = bp[2], *b3 = bp[3], *b4 = bp[4], *b5 = bp[5], *b6 = bp[6],
+              *b7 = bp[7], *b8 = bp[8], *b9 = bp[9], *b10 = bp[10], *b11 = bp[11];
+  const float *a1p = a + lda16; /* the second panel */
+  __m512 z = _mm512_setzero_ps();
+  __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z, c41 = z, c50 = z, c51 = z,
+         c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z, c90 = z, c91 = z, ca0 = z, ca1 = z, cb0 = z, cb1 = z;
+  for (int64_t k = 0; k < kk; k++) {
+    const __m512 a0 = _mm512_loadu_ps(a + 16 * k);
+    const __m512 a1 = TWO ? _mm512_loadu_ps(a1p + 16 * k) : a0;
+    W8A8_OUT_F512(b0, c00, c01);
+    W8A8_OUT_F512(b1, c10, c11);
+    W8A8_OUT_F512(b2, c20, c21);
+    W8A8_OUT_F512(b3, c30, c31);
+    W8A8_OUT_F512(b4, c40, c41);
+    W8A8_OUT_F512(b5, c50, c51);
+    W8A8_OUT_F512(b6, c60, c61);
+    W8A8_OUT_F512(b7, c70, c71);
+    W8A8_OUT_F512(b8, c80, c81);
+    W8A8_OUT_F512(b9, c90, c91);
+    W8A8_OUT_F512(b10, ca0, ca1);
+    W8A8_OUT_F512(b11, cb0, cb1);
+  }
+  const __m512 r[24] = {c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51,
+                        c60, c61, c70, c71, c80, c81, c90, c91, ca0, ca1, cb0, cb1};
+  for (int j = 0; j < nr; j++) {
+    float *d = c + j * ldc;
+    __m512 x0 = r[2 * j], x1 = r[2 * j + 1];
+    if (accumulate) {
+      x0 = _mm512_add_ps(x0, _mm512_loadu_ps(d));
+      if (TWO) x1 = _mm512_add_ps(x1, _mm512_loadu_ps(d + 16));
+    }
+    _mm512_storeu_ps(d, x0);
+    if (TWO) _mm512_storeu_ps(d + 16, x1);
+  }
+}
+__attribute__((target("avx512f,avx2,fma"), noinline)) static void kern_f32_512_two(const float *a, int64_t lda16,
+                                                                                   const float *b, int64_t ldb, int nr,
+                                                                                   int64_t kk, float *c, int64_t ldc,
+                                                                                   int accumulate) {
+  kern_f32_512(1, a, lda16, b, ldb, nr, kk, c, ldc, accumulate);
+}
+__attribute__((target("avx512f,avx2,fma"), noinline)) static void kern_f32_512_one(const float *a, const float *b,
+                                                                                   int64_t ldb, int nr, int64_t kk,
+                                                                                   float *c, int64_t ldc,
+                                                                                   int accumulate) {
+  kern_f32_512(0, a, 0, b, ldb, nr, kk, c, ldc, accumulate);
+}
+
 /* 8x8 transpose of 32-bit elements in registers. */
 static inline void tr8x8(__m256 r[8]) {
   __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -487,7 +551,7 @@ void w8a8_avx2_epilogue(const w8a8_mm_problem *p, const void *c, int64_t ldc, in
 
 typedef struct gemm_ctx {
   const w8a8_mm_problem *p;
-  int is_i8, raw;
+  int is_i8, raw, avx512; /* avx512: the fp8 outer path may use kern_f32_512_* */
   int64_t Kp, kc; /* padded K (ld of the A block), k per B slice */
 } gemm_ctx;
 
@@ -553,6 +617,20 @@ static void run_item_outer(const gemm_ctx *g, const void *apk, int64_t ic, int64
         cvt_i8_i16((const int8_t *)p->b + n * p->ldb + kc0, len, (int16_t *)bslice + (n - n0) * g->kc, kcp);
       else
         cvt_fp8_f32((const uint8_t *)p->b + n * p->ldb + kc0, len, (float *)bslice + (n - n0) * g->kc, kcp);
+    }
+    if (!g->is_i8 && g->avx512) {
+      for (int64_t q = q0; q < q1; q += 2)
+        for (int64_t nt = n0; nt < n1; nt += 12) {
+          const int nr = (int)(n1 - nt < 12 ? n1 - nt : 12);
+          const float *a = (const float *)apk + q * R * Kp + kc0 * R;
+          const float *b = (const float *)bslice + (nt - n0) * g->kc;
+          float *cc = (float *)c + (nt - n0) * ldc + (q - q0) * R;
+          if (q + 1 < q1)
+            kern_f32_512_two(a, R * Kp, b, g->kc, nr, kcp, cc, ldc, kc0 > 0);
+          else
+            kern_f32_512_one(a, b, g->kc, nr, kcp, cc, ldc, kc0 > 0);
+        }
+      continue;
     }
     for (int64_t q = q0; q < q1; q++) {
       for (int64_t nt = n0; nt < n1; nt += W8A8_CPU_ONR) {
@@ -629,12 +707,13 @@ static w8a8_status gemm_outer(const gemm_ctx *g, const w8a8_gemm_ws *ws, int T) 
   return W8A8_SUCCESS;
 }
 
-w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads) {
+w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads, int avx512) {
   const int64_t M = p->M, N = p->N, K = p->K;
   if (M == 0 || N == 0) return W8A8_SUCCESS;
   gemm_ctx g;
   g.p = p;
   g.is_i8 = p->in_dtype == W8A8_DTYPE_INT8;
+  g.avx512 = avx512;
   g.raw = g.is_i8 && M <= W8A8_CPU_RAW_MMAX;
   g.Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
   g.kc = g.is_i8 ? W8A8_CPU_KC_I8 : W8A8_CPU_KC_F8;

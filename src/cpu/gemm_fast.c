@@ -41,5 +41,5 @@ w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
   if (f->avx512f && f->avx512bw && f->avx512vnni && p->in_dtype == W8A8_DTYPE_INT8 &&
       p->M >= W8A8_CPU_VNNI_MMIN && w8a8_gemm_avx512vnni(p, &ws, threads) == W8A8_SUCCESS)
     return W8A8_SUCCESS;
-  return w8a8_gemm_avx2(p, &ws, threads);
+  return w8a8_gemm_avx2(p, &ws, threads, f->avx512f);
 }

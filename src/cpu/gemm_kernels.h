@@ -51,10 +51,11 @@ typedef struct w8a8_gemm_ws {
   int nslots;
 } w8a8_gemm_ws;
 
-/* The AVX2+FMA+F16C driver: computes p with at most `nthreads` threads (<= ws->nslots).
+/* The AVX2+FMA+F16C driver: computes p with at most `nthreads` threads (<= ws->nslots);
+ * avx512 != 0 (the CPU has AVX-512F) lets the fp8 outer path use its AVX-512 FMA kernel.
  * Returns W8A8_ERROR_UNSUPPORTED_DEVICE (with a message) when the problem does not fit
  * the blocking (K too large for even MR rows of A in the workspace). */
-W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
+W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads, int avx512);
 
 /* The AVX-512 VNNI int8 driver (gemm_avx512vnni.c), used for int8 with M >= W8A8_CPU_VNNI_MMIN
  * on CPUs with avx512f/bw/vnni. Returns W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it
