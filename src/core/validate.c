@@ -270,9 +270,11 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
   p->in_dtype = a->dtype;
   p->out_dtype = out->dtype;
   p->a = nonnull(a->data);
-  p->lda = a->ld;
+  /* With K == 0 the matrices span no bytes, so any ld passed validation; backends still form
+   * row pointers (m * lda), which must not overflow: the stride of an empty row is 0. */
+  p->lda = K ? a->ld : 0;
   p->b = nonnull(b->data);
-  p->ldb = b->ld;
+  p->ldb = K ? b->ld : 0;
   p->out = (void *)nonnull(out->data);
   p->ldo = out->ld;
   p->scale_a = (const float *)scale_a->data;
@@ -378,9 +380,9 @@ w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w
   p->in_dtype = x->dtype;
   p->out_dtype = q->dtype;
   p->x = nonnull(x->data);
-  p->ldx = x->ld;
+  p->ldx = K ? x->ld : 0; /* empty rows: any ld passed, keep row pointer arithmetic in range */
   p->q = (void *)nonnull(q->data);
-  p->ldq = q->ld;
+  p->ldq = K ? q->ld : 0;
   p->mode = mode;
   p->scale = (float *)scale->data;
   p->azp = azp ? (int32_t *)azp->data : NULL;
@@ -408,7 +410,7 @@ w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h, const w8a
   p->K = b->rows;
   p->N = b->cols;
   p->b = (const int8_t *)nonnull(b->data);
-  p->ldb = b->ld;
+  p->ldb = p->K ? b->ld : 0; /* as in scaled_mm: K == 0 leaves ld unconstrained */
   p->out = (int32_t *)azp_adj->data;
   return W8A8_SUCCESS;
 }
