@@ -650,9 +650,7 @@ static w8a8_status gemm_outer(const gemm_ctx *g, const w8a8_gemm_ws *ws, int T) 
   if ((int64_t)(W8A8_CPU_A_BYTES / (size_t)(Kp * esz)) < mc)
     mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)(Kp * esz)) / R * R;
   if (mc < R) return W8A8_ERROR_UNSUPPORTED_DEVICE; /* the caller takes the dot path */
-  /* equal blocks, multiples of R */
-  const int64_t nblk = (M + mc - 1) / mc;
-  mc = ((M + nblk - 1) / nblk + R - 1) / R * R;
+  mc = w8a8_cpu_equal_blocks(M, mc, R);
   const int64_t panels = (N + W8A8_CPU_NB - 1) / W8A8_CPU_NB;
 #pragma omp parallel num_threads(T)
   {
@@ -702,10 +700,7 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
   if (!g.raw && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8))
     g.kc = g.is_i8 ? W8A8_CPU_OKC_I8 : W8A8_CPU_OKC_F8;
   const int64_t esz = g.is_i8 ? 2 : 4;
-  int T = nthreads < ws->nslots ? nthreads : ws->nslots;
-  if (T < 1) T = 1;
-  /* Below ~1M multiply-adds the fork/join costs more than a second core saves. */
-  if ((double)M * (double)N * (double)(K + 16) < 1e6) T = 1;
+  const int T = w8a8_cpu_gemm_threads(p, ws, nthreads);
   if (K > 0 && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8) &&
       gemm_outer(&g, ws, T) == W8A8_SUCCESS)
     return W8A8_SUCCESS;
@@ -716,11 +711,7 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
                     "w8a8_scaled_mm: K = %lld is too large for the AVX2 kernel's workspace", (long long)K);
   if (mc > M) mc = M;
-  /* Equal blocks (B is converted once per block: 256 rows as 255 + 1 converted it twice). */
-  if (mc < M) {
-    const int64_t nblk = (M + mc - 1) / mc;
-    mc = ((M + nblk - 1) / nblk + W8A8_CPU_MR - 1) / W8A8_CPU_MR * W8A8_CPU_MR;
-  }
+  if (mc < M) mc = w8a8_cpu_equal_blocks(M, mc, W8A8_CPU_MR);
   const int64_t panels = (N + W8A8_CPU_NB - 1) / W8A8_CPU_NB;
 
 #pragma omp parallel num_threads(T)

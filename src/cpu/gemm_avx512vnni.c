@@ -169,12 +169,9 @@ w8a8_status w8a8_gemm_avx512vnni(const w8a8_mm_problem *p, const w8a8_gemm_ws *w
   int64_t mc = W8A8_CPU_OMC;
   if ((int64_t)(W8A8_CPU_A_BYTES / (size_t)Kp) < mc) mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)Kp) / VR * VR;
   if (mc < VR) return W8A8_ERROR_UNSUPPORTED_DEVICE;
-  const int64_t nblk = (M + mc - 1) / mc;
-  mc = ((M + nblk - 1) / nblk + VR - 1) / VR * VR;
+  mc = w8a8_cpu_equal_blocks(M, mc, VR);
   const int64_t panels = (N + W8A8_CPU_NB - 1) / W8A8_CPU_NB;
-  int T = nthreads < ws->nslots ? nthreads : ws->nslots;
-  if (T < 1) T = 1;
-  if ((double)M * (double)N * (double)(K + 16) < 1e6) T = 1;
+  const int T = w8a8_cpu_gemm_threads(p, ws, nthreads);
 #pragma omp parallel num_threads(T)
   {
 #ifdef _OPENMP

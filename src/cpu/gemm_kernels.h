@@ -68,6 +68,21 @@ W8A8_HIDDEN w8a8_status w8a8_gemm_avx512vnni(const w8a8_mm_problem *p, const w8a
 W8A8_HIDDEN void w8a8_avx2_epilogue(const w8a8_mm_problem *p, const void *c, int64_t ldc, int64_t m0,
                                     int64_t mrows, int64_t n0, int64_t ncols);
 
+/* Blocking and threading shared by the GEMM drivers. */
+/* Rows per block of A: the block count that mc allows, then equal blocks rounded up to multiples of r
+ * (256 rows as 255 + 1 would convert B twice). */
+static inline int64_t w8a8_cpu_equal_blocks(int64_t M, int64_t mc, int64_t r) {
+  const int64_t nblk = (M + mc - 1) / mc;
+  return ((M + nblk - 1) / nblk + r - 1) / r * r;
+}
+/* Threads a call uses: what was asked, capped by the workspace slots; 1 below ~1M multiply-adds,
+ * where the fork/join costs more than a second core saves. */
+static inline int w8a8_cpu_gemm_threads(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads) {
+  int t = nthreads < ws->nslots ? nthreads : ws->nslots;
+  if (t < 1 || (double)p->M * (double)p->N * (double)(p->K + 16) < 1e6) t = 1;
+  return t;
+}
+
 /* Quantizers (quant_fast.c). */
 W8A8_HIDDEN w8a8_status w8a8_quantize_avx2(const w8a8_quant_problem *p, int nthreads);
 
