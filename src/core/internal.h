@@ -163,6 +163,10 @@ W8A8_HIDDEN float w8a8_fp8_to_f32(uint8_t v);   /* e4m3fn */
 W8A8_HIDDEN uint8_t w8a8_f32_to_fp8(float f);   /* clamp to +-448, RNE, NaN -> 0x7f */
 W8A8_HIDDEN int32_t w8a8_f32_to_int32_sat(float f); /* truncating, saturating, NaN -> 0 (use on rintf results) */
 W8A8_HIDDEN int8_t w8a8_f32_to_int8_rne(float f, int32_t azp); /* clamp(sat_int32(rne(f)) + azp), NaN -> clamp(azp) */
+/* Dynamic quantization: s = max(range / qmax, 1 / (qmax * 512)) (NaN -> the floor), and the
+ * asymmetric int8 rule s = max((hi - lo) / 255, 1 / (127 * 512)), azp = sat_int32(rne(-128 - lo / s)). */
+W8A8_HIDDEN float w8a8_dynamic_scale(float range, float qmax);
+W8A8_HIDDEN void w8a8_asym_params(float lo, float hi, float *scale, int32_t *azp);
 /* The epilogue formula of w8a8_scaled_mm on one fp32 accumulator value. */
 static inline float w8a8_epilogue(float v, float sa, float sb, const float *bias_or_null) {
   float t = sa * v;

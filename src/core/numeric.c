@@ -101,3 +101,18 @@ int8_t w8a8_f32_to_int8_rne(float f, int32_t azp) {
   if (i < -128) i = -128;
   return (int8_t)i;
 }
+
+/* The dynamic quantizers' scale rules (w8a8.h), shared by every host implementation. */
+float w8a8_dynamic_scale(float range, float qmax) {
+  float s = range / qmax, min_scale = 1.0f / (qmax * 512.0f);
+  return s > min_scale ? s : min_scale; /* also maps NaN to MIN_SCALE */
+}
+
+void w8a8_asym_params(float lo, float hi, float *scale, int32_t *azp) {
+  /* s = max((hi - lo) / 255, MIN_SCALE) with int8's MIN_SCALE = 1 / (127 * 512) */
+  float s = (hi - lo) / 255.0f, min_scale = 1.0f / (127.0f * 512.0f);
+  if (!(s > min_scale)) s = min_scale;
+  *scale = s;
+  /* Not clamped to int8: a row of positive values needs azp < -128 (as in vLLM). */
+  *azp = w8a8_f32_to_int32_sat(rintf(-128.0f - lo / s));
+}

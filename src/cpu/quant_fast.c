@@ -142,12 +142,6 @@ static void row_minmax(const w8a8_quant_problem *p, int64_t m, float *lo_out, fl
   *hi_out = h;
 }
 
-/* The reference's scale_from: max(r / qmax, 1 / (qmax * 512)), NaN -> MIN_SCALE. */
-static float scale_from(float r, float qmax) {
-  float s = r / qmax;
-  float min_scale = 1.0f / (qmax * 512.0f);
-  return s > min_scale ? s : min_scale;
-}
 
 w8a8_status w8a8_quantize_avx2(const w8a8_quant_problem *p, int nthreads) {
   const int64_t M = p->M;
@@ -167,7 +161,7 @@ w8a8_status w8a8_quantize_avx2(const w8a8_quant_problem *p, int nthreads) {
       float r = row_amax(p, m);
       if (r > amax) amax = r;
     }
-    const float s = scale_from(amax, qmax);
+    const float s = w8a8_dynamic_scale(amax, qmax);
 #pragma omp parallel for schedule(static) num_threads(T)
     for (int64_t m = 0; m < M; m++) quantize_row(p, m, s, 0);
     p->scale[0] = s;
@@ -177,9 +171,9 @@ w8a8_status w8a8_quantize_avx2(const w8a8_quant_problem *p, int nthreads) {
       float lo, hi;
       row_minmax(p, m, &lo, &hi);
       if (p->K == 0) lo = hi = 0.0f;
-      float s = (hi - lo) / 255.0f, min_scale = 1.0f / (127.0f * 512.0f);
-      if (!(s > min_scale)) s = min_scale;
-      int32_t azp = w8a8_f32_to_int32_sat(rintf(-128.0f - lo / s));
+      float s;
+      int32_t azp;
+      w8a8_asym_params(lo, hi, &s, &azp);
       quantize_row(p, m, s, azp);
       p->scale[m] = s;
       p->azp[m] = azp;
@@ -189,7 +183,7 @@ w8a8_status w8a8_quantize_avx2(const w8a8_quant_problem *p, int nthreads) {
     for (int64_t m = 0; m < M; m++) {
       float amax = row_amax(p, m);
       if (p->scale_ub) amax = fminf(amax, *p->scale_ub);
-      float s = scale_from(amax, qmax);
+      float s = w8a8_dynamic_scale(amax, qmax);
       quantize_row(p, m, s, 0);
       p->scale[m] = s;
     }

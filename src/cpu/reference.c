@@ -78,12 +78,6 @@ void w8a8_ref_colsum(const w8a8_colsum_problem *p) {
 static float nan_ignoring_max(float acc, float x) { return x > acc ? x : acc; }
 static float nan_ignoring_min(float acc, float x) { return x < acc ? x : acc; }
 
-/* Scale from a range: max(r / qmax, MIN_SCALE) with MIN_SCALE = 1 / (qmax * 512). */
-static float scale_from(float r, float qmax) {
-  float s = r / qmax;
-  float min_scale = 1.0f / (qmax * 512.0f);
-  return s > min_scale ? s : min_scale; /* also maps NaN to MIN_SCALE */
-}
 
 static void quantize_row(const w8a8_quant_problem *p, int64_t m, float s, int32_t azp) {
   for (int64_t k = 0; k < p->K; k++) {
@@ -106,7 +100,7 @@ void w8a8_ref_quantize(const w8a8_quant_problem *p) {
     float amax = 0.0f;
     for (int64_t m = 0; m < p->M; m++)
       for (int64_t k = 0; k < p->K; k++) amax = nan_ignoring_max(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
-    float s = scale_from(amax, qmax);
+    float s = w8a8_dynamic_scale(amax, qmax);
     for (int64_t m = 0; m < p->M; m++) quantize_row(p, m, s, 0);
     p->scale[0] = s;
   } else if (p->azp) { /* dynamic per-token, asymmetric int8 */
@@ -118,11 +112,9 @@ void w8a8_ref_quantize(const w8a8_quant_problem *p) {
         hi = nan_ignoring_max(hi, x);
       }
       if (p->K == 0) lo = hi = 0.0f;
-      /* s = max((hi - lo) / 255, MIN_SCALE) with int8's MIN_SCALE = 1 / (127 * 512) */
-      float s = (hi - lo) / 255.0f, min_scale = 1.0f / (127.0f * 512.0f);
-      if (!(s > min_scale)) s = min_scale;
-      /* Not clamped to int8: a row of positive values needs azp < -128 (as in vLLM). */
-      int32_t azp = w8a8_f32_to_int32_sat(rintf(-128.0f - lo / s));
+      float s;
+      int32_t azp;
+      w8a8_asym_params(lo, hi, &s, &azp);
       quantize_row(p, m, s, azp);
       p->scale[m] = s;
       p->azp[m] = azp;
@@ -132,7 +124,7 @@ void w8a8_ref_quantize(const w8a8_quant_problem *p) {
       float amax = 0.0f;
       for (int64_t k = 0; k < p->K; k++) amax = nan_ignoring_max(amax, fabsf(load_float(p->in_dtype, p->x, m * p->ldx + k)));
       if (p->scale_ub) amax = fminf(amax, *p->scale_ub);
-      float s = scale_from(amax, qmax);
+      float s = w8a8_dynamic_scale(amax, qmax);
       quantize_row(p, m, s, 0);
       p->scale[m] = s;
     }
