@@ -1,0 +1,136 @@
+#!/bin/bash
+# device_session.sh — ONE device call that builds, tests and benchmarks whatever STEPS names, each
+# step under its own `timeout`, logs under $OUT as it goes (a hung step loses nothing already
+# written). Works on any number of GPUs (steps that need 2+ say so and skip on one).
+#
+#   OUT=/tmp/out STEPS="info build sm90wide sm90 tpgpu python torchcmp" bash scripts/device_session.sh
+#
+# Steps (in this order, whichever are named):
+#   info      GPUs, topology, peer access, MPI / NCCL versions
+#   build     make BUILD=$BUILD CUDA_ARCHS=90a lib tests cli (+ the MPI test binary when MPI is there)
+#   sm90wide  the wide-N small-M cases of the session-1 stall, each in its own process (45 s each)
+#   sm90      the sm90_ and tune_ test suites
+#   gpu       the whole GPU suite (tests/run_gpu.sh's set: cuda_ sm90_ tp_gpu_ ...)
+#   tpgpu     tp_gpu_ tests: W ranks as threads (spread over every visible GPU; one GPU: emulated)
+#   tpmpi     the MPI+NCCL GPU tests, one process per GPU (mpirun -np NGPU; needs 2+ GPUs)
+#   memcheck  tp_gpu_ small shapes under compute-sanitizer memcheck
+#   python    tests/run_python.sh (the torch tests run where torch sees a GPU)
+#   torchcmp  bench/torch_compare.py (issue 4's side-by-side) -> $OUT/h200-torch-compare.{jsonl,md}
+#   tpbench   w8a8 tp-bench --local W for W = 2, 4 (and the real GPUs when there are 2+)
+#   stack     the layer-stack benchmark (bench/tp_stack) at every TP size the machine allows
+# Env: BUILD (build-dev), BUDGET_S (stop starting steps after this many seconds, 560),
+#      TORCH_M / TORCH_SUITES (torch_compare's --m / --suites), TORCH_BUDGET_S (200)
+set -u
+OUT=${OUT:-/tmp/w8a8-device-out}
+BUILD=${BUILD:-build-dev}
+STEPS=${STEPS:-"info build sm90wide sm90 tpgpu python"}
+BUDGET=${BUDGET_S:-560}
+mkdir -p "$OUT"
+S="$OUT/summary.txt"
+T0=$(date +%s)
+export PATH=$PATH:/usr/local/cuda/bin
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+log() { echo "== [$(($(date +%s) - T0)) s] $*" | tee -a "$S"; }
+has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+ok_budget() { [ "$(left)" -gt 15 ] || { log "budget spent: skipping $*"; return 1; }; }
+tmo() { local t=$1 l; l=$(left); [ "$t" -gt "$l" ] && t=$l; [ "$t" -lt 5 ] && t=5; echo "$t"; }
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+T="$BUILD/bin/w8a8_tests"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS"
+log "$(date -u +%FT%TZ) steps: $STEPS; $NGPU GPU(s)"
+
+if has info; then
+  {
+    nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv
+    nvidia-smi topo -m
+    nvidia-smi nvlink -s 2>&1 | head -n 20
+    nproc
+    mpirun --version 2>&1 | head -n 1
+    ls /usr/lib/x86_64-linux-gnu/libnccl* /usr/local/lib/libnccl* 2>/dev/null
+    python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count(), "nccl", torch.cuda.nccl.version());
+n = torch.cuda.device_count()
+print("peer", [[torch.cuda.can_device_access_peer(i, j) if i != j else None for j in range(n)] for i in range(n)])' 2>&1
+  } >"$OUT/info.txt" 2>&1
+  log "info: $(head -n 2 "$OUT/info.txt" | tail -n 1); $(grep -E '^peer|^torch' "$OUT/info.txt" | tr '\n' ' ')"
+fi
+
+if has build; then
+  timeout 300 make BUILD="$BUILD" CUDA_ARCHS=90a -j"$(nproc)" lib tests cli >"$OUT/build.txt" 2>&1
+  rc=$?
+  log "build: exit $rc; $(grep -E 'NCCL|MPI|nvcc' "$OUT/build.txt" | head -n 3 | tr '\n' ' ')"
+  [ $rc -eq 0 ] || { tail -n 30 "$OUT/build.txt" | tee -a "$S"; exit 1; }
+  [ -x "$BUILD/bin/w8a8_tp_tests" ] || log "no MPI test binary (MPI not found by the Makefile)"
+fi
+
+if has sm90wide; then
+  for t in sm90wide_int8_split8 sm90wide_int8_split1 sm90wide_fp8_split1 sm90wide_n64_split1 sm90wide_token_tiles \
+    sm90wide_auto_split1; do
+    ok_budget "$t" || break
+    timeout -k 5 "$(tmo 45)" "$T" "$t" >>"$OUT/sm90-tests.txt" 2>&1
+    rc=$?
+    log "$t: exit $rc $([ $rc -ge 124 ] && echo '(TIMEOUT: hang)') $(grep -E '^[0-9]+ passed' "$OUT/sm90-tests.txt" | tail -n 1)"
+    [ $rc -ge 124 ] && sleep 3
+  done
+fi
+
+run_tests() { # name timeout args...
+  local name=$1 t=$2
+  shift 2
+  ok_budget "$name" || return
+  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(tmo "$t")" stdbuf -oL "$T" "$@" >"$OUT/$name.txt" 2>&1
+  local rc=$?
+  log "$name: exit $rc $([ $rc -ge 124 ] && echo '(TIMEOUT)') $(grep -E '^[0-9]+ passed' "$OUT/$name.txt" | tail -n 1)"
+  grep -E 'FAIL|SKIP' "$OUT/$name.txt" | head -n 12 | tee -a "$S"
+}
+has sm90 && run_tests sm90-suite 120 sm90_ tune_
+has gpu && run_tests gpu-suite 240 cuda_ sm90_ tune_ graph_
+has tpgpu && run_tests tpgpu 200 tp_gpu
+
+if has tpmpi; then
+  if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8_tp_tests" ] && ok_budget tpmpi; then
+    W8A8_TP_GPU=1 timeout -k 5 "$(tmo 150)" $MPIRUN -np "$NGPU" "$BUILD/bin/w8a8_tp_tests" >"$OUT/tpmpi.txt" 2>&1
+    log "tpmpi (np $NGPU, NCCL): exit $? $(grep -E '^[0-9]+ passed' "$OUT/tpmpi.txt" | tail -n 1)"
+    grep -E 'FAIL' "$OUT/tpmpi.txt" | head -n 12 | tee -a "$S"
+  else
+    log "tpmpi: skipped ($NGPU GPU(s))"
+  fi
+fi
+
+if has memcheck && ok_budget memcheck; then
+  W8A8_GPU_TEST_SMALL=1 timeout -k 5 "$(tmo 150)" compute-sanitizer --tool memcheck --error-exitcode 99 "$T" tp_gpu_ag \
+    tp_gpu_rs tp_gpu_graph tp_gpu_bad tp_gpu_back >"$OUT/memcheck.txt" 2>&1
+  log "memcheck: exit $? $(grep -E '^[0-9]+ passed' "$OUT/memcheck.txt" | tail -n 1) $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt" | tail -n 1)"
+fi
+
+if has python && ok_budget python; then
+  W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHON=python3 BUILD=$BUILD timeout -k 5 "$(tmo 150)" sh tests/run_python.sh \
+    >"$OUT/python.txt" 2>&1
+  log "python: exit $? $(tail -n 1 "$OUT/python.txt")"
+  grep -E '(FAIL|ERROR):' "$OUT/python.txt" | head -n 10 | tee -a "$S"
+fi
+
+if has torchcmp && ok_budget torchcmp; then
+  tb=${TORCH_BUDGET_S:-200}
+  [ "$tb" -gt "$(($(left) - 30))" ] && tb=$(($(left) - 30))
+  W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHONPATH=python timeout -k 5 "$(tmo $((tb + 40)))" python3 -u \
+    bench/torch_compare.py --budget-s "$tb" ${TORCH_M:+--m "$TORCH_M"} ${TORCH_SUITES:+--suites "$TORCH_SUITES"} \
+    -o "$OUT/h200-torch-compare" >"$OUT/torchcmp.txt" 2>&1
+  log "torchcmp: exit $?"
+  grep -iE 'geomean|target|TFLOP' "$OUT/h200-torch-compare.md" 2>/dev/null | head -n 20 | tee -a "$S"
+fi
+
+if has tpbench; then
+  for W in 2 4; do
+    ok_budget "tp-bench W=$W" || break
+    timeout -k 5 "$(tmo 90)" "$BUILD/bin/w8a8" tp-bench --local "$W" -m 1024,8192 -n 10 -w 2 \
+      -o "$OUT/tp-bench-local-w$W.jsonl" >"$OUT/tp-bench-local-w$W.txt" 2>&1
+    log "tp-bench --local $W: exit $?"
+  done
+fi
+
+if has stack && [ -x "$BUILD/bin/tp_stack" ] && ok_budget stack; then
+  timeout -k 5 "$(tmo 150)" "$BUILD/bin/tp_stack" -o "$OUT/tp-stack.jsonl" >"$OUT/tp-stack.txt" 2>&1
+  log "stack: exit $?"
+fi
+log "done in $(($(date +%s) - T0)) s"
