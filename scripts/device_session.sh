@@ -25,8 +25,12 @@ OUT=${OUT:-/tmp/w8a8-device-out}
 BUILD=${BUILD:-build-dev}
 STEPS=${STEPS:-"info build sm90wide sm90 tpgpu python"}
 BUDGET=${BUDGET_S:-560}
-mkdir -p "$OUT"
+mkdir -p "$OUT/logs"
 S="$OUT/summary.txt"
+L="$OUT/logs"
+# The device tool returns at most 8 files: step logs go to $L and are packed into logs.tgz at the end.
+pack() { tar czf "$OUT/logs.tgz" -C "$OUT" logs 2>/dev/null && rm -rf "$L"; }
+trap pack EXIT
 T0=$(date +%s)
 export PATH=$PATH:/usr/local/cuda/bin
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -51,15 +55,15 @@ if has info; then
     python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count(), "nccl", torch.cuda.nccl.version());
 n = torch.cuda.device_count()
 print("peer", [[torch.cuda.can_device_access_peer(i, j) if i != j else None for j in range(n)] for i in range(n)])' 2>&1
-  } >"$OUT/info.txt" 2>&1
-  log "info: $(head -n 2 "$OUT/info.txt" | tail -n 1); $(grep -E '^peer|^torch' "$OUT/info.txt" | tr '\n' ' ')"
+  } >"$L/info.txt" 2>&1
+  log "info: $(head -n 2 "$L/info.txt" | tail -n 1); $(grep -E '^peer|^torch' "$L/info.txt" | tr '\n' ' ')"
 fi
 
 if has build; then
-  timeout 300 make BUILD="$BUILD" CUDA_ARCHS=90a -j"$(nproc)" lib tests cli >"$OUT/build.txt" 2>&1
+  timeout 300 make BUILD="$BUILD" CUDA_ARCHS=90a -j"$(nproc)" lib tests cli >"$L/build.txt" 2>&1
   rc=$?
-  log "build: exit $rc; $(grep -E 'NCCL|MPI|nvcc' "$OUT/build.txt" | head -n 3 | tr '\n' ' ')"
-  [ $rc -eq 0 ] || { tail -n 30 "$OUT/build.txt" | tee -a "$S"; exit 1; }
+  log "build: exit $rc; $(grep -E 'NCCL|MPI|nvcc' "$L/build.txt" | head -n 3 | tr '\n' ' ')"
+  [ $rc -eq 0 ] || { tail -n 30 "$L/build.txt" | tee -a "$S"; exit 1; }
   [ -x "$BUILD/bin/w8a8_tp_tests" ] || log "no MPI test binary (MPI not found by the Makefile)"
 fi
 
@@ -67,9 +71,9 @@ if has sm90wide; then
   for t in sm90wide_int8_split8 sm90wide_int8_split1 sm90wide_fp8_split1 sm90wide_n64_split1 sm90wide_token_tiles \
     sm90wide_auto_split1; do
     ok_budget "$t" || break
-    timeout -k 5 "$(tmo 45)" "$T" "$t" >>"$OUT/sm90-tests.txt" 2>&1
+    timeout -k 5 "$(tmo 90)" "$T" "$t" >>"$L/sm90-tests.txt" 2>&1
     rc=$?
-    log "$t: exit $rc $([ $rc -ge 124 ] && echo '(TIMEOUT: hang)') $(grep -E '^[0-9]+ passed' "$OUT/sm90-tests.txt" | tail -n 1)"
+    log "$t: exit $rc $([ $rc -ge 124 ] && echo '(TIMEOUT: hang)') $(grep -E '^[0-9]+ passed' "$L/sm90-tests.txt" | tail -n 1)"
     [ $rc -ge 124 ] && sleep 3
   done
 fi
@@ -78,10 +82,10 @@ run_tests() { # name timeout args...
   local name=$1 t=$2
   shift 2
   ok_budget "$name" || return
-  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(tmo "$t")" stdbuf -oL "$T" "$@" >"$OUT/$name.txt" 2>&1
+  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(tmo "$t")" stdbuf -oL "$T" "$@" >"$L/$name.txt" 2>&1
   local rc=$?
-  log "$name: exit $rc $([ $rc -ge 124 ] && echo '(TIMEOUT)') $(grep -E '^[0-9]+ passed' "$OUT/$name.txt" | tail -n 1)"
-  grep -E 'FAIL|SKIP' "$OUT/$name.txt" | head -n 12 | tee -a "$S"
+  log "$name: exit $rc $([ $rc -ge 124 ] && echo '(TIMEOUT)') $(grep -E '^[0-9]+ passed' "$L/$name.txt" | tail -n 1)"
+  grep -E 'FAIL|SKIP' "$L/$name.txt" | head -n 12 | tee -a "$S"
 }
 has sm90 && run_tests sm90-suite 120 sm90_ tune_
 has gpu && run_tests gpu-suite 240 cuda_ sm90_ tune_ graph_
@@ -89,9 +93,9 @@ has tpgpu && run_tests tpgpu 200 tp_gpu
 
 if has tpmpi; then
   if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8_tp_tests" ] && ok_budget tpmpi; then
-    W8A8_TP_GPU=1 timeout -k 5 "$(tmo 150)" $MPIRUN -np "$NGPU" "$BUILD/bin/w8a8_tp_tests" >"$OUT/tpmpi.txt" 2>&1
-    log "tpmpi (np $NGPU, NCCL): exit $? $(grep -E '^[0-9]+ passed' "$OUT/tpmpi.txt" | tail -n 1)"
-    grep -E 'FAIL' "$OUT/tpmpi.txt" | head -n 12 | tee -a "$S"
+    W8A8_TP_GPU=1 timeout -k 5 "$(tmo 150)" $MPIRUN -np "$NGPU" "$BUILD/bin/w8a8_tp_tests" >"$L/tpmpi.txt" 2>&1
+    log "tpmpi (np $NGPU, NCCL): exit $? $(grep -E '^[0-9]+ passed' "$L/tpmpi.txt" | tail -n 1)"
+    grep -E 'FAIL' "$L/tpmpi.txt" | head -n 12 | tee -a "$S"
   else
     log "tpmpi: skipped ($NGPU GPU(s))"
   fi
@@ -99,15 +103,15 @@ fi
 
 if has memcheck && ok_budget memcheck; then
   W8A8_GPU_TEST_SMALL=1 timeout -k 5 "$(tmo 150)" compute-sanitizer --tool memcheck --error-exitcode 99 "$T" tp_gpu_ag \
-    tp_gpu_rs tp_gpu_graph tp_gpu_bad tp_gpu_back >"$OUT/memcheck.txt" 2>&1
-  log "memcheck: exit $? $(grep -E '^[0-9]+ passed' "$OUT/memcheck.txt" | tail -n 1) $(grep 'ERROR SUMMARY' "$OUT/memcheck.txt" | tail -n 1)"
+    tp_gpu_rs tp_gpu_graph tp_gpu_bad tp_gpu_back >"$L/memcheck.txt" 2>&1
+  log "memcheck: exit $? $(grep -E '^[0-9]+ passed' "$L/memcheck.txt" | tail -n 1) $(grep 'ERROR SUMMARY' "$L/memcheck.txt" | tail -n 1)"
 fi
 
 if has python && ok_budget python; then
   W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHON=python3 BUILD=$BUILD timeout -k 5 "$(tmo 150)" sh tests/run_python.sh \
-    >"$OUT/python.txt" 2>&1
-  log "python: exit $? $(tail -n 1 "$OUT/python.txt")"
-  grep -E '(FAIL|ERROR):' "$OUT/python.txt" | head -n 10 | tee -a "$S"
+    >"$L/python.txt" 2>&1
+  log "python: exit $? $(tail -n 1 "$L/python.txt")"
+  grep -E '(FAIL|ERROR):' "$L/python.txt" | head -n 10 | tee -a "$S"
 fi
 
 if has torchcmp && ok_budget torchcmp; then
@@ -115,7 +119,7 @@ if has torchcmp && ok_budget torchcmp; then
   [ "$tb" -gt "$(($(left) - 30))" ] && tb=$(($(left) - 30))
   W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHONPATH=python timeout -k 5 "$(tmo $((tb + 40)))" python3 -u \
     bench/torch_compare.py --budget-s "$tb" ${TORCH_M:+--m "$TORCH_M"} ${TORCH_SUITES:+--suites "$TORCH_SUITES"} \
-    -o "$OUT/h200-torch-compare" >"$OUT/torchcmp.txt" 2>&1
+    -o "$OUT/h200-torch-compare" >"$L/torchcmp.txt" 2>&1
   log "torchcmp: exit $?"
   grep -iE 'geomean|target|TFLOP' "$OUT/h200-torch-compare.md" 2>/dev/null | head -n 20 | tee -a "$S"
 fi
@@ -124,13 +128,13 @@ if has tpbench; then
   for W in 2 4; do
     ok_budget "tp-bench W=$W" || break
     timeout -k 5 "$(tmo 90)" "$BUILD/bin/w8a8" tp-bench --local "$W" -m 1024,8192 -n 10 -w 2 \
-      -o "$OUT/tp-bench-local-w$W.jsonl" >"$OUT/tp-bench-local-w$W.txt" 2>&1
+      -o "$OUT/tp-bench-local-w$W.jsonl" >"$L/tp-bench-local-w$W.txt" 2>&1
     log "tp-bench --local $W: exit $?"
   done
 fi
 
 if has stack && [ -x "$BUILD/bin/tp_stack" ] && ok_budget stack; then
-  timeout -k 5 "$(tmo 150)" "$BUILD/bin/tp_stack" -o "$OUT/tp-stack.jsonl" >"$OUT/tp-stack.txt" 2>&1
+  timeout -k 5 "$(tmo 150)" "$BUILD/bin/tp_stack" -o "$OUT/tp-stack.jsonl" >"$L/tp-stack.txt" 2>&1
   log "stack: exit $?"
 fi
 log "done in $(($(date +%s) - T0)) s"

@@ -192,6 +192,26 @@ W8A8_TEST(tune_parse_stale) {
   w8a8_tune_free(t);
 }
 
+/* The library's own version string ("0.1.0 (cpu cuda(90a) ...)", with blanks) round-trips
+ * through the header the tuner writes (the first GPU run wrote one its reader refused). */
+W8A8_TEST(tune_header_real_version) {
+  w8a8_tune_device me = {w8a8_version_string(), "NVIDIA H200", 9, 0, 132};
+  char text[512];
+  int n = w8a8_tune_format_header(text, sizeof text, &me);
+  REQUIRE(n > 0 && n < 400, "header");
+  snprintf(text + n, sizeof text - (size_t)n, "int8 1 28672 4096 int8_swap_n8 1 22.41\n");
+  w8a8_tune_table *t = NULL;
+  w8a8_status s = w8a8_tune_parse("test", "mem", text, strlen(text), &me, fake_resolve, &t);
+  CHECK(s == W8A8_SUCCESS && t && t->count == 1, "%s: %s", text, w8a8_last_error());
+  w8a8_tune_free(t);
+  /* another version is stale */
+  w8a8_tune_device other = me;
+  other.lib = "9.9.9 (cpu)";
+  t = NULL;
+  s = w8a8_tune_parse("test", "mem", text, strlen(text), &other, fake_resolve, &t);
+  CHECK(s == W8A8_ERROR_STALE_TUNING && !t, "stale: %s", w8a8_last_error());
+}
+
 W8A8_TEST(tune_read_file) {
   char path[] = "/tmp/w8a8_test_tune_XXXXXX";
   int fd = mkstemp(path);

@@ -239,9 +239,11 @@ w8a8_status w8a8_tune_parse(const char *fn, const char *what, const char *text, 
   if (s == W8A8_SUCCESS && !have_header)
     s = w8a8_err(W8A8_ERROR_INVALID_FILE, "%s: tuning table %s has no header line (empty file?)", fn, what);
   if (s == W8A8_SUCCESS && dev) {
-    if (strcmp(t->lib, dev->lib) != 0)
-      s = w8a8_err(W8A8_ERROR_STALE_TUNING, "%s: tuning table %s was measured with libw8a8 %s; this is %s: run w8a8 tune again",
-                   fn, what, t->lib, dev->lib);
+    /* The version's first word only: w8a8_version_string() goes on with " (features)". */
+    const int vn = (int)strcspn(dev->lib, " ");
+    if (strlen(t->lib) != (size_t)vn || memcmp(t->lib, dev->lib, (size_t)vn) != 0)
+      s = w8a8_err(W8A8_ERROR_STALE_TUNING, "%s: tuning table %s was measured with libw8a8 %s; this is %.*s: run w8a8 tune again",
+                   fn, what, t->lib, vn, dev->lib);
     else if (strcmp(t->device, dev->name) != 0)
       s = w8a8_err(W8A8_ERROR_STALE_TUNING, "%s: tuning table %s was measured on \"%s\"; this device is \"%s\"", fn, what,
                    t->device, dev->name);
@@ -308,8 +310,10 @@ void w8a8_tune_free(w8a8_tune_table *t) {
 }
 
 int w8a8_tune_format_header(char *buf, size_t size, const w8a8_tune_device *dev) {
-  return snprintf(buf, size, "%s %d lib=%s cc=%d.%d sms=%d device=%s\n", W8A8_TUNE_MAGIC, W8A8_TUNE_FORMAT, dev->lib,
-                  dev->cc_major, dev->cc_minor, dev->sms, dev->name);
+  /* lib= takes the version's first word (w8a8_version_string() goes on with " (features)"; the
+   * GPU run of 2026-11-29 wrote a header its own reader refused). */
+  return snprintf(buf, size, "%s %d lib=%.*s cc=%d.%d sms=%d device=%s\n", W8A8_TUNE_MAGIC, W8A8_TUNE_FORMAT,
+                  (int)strcspn(dev->lib, " "), dev->lib, dev->cc_major, dev->cc_minor, dev->sms, dev->name);
 }
 
 /* ---- the public call and the environment variable ---------------------------------------------- */
