@@ -137,4 +137,14 @@ if has stack && [ -x "$BUILD/bin/tp_stack" ] && ok_budget stack; then
   timeout -k 5 "$(tmo 150)" "$BUILD/bin/tp_stack" -o "$OUT/tp-stack.jsonl" >"$L/tp-stack.txt" 2>&1
   log "stack: exit $?"
 fi
+# Steps kept in their own files: scripts/steps/NAME.sh for any NAME in STEPS, run with
+# OUT, L (log dir: files there come back packed in logs.tgz), BUILD, T, NGPU, MPIRUN exported and
+# LEFT_S = the seconds left in the budget (a step script must stay under it).
+export OUT L BUILD T NGPU MPIRUN
+for st in $STEPS; do
+  [ -f "scripts/steps/$st.sh" ] || continue
+  ok_budget "$st" || break
+  LEFT_S=$(($(left) - 10)) timeout -k 5 "$(tmo $(($(left) - 5)))" bash "scripts/steps/$st.sh" >"$L/step-$st.txt" 2>&1
+  log "step $st: exit $? $(tail -n 1 "$L/step-$st.txt")"
+done
 log "done in $(($(date +%s) - T0)) s"

@@ -430,38 +430,12 @@ W8A8_TEST(sm90wide_token_tiles) {
   mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, 29, 1000, 1040, 6, config_index("fp8_swap_n8"), 3);
   run_case(&c, 700);
 }
-/* AUTO through the public API: split-1 swap plans stay quarantined unless
- * W8A8_SM90_ALLOW_SPLIT1=1 (then the heuristic's split-1 plan runs and is checked). */
+/* AUTO through the public API on the shapes of the session-1 stall (the heuristic picks split 1
+ * at N = 28672; session 1 quarantined that plan until this test passed on the H200). */
 W8A8_TEST(sm90wide_auto_split1) {
   NEED_SM90();
-  unsetenv("W8A8_SM90_ALLOW_SPLIT1");
-  {
-    const int dev = sm90_device();
-    w8a8_handle *gpu = NULL;
-    REQUIRE_OK(w8a8_create(&gpu, W8A8_DEVICE_CUDA, dev));
-    REQUIRE_OK(w8a8_set_kernel(gpu, W8A8_KERNEL_SM90));
-    void *d = NULL;
-    REQUIRE(cudaMalloc(&d, (size_t)28672 * 4096 + 4096 * 2 + 28672 * 8) == cudaSuccess, "cudaMalloc");
-    uint8_t *db = d, *da = db + (size_t)28672 * 4096;
-    float *ds = (float *)(da + 4096);
-    float one = 1.0f;
-    cudaMemcpy(ds, &one, 4, cudaMemcpyHostToDevice);
-    w8a8_matrix A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, 1, 4096, 4096, da);
-    w8a8_matrix B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, 4096, 28672, 4096, db);
-    w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 1, 28672, 28672, ds + 4);
-    w8a8_vector S = w8a8_vector_make(W8A8_DTYPE_FP32, 1, ds);
-    w8a8_status s = w8a8_scaled_mm(gpu, &A, &B, &S, &S, NULL, NULL, &O);
-    CHECK(s == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(w8a8_last_error(), "quarantined"),
-          "without W8A8_SM90_ALLOW_SPLIT1 the split-1 plan is declined: %s (%s)", w8a8_status_name(s),
-          w8a8_last_error());
-    cudaDeviceSynchronize();
-    cudaFree(d);
-    w8a8_destroy(gpu);
-  }
-  setenv("W8A8_SM90_ALLOW_SPLIT1", "1", 1);
   wide_case(W8A8_DTYPE_INT8, 1, NULL, 0, 7);
   wide_case(W8A8_DTYPE_FP8_E4M3, 5, NULL, 0, 8);
-  unsetenv("W8A8_SM90_ALLOW_SPLIT1");
 }
 
 /* Inputs TMA cannot take: the fast path must decline (UNSUPPORTED_DEVICE when forced) and write

@@ -273,7 +273,7 @@ W8A8_TEST(tune_cuda_table_steers_sm90) {
   w8a8_handle_info info;
   REQUIRE_OK(w8a8_get_info(h, &info));
   w8a8_tune_device me = {w8a8_version_string(), info.name, info.cc_major, info.cc_minor, info.num_sms};
-  const int64_t M = 3, N = 1000, K = 520;
+  const int64_t M = 3, N = 1000, K = 528; /* lda % 16 == 0 (the sm_90a kernel's TMA), K % 128 != 0 */
   char path[] = "/tmp/w8a8_test_tune_cuda_XXXXXX";
   int fd = mkstemp(path);
   REQUIRE(fd >= 0, "mkstemp");
@@ -332,7 +332,10 @@ W8A8_TEST(tune_cuda_table_steers_sm90) {
   /* a stale table is refused and the loaded one kept */
   f = fopen(path, "w");
   REQUIRE(f, "fopen");
-  fprintf(f, "w8a8-tune 1 lib=%s cc=%d.%d sms=%d device=%s\n", me.lib, me.cc_major, me.cc_minor, me.sms + 1, me.name);
+  w8a8_tune_device stale = me;
+  stale.sms++;
+  w8a8_tune_format_header(hdr, sizeof hdr, &stale);
+  fputs(hdr, f);
   fclose(f);
   CHECK(w8a8_load_tuning(h, path) == W8A8_ERROR_STALE_TUNING, "stale: %s", w8a8_last_error());
   cfg = w8a8_sm90_plan(h, &p, &split);

@@ -210,13 +210,6 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
-// W8A8_SM90_ALLOW_SPLIT1=1 lifts the quarantine of split-1 swap plans (see run()). Read at each
-// such plan (rare: N > ~16000 at M <= 32), so a test can set it in its own process.
-static int split1_allowed(void) {
-  const char *e = getenv("W8A8_SM90_ALLOW_SPLIT1");
-  return e && e[0] == '1' && e[1] == 0;
-}
-
 // The tuning table's plan for p, if the handle has a table with an entry that applies (exact
 // M, else the nearest M bucket of the same dtype, N and K whose configuration takes this M).
 static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl) {
@@ -280,21 +273,10 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
                       8 * CONFIGS[pl.config].bn);
   } else if (!tuned_plan(h, p, &pl)) {
     pl = plan(dev, p, num_sms);
-    // Quarantine (H200, 2026-11-29): the first sm90 call on 8b-gateup (M=1, N=28672, K=4096)
-    // never completed. Diagnosis from the code (NOTES.md, "2026-11-29, later"): the persistent split-K
-    // kernel deadlocked whenever a cluster had a second tile (224 tiles > the clusters that fit
-    // at once for any split >= 2); fixed in the kernel and by launching one tile per cluster, and
-    // the heuristic now picks split 1 there. Split-1 swap plans ran on the device only on a few
-    // tiles (tests: 1-2; small K, where split 1 is the only choice), so AUTO declines them on
-    // more than 16 tiles (the portable kernel takes them) until a device run proves the fix;
-    // W8A8_SM90_ALLOW_SPLIT1=1 lifts this. Forced configs and tuned plans (measured) still run.
-    if (pl.config >= 0 && CONFIGS[pl.config].swap && pl.split == 1 &&
-        (p->N + SM90_BM - 1) / SM90_BM * ((p->M + CONFIGS[pl.config].bn - 1) / CONFIGS[pl.config].bn) > 16 &&
-        !split1_allowed())
-      return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                      "%s: the sm_90a small-M plan for N=%lld needs split 1, which is quarantined until a device run "
-                      "proves the split-K deadlock fix (NOTES.md; W8A8_SM90_ALLOW_SPLIT1=1 lifts it)",
-                      FN, (long long)p->N);
+    // The split-1 quarantine of session 1 is gone: the wide-N cases (sm90wide_*: N = 28672 at
+    // M = 1..64, split 1 and 8, several token tiles, AUTO) all passed on the H200 on 2026-11-29
+    // (session 2); the one that looked hung was the single-threaded CPU reference of a
+    // 64 x 28672 x 4096 product outliving its 45 s step.
   }
   if (pl.config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl.config];
