@@ -174,6 +174,31 @@ struct sm90_cfg {
   static const int NACC = BN / 2;  // accumulator registers per consumer thread
 };
 
+// fp8 promotion with two temporaries (v2, session 2). v1 issued a K-block's wgmmas into one
+// temporary, waited for all of them (wait_group 0) and added it to the accumulator: both consumer
+// warpgroups drained the tensor pipe at every K-block, and 128 x 128 fp8 tiles ran at 730-800
+// TFLOP/s where int8 (no promotion) ran at 900-950 (torch_compare, 2026-11-29). Now block k goes
+// into one temporary while block k-1's wgmmas finish into the other: wait_group 1 retires k-1,
+// which is then released to the producer and added to the accumulator while block k runs. The
+// sum is the same (each K-block from zero, then acc += block in K order): the same bits as v1.
+template <int BN, int NACC>
+SM90_DEV void sm90_fp8_issue(float (&t)[NACC], uint32_t full, uint32_t phase, uint64_t dx, uint64_t dy) {
+  sm90_mbar_wait(full, phase);
+  sm90_wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < SM90_BK / 32; kk++) sm90_wgmma_fp8<BN>(t, dx + 2 * kk, dy + 2 * kk, kk > 0);
+  sm90_wgmma_commit();
+}
+// t's group has completed (the caller waited): release its stage and add it in.
+template <int NACC>
+SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int tid) {
+#pragma unroll
+  for (int i = 0; i < NACC; i++) sm90_fence_reg(t[i]);
+  if (tid == 0) sm90_mbar_arrive(empty);
+#pragma unroll
+  for (int i = 0; i < NACC; i++) acc[i] += t[i];
+}
+
 // MINB: CTAs per SM the kernel is built for (1 for the big tiles; 2 for the small-M tiles, so that
 // the hardware balances uneven work over twice as many slots). The register split between the
 // producer and the consumers follows from it: 65536 / MINB registers per CTA.
@@ -185,6 +210,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   typedef sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK> C;
   const int SPLIT = SPLITK ? a.split : 1;
   typedef typename sm90_acc_type<INT8>::type acc_t;
+  // Double-buffered promotion where three accumulator sets fit the consumers' registers
+  // (232 at 1 CTA/SM, 104 at 2).
+  constexpr bool PROMOTE_DB = PROMOTE && (MINB == 1 ? C::NACC <= 64 : C::NACC <= 16);
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
@@ -270,6 +298,54 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
 
       int prev = -1;
+      if constexpr (PROMOTE_DB) {
+        // Two temporaries, alternating by K-block (sm90_fp8_issue above); the loop is unrolled
+        // by two so that each temporary is a fixed set of registers.
+        float ta[C::NACC], tb[C::NACC];
+#pragma unroll
+        for (int i = 0; i < C::NACC; i++) ta[i] = tb[i] = 0.0f;
+        // Straight-line pairs (no branch between an issue and the wait that retires the other
+        // temporary): block 0 -> ta; then (tb, retire ta), (ta, retire tb), ...
+        const int n = kb_end - kb_begin;
+#define SM90_ISSUE(T)                                                                          \
+  sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK), \
+                     sm90_desc_k128(smem0 + s * C::STAGE_BYTES + C::X_BYTES))
+#define SM90_ADVANCE()  \
+  prev = s;             \
+  if (++s == STAGES) {  \
+    s = 0;              \
+    phase ^= 1;         \
+  }
+        if (n > 0) {
+          SM90_ISSUE(ta);
+          SM90_ADVANCE();
+          int j = 1;
+          for (; j + 1 < n; j += 2) {
+            SM90_ISSUE(tb);
+            sm90_wgmma_wait<1>();
+            sm90_fp8_retire(ta, (float *)acc, empty0 + 8 * prev, tid);
+            SM90_ADVANCE();
+            SM90_ISSUE(ta);
+            sm90_wgmma_wait<1>();
+            sm90_fp8_retire(tb, (float *)acc, empty0 + 8 * prev, tid);
+            SM90_ADVANCE();
+          }
+          if (j < n) {
+            SM90_ISSUE(tb);
+            sm90_wgmma_wait<1>();
+            sm90_fp8_retire(ta, (float *)acc, empty0 + 8 * prev, tid);
+            SM90_ADVANCE();
+            sm90_wgmma_wait<0>();
+            sm90_fp8_retire(tb, (float *)acc, empty0 + 8 * prev, tid);
+          } else {
+            sm90_wgmma_wait<0>();
+            sm90_fp8_retire(ta, (float *)acc, empty0 + 8 * prev, tid);
+          }
+        }
+#undef SM90_ISSUE
+#undef SM90_ADVANCE
+        prev = -1;
+      } else
       for (int kb = kb_begin; kb < kb_end; kb++) {
         sm90_mbar_wait(full0 + 8 * s, phase);
         uint32_t xs = smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK;
@@ -311,7 +387,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           phase ^= 1;
         }
       }
-      if constexpr (!PROMOTE) {
+      if constexpr (!PROMOTE) {  // (PROMOTE_DB has retired everything already: prev == -1)
         sm90_wgmma_wait<0>();
         if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
       }
