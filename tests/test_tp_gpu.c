@@ -1,6 +1,10 @@
-/* test_tp_gpu.c — the fused TP operations on GPU communicators, with W ranks emulated as threads
- * on ONE device (w8a8_comm_create_local; each rank its own handle, stream and buffers: the same
- * copy and event protocol as ranks on several GPUs). SKIP without a GPU.
+/* test_tp_gpu.c — the fused TP operations on GPU communicators, W ranks as threads of this
+ * process (w8a8_comm_create_local; each rank its own handle, stream and buffers). Rank r runs on
+ * device r % ndev (ndev = visible CUDA devices): on one GPU every rank is emulated there; on
+ * several, ranks on different GPUs copy through peer access (W = 3 on 2 GPUs mixes both).
+ * W8A8_TP_TEST_ONE_GPU=1 puts every rank on device 0 (the emulated mode) whatever ndev is.
+ * Every per-rank buffer lives on its rank's device; rank threads make that device current.
+ * SKIP without a GPU.
  *
  * Every case generates every rank's inputs on the host from seeds, runs the unfused (overlap 0)
  * and the fused (overlap 1) call on every rank (one thread each), and checks each rank's output
@@ -92,6 +96,30 @@ static int64_t offset_of(int64_t total, int W, int j, int skew) {
 
 /* ---- device buffers ------------------------------------------------------------------------ */
 
+/* Devices the ranks use: rank r on r % ndev (1 when W8A8_TP_TEST_ONE_GPU is set). */
+static int tp_ndev(void) {
+  const char *one = getenv("W8A8_TP_TEST_ONE_GPU");
+  if (one && *one && strcmp(one, "0") != 0) return 1;
+  int n = w8a8_cuda_device_count();
+  return n < 1 ? 1 : n > MAXW ? MAXW : n;
+}
+static int rank_dev(int r) { return r % tp_ndev(); }
+
+/* The allocation helpers below and every cudaMemcpy/cudaMemset/cudaFree act on the current
+ * device (its legacy stream): make the rank's device current first. */
+static void use_dev(int d) { cudaSetDevice(d); }
+
+/* cudaDeviceSynchronize on every device the ranks use; device 0 current afterwards. */
+static cudaError_t sync_all(void) {
+  cudaError_t first = cudaSuccess;
+  for (int d = tp_ndev() - 1; d >= 0; d--) {
+    use_dev(d);
+    cudaError_t e = cudaDeviceSynchronize();
+    if (first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
 static void *dup_dev(const void *h, size_t bytes) {
   void *d = NULL;
   if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
@@ -112,6 +140,7 @@ static void *poison_dev(size_t bytes) {
 
 typedef struct env {
   int W;
+  int dev[MAXW]; /* rank r's device */
   w8a8_handle *h[MAXW];
   cudaStream_t st[MAXW];
   w8a8_comm *comm[MAXW];
@@ -121,27 +150,33 @@ static int env_open(env *e, int W, int64_t max_m, int64_t max_n, int64_t max_k) 
   memset(e, 0, sizeof *e);
   e->W = W;
   for (int r = 0; r < W; r++) {
-    if (w8a8_create(&e->h[r], W8A8_DEVICE_CUDA, 0) != W8A8_SUCCESS) return 0;
+    e->dev[r] = rank_dev(r);
+    use_dev(e->dev[r]); /* the stream belongs to the current device: the handle's */
+    if (w8a8_create(&e->h[r], W8A8_DEVICE_CUDA, e->dev[r]) != W8A8_SUCCESS) return 0;
     if (cudaStreamCreateWithFlags(&e->st[r], cudaStreamNonBlocking) != cudaSuccess) return 0;
     w8a8_set_stream(e->h[r], e->st[r]);
   }
+  use_dev(0);
   if (w8a8_comm_create_local(e->comm, e->h, W) != W8A8_SUCCESS) return 0;
   for (int r = 0; r < W; r++)
     if (w8a8_comm_reserve(e->comm[r], max_m, max_n, max_k) != W8A8_SUCCESS) return 0;
   return 1;
 }
 static void env_close(env *e) {
-  cudaDeviceSynchronize();
+  sync_all();
   for (int r = 0; r < e->W; r++) {
     w8a8_comm_destroy(e->comm[r]);
     w8a8_destroy(e->h[r]);
+    use_dev(e->dev[r]);
     if (e->st[r]) cudaStreamDestroy(e->st[r]);
   }
+  use_dev(0);
 }
 
 /* One rank's call: the arguments as device descriptors. */
 typedef struct rank_call {
   w8a8_comm *comm;
+  int dev; /* the rank's device, made current by its thread */
   int ag;
   w8a8_matrix A, B, O;
   w8a8_vector SA, SB, BIAS;
@@ -156,6 +191,7 @@ typedef struct rank_call {
 
 static void *rank_main(void *v) {
   rank_call *c = v;
+  use_dev(c->dev); /* as a rank thread of an application would (the library sets it too) */
   c->st = c->ag ? w8a8_all_gather_scaled_mm(c->comm, &c->A, &c->B, &c->SA, &c->SB, c->has_bias ? &c->BIAS : NULL,
                                             c->has_zp ? &c->ZP : NULL, &c->O, c->has_g ? &c->G : NULL, &c->opt)
                 : w8a8_scaled_mm_reduce_scatter(c->comm, &c->A, &c->B, &c->SA, &c->SB, c->has_bias ? &c->BIAS : NULL,
@@ -338,6 +374,7 @@ static int run_ag(env *e, const tcase *tc) {
   for (int j = 0; j < W; j++) {
     ag_rank *q = &R[j];
     void **d = dev[j];
+    use_dev(e->dev[j]); /* rank j's buffers on rank j's device */
     d[0] = dup_dev(q->a, (size_t)(q->Mj * lda));
     d[1] = dup_dev(q->sa, sizeof(float) * (size_t)(tc->sa_tok ? q->Mj : 1));
     d[2] = dup_dev(q->azp, sizeof(int32_t) * (size_t)(tc->zp == 3 ? q->Mj : 1));
@@ -355,6 +392,7 @@ static int run_ag(env *e, const tcase *tc) {
     rank_call c;
     memset(&c, 0, sizeof c);
     c.comm = e->comm[j];
+    c.dev = e->dev[j];
     c.ag = 1;
     c.A = w8a8_matrix_make(tc->in, W8A8_ROW_MAJOR, q->Mj, K, lda, d[0]);
     c.B = w8a8_matrix_make(tc->in, W8A8_COL_MAJOR, K, q->Nj, ldb, d[3]);
@@ -381,11 +419,11 @@ static int run_ag(env *e, const tcase *tc) {
   CHECK(ok, "device allocation failed");
   /* The uploads (a pageable cudaMemcpy may return before its DMA lands) and the poisoning
    * cudaMemsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for. */
-  if (ok) ok = cudaDeviceSynchronize() == cudaSuccess;
+  if (ok) ok = sync_all() == cudaSuccess;
   if (ok) {
     run_ranks(U, W);
     run_ranks(F, W);
-    cudaError_t ce = cudaDeviceSynchronize();
+    cudaError_t ce = sync_all();
     CHECK(ce == cudaSuccess, "device: %s", cudaGetErrorString(ce));
     for (int j = 0; j < W; j++) {
       CHECK(U[j].st == W8A8_SUCCESS && F[j].st == W8A8_SUCCESS, "W=%d rank %d: unfused %s, fused %s: %s %s", W, j,
@@ -398,6 +436,7 @@ static int run_ag(env *e, const tcase *tc) {
     uint8_t *ou = malloc((size_t)(M * ldo) * oes + 1), *of = malloc((size_t)(M * ldo) * oes + 1);
     void *want = calloc((size_t)(M * q->Nj) + 1, oes);
     RQ(ou && of && want, "out of memory");
+    use_dev(e->dev[j]);
     cudaMemcpy(ou, dev[j][7], (size_t)(M * ldo) * oes, cudaMemcpyDeviceToHost);
     cudaMemcpy(of, dev[j][8], (size_t)(M * ldo) * oes, cudaMemcpyDeviceToHost);
     /* one handle computing the whole layer with this rank's weights */
@@ -444,10 +483,12 @@ static int run_ag(env *e, const tcase *tc) {
     free(ou), free(of), free(want);
   }
   for (int j = 0; j < W; j++) {
+    use_dev(e->dev[j]);
     for (int i = 0; i < 12; i++)
       if (dev[j][i]) cudaFree(dev[j][i]);
     free(R[j].a), free(R[j].sa), free(R[j].azp), free(R[j].b), free(R[j].sb), free(R[j].bias), free(R[j].adj);
   }
+  use_dev(0);
   free(a_full), free(sa_full), free(azp_full);
   return w8a8_test_failed() != fails0;
 }
@@ -505,6 +546,7 @@ static int run_rs(env *e, const tcase *tc) {
       RQ(add_abs_slack(slack, M, N, Kj, a, lda, b, ldb, sa, tc->sa_tok, sb, tc->sb_chan), "fp8 error scale: %s",
          w8a8_last_error());
     void **d = dev[j];
+    use_dev(e->dev[j]); /* rank j's buffers on rank j's device */
     d[0] = dup_dev(a, (size_t)(M * lda));
     d[1] = dup_dev(b, (size_t)(N * ldb));
     d[2] = dup_dev(sa, sizeof(float) * (size_t)(tc->sa_tok ? M : 1));
@@ -519,6 +561,7 @@ static int run_rs(env *e, const tcase *tc) {
     rank_call c;
     memset(&c, 0, sizeof c);
     c.comm = e->comm[j];
+    c.dev = e->dev[j];
     c.ag = 0;
     c.A = w8a8_matrix_make(tc->in, W8A8_ROW_MAJOR, M, Kj, lda, d[0]);
     c.B = w8a8_matrix_make(tc->in, W8A8_COL_MAJOR, Kj, N, ldb, d[1]);
@@ -538,6 +581,7 @@ static int run_rs(env *e, const tcase *tc) {
     F[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mj, N, ldo, d[8]);
     free(a), free(b), free(sa), free(sb), free(azp), free(adj);
   }
+  use_dev(0);
   CHECK(ok, "device allocation failed");
   /* the expected output: ordered sum, + bias, rounded once */
   void *want = calloc((size_t)(M * N) + 1, oes);
@@ -550,11 +594,11 @@ static int run_rs(env *e, const tcase *tc) {
     }
   /* The uploads (a pageable cudaMemcpy may return before its DMA lands) and the poisoning
    * cudaMemsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for. */
-  if (ok) ok = cudaDeviceSynchronize() == cudaSuccess;
+  if (ok) ok = sync_all() == cudaSuccess;
   if (ok) {
     run_ranks(U, W);
     run_ranks(F, W);
-    cudaError_t ce = cudaDeviceSynchronize();
+    cudaError_t ce = sync_all();
     CHECK(ce == cudaSuccess, "device: %s", cudaGetErrorString(ce));
     for (int j = 0; j < W; j++)
       CHECK(U[j].st == W8A8_SUCCESS && F[j].st == W8A8_SUCCESS, "W=%d rank %d: unfused %s, fused %s: %s %s", W, j,
@@ -564,6 +608,7 @@ static int run_rs(env *e, const tcase *tc) {
     const int64_t Mj = rows_of(M, W, j, tc->skew), oj = offset_of(M, W, j, tc->skew), ldo = N + tc->pad;
     uint8_t *ou = malloc((size_t)(Mj * ldo) * oes + 1), *of = malloc((size_t)(Mj * ldo) * oes + 1);
     RQ(ou && of, "out of memory");
+    use_dev(e->dev[j]);
     cudaMemcpy(ou, dev[j][7], (size_t)(Mj * ldo) * oes, cudaMemcpyDeviceToHost);
     cudaMemcpy(of, dev[j][8], (size_t)(Mj * ldo) * oes, cudaMemcpyDeviceToHost);
     int64_t bad = compare(tc, N, of, ldo, (const char *)want + (size_t)(oj * N) * oes, slack + oj * N, Mj,
@@ -577,9 +622,12 @@ static int run_rs(env *e, const tcase *tc) {
           "W=%d rank %d: out padding written", W, j);
     free(ou), free(of);
   }
-  for (int j = 0; j < W; j++)
+  for (int j = 0; j < W; j++) {
+    use_dev(e->dev[j]);
     for (int i = 0; i < 9; i++)
       if (dev[j][i]) cudaFree(dev[j][i]);
+  }
+  use_dev(0);
   free(sum), free(slack), free(part), free(bias), free(want);
   return w8a8_test_failed() != fails0;
 }
@@ -643,7 +691,7 @@ static void sweep(int W, int ag) {
   GPU_OR_SKIP();
   REQUIRE(ref(), "no reference handle");
   env e;
-  REQUIRE(env_open(&e, W, 600, 400, 600), "could not create %d emulated ranks: %s", W, w8a8_last_error());
+  REQUIRE(env_open(&e, W, 600, 400, 600), "could not create %d ranks: %s", W, w8a8_last_error());
   tcase cs[64];
   int n = make_cases(cs, 64, W);
   int cc = device_cc(), failed = 0;
@@ -713,13 +761,14 @@ W8A8_TEST(tp_gpu_graph_capture) {
     REQUIRE(ha[r] && hb[r] && hsa[r] && hsb[r], "out of memory");
     fill_q8(hb[r], N * K, W8A8_DTYPE_INT8, mix(9, 1, (uint64_t)r));
     fill_f32(hsb[r], N, 0.5f, 2.0f, mix(9, 2, (uint64_t)r));
+    use_dev(e.dev[r]);
     da[r] = poison_dev((size_t)(M * K)), db[r] = dup_dev(hb[r], (size_t)(N * K));
     dsa[r] = poison_dev(sizeof(float) * (size_t)M), dsb[r] = dup_dev(hsb[r], sizeof(float) * (size_t)N);
     dag[r] = poison_dev(2 * (size_t)(M * N)), drs[r] = poison_dev(4 * (size_t)(Mr[r] * N));
     REQUIRE(da[r] && db[r] && dsa[r] && dsb[r] && dag[r] && drs[r], "device allocation failed");
     memset(&G[r], 0, sizeof G[r]);
     rank_call *c = &G[r].ag;
-    c->comm = e.comm[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    c->comm = e.comm[r], c->dev = e.dev[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
     /* AG: this rank's rows are the first Mr[r] rows of its a buffer */
     c->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr[r], K, K, da[r]);
     c->B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, db[r]);
@@ -733,11 +782,19 @@ W8A8_TEST(tp_gpu_graph_capture) {
     d->SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dsa[r]);
     d->O = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, Mr[r], N, N, drs[r]);
   }
+  /* s0 and fork on device 0; join[r] on rank r's device (an event is recorded only on a stream
+   * of its own device; waiting on another device's event is allowed). With ranks on two GPUs
+   * the graph spans both devices. */
   cudaStream_t s0;
   cudaEvent_t fork, join[2];
+  use_dev(0);
   REQUIRE(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking) == cudaSuccess, "stream");
   cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
-  for (int r = 0; r < W; r++) cudaEventCreateWithFlags(&join[r], cudaEventDisableTiming);
+  for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
+    cudaEventCreateWithFlags(&join[r], cudaEventDisableTiming);
+  }
+  use_dev(0);
   REQUIRE(cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) == cudaSuccess, "begin capture");
   cudaEventRecord(fork, s0);
   for (int r = 0; r < W; r++) cudaStreamWaitEvent(e.st[r], fork, 0);
@@ -745,7 +802,9 @@ W8A8_TEST(tp_gpu_graph_capture) {
   for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, graph_rank_main, &G[r]);
   for (int r = 0; r < W; r++) pthread_join(t[r], NULL);
   for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
     cudaEventRecord(join[r], e.st[r]);
+    use_dev(0);
     cudaStreamWaitEvent(s0, join[r], 0);
   }
   cudaGraph_t graph = NULL;
@@ -767,6 +826,7 @@ W8A8_TEST(tp_gpu_graph_capture) {
     for (int r = 0; r < W; r++) {
       fill_q8(ha[r], M * K, W8A8_DTYPE_INT8, mix(10 + (uint64_t)rep, 3, (uint64_t)r));
       fill_f32(hsa[r], M, 1e-3f, 4e-3f, mix(10 + (uint64_t)rep, 4, (uint64_t)r));
+      use_dev(e.dev[r]);
       cudaMemcpy(da[r], ha[r], (size_t)(M * K), cudaMemcpyHostToDevice);
       cudaMemcpy(dsa[r], hsa[r], sizeof(float) * (size_t)M, cudaMemcpyHostToDevice);
       cudaMemset(dag[r], POISON, 2 * (size_t)(M * N));
@@ -775,9 +835,10 @@ W8A8_TEST(tp_gpu_graph_capture) {
       memcpy(safull + off[r], hsa[r], sizeof(float) * (size_t)Mr[r]);
     }
     /* s0 is non-blocking: it does not wait for the legacy-stream uploads and memsets above */
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess, "uploads before replay %d", rep);
+    REQUIRE(sync_all() == cudaSuccess, "uploads before replay %d", rep);
     REQUIRE(cudaGraphLaunch(exec, s0) == cudaSuccess, "launch");
     REQUIRE(cudaStreamSynchronize(s0) == cudaSuccess, "replay %d: %s", rep, cudaGetErrorString(cudaGetLastError()));
+    REQUIRE(sync_all() == cudaSuccess, "replay %d (every device)", rep);
     for (int r = 0; r < W; r++) {
       /* AG reference */
       w8a8_matrix AF = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, M, K, K, afull);
@@ -785,6 +846,7 @@ W8A8_TEST(tp_gpu_graph_capture) {
       w8a8_vector SAF = w8a8_vector_make(W8A8_DTYPE_FP32, M, safull), SBH = w8a8_vector_make(W8A8_DTYPE_FP32, N, hsb[r]);
       w8a8_matrix OR = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, want);
       REQUIRE_OK(w8a8_scaled_mm(ref(), &AF, &BH, &SAF, &SBH, NULL, NULL, &OR));
+      use_dev(e.dev[r]);
       cudaMemcpy(got, dag[r], 2 * (size_t)(M * N), cudaMemcpyDeviceToHost);
       CHECK(memcmp(got, want, 2 * (size_t)(M * N)) == 0, "replay %d rank %d: all-gather output differs", rep, r);
     }
@@ -798,20 +860,24 @@ W8A8_TEST(tp_gpu_graph_capture) {
       for (int64_t i = 0; i < M * N; i++) sum[i] = j == 0 ? p[i] : sum[i] + p[i];
     }
     for (int r = 0; r < W; r++) {
+      use_dev(e.dev[r]);
       cudaMemcpy(gotr, drs[r], 4 * (size_t)(Mr[r] * N), cudaMemcpyDeviceToHost);
       CHECK(memcmp(gotr, sum + off[r] * N, 4 * (size_t)(Mr[r] * N)) == 0, "replay %d rank %d: reduce-scatter differs",
             rep, r);
     }
   }
+  use_dev(0);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s0);
   cudaEventDestroy(fork);
   for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
     cudaEventDestroy(join[r]);
     free(ha[r]), free(hb[r]), free(hsa[r]), free(hsb[r]);
     cudaFree(da[r]), cudaFree(db[r]), cudaFree(dsa[r]), cudaFree(dsb[r]), cudaFree(dag[r]), cudaFree(drs[r]);
   }
+  use_dev(0);
   free(got), free(gotr), free(p), free(sum), free(want), free(afull), free(safull);
   env_close(&e);
 }
@@ -830,6 +896,8 @@ static int small_ag_init(small_ag *s, env *e, int64_t M, int64_t N, int64_t K) {
     int64_t o, Mr;
     w8a8_tp_shard_rows(M, e->W, r, &o, &Mr);
     void **d = s->d[r];
+    use_dev(e->dev[r]); /* rank r's buffers on rank r's device */
+    s->c[r].dev = e->dev[r];
     d[0] = poison_dev((size_t)(M * K) + 64);
     d[1] = poison_dev((size_t)(N * K) + 64);
     d[2] = poison_dev(4 * (size_t)M + 64);
@@ -841,29 +909,35 @@ static int small_ag_init(small_ag *s, env *e, int64_t M, int64_t N, int64_t K) {
     cudaMemset(d[3], 0x3c, 4 * (size_t)N);
     if (cudaDeviceSynchronize() != cudaSuccess) return 0; /* legacy-stream memsets vs non-blocking rank streams */
     rank_call *c = &s->c[r];
-    c->comm = e->comm[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    c->comm = e->comm[r], c->dev = e->dev[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
     c->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr, K, K, d[0]);
     c->B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, d[1]);
     c->SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[2]);
     c->SB = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[3]);
     c->O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, d[4]);
   }
+  use_dev(0);
   return 1;
 }
 static int small_untouched(small_ag *s, int W, int64_t M, int64_t N) {
   uint8_t *h = malloc(2 * (size_t)(M * N) + 1);
   int ok = h != NULL;
   for (int r = 0; r < W && ok; r++) {
+    use_dev(s->c[r].dev);
     cudaMemcpy(h, s->d[r][4], 2 * (size_t)(M * N), cudaMemcpyDeviceToHost);
     for (int64_t i = 0; i < 2 * M * N; i++) ok &= h[i] == POISON;
   }
   free(h);
+  use_dev(0);
   return ok;
 }
 static void small_free(small_ag *s, int W) {
-  for (int r = 0; r < W; r++)
+  for (int r = 0; r < W; r++) {
+    use_dev(s->c[r].dev);
     for (int i = 0; i < 5; i++)
       if (s->d[r][i]) cudaFree(s->d[r][i]);
+  }
+  use_dev(0);
 }
 
 W8A8_TEST(tp_gpu_bad_input) {
@@ -877,9 +951,12 @@ W8A8_TEST(tp_gpu_bad_input) {
   /* the valid call works */
   run_ranks(s.c, W);
   for (int r = 0; r < W; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "valid call, rank %d: %s", r, s.c[r].msg);
-  cudaDeviceSynchronize();
-  for (int r = 0; r < W; r++) cudaMemset(s.d[r][4], POISON, 2 * (size_t)(M * N));
-  cudaDeviceSynchronize();
+  sync_all();
+  for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
+    cudaMemset(s.d[r][4], POISON, 2 * (size_t)(M * N));
+  }
+  sync_all();
 
   /* K differs on rank 0: COMM_MISMATCH on every rank, nothing written */
   small_ag t = s;
@@ -928,12 +1005,12 @@ W8A8_TEST(tp_gpu_bad_input) {
           w8a8_status_name(big.c[r].st));
   CHECK(big.c[0].st == W8A8_ERROR_WORKSPACE, "workspace: %s", big.c[0].msg);
   small_free(&big, W);
-  cudaDeviceSynchronize();
+  sync_all();
   CHECK(small_untouched(&s, W, M, N), "an output was written by a failed call");
   /* the communicator still works after all those failures */
   run_ranks(s.c, W);
   for (int r = 0; r < W; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "valid call after errors, rank %d: %s", r, s.c[r].msg);
-  cudaDeviceSynchronize();
+  sync_all();
 
   /* wrong kinds */
   w8a8_handle *cpu = NULL;
