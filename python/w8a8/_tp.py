@@ -71,6 +71,8 @@ class Comm:
         if device.type != "cuda":
             raise make_error(Status.ERROR_UNSUPPORTED_DEVICE, "Comm.from_torch_distributed: device is %s; GPU "
                              "ranks need a cuda device (CPU ranks: Comm.world under mpirun)" % device)
+        if device.index is None:  # "cuda": the current device (Handle needs an index)
+            device = torch.device("cuda", torch.cuda.current_device())
         lib = load()
         uid = UniqueId()
         status, msg = 0, ""
