@@ -139,12 +139,18 @@ class GpuRank:
         except TypeError:  # torch without device_id
             dist.init_process_group("nccl", rank=self.rank, world_size=self.W, timeout=to)
         self.group_name = dist.group.WORLD.group_name
-        self.comm = w8a8.Comm.from_torch_distributed()
+        self.notes = []
+        self.comm, self.comm_error = None, None
+        try:  # collective; a failure is every rank's (its status travels with the bootstrap id)
+            self.comm = w8a8.Comm.from_torch_distributed()
+        except w8a8.W8A8Error as e:  # the w8a8 impls then fail with this; torch's still run
+            self.comm_error = "Comm.from_torch_distributed: %s" % e
+            self.notes.append(self.comm_error)
         self.fp8, self.bf16 = torch.float8_e4m3fn, torch.bfloat16
         self.device_name = "%s x%d" % (torch.cuda.get_device_name(self.dev), self.W)
+        nv = torch.cuda.nccl.version()
         self.version = "%s; torch %s; nccl %s" % (w8a8.version_string(), torch.__version__,
-                                                  ".".join(map(str, torch.cuda.nccl.version())))
-        self.notes = []
+                                                  ".".join(map(str, nv)) if isinstance(nv, tuple) else nv)
         self.symm = None
         try:
             import warnings
@@ -247,9 +253,10 @@ class GpuRank:
         t.cuda.synchronize()
         self.dist.barrier()
         # The workspace grows outside the timed calls, while no fused call runs anywhere.
-        self.comm.reserve(*reserve)
-        t.cuda.synchronize()
-        self.dist.barrier()
+        if self.comm is not None:
+            self.comm.reserve(*reserve)
+            t.cuda.synchronize()
+            self.dist.barrier()
 
     def _rows(self, x, rows):
         """x[rows] of an fp8 matrix, through a byte view (not every torch indexes float8)."""
@@ -260,6 +267,8 @@ class GpuRank:
     def call(self, impl, i):
         t, d, w8a8 = self.torch, self.data, self.w8a8
         w = d["w"][i % self.rot]
+        if impl.startswith("w8a8_") and self.comm is None:
+            raise RuntimeError(self.comm_error)
         if impl in ("w8a8_ag_mm_fused", "w8a8_ag_mm_unfused"):
             fused = impl.endswith("_fused")
             out = d["out_f"] if fused else d["out_u"]
@@ -342,11 +351,16 @@ class GpuRank:
         except Exception as e:
             err = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
             log("[rank %d] %s %s M=%d: %s" % (self.rank, impl, self.shape, self.M, err))
+            if self.rank == 0:
+                import traceback
+                log("".join(traceback.format_exc().splitlines(True)[-40:]))
             try:
                 t.cuda.synchronize()
             except Exception:
                 pass
         if self.all_min(0 if err else 1) < 1:
+            if impl.startswith("w8a8_") and impl.endswith("_fused"):
+                self.fused_out = None  # on every rank: the unfused row then skips its (collective) bit check
             res["error"] = err or "failed on another rank"
             self.disabled[impl] = "%s failed at %s M=%d (%s)" % (impl, self.shape, self.M, res["error"])
             return res
@@ -360,7 +374,8 @@ class GpuRank:
     def finish(self):
         self.torch.cuda.synchronize()
         self.dist.barrier()
-        self.comm.close()
+        if self.comm is not None:
+            self.comm.close()
         self.dist.destroy_process_group()
 
 
@@ -407,7 +422,7 @@ class FakeRanks:
         res["us_ranks"] = [round(base * 1e6 * self.rng.uniform(0.97, 1.03) + 8.0, 3) for _ in range(self.W)]
         res["us"] = max(res["us_ranks"])
         res["wrong"] = 0
-        if impl.startswith("w8a8_") and "unfused" in impl:
+        if impl.startswith("w8a8_") and "unfused" in impl and impl.replace("unfused", "fused") not in self.disabled:
             res["same_bits_as_fused"] = True
         return res
 
@@ -455,6 +470,9 @@ def markdown(rows, args, runner, stamp, elapsed, skipped, final):
     def us(d, k):
         return d[k]["us"] if k in d and d[k]["us"] else None
 
+    def cell(d, k):  # a time, "error" where the impl failed, "—" where it was not run
+        return f(us(d, k)) if us(d, k) else ("error" if k in d else "—")
+
     def ratio(base, ours):
         return base / ours if base and ours else None
 
@@ -480,12 +498,13 @@ def markdown(rows, args, runner, stamp, elapsed, skipped, final):
             same = d.get(names[1], {}).get("same_bits_as_fused")
             wrong = sum(r["wrong"] or 0 for r in d.values())
             L.append("| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |" % (
-                k[1], k[2], any_r["N"], any_r["K"], f(fu), f(d[names[0]]["tflops_per_gpu"] if fu else None, "%.0f"),
-                f(un), f(tu), f(sm) if sm else ("error" if names[3] in d else "—"), f(ratio(sm, fu), "%.2fx"),
+                k[1], k[2], any_r["N"], any_r["K"], cell(d, names[0]),
+                f(d[names[0]]["tflops_per_gpu"] if fu else None, "%.0f"), cell(d, names[1]), cell(d, names[2]),
+                cell(d, names[3]), f(ratio(sm, fu), "%.2fx"),
                 f(ratio(tu, fu), "%.2fx"), f(ratio(un, fu), "%.2fx"),
                 {True: "yes", False: "**NO**"}.get(same, "—"), wrong))
         L.append("")
-    L.append("÷ columns: the other impl's time / w8a8 fused (> 1: w8a8 fused faster).")
+    L.append("\"fused vs X\" = X's time / w8a8 fused's (> 1: w8a8 fused is faster).")
     L.append("")
     L += ["## Summary", "", "| op | w8a8 fused vs | geomean | worst (shape, M) | best |", "|---|---|---|---|---|"]
     for (p, name), v in sorted(gains.items()):

@@ -31,8 +31,9 @@ fi
 
 # 1. the test (normally 20-40 s: two launches of fresh processes)
 t=$(left); [ "$t" -gt 110 ] && t=110
-W8A8_TORCH_TP_TIMEOUT_S=$((t / 2 - 3)) timeout -k 5 "$t" python3 -m unittest discover -s tests/python -t tests/python -p test_torch_tp.py -v \
-  >"$L/torchtp-test.txt" 2>&1
+# each of its two launches (W = 1, W = NGPU) gets half of the time
+W8A8_TORCH_TP_TIMEOUT_S=$((t / 2 - 3)) timeout -k 5 "$t" \
+  python3 -m unittest discover -s tests/python -t tests/python -p test_torch_tp.py -v >"$L/torchtp-test.txt" 2>&1
 trc=$?
 tres=$(grep -E '^(OK|FAILED)' "$L/torchtp-test.txt" | tail -n 1)
 [ $trc -ge 124 ] && tres="TIMEOUT after $t s"
