@@ -198,8 +198,8 @@ def _worker():
     print("%s comm rank %d size %d on %s, %s" % (pre, comm.rank, comm.size, torch.cuda.get_device_name(dev),
                                                  w8a8.version_string()), flush=True)
     assert (comm.rank, comm.size) == (rank, W)
-    FP8 = torch.float8_e4m3fn
-    dtypes = ["int8"] + (["fp8"] if torch.cuda.get_device_capability(dev) >= (8, 9) else [])
+    FP8 = getattr(torch, "float8_e4m3fn", None)
+    dtypes = ["int8"] + (["fp8"] if FP8 is not None and torch.cuda.get_device_capability(dev) >= (8, 9) else [])
     failures = []
     nchecks = [0]
 
