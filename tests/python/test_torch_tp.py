@@ -89,12 +89,15 @@ def launch(W, timeout_s=LAUNCH_TIMEOUT_S):
             procs.append(subprocess.Popen([sys.executable, "-u", os.path.abspath(__file__)], env=env, stdout=f,
                                           stderr=subprocess.STDOUT, cwd=ROOT))
         t0 = time.time()
-        first_dead = None
+        first_dead, killed = None, ""
         while any(p.poll() is None for p in procs):
             now = time.time()
             if first_dead is None and any(p.poll() not in (None, 0, SKIP_RC) for p in procs):
                 first_dead = now
             if now - t0 > timeout_s or (first_dead is not None and now - first_dead > 20):
+                killed = "KILLED %s: ranks still running after %.0f s%s\n" % (
+                    [r for r, p in enumerate(procs) if p.poll() is None], now - t0,
+                    "" if first_dead is None else " (another rank had exited with an error)")
                 for p in procs:
                     if p.poll() is None:
                         p.kill()
@@ -106,7 +109,7 @@ def launch(W, timeout_s=LAUNCH_TIMEOUT_S):
             f.seek(0)
             texts.append("---- rank %d (exit %s, %.0f s)\n%s" % (r, rcs[r], time.time() - t0, f.read()))
             f.close()
-    return rcs, "\n".join(texts)
+    return rcs, killed + "\n".join(texts)
 
 
 @unittest.skipIf(SKIP_REASON is not None, SKIP_REASON or "")
