@@ -144,6 +144,90 @@ SM90_DEV void sm90_epi_elem(const sm90_args &a, int m, int n, uint32_t raw) {
   sm90_store1(a, m, n, sm90_epi_value(a, v, a.sa[a.sa_per_token ? m : 0], n));
 }
 
+// Two adjacent outputs (m, n), (m, n + 1); `two` says whether n + 1 exists. One 4-byte (bf16,
+// fp16) or 8-byte (fp32) store where out and ldo allow (a.pair_store), else element by element.
+SM90_DEV void sm90_store2(const sm90_args &a, int m, int n, float r0, float r1, bool two) {
+  long long off = (long long)m * a.ldo + n;
+  if (two && a.pair_store) {
+    if (a.out_kind == SM90_OUT_BF16)
+      *(__nv_bfloat162 *)((__nv_bfloat16 *)a.out + off) = __halves2bfloat162(__float2bfloat16_rn(r0), __float2bfloat16_rn(r1));
+    else if (a.out_kind == SM90_OUT_FP16)
+      *(__half2 *)((__half *)a.out + off) = __halves2half2(__float2half_rn(r0), __float2half_rn(r1));
+    else
+      *(float2 *)((float *)a.out + off) = make_float2(r0, r1);
+    return;
+  }
+  sm90_store1(a, m, n, r0);
+  if (two) sm90_store1(a, m, n + 1, r1);
+}
+
+// The raw accumulator -> the value the epilogue scales (int8: the zero-point correction in int32
+// with wrap-around, as the reference, then one rounding to float).
+template <bool INT8>
+SM90_DEV float sm90_acc_value(const sm90_args &a, uint32_t raw, int32_t zp, int32_t adj) {
+  if constexpr (INT8) {
+    int32_t acc = (int32_t)raw;
+    if (a.azp_mode != 0) acc = (int32_t)((uint32_t)acc - (uint32_t)zp * (uint32_t)adj);
+    return __int2float_rn(acc);
+  } else {
+    return __uint_as_float(raw);
+  }
+}
+
+// Direct epilogue from the wgmma accumulator fragment (not swapped: rows are tokens). A consumer
+// thread holds, for column group j (8 columns), the pairs (m0, n..n+1) = acc[4j], acc[4j+1] and
+// (m0 + 8, n..n+1) = acc[4j+2], acc[4j+3], with n = n0 + 8j. v1 went through shared memory
+// (store, barrier, load, one element per thread and loop trip, its scales re-read per element):
+// on the H200 that cost ~18 us per 128 x 256 tile, as much as 30 K-blocks of the main loop
+// (fitted from 70b-qkv / 8b-qkv / 70b-o at M = 8192, h200-sm90-2026-11-29.md). Here each thread
+// reads its two rows' scale and zero point once, then per column pair one scale_b pair (L1), and
+// stores pairs. Same formula, same rounding: the same bits.
+template <bool INT8, int NACC, typename acc_t>
+SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int n0) {
+  const int m1 = m0 + 8;
+  const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
+  const float sa0 = a.sa[a.sa_per_token ? (ok0 ? m0 : 0) : 0];
+  const float sa1 = a.sa[a.sa_per_token ? (ok1 ? m1 : 0) : 0];
+  int32_t zp0 = 1, zp1 = 1;
+  if (INT8 && a.azp_mode >= 2) {
+    zp0 = a.azp[a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0];
+    zp1 = a.azp[a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0];
+  }
+#pragma unroll
+  for (int j = 0; j < NACC / 4; j++) {
+    const int n = n0 + 8 * j;
+    if (n >= a.N) break;  // columns only grow with j
+    const bool two = n + 1 < a.N;
+    const float sbA = a.sb[a.sb_per_channel ? n : 0];
+    const float sbB = a.sb[a.sb_per_channel ? (two ? n + 1 : n) : 0];
+    int32_t adjA = 0, adjB = 0;
+    if (INT8 && a.azp_mode != 0) {
+      adjA = a.azp_adj[n];
+      adjB = a.azp_adj[two ? n + 1 : n];
+    }
+    float bA = 0.0f, bB = 0.0f;
+    if (a.bias) {
+      bA = sm90_load_bias(a, n);
+      bB = sm90_load_bias(a, two ? n + 1 : n);
+    }
+    const float v00 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 0]), zp0, adjA);
+    const float v01 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 1]), zp0, adjB);
+    const float v10 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 2]), zp1, adjA);
+    const float v11 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 3]), zp1, adjB);
+    // t = sa*v; r = bias ? fma(sb, t, bias) : sb*t (w8a8.h), the _rn intrinsics as sm90_epi_value
+    float t00 = __fmul_rn(sa0, v00), t01 = __fmul_rn(sa0, v01), t10 = __fmul_rn(sa1, v10), t11 = __fmul_rn(sa1, v11);
+    float r00, r01, r10, r11;
+    if (a.bias) {
+      r00 = __fmaf_rn(sbA, t00, bA), r01 = __fmaf_rn(sbB, t01, bB);
+      r10 = __fmaf_rn(sbA, t10, bA), r11 = __fmaf_rn(sbB, t11, bB);
+    } else {
+      r00 = __fmul_rn(sbA, t00), r01 = __fmul_rn(sbB, t01), r10 = __fmul_rn(sbA, t10), r11 = __fmul_rn(sbB, t11);
+    }
+    if (ok0) sm90_store2(a, m0, n, r00, r01, two);
+    if (ok1) sm90_store2(a, m1, n, r10, r11, two);
+  }
+}
+
 // Tile t of the grouped order -> (tile_x, tile_y). Groups of SM90_GROUP tiles along X walk Y;
 // inside a group X moves fastest, so the CTAs running at one time share a few X tiles and a
 // band of Y tiles in L2.
@@ -439,6 +523,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         }
         // Nobody may overwrite or leave while others still read its partial tile.
         sm90_cluster_sync();
+      } else if constexpr (!SWAP) {
+        sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0);
       } else {
         // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
 #if SM90_EPI_V2
