@@ -328,6 +328,39 @@ W8A8_API w8a8_status w8a8_quantize(w8a8_handle *handle, const w8a8_matrix *x, co
                                    w8a8_quant_mode mode, const w8a8_vector *scale,
                                    const w8a8_vector *azp, const float *scale_ub);
 
+/* ---- Fused SiLU-and-mul quantizer (issue 6: the MLP activation) ------------------------- */
+
+/**
+ * q = quantize(silu(gate) * up): the activation between a gated MLP's gate_up and down
+ * projections, in one pass over x (no bf16 intermediate in memory).
+ *
+ * x: [M, 2I] row-major fp32, bf16 or fp16 (any ld >= 2I): gate = columns 0 .. I-1,
+ *    up = columns I .. 2I-1 (vLLM's silu_and_mul layout; x->cols must be even).
+ * q: [M, I] row-major int8 or fp8_e4m3 (any ld >= I); must not overlap x.
+ * mode, scale, azp, scale_ub: exactly as w8a8_quantize (static per-tensor: scale len 1 is
+ * an input; dynamic per-tensor: len 1, output; dynamic per-token: len M, output; azp for
+ * int8 only, static or per-token; scale_ub symmetric per-token only).
+ *
+ * Arithmetic (the same bits on every backend):
+ *   g, u = x[m, k], x[m, I + k] converted to fp32 exactly;
+ *   e = w8a8's expf(-g): exp evaluated in double precision (range reduction to
+ *       |r| <= ln2/2 and a degree-11 polynomial, each step one IEEE double operation)
+ *       and rounded once to fp32: within 0.5 + 2^-20 ulp of exp, the same bits on the
+ *       CPU and the GPU (libm expf and CUDA's expf differ from each other in the last bit);
+ *   silu = g / (1 + e)    (fp32, IEEE, in this order; g = -inf gives NaN, as the formula does);
+ *   y = silu * u          (fp32);  a NaN y is the positive quiet NaN 0x7fc00000;
+ *   q = what w8a8_quantize(mode) writes for the fp32 matrix y [M, I], with the same scale
+ *       rules (QMAX, MIN_SCALE, scale_ub, zero point) and the same IEEE division y / s.
+ * M == 0 writes nothing; I == 0 with rows writes the dynamic scales (MIN_SCALE, as w8a8_quantize).
+ * @return as w8a8_quantize, plus W8A8_ERROR_INVALID_SHAPE when x->cols is odd or q is not
+ *         [x->rows, x->cols / 2].
+ */
+W8A8_API w8a8_status w8a8_silu_mul_quantize(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
+                                            w8a8_quant_mode mode, const w8a8_vector *scale,
+                                            const w8a8_vector *azp, const float *scale_ub);
+
+/* ---- end of the fused SiLU-and-mul quantizer ------------------------------------------- */
+
 /* ------------------------------------------------------------------------ */
 /* Tensor parallelism                                                        */
 /* ------------------------------------------------------------------------ */

@@ -1,0 +1,348 @@
+// act.cu — the fused SiLU-and-mul quantizer on the GPU, bit-identical to src/cpu/act.c.
+//
+// y = silu(gate) * up is never written to memory: each kernel reads gate and up once (bf16:
+// 4 bytes per y), computes y in fp32 and writes the 1-byte q.
+//
+// Kernels:
+//   act_per_token:   one block per row, ONE pass over x: the row's y (up to 8192 values) stays in
+//                    registers between the block's max (or min/max) reduction and the
+//                    quantization; longer rows recompute the tail (x from L2).
+//   act_amax:        dynamic per-tensor: grid-wide max |y| by atomicMax on the fp32 bits into
+//                    scale[0] (zeroed by cudaMemsetAsync), as quant.cu's amax_per_tensor.
+//   act_per_tensor:  element-wise quantization with a per-tensor scale from device memory
+//                    (static: the caller's; dynamic: the amax, turned into the scale by every
+//                    thread); act_finalize then writes the scale.
+// Each thread handles runs of 8 consecutive y: with 16-byte aligned rows (the usual case) a run
+// is one 16-byte load of gate, one of up (two each for fp32) and one 8-byte store of q.
+// Everything runs on the handle's stream; nothing allocates or synchronizes (graph-capturable).
+#include <stdint.h>
+
+#include "common.cuh"
+#include "cuda_backend.h"
+
+#define AQ_BLOCK 256 /* threads per block */
+#define AQ_VEC 8     /* consecutive y per thread run */
+#define AQ_RUNS 4    /* runs per thread held in registers: rows up to 256 * 8 * 4 = 8192 in one pass */
+
+// ---- arithmetic: the same operations as src/cpu/act.c, each one IEEE operation -----------
+
+/* w8a8_act_expf (src/cpu/act.c): change both or neither. */
+W8A8_DEV float act_expf(float x) {
+  if (x != x) return x;
+  double xd = (double)x;
+  if (xd > 100.0) xd = 100.0;
+  if (xd < -110.0) xd = -110.0;
+  const double shift = 0x1.8p52;
+  double kd = __dmul_rn(xd, 0x1.71547652b82fep+0);
+  kd = __dadd_rn(kd, shift);
+  kd = __dsub_rn(kd, shift);
+  double r = __dsub_rn(xd, __dmul_rn(kd, 0x1.62e42fee00000p-1));
+  r = __dsub_rn(r, __dmul_rn(kd, 0x1.a39ef35793c76p-33));
+  double p = 0x1.ae64567f544e4p-26;
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.27e4fb7789f5cp-22);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.71de3a556c734p-19);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.a01a01a01a01ap-16);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.a01a01a01a01ap-13);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.6c16c16c16c17p-10);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.1111111111111p-7);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.5555555555555p-5);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.5555555555555p-3);
+  p = __dadd_rn(__dmul_rn(p, r), 0x1.0000000000000p-1);
+  p = __dadd_rn(__dmul_rn(p, r), 1.0);
+  p = __dadd_rn(__dmul_rn(p, r), 1.0);
+  const long long k = (long long)kd;
+  const double two_k = __longlong_as_double((k + 1023) << 52);
+  return __double2float_rn(__dmul_rn(p, two_k));
+}
+
+W8A8_DEV float silu_mul(float g, float u) {
+  const float e = act_expf(-g);
+  const float s = __fdiv_rn(g, __fadd_rn(1.0f, e));
+  const float y = __fmul_rn(s, u);
+  return y != y ? __uint_as_float(0x7fc00000u) : y; /* one canonical NaN (src/cpu/act.c) */
+}
+
+/* As quant.cu: the scale rules and the host's NaN results for y / s. */
+W8A8_DEV float act_scale_from(float r, float qmax) {
+  const float s = __fdiv_rn(r, qmax);
+  const float min_scale = __fdiv_rn(1.0f, __fmul_rn(qmax, 512.0f));
+  return s > min_scale ? s : min_scale;
+}
+W8A8_DEV float act_div_like_host(float x, float s) {
+  float y = __fdiv_rn(x, s);
+  if (y != y) y = x != x ? __uint_as_float(__float_as_uint(x) | 0x00400000u)
+                  : s != s ? __uint_as_float(__float_as_uint(s) | 0x00400000u)
+                           : __uint_as_float(0xffc00000u);
+  return y;
+}
+W8A8_DEV uint8_t act_q8(bool fp8, float y, float s, int32_t azp) {
+  const float t = act_div_like_host(y, s);
+  return fp8 ? w8a8d_f32_to_fp8(t) : (uint8_t)w8a8d_f32_to_int8_rne(t, azp);
+}
+
+// ---- loads: one run of AQ_VEC y values starting at column k0 of row m ---------------------
+
+template <int IN_DT>
+W8A8_DEV void load8_vec(const void *base, int64_t i, float *v) {
+  if (IN_DT == W8A8_DTYPE_FP32) {
+    const float4 a = *(const float4 *)((const float *)base + i), b = *(const float4 *)((const float *)base + i + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    const uint4 w = *(const uint4 *)((const uint16_t *)base + i);
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const uint16_t lo = (uint16_t)(u[j] & 0xffffu), hi = (uint16_t)(u[j] >> 16);
+      v[2 * j] = IN_DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(lo) : w8a8d_f16_to_f32(lo);
+      v[2 * j + 1] = IN_DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(hi) : w8a8d_f16_to_f32(hi);
+    }
+  }
+}
+
+/* y of columns k0 .. k0+7 of row m (values past K are 0 and must not be used). VEC: the run is
+ * whole (K % 8 == 0) and 16-byte aligned in gate and up. */
+template <int IN_DT, bool VEC>
+W8A8_DEV void act_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, float *y) {
+  const int64_t row = m * p.ldx;
+  if (VEC) {
+    float g[AQ_VEC], u[AQ_VEC];
+    load8_vec<IN_DT>(p.x, row + k0, g);
+    load8_vec<IN_DT>(p.x, row + p.K + k0, u);
+#pragma unroll
+    for (int j = 0; j < AQ_VEC; j++) y[j] = silu_mul(g[j], u[j]);
+  } else {
+    /* one element at a time: ptxas otherwise keeps 16 loads and 8 exps in flight and spills */
+#pragma unroll 1
+    for (int j = 0; j < AQ_VEC; j++)
+      if (k0 + j < p.K)
+        y[j] = silu_mul(w8a8d_load_float(IN_DT, p.x, row + k0 + j), w8a8d_load_float(IN_DT, p.x, row + p.K + k0 + j));
+  }
+}
+
+template <bool VEC>
+W8A8_DEV void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, const float *y, float s, int32_t azp) {
+  const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
+  uint8_t *q = (uint8_t *)p.q + m * p.ldq + k0;
+  if (VEC) {
+    uint32_t w[2] = {0, 0};
+#pragma unroll
+    for (int j = 0; j < AQ_VEC; j++) w[j / 4] |= (uint32_t)act_q8(fp8, y[j], s, azp) << (8 * (j % 4));
+    *(uint2 *)q = make_uint2(w[0], w[1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < AQ_VEC; j++)
+      if (k0 + j < p.K) q[j] = act_q8(fp8, y[j], s, azp);
+  }
+}
+
+/* Block-wide max of a and min of b (b only when two), the result in every thread. */
+W8A8_DEV void act_block_reduce(float &a, float &b, bool two) {
+  __shared__ float sa[AQ_BLOCK / 32], sb[AQ_BLOCK / 32];
+  for (int o = 16; o > 0; o >>= 1) {
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+    if (two) b = fminf(b, __shfl_xor_sync(0xffffffffu, b, o));
+  }
+  const int w = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0) {
+    sa[w] = a;
+    sb[w] = b;
+  }
+  __syncthreads();
+  a = sa[0];
+  b = sb[0];
+  for (int i = 1; i < AQ_BLOCK / 32; i++) {
+    a = fmaxf(a, sa[i]);
+    if (two) b = fminf(b, sb[i]);
+  }
+}
+
+// ---- kernels -------------------------------------------------------------------------------
+
+template <int IN_DT, bool VEC>
+__global__ void __launch_bounds__(AQ_BLOCK) act_per_token(w8a8_quant_problem p) {
+  const bool asym = p.azp != NULL;
+  const float qmax = p.out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f;
+  const int64_t step = (int64_t)AQ_BLOCK * AQ_VEC;
+  const int64_t k_first = (int64_t)threadIdx.x * AQ_VEC;
+  for (int64_t m = blockIdx.x; m < p.M; m += gridDim.x) {
+    float y[AQ_RUNS][AQ_VEC];
+    /* fmaxf / fminf drop NaN, like the reference's comparisons */
+    float hi = asym ? -INFINITY : 0.0f, lo = INFINITY;
+#pragma unroll
+    for (int r = 0; r < AQ_RUNS; r++) {
+      const int64_t k0 = k_first + r * step;
+      if (k0 < p.K) {
+        act_run<IN_DT, VEC>(p, m, k0, y[r]);
+#pragma unroll
+        for (int j = 0; j < AQ_VEC; j++)
+          if (k0 + j < p.K) {
+            if (asym) {
+              hi = fmaxf(hi, y[r][j]);
+              lo = fminf(lo, y[r][j]);
+            } else {
+              hi = fmaxf(hi, fabsf(y[r][j]));
+            }
+          }
+      }
+    }
+    for (int64_t k0 = k_first + AQ_RUNS * step; k0 < p.K; k0 += step) {
+      float t[AQ_VEC];
+      act_run<IN_DT, VEC>(p, m, k0, t);
+#pragma unroll
+      for (int j = 0; j < AQ_VEC; j++)
+        if (k0 + j < p.K) {
+          if (asym) {
+            hi = fmaxf(hi, t[j]);
+            lo = fminf(lo, t[j]);
+          } else {
+            hi = fmaxf(hi, fabsf(t[j]));
+          }
+        }
+    }
+    act_block_reduce(hi, lo, asym);
+    float s;
+    int32_t azp = 0;
+    if (asym) { /* w8a8_asym_params (numeric.c) */
+      if (p.K == 0) lo = hi = 0.0f;
+      const float min_scale = __fdiv_rn(1.0f, __fmul_rn(127.0f, 512.0f));
+      s = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
+      if (!(s > min_scale)) s = min_scale;
+      azp = __float2int_rn(__fsub_rn(-128.0f, __fdiv_rn(lo, s)));
+    } else {
+      float amax = hi;
+      if (p.scale_ub) amax = fminf(amax, *p.scale_ub);
+      s = act_scale_from(amax, qmax);
+    }
+#pragma unroll
+    for (int r = 0; r < AQ_RUNS; r++) {
+      const int64_t k0 = k_first + r * step;
+      if (k0 < p.K) store_run<VEC>(p, m, k0, y[r], s, azp);
+    }
+    for (int64_t k0 = k_first + AQ_RUNS * step; k0 < p.K; k0 += step) {
+      float t[AQ_VEC];
+      act_run<IN_DT, VEC>(p, m, k0, t);
+      store_run<VEC>(p, m, k0, t, s, azp);
+    }
+    if (threadIdx.x == 0) {
+      p.scale[m] = s;
+      if (asym) p.azp[m] = azp;
+    }
+    __syncthreads(); /* the reduction's shared memory is reused by the next row */
+  }
+}
+
+template <int IN_DT, bool VEC>
+__global__ void __launch_bounds__(AQ_BLOCK) act_amax(w8a8_quant_problem p) {
+  float a = 0.0f, unused = 0.0f;
+  const int64_t step = (int64_t)gridDim.x * AQ_BLOCK * AQ_VEC;
+  for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
+    for (int64_t k0 = ((int64_t)blockIdx.x * AQ_BLOCK + threadIdx.x) * AQ_VEC; k0 < p.K; k0 += step) {
+      float y[AQ_VEC];
+      act_run<IN_DT, VEC>(p, m, k0, y);
+#pragma unroll
+      for (int j = 0; j < AQ_VEC; j++)
+        if (k0 + j < p.K) a = fmaxf(a, fabsf(y[j]));
+    }
+  act_block_reduce(a, unused, false);
+  /* a >= 0 and never NaN: its bits order like the values */
+  if (threadIdx.x == 0 && a > 0.0f) atomicMax((int *)p.scale, __float_as_int(a));
+}
+
+/* dynamic: scale[0] holds the amax (the scale is computed here); static: scale[0] is the scale. */
+template <int IN_DT, bool VEC>
+__global__ void __launch_bounds__(AQ_BLOCK) act_per_tensor(w8a8_quant_problem p, bool dynamic) {
+  float s = p.scale[0];
+  if (dynamic) s = act_scale_from(s, p.out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
+  const int32_t azp = p.azp ? p.azp[0] : 0;
+  const int64_t step = (int64_t)gridDim.x * AQ_BLOCK * AQ_VEC;
+  for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
+    for (int64_t k0 = ((int64_t)blockIdx.x * AQ_BLOCK + threadIdx.x) * AQ_VEC; k0 < p.K; k0 += step) {
+      float y[AQ_VEC];
+      act_run<IN_DT, VEC>(p, m, k0, y);
+      store_run<VEC>(p, m, k0, y, s, azp);
+    }
+}
+
+__global__ void act_finalize(float *scale, float qmax) { scale[0] = act_scale_from(scale[0], qmax); }
+
+// ---- launchers -----------------------------------------------------------------------------
+
+/* One instantiation per input dtype and load width. */
+#define ACT_LAUNCH(KERNEL, GRID, STREAM, ...)                                                   \
+  do {                                                                                          \
+    if (vec) {                                                                                  \
+      if (p->in_dtype == W8A8_DTYPE_BF16)                                                       \
+        KERNEL<W8A8_DTYPE_BF16, true><<<(GRID), AQ_BLOCK, 0, (STREAM)>>>(__VA_ARGS__);          \
+      else if (p->in_dtype == W8A8_DTYPE_FP16)                                                  \
+        KERNEL<W8A8_DTYPE_FP16, true><<<(GRID), AQ_BLOCK, 0, (STREAM)>>>(__VA_ARGS__);          \
+      else                                                                                      \
+        KERNEL<W8A8_DTYPE_FP32, true><<<(GRID), AQ_BLOCK, 0, (STREAM)>>>(__VA_ARGS__);          \
+    } else {                                                                                    \
+      if (p->in_dtype == W8A8_DTYPE_BF16)                                                       \
+        KERNEL<W8A8_DTYPE_BF16, false><<<(GRID), AQ_BLOCK, 0, (STREAM)>>>(__VA_ARGS__);         \
+      else if (p->in_dtype == W8A8_DTYPE_FP16)                                                  \
+        KERNEL<W8A8_DTYPE_FP16, false><<<(GRID), AQ_BLOCK, 0, (STREAM)>>>(__VA_ARGS__);         \
+      else                                                                                      \
+        KERNEL<W8A8_DTYPE_FP32, false><<<(GRID), AQ_BLOCK, 0, (STREAM)>>>(__VA_ARGS__);         \
+    }                                                                                           \
+  } while (0)
+
+static const char fn[] = "w8a8_silu_mul_quantize";
+
+static w8a8_status launched(const char *what) {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error(fn, what, e);
+}
+
+static w8a8_status launch(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms) {
+  const w8a8_quant_problem q = *p;
+  const size_t es = w8a8_dtype_size(p->in_dtype);
+  /* Whole 16-byte runs in gate and up, 8-byte runs in q. */
+  const bool vec = p->K % AQ_VEC == 0 && (uintptr_t)p->x % 16 == 0 && ((size_t)p->ldx * es) % 16 == 0 &&
+                   (uintptr_t)p->q % 8 == 0 && p->ldq % 8 == 0;
+  if (p->mode == W8A8_QUANT_DYNAMIC_PER_TOKEN) {
+    const unsigned g = (unsigned)(p->M < 2147483647 ? p->M : 2147483647);
+    ACT_LAUNCH(act_per_token, g, stream, q);
+    return launched("per-token kernel launch");
+  }
+  /* per-tensor: x-blocks over a row's runs, y-blocks over rows, about 8 blocks per SM */
+  int64_t runs = (p->K + AQ_VEC - 1) / AQ_VEC, gx = (runs + AQ_BLOCK - 1) / AQ_BLOCK;
+  if (gx < 1) gx = 1;
+  if (gx > 1024) gx = 1024;
+  int64_t gy = ((int64_t)num_sms * 8 + gx - 1) / gx;
+  if (gy > p->M) gy = p->M;
+  if (gy > 65535) gy = 65535;
+  if (gy < 1) gy = 1;
+  const dim3 grid((unsigned)gx, (unsigned)gy);
+  if (p->mode == W8A8_QUANT_DYNAMIC_PER_TENSOR) {
+    const cudaError_t e = cudaMemsetAsync(p->scale, 0, sizeof(float), stream);
+    if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaMemsetAsync of the scale", e);
+    ACT_LAUNCH(act_amax, grid, stream, q);
+    W8A8_CHECK(launched("amax kernel launch"));
+    ACT_LAUNCH(act_per_tensor, grid, stream, q, true);
+    W8A8_CHECK(launched("quantize kernel launch"));
+    act_finalize<<<1, 1, 0, stream>>>(p->scale, p->out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
+    return launched("scale kernel launch");
+  }
+  ACT_LAUNCH(act_per_tensor, grid, stream, q, false);
+  return launched("quantize kernel launch");
+}
+
+extern "C" w8a8_status w8a8_cuda_silu_mul_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
+  const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
+  if (p->out_dtype == W8A8_DTYPE_FP8_E4M3 && st->cc < 89)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                    "%s: fp8 e4m3 needs compute capability 8.9 or newer (Ada, Hopper); GPU %d (%s) is %d.%d. "
+                    "Use int8 on this device",
+                    fn, h->device_index, st->prop.name, st->cc / 10, st->cc % 10);
+  /* The handle's device is current for the call only (as dispatch.c's guard). */
+  int prev = -1;
+  cudaError_t e = cudaGetDevice(&prev);
+  if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaGetDevice", e);
+  if (prev != h->device_index && (e = cudaSetDevice(h->device_index)) != cudaSuccess)
+    return w8a8_cuda_error(fn, "cudaSetDevice", e);
+  cudaGetLastError(); /* a stale, non-sticky error of the caller's is not ours */
+  const w8a8_status s = launch(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+  if (prev != h->device_index) cudaSetDevice(prev);
+  return s;
+}
