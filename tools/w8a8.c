@@ -22,6 +22,8 @@
 /* `w8a8 tune` (the Hopper tuner) lives in another file when it exists; weak and undefined
  * until then, so the address tells whether it was linked in. */
 int w8a8_cli_tune(int argc, char **argv) __attribute__((weak));
+/* `w8a8 tp-stack` (tools/tp_stack.c): the Llama-3.1-70B layer-stack benchmark, GPU ranks. */
+int w8a8_cli_tp_stack(int argc, char **argv);
 
 static void main_usage(FILE *f) {
   fprintf(f,
@@ -32,6 +34,7 @@ static void main_usage(FILE *f) {
           "  bench      sweep M over shape suites, next to the baselines (table + JSON lines)\n"
           "  check      self-test of the active backend against the scalar reference\n"
           "  tp-bench   tensor-parallel fused all-gather/reduce-scatter GEMMs (under mpirun)\n"
+          "  tp-stack   a Llama-3.1-70B-FP8 decoder stack at TP = W on GPU ranks, fused vs unfused\n"
           "  tune       measure kernel configurations for your shapes (Hopper)\n"
           "  info       devices found and what a handle on each reports\n"
           "  version    library version and build features\n"
@@ -1018,6 +1021,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "check")) return cmd_check(sargc, sargv);
   if (!strcmp(cmd, "bench")) return cli_bench_main(sargc, sargv);
   if (!strcmp(cmd, "tp-bench")) return w8a8_cli_tp_bench(sargc, sargv);
+  if (!strcmp(cmd, "tp-stack")) return w8a8_cli_tp_stack(sargc, sargv);
   if (!strcmp(cmd, "tune")) return cmd_tune(sargc, sargv);
   fprintf(stderr, "w8a8: unknown command '%s'\n\n", cmd);
   main_usage(stderr);
