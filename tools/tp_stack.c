@@ -466,6 +466,24 @@ static void print_summary(int64_t M, const run_info *ri, const result *res, FILE
             g->failed | u->failed | f->failed, ri->device, ri->date);
 }
 
+/* One line per token count at the end: the numbers users quote, side by side. */
+static void print_final(const run_info *ri, const args *ar, result (*res)[NMODES]) {
+  printf("# final (TP=%d%s, %d layers, ms for the stack):\n", ri->W, ri->emulated ? ", EMULATED" : "", ri->L);
+  printf("# %6s %3s %11s %11s %8s %13s %18s\n", "tokens", "W", "unfused_ms", "fused_ms", "speedup", "gemm_only_ms",
+         "comm_est_ms/layer");
+  for (int t = 0; t < ar->nT; t++) {
+    const result *r = res[t];
+    double comm = 0;
+    for (int i = 0; i < 4; i++) {
+      const double c = r[MODE_UNFUSED].ops[coll_ops[i]] - r[MODE_GEMM].ops[coll_ops[i]];
+      comm += c > 0 ? c : 0;
+    }
+    printf("# %6lld %3d %11.3f %11.3f %7.3fx %13.3f %18.3f\n", (long long)ar->tokens[t], ri->W, r[MODE_UNFUSED].total,
+           r[MODE_FUSED].total, r[MODE_FUSED].total > 0 ? r[MODE_UNFUSED].total / r[MODE_FUSED].total : 0.0,
+           r[MODE_GEMM].total, comm);
+  }
+}
+
 static void print_columns(void) {
   printf("# %5s %3s %-9s %9s %9s |", "tokens", "W", "mode", "stack_ms", "layer_ms");
   for (int k = 0; k < NOPS; k++) printf(" %9s", op_name[k]);
@@ -611,8 +629,9 @@ static int run_local(const args *ar, int ndev) {
     print_header(&ri, ar);
     print_columns();
     pthread_barrier_init(&g.bar, NULL, (unsigned)W);
+    static result all[MAXT][NMODES];
     for (int t = 0; t < ar->nT; t++) {
-      result res[NMODES];
+      result *res = all[t];
       for (int m = 0; m < NMODES; m++) {
         pthread_t th[MAXW_LOCAL];
         job jb[MAXW_LOCAL];
@@ -634,6 +653,7 @@ static int run_local(const args *ar, int ndev) {
       print_summary(ar->tokens[t], &ri, res, json);
     }
     pthread_barrier_destroy(&g.bar);
+    print_final(&ri, ar, all);
     printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed (see stderr)");
   } else {
     rc = CLI_EXIT_FAIL;
@@ -704,8 +724,9 @@ static int run_nccl(const args *ar, int ndev) {
       print_header(&ri, ar);
       print_columns();
     }
+    static result all[MAXT][NMODES];
     for (int t = 0; t < ar->nT; t++) {
-      result res[NMODES];
+      result *res = all[t];
       for (int m = 0; m < NMODES; m++) {
         run_mode(&c, ar->tokens[t], m, ar->warmup, ar->iters);
         if (c.failed) fprintf(stderr, "w8a8 tp-stack: %s\n", c.err);
@@ -716,7 +737,10 @@ static int run_nccl(const args *ar, int ndev) {
       }
       if (rank == 0) print_summary(ar->tokens[t], &ri, res, json);
     }
-    if (rank == 0) printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed (see stderr)");
+    if (rank == 0) {
+      print_final(&ri, ar, all);
+      printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed (see stderr)");
+    }
   } else {
     rc = CLI_EXIT_FAIL;
   }
