@@ -31,11 +31,12 @@
 #include "cli_common.h"
 #include "w8a8.h"
 
-/* GPU ranks emulated on one GPU (tools/tp_bench_gpu.c): `w8a8 tp-bench --local W` (or --gpu W). */
+/* GPU ranks (tools/tp_bench_gpu.c): `w8a8 tp-bench --local W` (or --gpu W), threads of this
+ * process; `mpirun -np W w8a8 tp-bench --nccl`, one process per GPU. */
 int w8a8_cli_tp_bench_gpu(int argc, char **argv);
 static int wants_gpu(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--local") || !strcmp(argv[i], "--gpu")) return 1;
+    if (!strcmp(argv[i], "--local") || !strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--nccl")) return 1;
   return 0;
 }
 

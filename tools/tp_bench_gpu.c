@@ -1,30 +1,41 @@
-/* tp_bench_gpu.c — `w8a8 tp-bench --local W`: the fused tensor-parallel operations on GPU
- * ranks emulated as W threads on ONE GPU (w8a8_comm_create_local; --device picks the GPU).
+/* tp_bench_gpu.c — `w8a8 tp-bench --local W` and `mpirun -np W w8a8 tp-bench --nccl`: the fused
+ * tensor-parallel operations on GPU ranks.
+ *
+ *   --local W   W ranks as threads of this process (w8a8_comm_create_local: copy-engine
+ *               transport). Rank r on device (D + r) % ndev (D = --device, default 0): on a
+ *               machine with W GPUs every rank has its own GPU and the copies go over NVLink
+ *               (peer access). --one-gpu puts every rank on device D: emulated ranks sharing one
+ *               GPU's SMs, HBM-to-HBM copies (the mechanism, not multi-GPU performance).
+ *   --nccl      one rank per process under mpirun (w8a8_comm_create_world with a CUDA handle:
+ *               NCCL send/recv on the side stream). Rank r on device (node-local rank) % ndev;
+ *               two ranks on one GPU are refused (NCCL cannot do it). Rank 0 prints and writes.
  *
  * For the Llama-3.1-70B linear layers at TP = W (column-parallel QKV and gate_up through
  * w8a8_all_gather_scaled_mm, row-parallel O and down through w8a8_scaled_mm_reduce_scatter),
- * for each M it times, on the same data, every rank at once (all W ranks share the GPU, so each
- * number is the time for the whole emulated group to do it):
+ * for each M, on the same data, every rank at once:
  *   gemm     each rank's whole local GEMM (w8a8_scaled_mm on the gathered [M, K] input, or the
  *            fp32 partial [M, N] of the row-parallel layer);
- *   comm     each rank's copies alone: the W-1 chunks it pulls (AG: rows of the peers) or pushes
- *            (RS: fp32 partials to the peers), cudaMemcpyAsync device to device (copy engine);
- *   unfused  the library call with overlap = 0 (copies, then the GEMMs);
+ *   comm     each rank's communication alone, the same chunks as the library: AG the W-1 peers'
+ *            rows and scales, RS this rank's fp32 partial rows of each peer. --local:
+ *            cudaMemcpyAsync (pull for AG, push for RS, as the library); --nccl: grouped
+ *            ncclSend/ncclRecv per step, on a communicator of the bench's own;
+ *   unfused  the library call with overlap = 0 (communication, then the GEMMs);
  *   fused    the library call with overlap = 1;
- * and overlap = (unfused - fused) / min(gemm, comm). Times: each rank thread runs the
- * iterations back to back on its stream; the span from the earliest rank's start event to the
- * latest rank's end event, divided by the iterations (microseconds). What emulation measures:
- * the copy engine running beside the GEMM's SMs and the schedule's overheads (events, host
- * barriers, chunked GEMMs); the copies are HBM to HBM, not NVLink, and the W ranks' GEMMs share
- * one GPU's SMs. Real-rank numbers need several GPUs (issue 7).
+ * and overlap = (unfused - fused) / min(gemm, comm). Timing: each rank records a CUDA event
+ * pair around every iteration on its stream (iterations back to back after warm-up, a host
+ * barrier and a stream sync); an iteration's time is the slowest rank's, and each reported time
+ * is the median over iterations (microseconds).
  * #wrong: elements where fused and unfused differ in any bit, plus, for the all-gather, elements
- * that differ from the GEMM alone (exact for int8, 2 bf16 ulps for fp8). Exit code 1 if any. */
+ * that differ from the GEMM alone (exact for int8, 2^-7 relative + 1e-3 for fp8), summed over
+ * the ranks. Exit code 1 if any. JSON lines also record "gpus" (distinct devices), "emulated"
+ * (true only when ranks share a GPU) and "transport". */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "cli_common.h"
@@ -35,23 +46,31 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv);
 #ifndef W8A8_HAVE_CUDA
 int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
   (void)argc, (void)argv;
-  fprintf(stderr, "w8a8 tp-bench --local: this build has no CUDA\n");
+  fprintf(stderr, "w8a8 tp-bench --local/--nccl: this build has no CUDA\n");
   return 1;
 }
 #else
 #include <cuda_runtime.h>
+#if defined(W8A8_HAVE_MPI) && defined(W8A8_HAVE_NCCL)
+#define TPB_NCCL 1
+#include <mpi.h>
+#include <nccl.h>
+#endif
 
 #define MAXW 8
+#define MAX_ITERS 1000
 
 typedef cli_tp_shape shape;
 #define k_shapes cli_tp_shapes
 
 typedef struct args {
-  int W, device, div, warmup, iters, do_int8, do_fp8;
+  int W, device, one_gpu, nccl, div, warmup, iters, do_int8, do_fp8;
   int64_t Ms[32];
   int nM;
   const char *only, *out_path;
 } args;
+
+/* ---- data ------------------------------------------------------------------------------- */
 
 static uint64_t rng(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -59,28 +78,40 @@ static uint64_t rng(uint64_t *s) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-static void *dev_q8(int64_t n, int fp8, uint64_t seed) {
-  uint8_t *h = malloc((size_t)n + 1);
-  void *d = NULL;
+/* n random 8-bit values (fp8: |x| < 16, no NaN), 8 per generator step: the 70B weights are
+ * hundreds of MB per rank. */
+static uint8_t *host_q8(int64_t n, int fp8, uint64_t seed) {
+  uint8_t *h = malloc((size_t)n + 8);
   if (!h) return NULL;
-  for (int64_t i = 0; i < n; i++) {
-    uint8_t v = (uint8_t)rng(&seed);
-    if (fp8) v = (uint8_t)((v & 0x80) | (v & 0x7f) % 0x58); /* |x| < 16, no NaN */
-    h[i] = v;
+  for (int64_t i = 0; i < n; i += 8) {
+    uint64_t v = rng(&seed);
+    memcpy(h + i, &v, 8);
   }
-  if (cudaMalloc(&d, (size_t)n + 1) != cudaSuccess || cudaMemcpy(d, h, (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess)
-    d = NULL;
+  if (fp8)
+    for (int64_t i = 0; i < n; i++) h[i] = (uint8_t)((h[i] & 0x80) | (h[i] & 0x7f) % 0x58);
+  return h;
+}
+/* Device copies on the current device. */
+static void *dev_copy(const void *h, size_t bytes) {
+  void *d = NULL;
+  if (!h || cudaMalloc(&d, bytes + 16) != cudaSuccess) return NULL;
+  if (cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    cudaFree(d);
+    return NULL;
+  }
+  return d;
+}
+static void *dev_q8(int64_t n, int fp8, uint64_t seed) {
+  uint8_t *h = host_q8(n, fp8, seed);
+  void *d = dev_copy(h, (size_t)n);
   free(h);
   return d;
 }
 static void *dev_scale(int64_t n, float base, uint64_t seed) {
   float *h = malloc(sizeof(float) * (size_t)(n + 1));
-  void *d = NULL;
   if (!h) return NULL;
   for (int64_t i = 0; i < n; i++) h[i] = base * (0.5f + (float)(rng(&seed) >> 40) * 0x1p-24f);
-  if (cudaMalloc(&d, sizeof(float) * (size_t)(n + 1)) != cudaSuccess ||
-      cudaMemcpy(d, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess)
-    d = NULL;
+  void *d = dev_copy(h, sizeof(float) * (size_t)n);
   free(h);
   return d;
 }
@@ -91,32 +122,113 @@ static void *dev_zero(size_t bytes) {
   return d;
 }
 
-/* One rank's buffers and descriptors for one measurement. */
+/* ---- ranks ------------------------------------------------------------------------------- */
+
+/* One rank's state; device buffers on its device. */
 typedef struct rank_data {
+  int dev;
   w8a8_handle *h;
   cudaStream_t st;
   w8a8_comm *comm;
+  cudaEvent_t ev0[MAX_ITERS], ev1[MAX_ITERS];
+  float t[MAX_ITERS]; /* ms per timed iteration (this rank) */
+  int bad;
   int64_t Mr, off, Nr, Kr;
-  void *a_full, *sa_full; /* AG: the gathered input [M, K] (gemm alone); RS: a [M, Kr] */
-  void *b, *sb, *out_f, *out_u, *gemm_out, *scratch;
+  void *b, *sb;                      /* weights: kept across M */
+  void *a_full, *sa_full;            /* AG: the gathered input [M, K] (gemm alone); RS: a [M, Kr] */
+  void *out_f, *out_u, *gemm_out, *scratch;
   w8a8_matrix A, B, OF, OU, GO, AF;
   w8a8_vector SA, SB, SAF;
 } rank_data;
 
 typedef struct group {
-  int W, ag, iters, warmup, op; /* op: 0 gemm, 1 comm, 2 unfused, 3 fused */
-  int64_t M, N, K;
+  int W, nccl, me; /* me: this process's rank (--nccl); --local: all W ranks live here */
+  int ag, iters, warmup, op; /* op: 0 gemm, 1 comm, 2 unfused, 3 fused */
+  int64_t M, N, K;           /* N: AG's whole N (sharded), RS's N; K: AG's K, RS's whole K (sharded) */
   rank_data r[MAXW];
-  cudaEvent_t ev0[MAXW], ev1[MAXW];
   pthread_barrier_t bar;
   int failed;
   char msg[512];
+#ifdef TPB_NCCL
+  ncclComm_t nc; /* the bench's own communicator: the "comm alone" measurement */
+#endif
 } group;
 
-typedef struct job {
-  group *g;
-  int rank;
-} job;
+static int lo_rank(const group *g) { return g->nccl ? g->me : 0; }
+static int hi_rank(const group *g) { return g->nccl ? g->me + 1 : g->W; }
+
+static pthread_mutex_t g_msg_mu = PTHREAD_MUTEX_INITIALIZER; /* --local: rank threads report here */
+static void fail(group *g, int r, const char *what) {
+  pthread_mutex_lock(&g_msg_mu);
+  g->failed = 1;
+  if (!g->msg[0]) snprintf(g->msg, sizeof g->msg, "rank %d: %s", r, what);
+  pthread_mutex_unlock(&g_msg_mu);
+}
+
+/* RS comm alone: the slot of source rank j in a peer's scratch. */
+static int64_t slot_rows(const group *g) { return (g->M + g->W - 1) / g->W; }
+
+static int comm_alone(group *g, int r) {
+  rank_data *d = &g->r[r];
+  const int W = g->W;
+  const int64_t K = g->K, N = g->N, S = slot_rows(g);
+  if (!g->nccl) {
+    for (int s = 1; s < W; s++) {
+      if (g->ag) { /* pull peer j's rows and scales into this rank's scratch (as the library) */
+        const int j = (r - s + W) % W;
+        const rank_data *p = &g->r[j];
+        if (p->Mr <= 0) continue;
+        uint8_t *dst = d->scratch;
+        if (K > 0 && cudaMemcpyAsync(dst + p->off * K, (const uint8_t *)p->a_full + p->off * K, (size_t)(p->Mr * K),
+                                     cudaMemcpyDefault, d->st) != cudaSuccess)
+          return 1;
+        if (cudaMemcpyAsync(dst + g->M * K + 4 * p->off, (const float *)p->sa_full + p->off, 4 * (size_t)p->Mr,
+                            cudaMemcpyDefault, d->st) != cudaSuccess)
+          return 1;
+      } else { /* push this rank's partial rows of peer j into j's scratch (as the library) */
+        const int j = (r + s) % W;
+        rank_data *p = &g->r[j];
+        if (p->Mr <= 0) continue;
+        if (cudaMemcpyAsync((float *)p->scratch + (size_t)(r * S * N), (const float *)d->gemm_out + p->off * N,
+                            sizeof(float) * (size_t)(p->Mr * N), cudaMemcpyDefault, d->st) != cudaSuccess)
+          return 1;
+      }
+    }
+    return 0;
+  }
+#ifdef TPB_NCCL
+  int64_t cnt[MAXW], off[MAXW];
+  for (int j = 0; j < W; j++) w8a8_tp_shard_rows(g->M, W, j, &off[j], &cnt[j]);
+  for (int s = 1; s < W; s++) {
+    const int to = (r + s) % W, from = (r - s + W) % W;
+    ncclResult_t nr = ncclGroupStart();
+    if (g->ag) {
+      uint8_t *dst = d->scratch;
+      if (cnt[r] > 0) {
+        if (K > 0 && nr == ncclSuccess)
+          nr = ncclSend((const uint8_t *)d->a_full + off[r] * K, (size_t)(cnt[r] * K), ncclUint8, to, g->nc, d->st);
+        if (nr == ncclSuccess)
+          nr = ncclSend((const float *)d->sa_full + off[r], (size_t)cnt[r], ncclFloat32, to, g->nc, d->st);
+      }
+      if (cnt[from] > 0) {
+        if (K > 0 && nr == ncclSuccess)
+          nr = ncclRecv(dst + off[from] * K, (size_t)(cnt[from] * K), ncclUint8, from, g->nc, d->st);
+        if (nr == ncclSuccess)
+          nr = ncclRecv(dst + g->M * K + 4 * off[from], (size_t)cnt[from], ncclFloat32, from, g->nc, d->st);
+      }
+    } else {
+      if (cnt[to] > 0 && nr == ncclSuccess)
+        nr = ncclSend((const float *)d->gemm_out + off[to] * N, (size_t)(cnt[to] * N), ncclFloat32, to, g->nc, d->st);
+      if (cnt[r] > 0 && nr == ncclSuccess)
+        nr = ncclRecv((float *)d->scratch + (size_t)(from * S * N), (size_t)(cnt[r] * N), ncclFloat32, from, g->nc,
+                      d->st);
+    }
+    ncclResult_t ne = ncclGroupEnd();
+    if (nr != ncclSuccess || ne != ncclSuccess) return 1;
+  }
+#endif
+  return 0;
+}
 
 static int one(group *g, int r) {
   rank_data *d = &g->r[r];
@@ -128,13 +240,9 @@ static int one(group *g, int r) {
                 : w8a8_scaled_mm(d->h, &d->A, &d->B, &d->SA, &d->SB, NULL, NULL, &d->GO);
       break;
     case 1:
-      for (int s_ = 1; s_ < g->W; s_++) {
-        int j = (r - s_ + g->W) % g->W;
-        rank_data *p = &g->r[j];
-        size_t bytes = g->ag ? (size_t)(p->Mr * g->K) : sizeof(float) * (size_t)(p->Mr * g->N);
-        const void *src = g->ag ? (const void *)((const uint8_t *)p->a_full + p->off * g->K)
-                                : (const void *)((const float *)d->gemm_out + p->off * g->N);
-        if (bytes && cudaMemcpyAsync(d->scratch, src, bytes, cudaMemcpyDefault, d->st) != cudaSuccess) return 1;
+      if (comm_alone(g, r)) {
+        fail(g, r, "the communication alone failed to launch");
+        return 1;
       }
       return 0;
     case 2:
@@ -146,46 +254,100 @@ static int one(group *g, int r) {
                                                 g->op == 3 ? &d->OF : &d->OU, &o);
       break;
   }
-  if (s != W8A8_SUCCESS) snprintf(g->msg, sizeof g->msg, "rank %d: %s: %s", r, w8a8_status_name(s), w8a8_last_error());
+  if (s != W8A8_SUCCESS) {
+    char m[400];
+    snprintf(m, sizeof m, "%s: %s", w8a8_status_name(s), w8a8_last_error());
+    fail(g, r, m);
+  }
   return s != W8A8_SUCCESS;
 }
 
+static void barrier(group *g) {
+#ifdef TPB_NCCL
+  if (g->nccl) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    return;
+  }
+#endif
+  pthread_barrier_wait(&g->bar);
+}
+
+/* One rank's timed run of g->op: warm-up, stream sync, barrier, then iterations back to back,
+ * each between two events of its own; d->t[i] = that iteration's milliseconds. */
+static void time_rank(group *g, int r) {
+  rank_data *d = &g->r[r];
+  cudaSetDevice(d->dev);
+  int bad = 0;
+  for (int i = 0; i < g->warmup; i++) bad |= one(g, r);
+  bad |= cudaStreamSynchronize(d->st) != cudaSuccess;
+  barrier(g);
+  for (int i = 0; i < g->iters; i++) {
+    cudaEventRecord(d->ev0[i], d->st);
+    bad |= one(g, r);
+    cudaEventRecord(d->ev1[i], d->st);
+  }
+  cudaError_t e = cudaStreamSynchronize(d->st);
+  if (e != cudaSuccess) {
+    bad = 1;
+    fail(g, r, cudaGetErrorString(e));
+  }
+  for (int i = 0; i < g->iters; i++) {
+    d->t[i] = 0;
+    if (cudaEventElapsedTime(&d->t[i], d->ev0[i], d->ev1[i]) != cudaSuccess) bad = 1;
+  }
+  d->bad = bad;
+}
+
+typedef struct job {
+  group *g;
+  int rank;
+} job;
 static void *worker(void *v) {
   job *jb = v;
-  group *g = jb->g;
-  int r = jb->rank, bad = 0;
-  for (int i = 0; i < g->warmup; i++) bad |= one(g, r);
-  cudaStreamSynchronize(g->r[r].st);
-  pthread_barrier_wait(&g->bar);
-  cudaEventRecord(g->ev0[r], g->r[r].st);
-  for (int i = 0; i < g->iters; i++) bad |= one(g, r);
-  cudaEventRecord(g->ev1[r], g->r[r].st);
-  cudaStreamSynchronize(g->r[r].st);
-  if (bad) g->failed = 1;
+  time_rank(jb->g, jb->rank);
   return NULL;
 }
 
-/* Time op on every rank at once: microseconds per iteration of the whole group. */
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+/* Time op on every rank at once: median over iterations of the slowest rank's time (us). */
 static double time_op(group *g, int op) {
   g->op = op;
-  pthread_t t[MAXW];
-  job jb[MAXW];
-  pthread_barrier_init(&g->bar, NULL, (unsigned)g->W);
-  for (int r = 0; r < g->W; r++) {
-    jb[r].g = g, jb[r].rank = r;
-    pthread_create(&t[r], NULL, worker, &jb[r]);
+  float t[MAX_ITERS];
+  int bad = 0;
+  if (g->nccl) {
+#ifdef TPB_NCCL
+    time_rank(g, g->me);
+    bad = g->r[g->me].bad;
+    MPI_Allreduce(g->r[g->me].t, t, g->iters, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
+    int any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    bad = any;
+#endif
+  } else {
+    pthread_t th[MAXW];
+    job jb[MAXW];
+    pthread_barrier_init(&g->bar, NULL, (unsigned)g->W);
+    for (int r = 0; r < g->W; r++) {
+      jb[r].g = g, jb[r].rank = r;
+      pthread_create(&th[r], NULL, worker, &jb[r]);
+    }
+    for (int r = 0; r < g->W; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&g->bar);
+    for (int i = 0; i < g->iters; i++) {
+      t[i] = 0;
+      for (int r = 0; r < g->W; r++) t[i] = g->r[r].t[i] > t[i] ? g->r[r].t[i] : t[i];
+    }
+    for (int r = 0; r < g->W; r++) bad |= g->r[r].bad;
   }
-  for (int r = 0; r < g->W; r++) pthread_join(t[r], NULL);
-  pthread_barrier_destroy(&g->bar);
-  float lo = 0, hi = 0;
-  for (int r = 0; r < g->W; r++) {
-    float s = 0, e = 0;
-    cudaEventElapsedTime(&s, g->ev0[0], g->ev0[r]);
-    cudaEventElapsedTime(&e, g->ev0[0], g->ev1[r]);
-    if (s < lo) lo = s;
-    if (e > hi) hi = e;
-  }
-  return (double)(hi - lo) * 1e3 / (g->iters > 0 ? g->iters : 1);
+  if (bad) g->failed = 1;
+  qsort(t, (size_t)g->iters, sizeof t[0], cmp_float);
+  const int n = g->iters;
+  double med = n % 2 ? t[n / 2] : 0.5 * ((double)t[n / 2 - 1] + (double)t[n / 2]);
+  return med * 1e3;
 }
 
 static float bf16f(uint16_t h) {
@@ -195,8 +357,48 @@ static float bf16f(uint16_t h) {
   return f;
 }
 
+static void free_rank_m(rank_data *d) {
+  void *ps[] = {d->a_full, d->sa_full, d->out_f, d->out_u, d->gemm_out, d->scratch};
+  cudaSetDevice(d->dev);
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    if (ps[i]) cudaFree(ps[i]);
+  d->a_full = d->sa_full = d->out_f = d->out_u = d->gemm_out = d->scratch = NULL;
+}
+static void free_rank_b(rank_data *d) {
+  cudaSetDevice(d->dev);
+  if (d->b) cudaFree(d->b);
+  if (d->sb) cudaFree(d->sb);
+  d->b = d->sb = NULL;
+}
+
+static uint64_t shape_seed(const shape *sh, int fp8) { return 0x5eed + (uint64_t)fp8 * 7u + (uint64_t)(sh - k_shapes) * 131u; }
+
+/* The weight shards of one shape and dtype, on every rank of this process (kept across M). */
+static int setup_weights(group *g, const args *ar, const shape *sh, int fp8) {
+  const int W = g->W;
+  const int64_t Nl = sh->N / ar->div, Kl = sh->K / ar->div;
+  const uint64_t seed = shape_seed(sh, fp8);
+  int ok = 1;
+  for (int r = lo_rank(g); r < hi_rank(g); r++) {
+    rank_data *d = &g->r[r];
+    int64_t o;
+    cudaSetDevice(d->dev);
+    if (sh->ag) {
+      w8a8_tp_shard_rows(Nl, W, r, &o, &d->Nr);
+      d->Kr = Kl;
+    } else {
+      w8a8_tp_shard_rows(Kl, W, r, &o, &d->Kr);
+      d->Nr = Nl;
+    }
+    d->b = dev_q8(d->Nr * d->Kr, fp8, seed + 7919u * (uint64_t)(r + 1));
+    d->sb = dev_scale(d->Nr, fp8 ? 0.125f : 1.0f / 64.0f, seed + 3);
+    ok &= d->b && d->sb;
+  }
+  return ok;
+}
+
 static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp8, FILE *json, const char *devname,
-                    const char *date) {
+                    const char *date, int gpus, int print) {
   const int W = g->W;
   g->ag = sh->ag;
   g->M = M;
@@ -205,26 +407,26 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
   g->failed = 0;
   g->msg[0] = 0;
   const int64_t Nl = sh->N / ar->div, Kl = sh->K / ar->div;
-  g->N = Nl, g->K = Kl; /* AG: K whole, N sharded; RS: N whole, K sharded */
+  g->N = Nl, g->K = Kl;
   const w8a8_dtype dt = fp8 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
-  const uint64_t seed = 1000003u * (uint64_t)(M + 1) + (uint64_t)fp8 * 7u + (uint64_t)(sh - k_shapes) * 131u;
+  const uint64_t seed = 1000003u * (uint64_t)(M + 1) + shape_seed(sh, fp8);
   const float sbase = 1.0f / (fp8 ? 8.0f : 64.0f) / sqrtf((float)(Kl > 0 ? Kl : 1));
+  const int64_t S = slot_rows(g);
   int ok = 1;
-  for (int r = 0; r < W; r++) {
+  /* AG: the layer's rows, the same on every rank: generated once here */
+  uint8_t *a_host = sh->ag ? host_q8(M * Kl, fp8, seed) : NULL;
+  if (sh->ag && !a_host) ok = 0;
+  for (int r = lo_rank(g); r < hi_rank(g) && ok; r++) {
     rank_data *d = &g->r[r];
-    int64_t o;
+    cudaSetDevice(d->dev); /* every buffer of rank r on its device */
     w8a8_tp_shard_rows(M, W, r, &d->off, &d->Mr);
     if (sh->ag) {
-      w8a8_tp_shard_rows(Nl, W, r, &o, &d->Nr);
-      d->Kr = Kl;
-      d->a_full = dev_q8(M * Kl, fp8, seed); /* the layer's rows: the same data on every rank */
+      d->a_full = dev_copy(a_host, (size_t)(M * Kl));
       d->sa_full = dev_scale(M, sbase, seed + 1);
-      d->b = dev_q8(d->Nr * Kl, fp8, seed + 7919u * (uint64_t)(r + 1));
-      d->sb = dev_scale(d->Nr, fp8 ? 0.125f : 1.0f / 64.0f, seed + 3);
       d->out_f = dev_zero(2 * (size_t)(M * d->Nr));
       d->out_u = dev_zero(2 * (size_t)(M * d->Nr));
       d->gemm_out = dev_zero(2 * (size_t)(M * d->Nr));
-      d->scratch = dev_zero((size_t)(M * Kl));
+      d->scratch = dev_zero((size_t)(M * Kl) + 4 * (size_t)M);
       d->AF = w8a8_matrix_make(dt, W8A8_ROW_MAJOR, M, Kl, Kl, d->a_full);
       d->SAF = w8a8_vector_make(W8A8_DTYPE_FP32, M, d->sa_full);
       d->A = w8a8_matrix_make(dt, W8A8_ROW_MAJOR, d->Mr, Kl, Kl, d->a_full ? (uint8_t *)d->a_full + d->off * Kl : NULL);
@@ -235,16 +437,12 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
       d->OU = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, d->Nr, d->Nr, d->out_u);
       d->GO = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, d->Nr, d->Nr, d->gemm_out);
     } else {
-      w8a8_tp_shard_rows(Kl, W, r, &o, &d->Kr);
-      d->Nr = Nl;
       d->a_full = dev_q8(M * d->Kr, fp8, seed + 100u * (uint64_t)r);
       d->sa_full = dev_scale(M, sbase, seed + 100u * (uint64_t)r + 1);
-      d->b = dev_q8(Nl * d->Kr, fp8, seed + 7919u * (uint64_t)(r + 1));
-      d->sb = dev_scale(Nl, fp8 ? 0.125f : 1.0f / 64.0f, seed + 3);
       d->out_f = dev_zero(2 * (size_t)(d->Mr * Nl));
       d->out_u = dev_zero(2 * (size_t)(d->Mr * Nl));
       d->gemm_out = dev_zero(4 * (size_t)(M * Nl));
-      d->scratch = dev_zero(4 * (size_t)(M * Nl));
+      d->scratch = dev_zero(4 * (size_t)(W * S * Nl));
       d->A = w8a8_matrix_make(dt, W8A8_ROW_MAJOR, M, d->Kr, d->Kr, d->a_full);
       d->SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, d->sa_full);
       d->B = w8a8_matrix_make(dt, W8A8_COL_MAJOR, d->Kr, Nl, d->Kr, d->b);
@@ -254,27 +452,37 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
       d->GO = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, Nl, Nl, d->gemm_out);
     }
     ok &= d->a_full && d->sa_full && d->b && d->sb && d->out_f && d->out_u && d->gemm_out && d->scratch;
+    /* The uploads and memsets ran on the legacy stream; the ranks' streams are non-blocking. */
+    ok &= cudaDeviceSynchronize() == cudaSuccess;
   }
+  free(a_host);
+#ifdef TPB_NCCL
+  if (g->nccl) { /* every rank measures, or none */
+    int mine = ok, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    ok = all;
+  }
+#endif
   long wrong = 0;
   double t_gemm = 0, t_comm = 0, t_unf = 0, t_fus = 0;
   if (!ok) {
-    fprintf(stderr, "tp-bench: out of GPU memory for %s M=%lld\n", sh->name, (long long)M);
+    if (print) fprintf(stderr, "tp-bench: out of GPU memory for %s M=%lld\n", sh->name, (long long)M);
     g->failed = 1;
   } else {
-    /* The uploads and memsets above ran on the legacy stream; the ranks' streams are non-blocking. */
-    cudaDeviceSynchronize();
     t_gemm = time_op(g, 0);
     t_comm = time_op(g, 1);
     t_unf = time_op(g, 2);
     t_fus = time_op(g, 3);
-    if (g->failed) fprintf(stderr, "tp-bench: %s\n", g->msg);
-    cudaError_t ce = cudaDeviceSynchronize();
-    if (ce != cudaSuccess) {
-      fprintf(stderr, "tp-bench: device error: %s\n", cudaGetErrorString(ce));
-      g->failed = 1;
-    }
-    for (int r = 0; r < W && !g->failed; r++) {
+    if (g->failed && g->msg[0]) fprintf(stderr, "tp-bench: %s\n", g->msg);
+    for (int r = lo_rank(g); r < hi_rank(g); r++) {
       rank_data *d = &g->r[r];
+      cudaSetDevice(d->dev);
+      cudaError_t ce = cudaDeviceSynchronize();
+      if (ce != cudaSuccess) {
+        fprintf(stderr, "tp-bench: rank %d (device %d): %s\n", r, d->dev, cudaGetErrorString(ce));
+        g->failed = 1;
+        continue;
+      }
       const int64_t rows = sh->ag ? M : d->Mr, n = rows * d->Nr;
       uint16_t *f = malloc(2 * (size_t)n + 2), *u = malloc(2 * (size_t)n + 2), *gm = malloc(2 * (size_t)n + 2);
       if (!f || !u || !gm) {
@@ -295,58 +503,84 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
       free(f), free(u), free(gm);
     }
   }
+#ifdef TPB_NCCL
+  if (g->nccl) {
+    long w_all = 0;
+    int f_all = 0;
+    MPI_Allreduce(&wrong, &w_all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&g->failed, &f_all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    wrong = w_all;
+    g->failed = f_all;
+  }
+#endif
   double bytes = sh->ag ? (double)M * (double)Kl + 4.0 * (double)M : 4.0 * (double)M * (double)Nl;
   double algbw = t_comm > 0 ? bytes / t_comm / 1e3 : 0, busbw = algbw * (W - 1) / W;
   double hidden = t_gemm < t_comm ? t_gemm : t_comm, eff = hidden > 0 ? (t_unf - t_fus) / hidden : 0;
-  const rank_data *d0 = &g->r[0];
-  printf("%-12s %-3s %6lld %6lld %6lld %-8s %d | %10.1f %10.1f %8.1f %8.1f | %10.1f %10.1f | %7.2f %6.2fx %6ld%s\n",
-         sh->name, sh->ag ? "ag" : "rs", (long long)M, (long long)d0->Nr, (long long)d0->Kr, fp8 ? "fp8_e4m3" : "int8",
-         W, t_gemm, t_comm, algbw, busbw, t_unf, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0, wrong,
-         g->failed ? " FAILED" : "");
-  if (json)
-    fprintf(json,
-            "{\"impl\":\"w8a8_gpu_tp_local\",\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"scales\":\"token*channel\","
-            "\"world\":%d,\"emulated\":true,\"M\":%lld,\"N\":%lld,\"K\":%lld,\"div\":%d,\"gemm_us\":%.3f,\"comm_us\":%.3f,"
-            "\"unfused_us\":%.3f,\"fused_us\":%.3f,\"us\":%.3f,\"overlap_eff\":%.4f,\"speedup\":%.4f,"
-            "\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,\"failed\":%d,\"device\":\"%s\",\"date\":\"%s\"}\n",
-            sh->ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", W,
-            (long long)M, (long long)d0->Nr, (long long)d0->Kr, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus, eff,
-            t_fus > 0 ? t_unf / t_fus : 0, algbw, busbw, wrong, g->failed, devname, date);
-  for (int r = 0; r < W; r++) {
-    rank_data *d = &g->r[r];
-    void *ps[] = {d->a_full, d->sa_full, d->b, d->sb, d->out_f, d->out_u, d->gemm_out, d->scratch};
-    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-      if (ps[i]) cudaFree(ps[i]);
-    d->a_full = d->sa_full = d->b = d->sb = d->out_f = d->out_u = d->gemm_out = d->scratch = NULL;
+  /* the shard sizes of rank 0 (this process's first rank under --nccl prints only on rank 0) */
+  const rank_data *d0 = &g->r[lo_rank(g)];
+  if (print) {
+    printf("%-12s %-3s %6lld %6lld %6lld %-8s %d | %10.1f %10.1f %8.1f %8.1f | %10.1f %10.1f | %7.2f %6.2fx %6ld%s\n",
+           sh->name, sh->ag ? "ag" : "rs", (long long)M, (long long)d0->Nr, (long long)d0->Kr,
+           fp8 ? "fp8_e4m3" : "int8", W, t_gemm, t_comm, algbw, busbw, t_unf, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
+           wrong, g->failed ? " FAILED" : "");
+    if (json)
+      fprintf(json,
+              "{\"impl\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"scales\":\"token*channel\","
+              "\"world\":%d,\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,"
+              "\"div\":%d,\"gemm_us\":%.3f,\"comm_us\":%.3f,\"unfused_us\":%.3f,\"fused_us\":%.3f,\"us\":%.3f,"
+              "\"overlap_eff\":%.4f,\"speedup\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,"
+              "\"failed\":%d,\"timing\":\"median over %d iterations of the slowest rank (CUDA events)\","
+              "\"device\":\"%s\",\"date\":\"%s\"}\n",
+              g->nccl ? "w8a8_gpu_tp_nccl" : "w8a8_gpu_tp_local",
+              sh->ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", W,
+              gpus, gpus < W ? "true" : "false", g->nccl ? "nccl" : "copy_engine", (long long)M, (long long)d0->Nr,
+              (long long)d0->Kr, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
+              algbw, busbw, wrong, g->failed, g->iters, devname, date);
   }
+  for (int r = lo_rank(g); r < hi_rank(g); r++) free_rank_m(&g->r[r]);
   return wrong + (g->failed ? 1 : 0);
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: w8a8 tp-bench --local W [options]   (W emulated GPU ranks on one GPU, 1..%d)\n"
-                  "  --device D    CUDA device (default 0)\n"
-                  "  -m M[,M...]   rows of the layer (tokens), default 1024,4096,8192\n"
-                  "  -d DTYPE      int8, fp8 or both (default both)\n"
-                  "  -s DIV        divide the 70B shapes' N and K by DIV (default 1: the real shapes)\n"
-                  "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
-                  "  -w N, -n N    warmup and timed iterations (default 3, 20)\n"
-                  "  -o FILE       also write JSON lines\n",
-          MAXW);
+  fprintf(stderr,
+          "usage: w8a8 tp-bench --local W [options]             W GPU ranks as threads (1..%d), rank r on GPU\n"
+          "                                                     (D + r) %% ndev\n"
+          "       mpirun -np W w8a8 tp-bench --nccl [options]   one rank per process and GPU (NCCL)\n"
+          "  --device D    first CUDA device of --local (default 0)\n"
+          "  --one-gpu     --local: every rank on device D (emulated ranks sharing one GPU)\n"
+          "  -m M[,M...]   rows of the layer (tokens), default 1024,4096,8192\n"
+          "  -d DTYPE      int8, fp8 or both (default both)\n"
+          "  -s DIV        divide the 70B shapes' N and K by DIV (default 1: the real shapes)\n"
+          "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
+          "  -w N, -n N    warmup and timed iterations (default 3, 20; at most %d)\n"
+          "  -o FILE       also write JSON lines (rank 0 under --nccl)\n",
+          MAXW, MAX_ITERS);
 }
 
 static int parse(int argc, char **argv, args *ar) {
   memset(ar, 0, sizeof *ar);
   ar->W = 2, ar->div = 1, ar->warmup = 3, ar->iters = 20, ar->do_int8 = ar->do_fp8 = 1;
+  int local = 0;
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
+    if (!strcmp(o, "--nccl")) {
+      ar->nccl = 1;
+      continue;
+    }
+    if (!strcmp(o, "--one-gpu")) {
+      ar->one_gpu = 1;
+      continue;
+    }
     if (!v) return 2;
     i++;
     if (!strcmp(o, "--local") || !strcmp(o, "--gpu")) {
       ar->W = atoi(v);
+      local = 1;
       if (ar->W < 1 || ar->W > MAXW) return 2;
     } else if (!strcmp(o, "--device")) {
       ar->device = atoi(v);
+      if (ar->device < 0) return 2;
     } else if (!strcmp(o, "-m")) {
       ar->nM = 0;
       for (const char *p = v; *p && ar->nM < 32;) {
@@ -366,18 +600,245 @@ static int parse(int argc, char **argv, args *ar) {
     } else if (!strcmp(o, "--shape")) {
       ar->only = v;
     } else if (!strcmp(o, "-w")) {
-      ar->warmup = atoi(v);
+      if ((ar->warmup = atoi(v)) < 0) return 2;
     } else if (!strcmp(o, "-n")) {
-      if ((ar->iters = atoi(v)) < 1) return 2;
+      if ((ar->iters = atoi(v)) < 1 || ar->iters > MAX_ITERS) return 2;
     } else if (!strcmp(o, "-o")) {
       ar->out_path = v;
     } else {
       return 2;
     }
   }
+  if (ar->nccl && (local || ar->one_gpu)) return 2; /* --nccl: W is mpirun's -np, one GPU per rank */
   if (!ar->nM) ar->Ms[0] = 1024, ar->Ms[1] = 4096, ar->Ms[2] = 8192, ar->nM = 3;
   return 0;
 }
+
+/* Rank state on its device: handle, stream, timing events. */
+static w8a8_status rank_open(rank_data *d) {
+  cudaSetDevice(d->dev);
+  w8a8_status s = w8a8_create(&d->h, W8A8_DEVICE_CUDA, d->dev);
+  if (s != W8A8_SUCCESS) return s;
+  if (cudaStreamCreateWithFlags(&d->st, cudaStreamNonBlocking) != cudaSuccess) return W8A8_ERROR_DEVICE;
+  w8a8_set_stream(d->h, d->st);
+  for (int i = 0; i < MAX_ITERS; i++)
+    if (cudaEventCreate(&d->ev0[i]) != cudaSuccess || cudaEventCreate(&d->ev1[i]) != cudaSuccess)
+      return W8A8_ERROR_DEVICE;
+  return W8A8_SUCCESS;
+}
+static void rank_close(rank_data *d) {
+  cudaSetDevice(d->dev);
+  if (d->st) cudaStreamSynchronize(d->st);
+  free_rank_m(d);
+  free_rank_b(d);
+  if (d->comm) w8a8_comm_destroy(d->comm);
+  if (d->h) w8a8_destroy(d->h);
+  if (d->st) cudaStreamDestroy(d->st);
+  for (int i = 0; i < MAX_ITERS; i++) {
+    if (d->ev0[i]) cudaEventDestroy(d->ev0[i]);
+    if (d->ev1[i]) cudaEventDestroy(d->ev1[i]);
+  }
+  d->comm = NULL, d->h = NULL, d->st = NULL;
+}
+
+static void reserve_sizes(const args *ar, int64_t *maxM, int64_t *maxN, int64_t *maxK) {
+  *maxM = *maxN = *maxK = 0;
+  for (int i = 0; i < ar->nM; i++) *maxM = ar->Ms[i] > *maxM ? ar->Ms[i] : *maxM;
+  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
+    if (ar->only && strcmp(ar->only, k_shapes[i].name)) continue;
+    int64_t N = k_shapes[i].N / ar->div, K = k_shapes[i].K / ar->div;
+    *maxN = N > *maxN ? N : *maxN;
+    *maxK = K > *maxK ? K : *maxK;
+  }
+}
+
+/* The sweep over shapes, dtypes and M; rank 0 (or the only process) prints. */
+static long run_all(group *g, const args *ar, int gpus, const char *layout, int print) {
+  w8a8_handle_info info;
+  w8a8_get_info(g->r[lo_rank(g)].h, &info);
+  char date[32];
+  time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+  FILE *json = print && ar->out_path ? fopen(ar->out_path, "w") : NULL;
+  if (print && ar->out_path && !json) fprintf(stderr, "tp-bench: cannot write %s\n", ar->out_path);
+  if (print) {
+    printf("# w8a8 tp-bench --%s: %d GPU ranks on %d %s%s (%s), %s\n", g->nccl ? "nccl" : "local", g->W, gpus, info.name,
+           gpus < g->W ? " (EMULATED: ranks share GPUs)" : "", layout, w8a8_version_string());
+    printf("# Llama-3.1-70B shapes / %d; ag = all-gather + GEMM (N sharded), rs = GEMM + reduce-scatter (K sharded); "
+           "bf16 out, per-token x per-channel scales\n",
+           ar->div);
+    printf("# times: us, median over %d iterations (after %d warm-up) of the slowest rank's iteration (CUDA events "
+           "on each rank's stream); comm = %s\n",
+           ar->iters, ar->warmup,
+           g->nccl ? "ncclSend/ncclRecv of the same chunks" : "cudaMemcpyAsync of the same chunks (copy engine)");
+    printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
+    printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
+           "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
+           "speedup", "#wrong");
+  }
+  long wrong = 0;
+  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
+    if (ar->only && strcmp(ar->only, k_shapes[i].name)) continue;
+    for (int f = 0; f < 2; f++) {
+      if ((f == 0 && !ar->do_int8) || (f == 1 && !ar->do_fp8)) continue;
+      int ok = setup_weights(g, ar, &k_shapes[i], f);
+#ifdef TPB_NCCL
+      if (g->nccl) {
+        int all = 0;
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        ok = all;
+      }
+#endif
+      if (!ok) {
+        if (print) fprintf(stderr, "tp-bench: out of GPU memory for the weights of %s\n", k_shapes[i].name);
+        wrong++;
+      }
+      for (int m = 0; ok && m < ar->nM; m++) {
+        wrong += measure(g, ar, &k_shapes[i], ar->Ms[m], f, json, info.name, date, gpus, print);
+        if (print) fprintf(stderr, "tp-bench: %s %s M=%lld done\n", k_shapes[i].name, f ? "fp8" : "int8", (long long)ar->Ms[m]);
+      }
+      for (int r = lo_rank(g); r < hi_rank(g); r++) free_rank_b(&g->r[r]);
+    }
+  }
+  if (json) fclose(json);
+  if (print) printf("# %s: %ld wrong elements or failed measurements\n", wrong ? "FAILED" : "ok", wrong);
+  return wrong;
+}
+
+static int run_local(const args *ar) {
+  const int ndev = w8a8_cuda_device_count();
+  if (ndev <= ar->device) {
+    fprintf(stderr, "tp-bench --local: no CUDA device %d (%d visible)\n", ar->device, ndev);
+    return 1;
+  }
+  static group g;
+  memset(&g, 0, sizeof g);
+  g.W = ar->W;
+  w8a8_status s = W8A8_SUCCESS;
+  w8a8_handle *hs[MAXW];
+  w8a8_comm *cs[MAXW];
+  int used[64] = {0}, gpus = 0;
+  char layout[256] = "rank:device", *lp = layout + strlen(layout);
+  for (int r = 0; r < ar->W; r++) {
+    rank_data *d = &g.r[r];
+    d->dev = ar->one_gpu ? ar->device : (ar->device + r) % ndev;
+    if (d->dev < 64 && !used[d->dev]++) gpus++;
+    lp += snprintf(lp, (size_t)(layout + sizeof layout - lp), " %d:%d", r, d->dev);
+    if (s == W8A8_SUCCESS) s = rank_open(d);
+    hs[r] = d->h;
+  }
+  if (s == W8A8_SUCCESS) s = w8a8_comm_create_local(cs, hs, ar->W);
+  int64_t maxM, maxN, maxK;
+  reserve_sizes(ar, &maxM, &maxN, &maxK);
+  if (s == W8A8_SUCCESS)
+    for (int r = 0; r < ar->W; r++) g.r[r].comm = cs[r];
+  for (int r = 0; r < ar->W && s == W8A8_SUCCESS; r++) s = w8a8_comm_reserve(cs[r], maxM, maxN, maxK);
+  long wrong = 1;
+  if (s != W8A8_SUCCESS)
+    fprintf(stderr, "tp-bench --local: %s: %s\n", w8a8_status_name(s), w8a8_last_error());
+  else
+    wrong = run_all(&g, ar, gpus, layout, 1);
+  for (int r = 0; r < ar->W; r++) rank_close(&g.r[r]);
+  return wrong ? 1 : 0;
+}
+
+#ifdef TPB_NCCL
+static int run_nccl(const args *ar) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided;
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+  }
+  static group g;
+  memset(&g, 0, sizeof g);
+  g.nccl = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &g.W);
+  MPI_Comm_rank(MPI_COMM_WORLD, &g.me);
+  const int print = g.me == 0;
+  int rc = 1;
+  MPI_Comm node;
+  int lrank = 0;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.me, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &lrank);
+  MPI_Comm_free(&node);
+  const int ndev = w8a8_cuda_device_count();
+  /* the GPU of each rank, by host and PCI bus id: distinct GPUs, and no two ranks on one */
+  char key[96] = {0}, *keys = calloc((size_t)g.W, sizeof key);
+  rank_data *d = &g.r[g.me];
+  d->dev = ndev > 0 ? lrank % ndev : -1;
+  if (ndev > 0) {
+    char host[48] = {0}, bus[32] = {0};
+    gethostname(host, sizeof host - 1);
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, d->dev) != cudaSuccess) snprintf(bus, sizeof bus, "dev%d", d->dev);
+    snprintf(key, sizeof key, "%s|%s", host, bus);
+  }
+  int bad = g.W > MAXW || ndev <= 0 || !keys, anybad = 0;
+  MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (anybad) {
+    if (print)
+      fprintf(stderr, "tp-bench --nccl: every rank needs a CUDA device (and at most %d ranks); %d visible here\n", MAXW,
+              ndev);
+    free(keys);
+    MPI_Finalize();
+    return 1;
+  }
+  MPI_Allgather(key, (int)sizeof key, MPI_CHAR, keys, (int)sizeof key, MPI_CHAR, MPI_COMM_WORLD);
+  int gpus = 0, shared = 0;
+  char layout[256] = "rank:gpu", *lp = layout + strlen(layout);
+  for (int i = 0; i < g.W; i++) {
+    int first = 1;
+    for (int j = 0; j < i; j++) first &= strcmp(keys + (size_t)i * sizeof key, keys + (size_t)j * sizeof key) != 0;
+    gpus += first;
+    shared |= !first;
+    lp += snprintf(lp, (size_t)(layout + sizeof layout - lp), " %d:%s", i, keys + (size_t)i * sizeof key);
+  }
+  free(keys);
+  if (shared) {
+    if (print) fprintf(stderr, "tp-bench --nccl: two ranks would share a GPU (%s); NCCL needs one GPU per rank\n", layout);
+    MPI_Finalize();
+    return 1;
+  }
+  w8a8_status s = rank_open(d);
+  if (s != W8A8_SUCCESS) fprintf(stderr, "tp-bench --nccl: rank %d: %s\n", g.me, w8a8_last_error());
+  int ok = s == W8A8_SUCCESS, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (all) {
+    s = w8a8_comm_create_world(&d->comm, d->h); /* collective: fails on every rank together */
+    if (s != W8A8_SUCCESS) {
+      d->comm = NULL;
+      if (print) fprintf(stderr, "tp-bench --nccl: w8a8_comm_create_world: %s\n", w8a8_last_error());
+      all = 0;
+    }
+  }
+  if (all) {
+    int64_t maxM, maxN, maxK;
+    reserve_sizes(ar, &maxM, &maxN, &maxK);
+    s = w8a8_comm_reserve(d->comm, maxM, maxN, maxK);
+    if (s != W8A8_SUCCESS) fprintf(stderr, "tp-bench --nccl: rank %d: %s\n", g.me, w8a8_last_error());
+    ok = s == W8A8_SUCCESS;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  }
+  if (all) { /* the bench's own NCCL communicator, for the communication alone */
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    int idbad = g.me == 0 && ncclGetUniqueId(&id) != ncclSuccess, anyid = 0;
+    MPI_Allreduce(&idbad, &anyid, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    cudaSetDevice(d->dev);
+    ok = !anyid && ncclCommInitRank(&g.nc, g.W, id, g.me) == ncclSuccess;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all && print) fprintf(stderr, "tp-bench --nccl: ncclCommInitRank failed\n");
+  }
+  if (all) rc = run_all(&g, ar, gpus, layout, print) ? 1 : 0;
+  cudaSetDevice(d->dev);
+  if (d->st) cudaStreamSynchronize(d->st);
+  if (g.nc) ncclCommDestroy(g.nc);
+  rank_close(d); /* w8a8_comm_destroy: collective */
+  MPI_Finalize();
+  return rc;
+}
+#endif
 
 int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -387,84 +848,14 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
     usage();
     return pr == 1 ? 0 : 2;
   }
-  if (w8a8_cuda_device_count() <= ar.device) {
-    fprintf(stderr, "tp-bench --local: no CUDA device %d\n", ar.device);
+  if (ar.nccl) {
+#ifdef TPB_NCCL
+    return run_nccl(&ar);
+#else
+    fprintf(stderr, "w8a8 tp-bench --nccl: this build has no %s\n", "MPI and NCCL (both are needed)");
     return 1;
+#endif
   }
-  static group g;
-  memset(&g, 0, sizeof g);
-  g.W = ar.W;
-  w8a8_status s = W8A8_SUCCESS;
-  w8a8_handle *hs[MAXW];
-  w8a8_comm *cs[MAXW];
-  cudaSetDevice(ar.device);
-  for (int r = 0; r < ar.W && s == W8A8_SUCCESS; r++) {
-    s = w8a8_create(&g.r[r].h, W8A8_DEVICE_CUDA, ar.device);
-    if (s == W8A8_SUCCESS) {
-      cudaStreamCreateWithFlags(&g.r[r].st, cudaStreamNonBlocking);
-      w8a8_set_stream(g.r[r].h, g.r[r].st);
-      cudaEventCreate(&g.ev0[r]);
-      cudaEventCreate(&g.ev1[r]);
-      hs[r] = g.r[r].h;
-    }
-  }
-  if (s == W8A8_SUCCESS) s = w8a8_comm_create_local(cs, hs, ar.W);
-  int64_t maxM = 0, maxN = 0, maxK = 0;
-  for (int i = 0; i < ar.nM; i++) maxM = ar.Ms[i] > maxM ? ar.Ms[i] : maxM;
-  for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) {
-    if (ar.only && strcmp(ar.only, k_shapes[i].name)) continue;
-    int64_t N = k_shapes[i].N / ar.div, K = k_shapes[i].K / ar.div;
-    maxN = N > maxN ? N : maxN;
-    maxK = K > maxK ? K : maxK;
-  }
-  for (int r = 0; r < ar.W && s == W8A8_SUCCESS; r++) {
-    g.r[r].comm = cs[r];
-    s = w8a8_comm_reserve(cs[r], maxM, maxN, maxK);
-  }
-  if (s != W8A8_SUCCESS) {
-    fprintf(stderr, "tp-bench --local: %s: %s\n", w8a8_status_name(s), w8a8_last_error());
-    return 1;
-  }
-  w8a8_handle_info info;
-  w8a8_get_info(g.r[0].h, &info);
-  char date[32];
-  time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-  FILE *json = ar.out_path ? fopen(ar.out_path, "w") : NULL;
-  if (ar.out_path && !json) fprintf(stderr, "tp-bench: cannot write %s\n", ar.out_path);
-  printf("# w8a8 tp-bench --local: %d GPU ranks emulated on one %s (device %d), %s\n", ar.W, info.name, ar.device,
-         w8a8_version_string());
-  printf("# Llama-3.1-70B shapes / %d; ag = all-gather + GEMM (N sharded), rs = GEMM + reduce-scatter (K sharded); "
-         "bf16 out, per-token x per-channel scales\n",
-         ar.div);
-  printf("# times: us per iteration of the whole emulated group (all ranks share the GPU), %d iterations after %d "
-         "warm-up; comm = cudaMemcpyAsync D2D copies only (HBM, not NVLink)\n",
-         ar.iters, ar.warmup);
-  printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
-  printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
-         "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
-         "speedup", "#wrong");
-  long wrong = 0;
-  for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++) {
-    if (ar.only && strcmp(ar.only, k_shapes[i].name)) continue;
-    for (int f = 0; f < 2; f++) {
-      if ((f == 0 && !ar.do_int8) || (f == 1 && !ar.do_fp8)) continue;
-      for (int m = 0; m < ar.nM; m++) {
-        wrong += measure(&g, &ar, &k_shapes[i], ar.Ms[m], f, json, info.name, date);
-        fprintf(stderr, "tp-bench: %s %s M=%lld done\n", k_shapes[i].name, f ? "fp8" : "int8", (long long)ar.Ms[m]);
-      }
-    }
-  }
-  if (json) fclose(json);
-  printf("# %s: %ld wrong elements or failed measurements\n", wrong ? "FAILED" : "ok", wrong);
-  cudaDeviceSynchronize();
-  for (int r = 0; r < ar.W; r++) {
-    w8a8_comm_destroy(g.r[r].comm);
-    w8a8_destroy(g.r[r].h);
-    cudaStreamDestroy(g.r[r].st);
-    cudaEventDestroy(g.ev0[r]);
-    cudaEventDestroy(g.ev1[r]);
-  }
-  return wrong ? 1 : 0;
+  return run_local(&ar);
 }
 #endif /* W8A8_HAVE_CUDA */
