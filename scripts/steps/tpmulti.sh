@@ -41,7 +41,7 @@ R1="-" R2="-" R3="-" R4="-"
 
 # 1. in-process ranks across the GPUs
 if enough; then
-  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(tmo 80)" stdbuf -oL "$T" tp_gpu >"$L/tpmulti-tp_gpu.txt" 2>&1
+  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(tmo 90)" stdbuf -oL "$T" tp_gpu >"$L/tpmulti-tp_gpu.txt" 2>&1
   rc=$?
   R1="exit $rc $(grep -E '^[0-9]+ passed' "$L/tpmulti-tp_gpu.txt" | tail -n 1)"
   [ $rc -ge 124 ] && R1="$R1 TIMEOUT"
@@ -66,7 +66,7 @@ fi
 # 3. tp-bench, threads (one GPU per rank; ranks share GPUs only when NGPU < W)
 BENCH_ARGS="-m 1024,8192 -n 10 -w 2"
 if [ -x "$BUILD/bin/w8a8" ] && enough; then
-  timeout -k 5 "$(tmo 50)" stdbuf -oL "$BUILD/bin/w8a8" tp-bench --local "$W" $BENCH_ARGS \
+  timeout -k 5 "$(tmo 40)" stdbuf -oL "$BUILD/bin/w8a8" tp-bench --local "$W" $BENCH_ARGS \
     -o "$OUT/tpmulti-bench-local.jsonl" >"$L/tpmulti-bench-local.txt" 2>&1
   rc=$?
   R3="exit $rc$([ $rc -ge 124 ] && echo ' TIMEOUT')"
@@ -76,7 +76,7 @@ fi
 
 # 4. tp-bench, one process per GPU (NCCL)
 if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8" ] && enough; then
-  timeout -k 5 "$(tmo 50)" $MPIRUN -x W8A8_TP_TIMEOUT_S -np "$NGPU" "$BUILD/bin/w8a8" tp-bench --nccl $BENCH_ARGS \
+  timeout -k 5 "$(tmo 40)" $MPIRUN -x W8A8_TP_TIMEOUT_S -np "$NGPU" "$BUILD/bin/w8a8" tp-bench --nccl $BENCH_ARGS \
     -o "$OUT/tpmulti-bench-nccl.jsonl" >"$L/tpmulti-bench-nccl.txt" 2>&1
   rc=$?
   R4="exit $rc$([ $rc -ge 124 ] && echo ' TIMEOUT')"
