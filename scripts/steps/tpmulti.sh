@@ -46,7 +46,7 @@ if enough; then
   R1="exit $rc $(grep -E '^[0-9]+ passed' "$L/tpmulti-tp_gpu.txt" | tail -n 1)"
   [ $rc -ge 124 ] && R1="$R1 TIMEOUT"
   say "tp_gpu (rank r on GPU r % $NGPU): $R1"
-  grep -E 'FAIL|SKIP|skipped' "$L/tpmulti-tp_gpu.txt" | head -n 12
+  grep -E 'FAIL|skipped:|^    ' "$L/tpmulti-tp_gpu.txt" | sort | uniq -c | sort -rn | head -n 12
 fi
 
 # 2. one process per GPU: NCCL
@@ -57,7 +57,7 @@ if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8_tp_tests" ] && enough; then
   R2="exit $rc $(grep -E '^[0-9]+ passed' "$L/tpmulti-nccl-tests.txt" | tail -n 1)"
   [ $rc -ge 124 ] && R2="$R2 TIMEOUT"
   say "w8a8_tp_tests -np $NGPU (tp_nccl_*: NCCL transport): $R2"
-  grep -E 'FAIL|skipped|tp_nccl: ' "$L/tpmulti-nccl-tests.txt" | head -n 12
+  grep -E 'FAIL|skipped:|tp_nccl: ' "$L/tpmulti-nccl-tests.txt" | sort | uniq -c | sort -rn | head -n 12
   grep -E 'via (P2P|SHM|NET)|NVLS' "$L/tpmulti-nccl-tests.txt" | head -n 4
 else
   say "NCCL tests skipped (NGPU=$NGPU, need 2+ and $BUILD/bin/w8a8_tp_tests)"
