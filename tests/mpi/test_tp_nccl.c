@@ -727,7 +727,16 @@ TP_TEST(tp_nccl_graph_capture) {
 
   cudaError_t ce = cudaStreamBeginCapture(e.st, cudaStreamCaptureModeThreadLocal);
   CHECK(ce == cudaSuccess, "rank %d: begin capture: %s", g_rank, cudaGetErrorString(ce));
-  if (ce == cudaSuccess) {
+  /* The captured calls are collective (their agreement runs now, on the host): all or none. */
+  if (!all_ok(ce == cudaSuccess)) {
+    if (ce == cudaSuccess) {
+      cudaStreamEndCapture(e.st, &graph);
+      CHECK(0, "another rank could not begin its capture");
+    }
+    cudaGetLastError();
+    goto done;
+  }
+  {
     for (int i = 0; i < 2; i++) J[i].ran_u = 0, job_launch(&e, &J[i], false, true);
     ce = cudaStreamEndCapture(e.st, &graph);
     for (int i = 0; i < 2; i++)
