@@ -147,18 +147,38 @@ SM90_DEV void sm90_epi_elem(const sm90_args &a, int m, int n, uint32_t raw) {
 // Two adjacent outputs (m, n), (m, n + 1); `two` says whether n + 1 exists. One 4-byte (bf16,
 // fp16) or 8-byte (fp32) store where out and ldo allow (a.pair_store), else element by element.
 SM90_DEV void sm90_store2(const sm90_args &a, int m, int n, float r0, float r1, bool two) {
-  long long off = (long long)m * a.ldo + n;
-  if (two && a.pair_store) {
-    if (a.out_kind == SM90_OUT_BF16)
-      *(__nv_bfloat162 *)((__nv_bfloat16 *)a.out + off) = __halves2bfloat162(__float2bfloat16_rn(r0), __float2bfloat16_rn(r1));
-    else if (a.out_kind == SM90_OUT_FP16)
-      *(__half2 *)((__half *)a.out + off) = __halves2half2(__float2half_rn(r0), __float2half_rn(r1));
-    else
-      *(float2 *)((float *)a.out + off) = make_float2(r0, r1);
-    return;
+  // Few branches on purpose: this is unrolled 2 x BN/8 times per kernel, and a branchy
+  // version made ptxas take ~10 minutes for the file.
+  const long long off = (long long)m * a.ldo + n;
+  const bool pair = two && a.pair_store;
+  if (a.out_kind == SM90_OUT_FP32) {
+    float *o = (float *)a.out + off;
+    if (pair) {
+      *(float2 *)o = make_float2(r0, r1);
+    } else {
+      o[0] = r0;
+      if (two) o[1] = r1;
+    }
+  } else {
+    const bool bf = a.out_kind == SM90_OUT_BF16;
+    const uint16_t h0 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r0)) : __half_as_ushort(__float2half_rn(r0));
+    const uint16_t h1 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r1)) : __half_as_ushort(__float2half_rn(r1));
+    uint16_t *o = (uint16_t *)a.out + off;
+    if (pair) {
+      *(uint32_t *)o = (uint32_t)h0 | ((uint32_t)h1 << 16);
+    } else {
+      o[0] = h0;
+      if (two) o[1] = h1;
+    }
   }
-  sm90_store1(a, m, n, r0);
-  if (two) sm90_store1(a, m, n + 1, r1);
+}
+
+// sm90_load_bias with one branch (fp32 or 16-bit) and a select between the two 16-bit formats
+// (the epilogue unrolls this BN/4 times; the three-way version cost ptxas 10 s per kernel).
+SM90_DEV float sm90_load_bias_sel(const sm90_args &a, int n) {
+  if (a.out_kind == SM90_OUT_FP32) return ((const float *)a.bias)[n];
+  const unsigned short h = ((const unsigned short *)a.bias)[n];
+  return a.out_kind == SM90_OUT_BF16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
 }
 
 // The raw accumulator -> the value the epilogue scales (int8: the zero-point correction in int32
@@ -196,19 +216,19 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
 #pragma unroll
   for (int j = 0; j < NACC / 4; j++) {
     const int n = n0 + 8 * j;
-    if (n >= a.N) break;  // columns only grow with j
-    const bool two = n + 1 < a.N;
-    const float sbA = a.sb[a.sb_per_channel ? n : 0];
-    const float sbB = a.sb[a.sb_per_channel ? (two ? n + 1 : n) : 0];
+    const bool inb = n < a.N, two = n + 1 < a.N;
+    const int nA = inb ? n : 0, nB = two ? n + 1 : nA;
+    const float sbA = a.sb[a.sb_per_channel ? nA : 0];
+    const float sbB = a.sb[a.sb_per_channel ? nB : 0];
     int32_t adjA = 0, adjB = 0;
     if (INT8 && a.azp_mode != 0) {
-      adjA = a.azp_adj[n];
-      adjB = a.azp_adj[two ? n + 1 : n];
+      adjA = a.azp_adj[nA];
+      adjB = a.azp_adj[nB];
     }
     float bA = 0.0f, bB = 0.0f;
     if (a.bias) {
-      bA = sm90_load_bias(a, n);
-      bB = sm90_load_bias(a, two ? n + 1 : n);
+      bA = sm90_load_bias_sel(a, nA);
+      bB = sm90_load_bias_sel(a, nB);
     }
     const float v00 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 0]), zp0, adjA);
     const float v01 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 1]), zp0, adjB);
@@ -223,8 +243,8 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
     } else {
       r00 = __fmul_rn(sbA, t00), r01 = __fmul_rn(sbB, t01), r10 = __fmul_rn(sbA, t10), r11 = __fmul_rn(sbB, t11);
     }
-    if (ok0) sm90_store2(a, m0, n, r00, r01, two);
-    if (ok1) sm90_store2(a, m1, n, r10, r11, two);
+    if (ok0 && inb) sm90_store2(a, m0, n, r00, r01, two);
+    if (ok1 && inb) sm90_store2(a, m1, n, r10, r11, two);
   }
 }
 
