@@ -310,6 +310,17 @@ static void all_configs(w8a8_dtype in) {
           v++;
           if (w8a8_test_failed()) return;
         }
+    } else if (strstr(w8a8_sm90_config_name(ci), "splitk")) {
+      /* unswapped tiles with split K: M across one and three tile rows, splits up to 8 (10 K-blocks:
+       * uneven shares, and at split 8 some CTAs get one block) */
+      int64_t ms[3] = {1, 77, 300};
+      for (int j = 0; j < 3; j++)
+        for (int split = 1; split <= 8; split += (split < 4 ? 1 : 4)) {
+          mm_case c = rotate(in, ms[j], 136 + 200 * j, 128 * 9 + 40, v, ci, split);
+          run_case(&c, 300 + (uint64_t)v);
+          v++;
+          if (w8a8_test_failed()) return;
+        }
     } else {
       int64_t ms[4] = {1, 129, 300, 65};
       for (int j = 0; j < 4; j++) {

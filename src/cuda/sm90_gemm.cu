@@ -54,6 +54,10 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("int8_swap_n16", 16, 5, true, true, false, true, 2),
     SM90_CFG("int8_swap_n32", 32, 4, true, true, false, true, 2),
     SM90_CFG("int8_swap_n64", 64, 3, true, true, false, true, 2),
+    // 17..128 tokens with few weight tiles (N / 128 well under the SM count): the 128 x 128 tile
+    // with its K range split over a cluster (4 stages + the 64 KB partial tile for the DSMEM sum)
+    SM90_CFG("fp8_128x128_promote_splitk", 128, 4, false, false, true, true, 1),
+    SM90_CFG("int8_128x128_splitk", 128, 4, true, false, false, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -195,6 +199,25 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // the 128 x 128 tile took 22.7 / 22.5 us at M = 128 (8b-qkv, 8b-o; h200-auto-2026-11-29.md);
   // at M = 64 the 128 x 128 tile does the same work as at M = 128 (one 128-row tile), so it
   // removes that cliff by construction.
+  // 128 x 128 tiles at M <= 128 cover N / 128 SMs at most: 8b-o (N = 4096) ran on 32 of 132 SMs
+  // at 16.6 us where its weights stream in 3.9 us (torch_compare, session 2). Split K over a
+  // cluster until one wave fills the SMs. Swap-AB keeps M <= 16, and M <= 32 when the weight tiles
+  // alone fill the SMs (8b-gateup: swap n32 36.8 us, the unsplit tile 53.5 us at M = 64).
+  const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+  if (p->M <= 16 || (p->M <= 32 && tiles128 >= num_sms)) return plan_small(dev, p, num_sms);
+  if (p->M <= 128 && tiles128 * 2 <= num_sms) {
+    sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
+    const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+    if (pl.config >= 0) {
+      for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
+        if (kblocks / s < 4) break;  // keep each CTA's share of K worth its fixed cost
+        long long slots = (long long)max_active_clusters(dev, pl.config, s, num_sms) * s;
+        if (tiles128 * s > slots) break;  // one wave
+        pl.split = s;
+      }
+      if (pl.split > 1) return pl;
+    }
+  }
   if (p->M <= 32) return plan_small(dev, p, num_sms);
   // 128 x 256 unless the narrower tile fills the SMs clearly better (few tiles).
   int64_t tm = (p->M + 127) / 128;
