@@ -199,18 +199,26 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // the 128 x 128 tile took 22.7 / 22.5 us at M = 128 (8b-qkv, 8b-o; h200-auto-2026-11-29.md);
   // at M = 64 the 128 x 128 tile does the same work as at M = 128 (one 128-row tile), so it
   // removes that cliff by construction.
-  // 128 x 128 tiles at M <= 128 cover N / 128 SMs at most: 8b-o (N = 4096) ran on 32 of 132 SMs
-  // at 16.6 us where its weights stream in 3.9 us (torch_compare, session 2). Split K over a
-  // cluster until one wave fills the SMs. Swap-AB keeps M <= 16, and M <= 32 when the weight tiles
-  // alone fill the SMs (8b-gateup: swap n32 36.8 us, the unsplit tile 53.5 us at M = 64).
+  // 17..128 tokens. Measured on the H200 (session 2, bench/results/h200-torch-compare-2026-11-29-
+  // v2/v3): one 128-row tile covers M <= 128, so the unsplit 128 x 128 tile runs on N / 128 SMs.
+  //  - Few weight tiles and a long K (8b-down: 32 tiles x 112 K-blocks; 70b-qkv-tp4: 20 x 64):
+  //    split K over a cluster until one wave fills the SMs: 42.9 -> 33.8 us and 26.0 -> 20.0 us.
+  //    With a shorter K the split's fixed cost (cluster barriers, DSMEM sum, per-element
+  //    epilogue) lost: 8b-qkv 17.5 -> 23.5, 8b-o 16.6 -> 20.0, 70b-o 12.6 -> 20.3 us.
+  //  - M <= 32: swap-AB n32 where the weight tiles alone (nearly) fill the SMs or K is long
+  //    (8b-gateup 36.8 us vs 53.5 for the tile, 70b-gateup 40.3 vs 48.1, 70b-down 29.1 vs 30.3);
+  //    elsewhere the unsplit tile beat n32 (8b-qkv 17.5 vs 22.4, 8b-o 16.6 vs 26.2, 70b-o 12.6
+  //    vs 19.1 us: the tile's time is the same at M = 32 as at M = 64).
+  // The combination was not measured as a whole (the device budget ran out): each shape's
+  // choice is the configuration that measured fastest for it in one of the two runs.
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
-  if (p->M <= 16 || (p->M <= 32 && tiles128 >= num_sms)) return plan_small(dev, p, num_sms);
-  if (p->M <= 128 && tiles128 * 2 <= num_sms) {
+  const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (p->M <= 16) return plan_small(dev, p, num_sms);
+  if (p->M <= 128 && tiles128 <= 32 && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
-    const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
     if (pl.config >= 0) {
       for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
-        if (kblocks / s < 4) break;  // keep each CTA's share of K worth its fixed cost
+        if (kblocks_all / s < 4) break;  // keep each CTA's share of K worth its fixed cost
         long long slots = (long long)max_active_clusters(dev, pl.config, s, num_sms) * s;
         if (tiles128 * s > slots) break;  // one wave
         pl.split = s;
@@ -218,7 +226,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
       if (pl.split > 1) return pl;
     }
   }
-  if (p->M <= 32) return plan_small(dev, p, num_sms);
+  if (p->M <= 32 && (tiles128 * 4 >= num_sms * 3 || kblocks_all >= 48)) return plan_small(dev, p, num_sms);
   // 128 x 256 unless the narrower tile fills the SMs clearly better (few tiles).
   int64_t tm = (p->M + 127) / 128;
   int64_t t256 = tm * ((p->N + 255) / 256), t128 = tm * ((p->N + 127) / 128);
