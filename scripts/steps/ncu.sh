@@ -1,0 +1,41 @@
+#!/bin/bash
+# ncu.sh — step "ncu" of scripts/device_session.sh: where the Hopper kernel's time goes (issue 4).
+# Session 2 left two unexplained costs (NOTES.md, "Hopper fast path", session 2): ~0.8 us per 128-deep
+# K-block of a 128 x 256 int8 tile where the IGMMA peak allows 0.56 (L2 -> SM traffic? 48 KB per K-block),
+# and ~10 us per tile outside the main loop. One Nsight Compute profile of each kind answers both:
+#   1. int8 8b-qkv M = 8192 (int8_128x256, persistent): tensor-pipe utilisation, L2 throughput, stall reasons
+#   2. fp8 8b-qkv M = 8192 (fp8_128x128_promote): the same with the double-buffered promotion
+#   3. fp8 70b-o-tp4 M = 64 (the split-K tile, the slow case of v3)
+# Built with `make lib tests cli` plus bench/sm90_dev (built here). Env from device_session.sh: OUT, L,
+# BUILD, LEFT_S. Reports (text, --page details) go to $L; the last line is a summary. About 120 s.
+set -u
+: "${L:?}" "${BUILD:?}"
+LEFT_S=${LEFT_S:-150}
+T0=$(date +%s)
+cap() {
+  local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8))
+  [ "$t" -gt "$l" ] && t=$l
+  [ "$t" -lt 5 ] && t=5
+  echo "$t"
+}
+DEV="$BUILD/bin/sm90_dev"
+gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c "$BUILD/lib/libw8a8.a" \
+  -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) \
+  $(mpicc --showme:link 2>/dev/null) -o "$DEV" >"$L/ncu-build.txt" 2>&1 || {
+  echo "ncu: sm90_dev did not build (see ncu-build.txt)"
+  exit 1
+}
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+res=""
+run() { # name dtype shape M
+  local name=$1
+  timeout -k 5 "$(cap 45)" "$NCU" --kernel-name regex:sm90_gemm_kernel --launch-skip 3 --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
+    "$DEV" -d "$2" -s "$3" -m "$4" >"$L/ncu-$name.txt" 2>&1
+  res="$res $name:exit$?"
+}
+run int8-8bqkv-8192 int8 8b-qkv 8192
+run fp8-8bqkv-8192 fp8 8b-qkv 8192
+run fp8-70bo-64 fp8 70b-o 64
+echo "ncu:$res (reports in logs/ncu-*.txt)"
