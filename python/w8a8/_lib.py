@@ -235,6 +235,7 @@ def _declare(lib):
                                    P(Matrix)]),
         "w8a8_colsum": (c_int, [H, P(Matrix), P(Vector)]),
         "w8a8_quantize": (c_int, [H, P(Matrix), P(Matrix), c_int, P(Vector), P(Vector), c_vp]),
+        "w8a8_silu_mul_quantize": (c_int, [H, P(Matrix), P(Matrix), c_int, P(Vector), P(Vector), c_vp]),
         "w8a8_comm_create_mpi": (c_int, [P(C), H, c_vp]),
         "w8a8_comm_create_world": (c_int, [P(C), H]),
         "w8a8_comm_create_nccl": (c_int, [P(C), H, c_vp]),
