@@ -15,6 +15,7 @@ Conventions (torch._scaled_mm / vLLM cutlass_scaled_mm):
   bias: N elements of out_dtype, azp / azp_adj: int32 zero point and correction (see colsum).
 Strides are used as given; a layout w8a8 cannot describe raises InvalidLayoutError, never a copy.
 Every failure raises a W8A8Error subclass carrying the library's status and message.
+silu_mul_quantize_fp8 / _int8 take x [..., 2I] (gate, then up) and quantize silu(gate) * up in one pass.
 """
 from . import _lib
 from ._lib import (DeviceKind, DType, Kernel, Layout, QuantMode, Status, W8A8Error, cuda_device_count,
@@ -71,6 +72,21 @@ def quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dyna
                                    use_per_token_if_dynamic=use_per_token_if_dynamic, out=out)
 
 
+def silu_mul_quantize_fp8(x, scale=None, scale_ub=None, use_per_token_if_dynamic=False, out=None):
+    """The gated MLP's activation, fused: quantize_fp8(silu(gate) * up) for x [..., 2I] with gate =
+    x[..., :I] and up = x[..., I:] (vLLM's silu_and_mul layout), in one pass and with quantize_fp8's
+    arguments. Returns (q [..., I] fp8 e4m3fn, scale)."""
+    return _front(x).silu_mul_quantize_fp8(x, scale=scale, scale_ub=scale_ub,
+                                           use_per_token_if_dynamic=use_per_token_if_dynamic, out=out)
+
+
+def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dynamic=True, out=None):
+    """quantize_int8(silu(gate) * up) for x [..., 2I] (gate = x[..., :I], up = x[..., I:]) in one pass,
+    with quantize_int8's arguments. Returns (q [..., I] int8, scale, azp or None)."""
+    return _front(x).silu_mul_quantize_int8(x, scale=scale, azp=azp, symmetric=symmetric,
+                                            use_per_token_if_dynamic=use_per_token_if_dynamic, out=out)
+
+
 def colsum(b):
     """azp_adj[n] = sum_k b[k, n] (int32) of an int8 column-major b [K, N] (pass w.t())."""
     return _front(b).colsum(b)
@@ -94,7 +110,7 @@ from . import _tp as _tp_mod  # noqa: E402
 all_gather_scaled_mm.__doc__ = _tp_mod.all_gather_scaled_mm.__doc__
 scaled_mm_reduce_scatter.__doc__ = _tp_mod.scaled_mm_reduce_scatter.__doc__
 
-__all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "colsum", "all_gather_scaled_mm",
-           "scaled_mm_reduce_scatter", "Comm", "W8A8Error", "Status", "DType", "Layout", "Kernel", "QuantMode",
-           "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [
+__all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8",
+           "colsum", "all_gather_scaled_mm", "scaled_mm_reduce_scatter", "Comm", "W8A8Error", "Status", "DType",
+           "Layout", "Kernel", "QuantMode", "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [
     c.__name__ for c in _ERROR_CLASSES.values()]

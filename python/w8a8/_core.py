@@ -27,6 +27,8 @@ def as_matrix(v, fn, want):
     if len(v.shape) != 2:
         _fail(Status.ERROR_INVALID_SHAPE, fn, "%s must be 2-D; got shape %s" % (v.name, tuple(v.shape)))
     rows, cols = int(v.shape[0]), int(v.shape[1])
+    if rows == 0 or cols == 0:  # empty: its strides are arbitrary (NumPy gives some (0, 0)); nothing is read
+        return Matrix(int(v.dtype), int(want), rows, cols, cols if want == Layout.ROW_MAJOR else rows, v.ptr or None)
     s0, s1 = int(v.strides[0]), int(v.strides[1])
     if (rows > 1 and s0 < 0) or (cols > 1 and s1 < 0):
         _fail(Status.ERROR_INVALID_STRIDE, fn, "%s has negative strides %s (a reversed view); w8a8 makes no "
@@ -99,16 +101,23 @@ def scaled_mm(handle, a, b, scale_a, scale_b, out, bias=None, azp=None, azp_adj=
         check(st, fn)
 
 
-def quantize(handle, x, q, mode, scale, azp=None, scale_ub_ptr=None, fn="w8a8.quantize"):
+def quantize(handle, x, q, mode, scale, azp=None, scale_ub_ptr=None, fn="w8a8.quantize", silu_mul=False):
+    """w8a8_quantize, or with silu_mul w8a8_silu_mul_quantize (x [M, 2I] -> q [M, I]): the two calls
+    take the same arguments, and the library checks the shapes."""
     xm = as_matrix(x, fn, Layout.ROW_MAJOR)
     qm = as_matrix(q, fn, Layout.ROW_MAJOR)
     sv = as_vector(scale, fn, Status.ERROR_INVALID_SCALE)
     zv = as_vector(azp, fn, Status.ERROR_INVALID_ZERO_POINT) if azp is not None else None
     lib = load()
+    call = lib.w8a8_silu_mul_quantize if silu_mul else lib.w8a8_quantize
     with handle.lock:
-        st = lib.w8a8_quantize(handle.ptr, ctypes.byref(xm), ctypes.byref(qm), int(QuantMode(mode)),
-                               ctypes.byref(sv), _ref(zv), ctypes.c_void_p(scale_ub_ptr) if scale_ub_ptr else None)
+        st = call(handle.ptr, ctypes.byref(xm), ctypes.byref(qm), int(QuantMode(mode)), ctypes.byref(sv), _ref(zv),
+                  ctypes.c_void_p(scale_ub_ptr) if scale_ub_ptr else None)
         check(st, fn)
+
+
+def silu_mul_quantize(handle, x, q, mode, scale, azp=None, scale_ub_ptr=None, fn="w8a8.silu_mul_quantize"):
+    quantize(handle, x, q, mode, scale, azp, scale_ub_ptr, fn, silu_mul=True)
 
 
 def colsum(handle, b, azp_adj, fn="w8a8.colsum"):

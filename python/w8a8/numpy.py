@@ -153,11 +153,12 @@ def _rows2d(x, name, fn):
                          "[M, K] rows without a copy" % (fn, name, x.shape, x.strides))
 
 
-def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp):
+def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp, silu_mul=False):
     x2 = _rows2d(x, "x", fn)
     M = x2.shape[0]
     if out is None:
-        out = np.empty(x.shape, dtype=np_dtype_of(qdtype))
+        # silu_mul: x [..., 2I] -> q [..., I]; an odd last dimension is the library's error to report
+        out = np.empty(x.shape[:-1] + (x.shape[-1] // 2,) if silu_mul else x.shape, dtype=np_dtype_of(qdtype))
     q2 = _rows2d(out, "out", fn)
     mode = _core.quant_mode(scale is not None, per_token)
     if scale is not None:
@@ -181,7 +182,8 @@ def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp):
     _core.quantize(cpu_handle(), view(x2, "x", fn), view(q2, "out", fn, writable=True), mode,
                    view(scale_out, "scale", fn, writable=scale is None),
                    view(azp_out, "azp", fn) if azp_out is not None else None,
-                   ub_arr.__array_interface__["data"][0] if ub_arr is not None else None, fn=fn)
+                   ub_arr.__array_interface__["data"][0] if ub_arr is not None else None, fn=fn,
+                   silu_mul=silu_mul)
     return out, scale_out, azp_out
 
 
@@ -199,6 +201,21 @@ def quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dyna
     q, s, z = _quantize(x, DType.INT8, scale, azp, use_per_token_if_dynamic, None, out, "w8a8.quantize_int8",
                         scale is None and not symmetric)
     return q, s, z
+
+
+def silu_mul_quantize_fp8(x, scale=None, scale_ub=None, use_per_token_if_dynamic=False, out=None):
+    """quantize_fp8(silu(x[..., :I]) * x[..., I:]) in one pass (vLLM's silu_and_mul followed by
+    scaled_fp8_quant, without the intermediate): x [..., 2I] -> (q [..., I] fp8 e4m3fn, scale)."""
+    q, s, _ = _quantize(x, DType.FP8_E4M3, scale, None, use_per_token_if_dynamic, scale_ub, out,
+                        "w8a8.silu_mul_quantize_fp8", False, silu_mul=True)
+    return q, s
+
+
+def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dynamic=True, out=None):
+    """quantize_int8(silu(x[..., :I]) * x[..., I:]) in one pass: x [..., 2I] -> (q [..., I] int8, scale,
+    azp or None), with quantize_int8's arguments."""
+    return _quantize(x, DType.INT8, scale, azp, use_per_token_if_dynamic, None, out, "w8a8.silu_mul_quantize_int8",
+                     scale is None and not symmetric, silu_mul=True)
 
 
 def colsum(b, out=None):

@@ -142,7 +142,7 @@ def _mm_impl(a, b, scale_a, scale_b, out, bias, azp, azp_adj):
                     _opt(azp, "azp", fn, dev), _opt(azp_adj, "azp_adj", fn, dev), fn=fn)
 
 
-def _quant_impl(x, q, mode, scale, azp, scale_ub, fn):
+def _quant_impl(x, q, mode, scale, azp, scale_ub, fn, silu_mul=False):
     dev = x.device
     ub = None
     if scale_ub is not None:
@@ -152,7 +152,7 @@ def _quant_impl(x, q, mode, scale, azp, scale_ub, fn):
                              % (fn, scale_ub.dtype, tuple(scale_ub.shape)))
         ub = v.ptr
     _core.quantize(handle_for(dev), view(x, "x", fn, dev), view(q, "out", fn, dev), mode,
-                   view(scale, "scale", fn, dev), _opt(azp, "azp", fn, dev), ub, fn=fn)
+                   view(scale, "scale", fn, dev), _opt(azp, "azp", fn, dev), ub, fn=fn, silu_mul=silu_mul)
 
 
 def _colsum_impl(b, out):
@@ -208,6 +208,25 @@ if HAVE_CUSTOM_OPS:
     def _(x, q, scale, azp, per_token, scale_ub=None):
         return None
 
+    # The fused SiLU-and-mul quantizer (x [M, 2I] -> q [M, I]): the same pair of ops.
+    @_custom_op("w8a8::silu_mul_quantize_static_", mutates_args=("q",))
+    def _op_silu_static(x: Tensor, q: Tensor, scale: Tensor, azp: Optional[Tensor] = None) -> None:
+        _quant_impl(x, q, 0, scale, azp, None, "w8a8.silu_mul_quantize", silu_mul=True)
+
+    @_op_silu_static.register_fake
+    def _(x, q, scale, azp=None):
+        return None
+
+    @_custom_op("w8a8::silu_mul_quantize_dynamic_", mutates_args=("q", "scale", "azp"))
+    def _op_silu_dynamic(x: Tensor, q: Tensor, scale: Tensor, azp: Tensor, per_token: bool,
+                         scale_ub: Optional[Tensor] = None) -> None:
+        _quant_impl(x, q, 2 if per_token else 1, scale, azp if azp.numel() else None, scale_ub,
+                    "w8a8.silu_mul_quantize", silu_mul=True)
+
+    @_op_silu_dynamic.register_fake
+    def _(x, q, scale, azp, per_token, scale_ub=None):
+        return None
+
     @_custom_op("w8a8::colsum", mutates_args=())
     def _op_colsum(b: Tensor) -> Tensor:
         out = torch.empty((b.shape[1],), dtype=torch.int32, device=b.device)
@@ -224,11 +243,17 @@ if HAVE_CUSTOM_OPS:
     def _call_mm_out(a, b, sa, sb, out, bias, azp, azp_adj):
         torch.ops.w8a8.scaled_mm_out(a, b, sa, sb, out, bias, azp, azp_adj)
 
-    def _call_quant_static(x, q, scale, azp):
-        torch.ops.w8a8.quantize_static_(x, q, scale, azp)
+    def _call_quant_static(x, q, scale, azp, silu_mul=False):
+        if silu_mul:
+            torch.ops.w8a8.silu_mul_quantize_static_(x, q, scale, azp)
+        else:
+            torch.ops.w8a8.quantize_static_(x, q, scale, azp)
 
-    def _call_quant_dynamic(x, q, scale, azp, per_token, ub):
-        torch.ops.w8a8.quantize_dynamic_(x, q, scale, azp, per_token, ub)
+    def _call_quant_dynamic(x, q, scale, azp, per_token, ub, silu_mul=False):
+        if silu_mul:
+            torch.ops.w8a8.silu_mul_quantize_dynamic_(x, q, scale, azp, per_token, ub)
+        else:
+            torch.ops.w8a8.quantize_dynamic_(x, q, scale, azp, per_token, ub)
 
     def _call_colsum(b):
         return torch.ops.w8a8.colsum(b)
@@ -241,11 +266,13 @@ else:  # torch < 2.4: plain calls (no torch.compile support)
     def _call_mm_out(a, b, sa, sb, out, bias, azp, azp_adj):
         _mm_impl(a, b, sa, sb, out, bias, azp, azp_adj)
 
-    def _call_quant_static(x, q, scale, azp):
-        _quant_impl(x, q, 0, scale, azp, None, "w8a8.quantize")
+    def _call_quant_static(x, q, scale, azp, silu_mul=False):
+        _quant_impl(x, q, 0, scale, azp, None, "w8a8.silu_mul_quantize" if silu_mul else "w8a8.quantize",
+                    silu_mul=silu_mul)
 
-    def _call_quant_dynamic(x, q, scale, azp, per_token, ub):
-        _quant_impl(x, q, 2 if per_token else 1, scale, azp if azp.numel() else None, ub, "w8a8.quantize")
+    def _call_quant_dynamic(x, q, scale, azp, per_token, ub, silu_mul=False):
+        _quant_impl(x, q, 2 if per_token else 1, scale, azp if azp.numel() else None, ub,
+                    "w8a8.silu_mul_quantize" if silu_mul else "w8a8.quantize", silu_mul=silu_mul)
 
     def _call_colsum(b):
         out = torch.empty((b.shape[1],), dtype=torch.int32, device=b.device)
@@ -309,11 +336,13 @@ def _rows(x, name, fn):
                          "[M, K] rows without a copy" % (fn, name, tuple(x.shape), x.stride()))
 
 
-def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp):
+def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp, silu_mul=False):
     x2 = _rows(x, "x", fn)
     M = x2.shape[0]
     if out is None:
-        out = torch.empty(x.shape, dtype=qdtype, device=x.device)
+        # silu_mul: x [..., 2I] -> q [..., I]; an odd last dimension is the library's error to report
+        shape = tuple(x.shape[:-1]) + (x.shape[-1] // 2,) if silu_mul else x.shape
+        out = torch.empty(shape, dtype=qdtype, device=x.device)
     q2 = _rows(out, "out", fn)
     if scale is not None:
         scale = _const(scale, torch.float32, x.device)
@@ -321,7 +350,7 @@ def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp):
         if scale_ub is not None:
             raise make_error(Status.ERROR_INVALID_SCALE, "%s: scale_ub is given with a static scale; it bounds "
                              "dynamic per-token scales only" % fn)
-        _call_quant_static(x2, q2, scale, azp)
+        _call_quant_static(x2, q2, scale, azp, silu_mul)
         return out, scale, azp
     if azp is not None:
         raise make_error(Status.ERROR_INVALID_ZERO_POINT, "%s: azp is an input of static quantization only; "
@@ -329,7 +358,7 @@ def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp):
     shape = (M, 1) if per_token else (1,)
     s = torch.empty(shape, dtype=torch.float32, device=x.device)
     z = torch.empty(shape if want_azp else (0,), dtype=torch.int32, device=x.device)
-    _call_quant_dynamic(x2, q2, s, z, bool(per_token), _const(scale_ub, torch.float32, x.device))
+    _call_quant_dynamic(x2, q2, s, z, bool(per_token), _const(scale_ub, torch.float32, x.device), silu_mul)
     return out, s, (z if want_azp else None)
 
 
@@ -345,6 +374,21 @@ def quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dyna
                      scale is None and not symmetric)
 
 
+def silu_mul_quantize_fp8(x, scale=None, scale_ub=None, use_per_token_if_dynamic=False, out=None):
+    """quantize_fp8(silu(x[..., :I]) * x[..., I:]) in one kernel: x [..., 2I] -> (q [..., I]
+    float8_e4m3fn, scale: (1,) or (M, 1))."""
+    q, s, _ = _quantize(x, _FP8, scale, None, use_per_token_if_dynamic, scale_ub, out,
+                        "w8a8.silu_mul_quantize_fp8", False, silu_mul=True)
+    return q, s
+
+
+def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_token_if_dynamic=True, out=None):
+    """quantize_int8(silu(x[..., :I]) * x[..., I:]) in one kernel: returns (q [..., I] int8, scale,
+    azp or None)."""
+    return _quantize(x, torch.int8, scale, azp, use_per_token_if_dynamic, None, out,
+                     "w8a8.silu_mul_quantize_int8", scale is None and not symmetric, silu_mul=True)
+
+
 def colsum(b):
     _check_tensor(b, "b", "w8a8.colsum")
     if b.dim() != 2:
@@ -352,4 +396,5 @@ def colsum(b):
     return _call_colsum(b)
 
 
-__all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "colsum", "set_kernel", "handle_for", "HAVE_CUSTOM_OPS"]
+__all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8", "colsum",
+           "set_kernel", "handle_for", "HAVE_CUSTOM_OPS"]

@@ -286,6 +286,230 @@ class Quantizers(unittest.TestCase):
         self.assertLess(rel, 0.08)
 
 
+def gate_up_inputs(r, M, I, dtypes=("fp32", "fp16", "bf16")):
+    """x [M, 2I] in each input dtype, as (name, x, exact float32 value of x). Gate values whose
+    exp(-g) lies within ref.TIE_MARGIN ulp of a float32 rounding midpoint (where the header allows
+    either neighbour) are moved one step of their dtype until it does not."""
+    base = (r.standard_normal((M, 2 * I)) * r.uniform(0.5, 6, size=(M, 1))).astype(np.float32)
+    out = []
+    for name in dtypes:
+        if name == "fp32":
+            x, bits, dec = base.copy(), None, lambda a: a
+        elif name == "fp16":
+            x, dec = base.astype(np.float16), lambda a: a.astype(np.float32)
+        else:
+            x, dec = ref.bf16_encode(base), ref.bf16_decode
+        bits = x.view(np.uint32 if name == "fp32" else np.uint16)
+        for _ in range(64):
+            _, amb = ref.silu_mul_rows(dec(x))
+            if not amb.any():
+                break
+            bits[:, :I][amb] += 1
+        else:
+            raise AssertionError("could not move the gate values off exp's rounding ties")
+        if name == "bf16":
+            out.append(("bf16-uint16", x, dec(x)))
+            x = x.view(wn.bf16_dtype())
+        out.append((name, x, dec(x if name != "bf16" else x.view(np.uint16))))
+    return out
+
+
+def assert_same_bits(tc, got, want, msg):
+    got, want = np.asarray(got), np.asarray(want)
+    tc.assertEqual(got.shape, want.shape, msg)
+    view = {1: np.uint8, 4: np.uint32}[want.dtype.itemsize]
+    g, w = got.view(view) if got.dtype.itemsize == want.dtype.itemsize else got, want.view(view)
+    bad = np.argwhere(g != w)
+    tc.assertEqual(len(bad), 0, "%s: %d elements differ, first at %s: got %r want %r" % (
+        msg, len(bad), bad[:1].tolist(), g[tuple(bad[0])] if len(bad) else 0, w[tuple(bad[0])] if len(bad) else 0))
+
+
+@unittest.skipIf(np is None, "NumPy is not installed")
+class SiluMulQuantize(unittest.TestCase):
+    """w8a8.silu_mul_quantize_fp8 / _int8: q = quantize(silu(gate) * up) for x [M, 2I], every byte of q
+    and every scale / zero point against w8a8_ref (y = silu(g) * u in float32 as the header spells it,
+    with exp correctly rounded: see w8a8_ref.exp_f32 for why that is exact on the inputs used here)."""
+
+    SIZES = [(1, 1), (5, 3), (7, 33), (32, 256), (3, 0), (0, 8)]
+
+    def check_fp8(self, x, xf, msg, out=None):
+        M, I = xf.shape[0], xf.shape[1] // 2
+        y, _ = ref.silu_mul_rows(xf)
+        q, s = w8a8.silu_mul_quantize_fp8(x, out=out)  # dynamic per-tensor
+        s_want = np.array([ref.scale_from(ref.amax_rows(y).max(initial=0), 448.0)], np.float32)
+        if M > 0:  # M == 0 writes nothing (w8a8.h), the per-tensor scale included
+            assert_same_bits(self, s, s_want, msg + " fp8 per-tensor scale")
+        assert_same_bits(self, q, ref.quant_fp8(y, s_want[0]), msg + " fp8 per-tensor q")
+        for ub in (None, 0.75):
+            q, s = w8a8.silu_mul_quantize_fp8(x, use_per_token_if_dynamic=True, scale_ub=ub, out=out)
+            am = ref.amax_rows(y)
+            if ub is not None:
+                am = np.minimum(am, np.float32(ub))
+            s_want = ref.scale_from(am, 448.0).reshape(M, 1)
+            assert_same_bits(self, s, s_want, msg + " fp8 per-token scale ub=%s" % ub)
+            assert_same_bits(self, q, ref.quant_fp8(y, s_want), msg + " fp8 per-token q ub=%s" % ub)
+        q, s = w8a8.silu_mul_quantize_fp8(x, scale=0.02, out=out)  # static
+        assert_same_bits(self, q, ref.quant_fp8(y, np.float32(0.02)), msg + " fp8 static q")
+        return y
+
+    def check_int8(self, x, xf, msg, out=None):
+        M, I = xf.shape[0], xf.shape[1] // 2
+        y, _ = ref.silu_mul_rows(xf)
+        q, s, z = w8a8.silu_mul_quantize_int8(x, out=out)  # dynamic per-token symmetric (the default)
+        self.assertIsNone(z)
+        s_want = ref.scale_from(ref.amax_rows(y), 127.0).reshape(M, 1)
+        assert_same_bits(self, s, s_want, msg + " int8 per-token scale")
+        assert_same_bits(self, q, ref.quant_int8(y, s_want), msg + " int8 per-token q")
+        q, s, z = w8a8.silu_mul_quantize_int8(x, use_per_token_if_dynamic=False, out=out)  # dynamic per-tensor
+        s_want = np.array([ref.scale_from(ref.amax_rows(y).max(initial=0), 127.0)], np.float32)
+        if M > 0:
+            assert_same_bits(self, s, s_want, msg + " int8 per-tensor scale")
+        assert_same_bits(self, q, ref.quant_int8(y, s_want[0]), msg + " int8 per-tensor q")
+        if I > 0:  # dynamic asymmetric per-token (min / max of an empty row is not defined)
+            q, s, z = w8a8.silu_mul_quantize_int8(x, symmetric=False, out=out)
+            s_want, z_want = ref.asym_params(y)
+            assert_same_bits(self, s.reshape(-1), s_want, msg + " int8 asym scale")
+            assert_same_bits(self, z.reshape(-1), z_want, msg + " int8 asym azp")
+            assert_same_bits(self, q, ref.quant_int8(y, s_want.reshape(M, 1), z_want.reshape(M, 1)),
+                             msg + " int8 asym q")
+        q, s, z = w8a8.silu_mul_quantize_int8(x, scale=0.05, out=out)  # static symmetric
+        assert_same_bits(self, q, ref.quant_int8(y, np.float32(0.05)), msg + " int8 static q")
+        q, s, z = w8a8.silu_mul_quantize_int8(x, scale=0.05, azp=-9, out=out)  # static asymmetric
+        assert_same_bits(self, q, ref.quant_int8(y, np.float32(0.05), -9), msg + " int8 static asym q")
+        return y
+
+    def test_every_mode(self):
+        r = rng()
+        for M, I in self.SIZES:
+            for name, x, xf in gate_up_inputs(r, M, I):
+                msg = "%s %dx2*%d" % (name, M, I)
+                self.check_fp8(x, xf, msg)
+                self.check_int8(x, xf, msg)
+
+    def test_one_column_exposes_every_y(self):
+        """With I = 1 the per-token int8 scale is fl(|y| / 127), which takes a different value for each
+        float32 |y| > 1/512 outside [1.984, 2) * 2^k: the scales pin y to the bit, so an exp or an
+        operation order that is off by one ulp anywhere fails here (q alone, 8 bits, would hide it)."""
+        r = rng()
+        M = 4000
+        for name, x, xf in gate_up_inputs(r, M, 1, ("fp32", "bf16")):
+            y, _ = ref.silu_mul_rows(xf)
+            _, s, _ = w8a8.silu_mul_quantize_int8(x)
+            s_want = ref.scale_from(ref.amax_rows(y), 127.0).reshape(M, 1)
+            assert_same_bits(self, s, s_want, name + " per-token scale of one y per row")
+            # the comparison does resolve one ulp of y: a reference one ulp off disagrees on most rows
+            y_off = np.nextafter(y, np.float32(np.inf))
+            s_off = ref.scale_from(ref.amax_rows(y_off), 127.0).reshape(M, 1)
+            self.assertGreater(int((s_off.view(np.uint32) != s.view(np.uint32)).sum()), M // 2)
+
+    def test_same_as_quantize_of_y(self):
+        """The two-step definition through the library's own quantizer: silu_mul_quantize(x) gives the
+        bytes and scales that quantize_*(y) gives for the reference y."""
+        r = rng()
+        for name, x, xf in gate_up_inputs(r, 9, 70):
+            y, _ = ref.silu_mul_rows(xf)
+            for per_token in (False, True):
+                a = w8a8.silu_mul_quantize_fp8(x, use_per_token_if_dynamic=per_token)
+                b = w8a8.quantize_fp8(y, use_per_token_if_dynamic=per_token)
+                for ai, bi in zip(a, b):
+                    assert_same_bits(self, ai, bi, "%s fp8 per_token=%s" % (name, per_token))
+            a = w8a8.silu_mul_quantize_int8(x, symmetric=False)
+            b = w8a8.quantize_int8(y, symmetric=False)
+            for ai, bi in zip(a, b):
+                assert_same_bits(self, ai, bi, "%s int8 asym" % name)
+
+    def test_special_values(self):
+        v = [0.0, -0.0, np.nan, np.inf, -np.inf, 200.0, -200.0, 3.0, -3.0, 1e-30, 90.0, -90.0]
+        g, u = np.meshgrid(np.array(v, np.float32), np.array(v, np.float32), indexing="ij")
+        x = np.concatenate([g, u], axis=1).astype(np.float32)  # row m: gate v[m] against every up value
+        y, amb = ref.silu_mul_rows(x)
+        self.assertFalse(amb.any())
+        q, _ = w8a8.silu_mul_quantize_fp8(x, scale=1.0)
+        with np.errstate(invalid="ignore"):  # inf / inf in the reference's y / s: NaN, as in the library
+            assert_same_bits(self, q, ref.quant_fp8(y, np.float32(1.0)), "fp8 specials")
+        self.assertTrue(((q.view(np.uint8) == 0x7F) == np.isnan(y)).all())  # NaN is the positive NaN
+        q, _, _ = w8a8.silu_mul_quantize_int8(x, scale=1.0)
+        assert_same_bits(self, q, ref.quant_int8(y, np.float32(1.0)), "int8 specials")
+        q, s, _ = w8a8.silu_mul_quantize_int8(x)
+        s_want = ref.scale_from(ref.amax_rows(y), 127.0).reshape(-1, 1)
+        assert_same_bits(self, s, s_want, "int8 per-token scale with specials")
+        with np.errstate(invalid="ignore"):
+            assert_same_bits(self, q, ref.quant_int8(y, s_want), "int8 per-token q with specials")
+
+    def test_strided_and_nd(self):
+        r = rng()
+        M, I = 7, 19
+        for name, xb, _ in gate_up_inputs(r, M + 4, 2 * I + 5, ("fp32", "fp16")):
+            x = xb[2:2 + M, 3:3 + 2 * I]  # a submatrix: ld = the parent's row, gate and up inside it
+            xf = x.astype(np.float32)
+            y, amb = ref.silu_mul_rows(xf)
+            if amb.any():
+                continue  # the parent was moved off ties for its own gate columns, not this view's
+            for qdt, poison in ((np.int8, 99), (np.uint8, 0x7E)):
+                obig = np.full((M + 3, I + 9), poison, qdt)
+                out = obig[1:1 + M, 4:4 + I]
+                if qdt == np.int8:
+                    q, s, _ = w8a8.silu_mul_quantize_int8(x, out=out)
+                    want = ref.quant_int8(y, ref.scale_from(ref.amax_rows(y), 127.0).reshape(M, 1))
+                else:
+                    q, s = w8a8.silu_mul_quantize_fp8(x, use_per_token_if_dynamic=True, out=out)
+                    want = ref.quant_fp8(y, ref.scale_from(ref.amax_rows(y), 448.0).reshape(M, 1))
+                self.assertIs(q, out)
+                assert_same_bits(self, out, want, name + " strided")
+                mask = np.ones(obig.shape, bool)
+                mask[1:1 + M, 4:4 + I] = False
+                self.assertTrue((obig[mask] == poison).all(), "written outside the out view")
+        x3 = gate_up_inputs(r, 6, 16, ("fp32",))[0][1].reshape(2, 3, 32)
+        q, s, _ = w8a8.silu_mul_quantize_int8(x3)
+        self.assertEqual((q.shape, s.shape), ((2, 3, 16), (6, 1)))
+        y, _ = ref.silu_mul_rows(x3.reshape(6, 32))
+        assert_same_bits(self, q.reshape(6, 16), ref.quant_int8(y, ref.scale_from(ref.amax_rows(y), 127.0)
+                                                                .reshape(6, 1)), "3-D")
+
+    def test_errors_write_nothing(self):
+        x = np.ones((4, 16), np.float32)
+        cases = [
+            (w8a8.InvalidShapeError, "even", lambda o: w8a8.silu_mul_quantize_int8(np.ones((4, 17), np.float32),
+                                                                                  scale=1.0, out=o)),
+            (w8a8.InvalidShapeError, "q must be", lambda o: w8a8.silu_mul_quantize_int8(x[:, :14], scale=1.0,
+                                                                                       out=o)),
+            (w8a8.InvalidShapeError, "q must be", lambda o: w8a8.silu_mul_quantize_int8(x[:3], out=o)),
+            (w8a8.InvalidDtypeError, "x->dtype", lambda o: w8a8.silu_mul_quantize_int8(x.astype(np.int8),
+                                                                                      scale=1.0, out=o)),
+            (w8a8.InvalidDtypeError, "float64", lambda o: w8a8.silu_mul_quantize_int8(x.astype(np.float64),
+                                                                                     out=o)),
+            (w8a8.InvalidScaleError, "static scale", lambda o: w8a8.silu_mul_quantize_int8(x, scale=0.0, out=o)),
+            (w8a8.InvalidScaleError, "static scale", lambda o: w8a8.silu_mul_quantize_int8(x, scale=np.inf,
+                                                                                          out=o)),
+            (w8a8.InvalidZeroPointError, "", lambda o: w8a8.silu_mul_quantize_int8(
+                x, symmetric=False, use_per_token_if_dynamic=False, out=o)),
+            (w8a8.InvalidZeroPointError, "static", lambda o: w8a8.silu_mul_quantize_int8(x, azp=3, out=o)),
+            (w8a8.InvalidLayoutError, "row-major", lambda o: w8a8.silu_mul_quantize_int8(np.asfortranarray(x),
+                                                                                        out=o)),
+            (w8a8.InvalidDtypeError, "q->dtype", lambda o: w8a8.silu_mul_quantize_int8(
+                x, out=np.zeros((4, 8), np.float32))),
+        ]
+        for cls, frag, call in cases:
+            out = np.full((4, 8), 99, np.int8)
+            with self.assertRaises(cls) as cm:
+                call(out)
+            self.assertIsInstance(cm.exception, w8a8.W8A8Error)
+            self.assertIn(frag, cm.exception.message)
+            self.assertTrue((out == 99).all(), "%s: q written on failure" % cls.__name__)
+        # fp8: scale_ub bounds per-token scales only; a read-only out; an out that overlaps x
+        out = np.full((4, 8), 0x7E, np.uint8)
+        with self.assertRaises(w8a8.InvalidScaleError):
+            w8a8.silu_mul_quantize_fp8(x, scale_ub=0.5, out=out)
+        ro = out.copy()
+        ro.flags.writeable = False
+        with self.assertRaises(w8a8.InvalidValueError):
+            w8a8.silu_mul_quantize_fp8(x, out=ro)
+        buf = np.ones(4 * 16, np.float32)
+        with self.assertRaises(w8a8.OverlapError):
+            w8a8.silu_mul_quantize_fp8(buf.reshape(4, 16), scale=1.0, out=buf.view(np.uint8)[32:64].reshape(4, 8))
+        self.assertTrue((out == 0x7E).all() and (buf == 1.0).all())
+
+
 @unittest.skipIf(np is None, "NumPy is not installed")
 class Errors(unittest.TestCase):
     """Bad input raises a W8A8Error subclass with the library's message, writes nothing, never crashes."""

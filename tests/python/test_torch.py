@@ -103,6 +103,26 @@ class TorchCPU(unittest.TestCase):
         qn, sn, zn = wn.quantize_int8(x.numpy(), symmetric=False)
         self.assertTrue((q.numpy() == qn).all() and (s.numpy() == sn).all() and (z.numpy() == zn).all())
 
+    def test_silu_mul_matches_numpy_backend(self):
+        try:
+            import numpy as np  # noqa: F401
+            import w8a8.numpy as wn
+        except ImportError:
+            self.skipTest("NumPy is not installed")
+        g = gen("cpu")
+        x = torch.randn(9, 2 * 35, generator=g) * 3
+        for per_token in (False, True):
+            q, s = w8a8.silu_mul_quantize_fp8(x, use_per_token_if_dynamic=per_token)
+            qn, sn = wn.silu_mul_quantize_fp8(x.numpy(), use_per_token_if_dynamic=per_token)
+            self.assertEqual(tuple(q.shape), (9, 35))
+            self.assertTrue((q.view(torch.uint8).numpy() == qn.view(np.uint8)).all())
+            self.assertTrue((s.numpy().view(np.uint32) == sn.view(np.uint32)).all())
+        q, s, z = w8a8.silu_mul_quantize_int8(x, symmetric=False)
+        qn, sn, zn = wn.silu_mul_quantize_int8(x.numpy(), symmetric=False)
+        self.assertTrue((q.numpy() == qn).all() and (s.numpy() == sn).all() and (z.numpy() == zn).all())
+        with self.assertRaises(w8a8.InvalidShapeError):
+            w8a8.silu_mul_quantize_int8(torch.ones(3, 7))
+
     @unittest.skipUnless(wt.HAVE_CUSTOM_OPS if torch is not None else False, "torch < 2.4: no custom ops")
     def test_opcheck_and_compile_cpu(self):
         g = gen("cpu")
@@ -213,6 +233,161 @@ class TorchCUDA(unittest.TestCase):
                     if gi.dtype == FP8:
                         gi, wi = gi.view(torch.uint8), wi.view(torch.uint8)
                     self.assertTrue(bool((gi == wi).all()), "%s %s" % (name, dt))
+
+    def silu_mul_cases(self):
+        """(name, f(x)) for every mode of the fused SiLU-and-mul quantizer."""
+        cases = [("int8 token", lambda t: w8a8.silu_mul_quantize_int8(t)),
+                 ("int8 token asym", lambda t: w8a8.silu_mul_quantize_int8(t, symmetric=False)),
+                 ("int8 tensor", lambda t: w8a8.silu_mul_quantize_int8(t, use_per_token_if_dynamic=False)),
+                 ("int8 static", lambda t: w8a8.silu_mul_quantize_int8(t, scale=0.03)),
+                 ("int8 static asym", lambda t: w8a8.silu_mul_quantize_int8(t, scale=0.03, azp=-5))]
+        if self.fp8_ok():
+            cases += [("fp8 tensor", lambda t: w8a8.silu_mul_quantize_fp8(t)),
+                      ("fp8 token", lambda t: w8a8.silu_mul_quantize_fp8(t, use_per_token_if_dynamic=True)),
+                      ("fp8 token ub", lambda t: w8a8.silu_mul_quantize_fp8(
+                          t, use_per_token_if_dynamic=True, scale_ub=torch.full((1,), 0.5, device=t.device))),
+                      ("fp8 static", lambda t: w8a8.silu_mul_quantize_fp8(t, scale=0.02))]
+        return cases
+
+    def assert_quant_equal(self, got, want, msg):
+        for gi, wi in zip(got, want):
+            if gi is None or wi is None:
+                self.assertIs(gi, wi, msg)
+                continue
+            self.assertEqual(gi.device.type, "cuda", msg)
+            gi, wi = gi.cpu(), wi.cpu()
+            self.assertEqual((gi.dtype, tuple(gi.shape)), (wi.dtype, tuple(wi.shape)), msg)
+            if gi.dtype == FP8:
+                gi, wi = gi.view(torch.uint8), wi.view(torch.uint8)
+            elif gi.dtype == torch.float32:
+                gi, wi = gi.view(torch.int32), wi.view(torch.int32)
+            self.assertTrue(bool((gi == wi).all()), "%s: %d elements differ" % (msg, int((gi != wi).sum())))
+
+    def test_silu_mul_bitwise_vs_cpu_backend(self):
+        """The CUDA kernel against the CPU backend (the scalar reference), bit for bit: the header's
+        expf is the same on both, so q, scales and zero points must match exactly."""
+        g = gen(self.dev)
+        for M, I in [(1, 1), (37, 300), (5, 3), (64, 1024), (3, 0)]:
+            for dt in (torch.float32, torch.bfloat16, torch.float16):
+                x = (torch.randn(M, 2 * I, generator=g) * 4).to(dt)
+                if M > 1 and I > 1:  # specials in the first row: NaN, infinities, huge gates
+                    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 200.0]).to(dt)
+                    x[0, I:I + 4] = torch.tensor([1.0, 0.0, 2.0, -1.0]).to(dt)
+                xd = x.to(self.dev)
+                for name, f in self.silu_mul_cases():
+                    if I == 0 and "asym" in name and "static" not in name:
+                        continue
+                    self.assert_quant_equal(f(xd), f(x), "%s %s %dx2*%d" % (name, dt, M, I))
+        # strided: a submatrix of a larger buffer (ld = the parent's row), and an unaligned start
+        big = (torch.randn(20, 2 * 77 + 13, generator=g) * 4).to(torch.bfloat16)
+        big_d = big.to(self.dev)
+        for r0, r1, c0, c1 in ((2, 17, 5, 5 + 2 * 77), (1, 9, 1, 1 + 2 * 64)):
+            x, xd = big[r0:r1, c0:c1], big_d[r0:r1, c0:c1]
+            self.assertEqual(xd.stride(), x.stride())
+            for name, f in self.silu_mul_cases():
+                self.assert_quant_equal(f(xd), f(x), "%s strided %s" % (name, tuple(x.shape)))
+        # a strided out: nothing outside it is written
+        x = (torch.randn(8, 2 * 40, generator=g) * 4).to(self.dev)
+        obig = torch.full((10, 50), 99, dtype=torch.int8, device=self.dev)
+        out = obig[1:9, 3:43]
+        q, s, _ = w8a8.silu_mul_quantize_int8(x, out=out)
+        self.assertIs(q, out)
+        q_cpu, _, _ = w8a8.silu_mul_quantize_int8(x.cpu())
+        self.assertTrue(bool((out.cpu() == q_cpu).all()))
+        mask = torch.ones_like(obig, dtype=torch.bool)
+        mask[1:9, 3:43] = False
+        self.assertTrue(bool((obig[mask] == 99).all()), "written outside the out view")
+
+    def test_silu_mul_errors(self):
+        x = torch.randn(4, 16, device=self.dev)
+        out = torch.full((4, 8), 99, dtype=torch.int8, device=self.dev)
+        with self.assertRaises(w8a8.InvalidShapeError) as cm:
+            w8a8.silu_mul_quantize_int8(torch.randn(4, 17, device=self.dev), scale=1.0, out=out)
+        self.assertIn("even", cm.exception.message)
+        with self.assertRaises(w8a8.InvalidShapeError):
+            w8a8.silu_mul_quantize_int8(x[:, :14], out=out)
+        with self.assertRaises(w8a8.InvalidDtypeError):
+            w8a8.silu_mul_quantize_int8(x.to(torch.float64), out=out)
+        with self.assertRaises(w8a8.InvalidZeroPointError):
+            w8a8.silu_mul_quantize_int8(x, symmetric=False, use_per_token_if_dynamic=False, out=out)
+        with self.assertRaises(w8a8.InvalidPointerError):
+            w8a8.silu_mul_quantize_int8(x, scale=torch.ones(1), out=out)  # a host scale
+        with self.assertRaises(w8a8.InvalidLayoutError):
+            w8a8.silu_mul_quantize_int8(x.t().contiguous().t(), out=out)
+        with self.assertRaises(w8a8.InvalidDtypeError):
+            w8a8.silu_mul_quantize_int8(x, out=torch.zeros(4, 8, device=self.dev))
+        torch.cuda.synchronize()
+        self.assertTrue(bool((out == 99).all()), "q written on failure")
+
+    def test_silu_mul_cuda_graph(self):
+        """gate_up output -> fused SiLU-and-mul quantizer -> down projection, captured in a CUDA graph
+        and replayed on new inputs."""
+        g = gen(self.dev)
+        M, I, N = 24, 512, 256
+        fp8 = self.fp8_ok()
+        x = (torch.randn(M, 2 * I, generator=g) * 3).to(torch.bfloat16).to(self.dev)
+        wq = rand_fp8((N, I), g, self.dev) if fp8 else rand_int8((N, I), g, self.dev)
+        sb = (torch.rand(1, N, generator=g) + 0.5).to(self.dev)
+
+        def act(x):
+            if fp8:
+                return w8a8.silu_mul_quantize_fp8(x, use_per_token_if_dynamic=True)
+            return w8a8.silu_mul_quantize_int8(x)[:2]
+
+        def step(x):
+            q, s = act(x)
+            return q, s, w8a8.scaled_mm(q, wq.t(), s, sb, out_dtype=torch.bfloat16)
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                step(x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = step(x)
+        for _ in range(3):
+            x.copy_((torch.randn(M, 2 * I, generator=g) * 3).to(torch.bfloat16).to(self.dev))
+            graph.replay()
+            torch.cuda.synchronize()
+            want = step(x)
+            self.assert_quant_equal(outs[:2], want[:2], "graph replay: q, scale")
+            assert_bits_equal(self, outs[2], want[2], "graph replay: down projection")
+            self.assert_quant_equal(outs[:2], act(x.cpu()), "graph replay vs the CPU backend")
+
+    @unittest.skipUnless(wt.HAVE_CUSTOM_OPS if torch is not None else False, "torch < 2.4: no custom ops")
+    def test_silu_mul_compile_and_opcheck(self):
+        g = gen(self.dev)
+        M, I, N = 16, 256, 128
+        x = (torch.randn(M, 2 * I, generator=g) * 3).to(torch.bfloat16).to(self.dev)
+        w = rand_int8((N, I), g, self.dev)
+        sb = (torch.rand(1, N, generator=g) + 0.5).to(self.dev)
+        q = torch.empty(M, I, dtype=torch.int8, device=self.dev)
+        torch.library.opcheck(torch.ops.w8a8.silu_mul_quantize_static_.default,
+                              (x, q, torch.full((1,), 0.05, device=self.dev), None))
+        torch.library.opcheck(torch.ops.w8a8.silu_mul_quantize_dynamic_.default,
+                              (x, q, torch.empty(M, 1, device=self.dev),
+                               torch.empty(M, 1, dtype=torch.int32, device=self.dev), True, None))
+
+        def f(x, w, sb):
+            q, s, z = w8a8.silu_mul_quantize_int8(x, symmetric=False)
+            return w8a8.scaled_mm(q, w.t(), s, sb, torch.bfloat16, azp=z.reshape(-1), azp_adj=w8a8.colsum(w.t()))
+
+        want = f(x, w, sb)
+        cf = torch.compile(f, fullgraph=True)
+        for _ in range(3):
+            got = cf(x, w, sb)
+        assert_bits_equal(self, got, want, "torch.compile(fullgraph) of silu_mul_quantize_int8 -> scaled_mm")
+        if self.fp8_ok():
+            wf = rand_fp8((N, I), g, self.dev)
+
+            def h(x, w, sb):
+                q, s = w8a8.silu_mul_quantize_fp8(x, use_per_token_if_dynamic=True)
+                return w8a8.scaled_mm(q, w.t(), s, sb, out_dtype=torch.bfloat16)
+
+            assert_bits_equal(self, torch.compile(h, fullgraph=True)(x, wf, sb), h(x, wf, sb),
+                              "torch.compile(fullgraph) of silu_mul_quantize_fp8 -> scaled_mm")
 
     def test_strided_views_and_errors(self):
         g = gen(self.dev)

@@ -194,3 +194,61 @@ def asym_params(x):
     s = np.where(s > mn, s, mn).astype(np.float32)
     azp = np.rint((F32(-128.0) - (lo / s).astype(np.float32)).astype(np.float32)).astype(np.int64)
     return s, azp.astype(np.int32)
+
+# ---------------------------------------------------------------- fused SiLU-and-mul
+#
+# The header pins e = expf(-g) only to "within 0.5 + 2^-20 ulp of exp". Wherever exp(-g) is farther
+# than that from a float32 rounding midpoint, the only float32 within the bound is the correctly
+# rounded one, so the bits are fixed; near a midpoint either neighbour is allowed. NumPy's float32
+# exp is not correctly rounded (it may be off by an ulp), so the reference takes exp in float64
+# (error a few 2^-53, i.e. ~2^-29 of a float32 ulp) and rounds once to float32: correctly rounded
+# except within ~2^-29 ulp of a midpoint. exp_f32 flags every element whose exp lies within
+# TIE_MARGIN ulp of a midpoint (far wider than both errors); the tests move such gate values (one
+# step of the input dtype) before calling the library, so every byte they compare is pinned by the
+# header. The rest (1 + e, g / d, silu * u) are single IEEE float32 operations, which NumPy's
+# float32 arithmetic performs exactly so.
+
+TIE_MARGIN = 2.0 ** -12
+CANONICAL_NAN = np.array([0x7FC00000], np.uint32).view(np.float32)[0]
+
+
+def exp_f32(v):
+    """(exp(v) correctly rounded to float32, mask of elements within TIE_MARGIN ulp of a midpoint)."""
+    v = np.asarray(v, np.float32)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        e64 = np.exp(v.astype(np.float64))
+        e32 = e64.astype(np.float32)
+    big = np.float64(2.0 ** 128)  # where the next float32 after FLT_MAX would be
+    lo = np.nextafter(e32, np.float32(-np.inf)).astype(np.float64)
+    hi = np.nextafter(e32, np.float32(np.inf)).astype(np.float64)
+    c = e32.astype(np.float64)
+    fmax = np.float64(np.finfo(np.float32).max)
+    # e32 == inf (overflow): the only midpoint that matters is (FLT_MAX + 2^128) / 2
+    c = np.where(np.isinf(c) & (c > 0), big, c)
+    lo = np.where(c == big, fmax, lo)
+    hi = np.where(np.isinf(hi), big, hi)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d_lo = np.abs(e64 - (lo + c) / 2) / (c - lo)
+        d_hi = np.abs(e64 - (c + hi) / 2) / (hi - c)
+    amb = (np.minimum(d_lo, d_hi) < TIE_MARGIN) & np.isfinite(e64) & (e64 > 0)
+    return e32, amb
+
+
+def silu_mul(g, u):
+    """y = silu(g) * u in float32 as w8a8.h specifies; returns (y, mask of gate elements where the
+    header leaves the bits of e open: see exp_f32)."""
+    g = np.asarray(g, np.float32)
+    u = np.asarray(u, np.float32)
+    e, amb = exp_f32(-g)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        d = (np.float32(1.0) + e).astype(np.float32)
+        s = (g / d).astype(np.float32)
+        y = (s * u).astype(np.float32)
+    y = np.where(np.isnan(y), CANONICAL_NAN, y).astype(np.float32)
+    return y, amb
+
+
+def silu_mul_rows(xf):
+    """x [M, 2I] float32 -> (y [M, I], ambiguity mask [M, I])."""
+    I = xf.shape[1] // 2
+    return silu_mul(xf[:, :I], xf[:, I:])
