@@ -19,6 +19,10 @@ static w8a8_status no_cuda(const char *fn) {
   return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without CUDA: GPU communicators do not exist", fn);
 }
 bool w8a8_tp_is_gpu(const w8a8_comm *c) { return c && c->kind != W8A8_COMM_KIND_MPI; }
+const char *w8a8_tp_transport(const w8a8_comm *c, const char **why) {
+  if (why) *why = "";
+  return c && c->kind == W8A8_COMM_KIND_MPI ? "mpi" : "none";
+}
 w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int nranks) {
   (void)comms, (void)handles, (void)nranks;
   w8a8_clear_error();
@@ -80,6 +84,22 @@ _Static_assert(sizeof(ncclUniqueId) == W8A8_UNIQUE_ID_BYTES, "w8a8_unique_id mus
 #endif
 
 bool w8a8_tp_is_gpu(const w8a8_comm *c) { return c && c->gpu != NULL; }
+
+/* IPC transport: one rank's record in the workspace-handle exchange (ipc_exchange). */
+typedef struct ipc_mem_rec {
+  cudaIpcMemHandle_t h;
+  int64_t gen; /* ws_gen; 0 = no workspace yet */
+  int64_t ok;
+} ipc_mem_rec;
+
+const char *w8a8_tp_transport(const w8a8_comm *c, const char **why) {
+  if (why) *why = "";
+  if (!c) return "none";
+  const w8a8_tp_gpu *gs = c->gpu;
+  if (!gs) return "mpi";
+  if (why) *why = gs->ipc_note;
+  return gs->mode == TP_GPU_GROUP ? "copy_engine" : gs->mode == TP_GPU_IPC ? "ipc" : "nccl";
+}
 
 w8a8_status w8a8_tp_nccl_err(const char *fn, const char *what, int result) {
 #ifdef W8A8_HAVE_NCCL
@@ -204,6 +224,18 @@ static void gpu_comm_free(w8a8_comm *c) {
     free(gs->ev_step);
     if (gs->d_sig) cudaFree(gs->d_sig);
     if (gs->h_sig) cudaFreeHost(gs->h_sig);
+    /* IPC transport: what this rank opened of its peers' first (w8a8_tp_gpu_comm_destroy has
+     * already closed them after a barrier; this covers failed creations), then its own. */
+    for (int i = 0; i < c->size; i++) {
+      if (gs->peer_ws && gs->peer_ws[i]) cudaIpcCloseMemHandle(gs->peer_ws[i]);
+      if (gs->peer_ready && gs->peer_ready[i]) cudaEventDestroy(gs->peer_ready[i]);
+      if (gs->peer_done && gs->peer_done[i]) cudaEventDestroy(gs->peer_done[i]);
+    }
+    free(gs->peer_ws), free(gs->peer_ready), free(gs->peer_done), free(gs->peer_gen), free(gs->xgen);
+    free(gs->ipc_tab), free(gs->ipc_mem);
+    if (gs->ipc_ready) cudaEventDestroy(gs->ipc_ready);
+    if (gs->ipc_done) cudaEventDestroy(gs->ipc_done);
+    if (gs->ws_cap) cudaFree(gs->ws_cap);
 #ifdef W8A8_HAVE_NCCL
     if (gs->owns_nccl && gs->nccl) ncclCommDestroy((ncclComm_t)gs->nccl);
 #endif
@@ -513,6 +545,129 @@ w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, cons
 }
 
 #ifdef W8A8_HAVE_MPI
+/* ---- the IPC transport's set-up (W8A8_TP_IPC=1 on every rank; creation only) ------------------- */
+
+/* What a rank tells the others: its host, its GPU (PCI bus id: the ranks' device numbers may
+ * differ), and the handles of its two interprocess events. */
+typedef struct ipc_hello {
+  int64_t host;
+  int64_t ok; /* its events and handles were made */
+  char bus[32];
+  cudaIpcEventHandle_t ev[2]; /* ipc_ready, ipc_done */
+} ipc_hello;
+
+/* Free what ipc_setup made when IPC is not chosen. Collective: the peers' copies of this rank's
+ * event handles are closed before the barrier, its own events destroyed after it (an imported
+ * event must not outlive the exporter's). */
+static void ipc_undo(w8a8_comm *c) {
+  w8a8_tp_gpu *gs = c->gpu;
+  int prev = dev_enter(gs->device);
+  for (int j = 0; j < c->size; j++) {
+    if (gs->peer_ready && gs->peer_ready[j]) cudaEventDestroy(gs->peer_ready[j]);
+    if (gs->peer_done && gs->peer_done[j]) cudaEventDestroy(gs->peer_done[j]);
+  }
+  MPI_Barrier(c->mpi);
+  if (gs->ipc_ready) cudaEventDestroy(gs->ipc_ready);
+  if (gs->ipc_done) cudaEventDestroy(gs->ipc_done);
+  cudaGetLastError();
+  dev_exit(prev, gs->device);
+  free(gs->peer_ws), free(gs->peer_ready), free(gs->peer_done), free(gs->peer_gen), free(gs->xgen);
+  free(gs->ipc_tab), free(gs->ipc_mem);
+  gs->peer_ws = NULL, gs->peer_ready = gs->peer_done = NULL, gs->peer_gen = gs->xgen = NULL;
+  gs->ipc_tab = NULL, gs->ipc_mem = NULL, gs->ipc_ready = gs->ipc_done = NULL;
+}
+
+/* Collective over c->mpi (every rank of a multi-process NCCL communicator calls it when every rank
+ * set W8A8_TP_IPC=1): make this rank's interprocess events, check that every peer is on this
+ * host with a GPU visible here and reachable by peer access, open the peers' events; IPC is
+ * chosen only when every rank says yes (one MPI_Allreduce), else NCCL stays and ipc_note says
+ * why. Only MPI failures are errors. */
+static w8a8_status ipc_setup(const char *fn, w8a8_comm *c) {
+  w8a8_tp_gpu *gs = c->gpu;
+  const int W = c->size, r = c->rank;
+  ipc_hello mine, all[W8A8_TP_GPU_MAX_RANKS];
+  memset(&mine, 0, sizeof mine);
+  memset(all, 0, sizeof all);
+  mine.host = host_hash();
+  char note[160] = "";
+  gs->peer_ws = calloc((size_t)W, sizeof *gs->peer_ws);
+  gs->peer_ready = calloc((size_t)W, sizeof *gs->peer_ready);
+  gs->peer_done = calloc((size_t)W, sizeof *gs->peer_done);
+  gs->peer_gen = calloc((size_t)W, sizeof *gs->peer_gen);
+  gs->xgen = calloc((size_t)W, sizeof *gs->xgen);
+  gs->ipc_tab = calloc((size_t)W * TP_IPC_ROW, sizeof *gs->ipc_tab);
+  gs->ipc_mem = calloc((size_t)W, sizeof(ipc_mem_rec));
+  const bool mem = gs->peer_ws && gs->peer_ready && gs->peer_done && gs->peer_gen && gs->xgen && gs->ipc_tab &&
+                   gs->ipc_mem;
+  int prev = dev_enter(gs->device);
+  cudaError_t e = mem ? cudaDeviceGetPCIBusId(mine.bus, (int)sizeof mine.bus, gs->device) : cudaErrorMemoryAllocation;
+  const unsigned fl = cudaEventDisableTiming | cudaEventInterprocess;
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ipc_ready, fl);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ipc_done, fl);
+  if (e == cudaSuccess) e = cudaIpcGetEventHandle(&mine.ev[0], gs->ipc_ready);
+  if (e == cudaSuccess) e = cudaIpcGetEventHandle(&mine.ev[1], gs->ipc_done);
+  mine.ok = e == cudaSuccess;
+  if (e != cudaSuccess) snprintf(note, sizeof note, "rank %d: interprocess events: %s", r, cudaGetErrorString(e));
+  cudaGetLastError();
+  int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi);
+  if (rc != MPI_SUCCESS) {
+    dev_exit(prev, gs->device);
+    return w8a8_tp_mpi_err(fn, "MPI_Allgather (IPC set-up)", rc);
+  }
+  int ok = 1;
+  for (int j = 0; j < W && ok; j++) {
+    if (!all[j].ok) {
+      ok = 0;
+      if (!note[0]) snprintf(note, sizeof note, "rank %d could not make interprocess events", j);
+    } else if (all[j].host != mine.host) {
+      ok = 0;
+      snprintf(note, sizeof note, "ranks %d and %d are on different hosts", r, j);
+    }
+  }
+  for (int j = 0; j < W && ok; j++) {
+    if (j == r) continue;
+    int dj = -1, can = 0;
+    all[j].bus[sizeof all[j].bus - 1] = 0;
+    if (cudaDeviceGetByPCIBusId(&dj, all[j].bus) != cudaSuccess) {
+      ok = 0;
+      snprintf(note, sizeof note, "rank %d's GPU (%s) is not visible to rank %d", j, all[j].bus, r);
+    } else if (dj == gs->device) {
+      ok = 0;
+      snprintf(note, sizeof note, "ranks %d and %d share GPU %s", r, j, all[j].bus);
+    } else if (cudaDeviceCanAccessPeer(&can, gs->device, dj) != cudaSuccess || !can) {
+      ok = 0;
+      snprintf(note, sizeof note, "no peer access from rank %d's GPU %s to rank %d's GPU %s", r, mine.bus, j,
+               all[j].bus);
+    } else if ((e = cudaIpcOpenEventHandle(&gs->peer_ready[j], all[j].ev[0])) != cudaSuccess ||
+               (e = cudaIpcOpenEventHandle(&gs->peer_done[j], all[j].ev[1])) != cudaSuccess) {
+      ok = 0;
+      snprintf(note, sizeof note, "rank %d: cudaIpcOpenEventHandle of rank %d's events: %s", r, j,
+               cudaGetErrorString(e));
+    }
+    cudaGetLastError();
+  }
+  dev_exit(prev, gs->device);
+  /* The decision (the same on every rank), and the first refusing rank's reason for all. */
+  int who = ok ? W : r, first = W;
+  rc = MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, c->mpi);
+  if (rc == MPI_SUCCESS && first < W) rc = MPI_Bcast(note, (int)sizeof note, MPI_CHAR, first, c->mpi);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allreduce (IPC set-up)", rc);
+  if (first == W) {
+    gs->mode = TP_GPU_IPC;
+    gs->ipc_note[0] = 0;
+    return W8A8_SUCCESS;
+  }
+  ipc_undo(c);
+  note[sizeof note - 1] = 0;
+  snprintf(gs->ipc_note, sizeof gs->ipc_note, "W8A8_TP_IPC=1 but NCCL kept: %s", note);
+  return W8A8_SUCCESS;
+}
+
+static bool ipc_wanted(void) {
+  const char *v = getenv("W8A8_TP_IPC");
+  return v && v[0] == '1' && v[1] == 0;
+}
+
 w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
   MPI_Comm dup = MPI_COMM_NULL;
   int rc = MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &dup);
@@ -523,8 +678,15 @@ w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_hand
   MPI_Comm_size(dup, &size);
   ncclUniqueId u;
   memset(&u, 0, sizeof u);
+  /* One MPI_Allreduce tells every rank whether rank 0 made the id and whether every rank asked
+   * for the IPC transport (W8A8_TP_IPC=1): the IPC set-up below is collective, so it runs on
+   * every rank or none, whatever each rank's environment says. */
+  const bool want_ipc = ipc_wanted();
   int bad = rank == 0 && ncclGetUniqueId(&u) != ncclSuccess, anybad = 0;
-  rc = MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, dup);
+  int bv[2] = {bad, want_ipc ? 0 : 1}, br[2] = {0, 0};
+  rc = MPI_Allreduce(bv, br, 2, MPI_INT, MPI_MAX, dup);
+  anybad = br[0];
+  const bool all_ipc = br[1] == 0;
   if (rc == MPI_SUCCESS && !anybad) rc = MPI_Bcast(&u, (int)sizeof u, MPI_BYTE, 0, dup);
   if (rc != MPI_SUCCESS || anybad) {
     MPI_Comm_free(&dup);
@@ -539,6 +701,7 @@ w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_hand
     MPI_Comm_free(&dup);
     return w8a8_tp_nccl_err(fn, "ncclCommInitRank", nr);
   }
+  w8a8_comm *const caller_comm = *comm;
   w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, W8A8_SUCCESS);
   if (s != W8A8_SUCCESS) {
     ncclCommDestroy(nc);
@@ -546,7 +709,25 @@ w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_hand
     return s;
   }
   (*comm)->mpi = dup;
-  ((w8a8_tp_gpu *)(*comm)->gpu)->agree_mpi = true; /* host-side agreement: no stream sync per call */
+  w8a8_tp_gpu *gs = (*comm)->gpu;
+  gs->agree_mpi = true; /* host-side agreement: no stream sync per call */
+  if (want_ipc && !all_ipc)
+    snprintf(gs->ipc_note, sizeof gs->ipc_note, "W8A8_TP_IPC=1 but NCCL kept: not every rank set W8A8_TP_IPC=1");
+  if (all_ipc && gs->mode == TP_GPU_GROUP)
+    snprintf(gs->ipc_note, sizeof gs->ipc_note,
+             "W8A8_TP_IPC=1 not needed: every rank is a thread of this process (in-process copy engine)");
+  /* gs->mode is the same on every rank (nccl_comm_setup decided it from one gathered table). */
+  if (all_ipc && gs->mode == TP_GPU_NCCL) {
+    s = ipc_setup(fn, *comm);
+    if (s != W8A8_SUCCESS) {
+      char saved[512];
+      snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+      w8a8_tp_gpu_comm_destroy(*comm); /* mode is still NCCL here: no collective inside */
+      MPI_Comm_free(&dup);
+      *comm = caller_comm;
+      return w8a8_err(s, "%s", saved);
+    }
+  }
   return W8A8_SUCCESS;
 }
 #endif
@@ -591,20 +772,28 @@ w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m
   need = (need + 256 + 255) & ~(size_t)255; /* + the 256-byte alignment of the AG layout's scales */
   if (need > gs->ws_bytes) {
     int prev = dev_enter(gs->device);
-    void *ws = NULL;
+    void *ws = NULL, *ws_cap = NULL;
     cudaError_t e = cudaMalloc(&ws, need);
+    /* IPC transport: a second block of the same size for captured calls (tp_gpu.c). */
+    if (e == cudaSuccess && gs->mode == TP_GPU_IPC) e = cudaMalloc(&ws_cap, need);
     if (e != cudaSuccess) {
       cudaGetLastError();
+      if (ws) cudaFree(ws);
       dev_exit(prev, gs->device);
       return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of GPU workspace on device %d", fn,
-                      need, gs->device);
+                      need * (gs->mode == TP_GPU_IPC ? 2 : 1), gs->device);
     }
     /* The old block may still be read by this rank's or a peer's queued work: the header asks
-     * callers not to reserve while calls run, and cudaFree waits for the device anyway. */
+     * callers not to reserve while calls run, and cudaFree waits for the device anyway. IPC: the
+     * peers still map the old block; the next eager call's agreement sees the new ws_gen and
+     * they reopen (w8a8_tp_gpu_agree). */
     if (gs->ws) cudaFree(gs->ws);
+    if (gs->ws_cap) cudaFree(gs->ws_cap);
     dev_exit(prev, gs->device);
     gs->ws = ws;
+    gs->ws_cap = ws_cap;
     gs->ws_bytes = need;
+    gs->ws_gen++;
   }
   c->ws_bytes = gs->ws_bytes;
   c->max_m = max_m;
@@ -612,6 +801,127 @@ w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m
   c->max_k = max_k;
   return W8A8_SUCCESS;
 }
+
+#ifdef W8A8_HAVE_MPI
+w8a8_status w8a8_tp_ipc_barrier(const char *fn, w8a8_comm *c, bool ok) {
+  w8a8_tp_gpu *gs = c->gpu;
+  gs->ipc_barrier_due = false;
+  int mine = ok ? 1 : 0, all = 0;
+  int rc = MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c->mpi);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allreduce (IPC barrier)", rc);
+  if (!all)
+    return w8a8_err(W8A8_ERROR_COMM,
+                    "%s: another rank failed after the ranks had agreed (see its error); the communicator is now "
+                    "unusable",
+                    fn);
+  return W8A8_SUCCESS;
+}
+
+/* Every rank's workspace handle, opened by every peer (collective; eager calls only: opening a
+ * handle is host work no graph can hold). Runs when some rank's ws_gen differs from the one
+ * last exchanged (xgen, identical on every rank), i.e. at the first eager call after a reserve.
+ * A failure on any rank fails the call on every rank and breaks the communicator. */
+static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
+  w8a8_tp_gpu *gs = c->gpu;
+  const int W = c->size, r = c->rank;
+  ipc_mem_rec mine, *all = gs->ipc_mem;
+  memset(&mine, 0, sizeof mine);
+  int prev = dev_enter(gs->device);
+  cudaError_t e = gs->ws ? cudaIpcGetMemHandle(&mine.h, gs->ws) : cudaSuccess;
+  mine.gen = gs->ws ? (int64_t)gs->ws_gen : 0;
+  mine.ok = e == cudaSuccess;
+  char note[200] = "";
+  if (e != cudaSuccess) snprintf(note, sizeof note, "rank %d: cudaIpcGetMemHandle: %s", r, cudaGetErrorString(e));
+  cudaGetLastError();
+  int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi);
+  if (rc != MPI_SUCCESS) {
+    dev_exit(prev, gs->device);
+    c->broken = true;
+    return w8a8_tp_mpi_err(fn, "MPI_Allgather (IPC workspace handles)", rc);
+  }
+  int ok = mine.ok;
+  bool synced = false;
+  for (int j = 0; j < W; j++) {
+    if (j == r) continue;
+    if (!all[j].ok) {
+      ok = 0;
+      continue;
+    }
+    if ((uint64_t)all[j].gen == gs->peer_gen[j]) continue;
+    if (gs->peer_ws[j]) {
+      /* The peer replaced its workspace: every access of this rank to peer memory runs on the
+       * side stream; let it drain before the old mapping goes (once, and only here). */
+      if (!synced) cudaStreamSynchronize(gs->side);
+      synced = true;
+      cudaIpcCloseMemHandle(gs->peer_ws[j]);
+      gs->peer_ws[j] = NULL;
+      gs->peer_gen[j] = 0;
+    }
+    if (all[j].gen == 0) continue; /* no workspace there yet */
+    void *p = NULL;
+    e = cudaIpcOpenMemHandle(&p, all[j].h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      ok = 0;
+      snprintf(note, sizeof note, "rank %d: cudaIpcOpenMemHandle of rank %d's workspace: %s", r, j,
+               cudaGetErrorString(e));
+      cudaGetLastError();
+      continue;
+    }
+    gs->peer_ws[j] = p;
+    gs->peer_gen[j] = (uint64_t)all[j].gen;
+  }
+  dev_exit(prev, gs->device);
+  int allok = 0;
+  rc = MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c->mpi);
+  if (rc != MPI_SUCCESS || !allok) {
+    c->broken = true;
+    if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allreduce (IPC workspace handles)", rc);
+    return w8a8_err(W8A8_ERROR_COMM, "%s: exchanging the workspaces' CUDA IPC handles failed (%s); the communicator is "
+                                     "now unusable",
+                    fn, note[0] ? note : "on another rank: see its error");
+  }
+  for (int j = 0; j < W; j++) gs->xgen[j] = (uint64_t)all[j].gen;
+  return W8A8_SUCCESS;
+}
+
+/* The agreement of the IPC transport: the MPI path's MPI_Allgather, with two more fields per
+ * rank (its ws_gen and whether its stream is capturing). Captured calls run the NCCL schedule on
+ * ws_cap, eager ones the IPC schedule on ws, so every rank must make the same choice: ranks that
+ * disagree on capturing fail together. An eager call exchanges the workspace handles first when
+ * any rank's workspace changed since the last exchange. */
+static w8a8_status ipc_agree(const char *fn, w8a8_comm *c, const int64_t sig[TP_SIG_COUNT],
+                             unsigned long long capture_id, w8a8_status local, const char *saved) {
+  w8a8_tp_gpu *gs = c->gpu;
+  const int W = c->size;
+  int64_t row[TP_IPC_ROW];
+  memcpy(row, sig, sizeof(int64_t) * TP_SIG_COUNT);
+  row[TP_IPC_GEN] = (int64_t)gs->ws_gen;
+  row[TP_IPC_CAPTURE] = capture_id != 0;
+  int rc = MPI_Allgather(row, TP_IPC_ROW, MPI_INT64_T, gs->ipc_tab, TP_IPC_ROW, MPI_INT64_T, c->mpi);
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
+  for (int j = 0; j < W; j++)
+    memcpy(c->sig_all + (size_t)j * TP_SIG_COUNT, gs->ipc_tab + (size_t)j * TP_IPC_ROW, sizeof(int64_t) * TP_SIG_COUNT);
+  w8a8_status s = w8a8_tp_agree_table(fn, c, local, saved);
+  if (s != W8A8_SUCCESS) return s;
+  const int64_t *tab = gs->ipc_tab;
+  for (int j = 1; j < W; j++)
+    if (tab[(size_t)j * TP_IPC_ROW + TP_IPC_CAPTURE] != tab[TP_IPC_CAPTURE])
+      return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                      "%s: on the IPC transport every rank's call must be captured into a CUDA graph, or none (rank "
+                      "0 %s capturing, rank %d %s)",
+                      fn, tab[TP_IPC_CAPTURE] ? "is" : "is not", j,
+                      tab[(size_t)j * TP_IPC_ROW + TP_IPC_CAPTURE] ? "is" : "is not");
+  if (tab[TP_IPC_CAPTURE]) return W8A8_SUCCESS; /* NCCL schedule on ws_cap: no peer mapping used */
+  bool need = false;
+  for (int j = 0; j < W; j++) need |= (uint64_t)tab[(size_t)j * TP_IPC_ROW + TP_IPC_GEN] != gs->xgen[j];
+  return need ? ipc_exchange(fn, c) : W8A8_SUCCESS;
+}
+#else
+w8a8_status w8a8_tp_ipc_barrier(const char *fn, w8a8_comm *c, bool ok) {
+  (void)c, (void)ok;
+  return w8a8_err(W8A8_ERROR_INTERNAL, "%s: the IPC transport in a build without MPI", fn);
+}
+#endif
 
 w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT], unsigned long long capture_id) {
   w8a8_tp_gpu *gs = c->gpu;
@@ -640,6 +950,7 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
     return W8A8_SUCCESS;
   }
 #ifdef W8A8_HAVE_MPI
+  if (gs->mode == TP_GPU_IPC) return ipc_agree(fn, c, sig, capture_id, local, saved);
   if (gs->agree_mpi) {
     int rc = MPI_Allgather(sig, TP_SIG_COUNT, MPI_INT64_T, c->sig_all, TP_SIG_COUNT, MPI_INT64_T, c->mpi);
     if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
@@ -686,6 +997,26 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
 w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c) {
   w8a8_tp_gpu *gs = c->gpu;
   w8a8_registry_remove(c);
+#ifdef W8A8_HAVE_MPI
+  if (gs->mode == TP_GPU_IPC) {
+    /* Collective teardown of the peer mappings: every rank's side stream (the only one that
+     * touches peer memory) drains; barrier; every rank closes what it opened of its peers;
+     * barrier; only then may each rank free its own workspace and destroy its exported events
+     * (gpu_comm_free), which no peer uses any more. */
+    int prev = dev_enter(gs->device);
+    cudaStreamSynchronize(gs->side);
+    MPI_Barrier(c->mpi);
+    for (int j = 0; j < c->size; j++) {
+      if (gs->peer_ws[j]) cudaIpcCloseMemHandle(gs->peer_ws[j]);
+      if (gs->peer_ready[j]) cudaEventDestroy(gs->peer_ready[j]);
+      if (gs->peer_done[j]) cudaEventDestroy(gs->peer_done[j]);
+      gs->peer_ws[j] = NULL, gs->peer_ready[j] = gs->peer_done[j] = NULL;
+    }
+    cudaGetLastError();
+    MPI_Barrier(c->mpi);
+    dev_exit(prev, gs->device);
+  }
+#endif
   tp_group *g = gs->group;
   if (g) {
     pthread_mutex_lock(&g->mu);

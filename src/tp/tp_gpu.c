@@ -27,9 +27,27 @@
  *   end:   S records ev_done.
  * NCCL transport (ranks in several processes): the same chunks; step s is one NCCL group of
  *   send to (r + s) and receive from (r - s) on C, then ev_step[s]. NCCL orders the ranks.
+ * IPC transport (ranks in several processes of one host, peer access, W8A8_TP_IPC=1): eager calls
+ *   run the GROUP schedule, the same copies in the same order, with the peers' workspaces
+ *   opened through CUDA IPC (peer_ws), the peers' ev_ready / ev_done replaced by interprocess
+ *   events (ipc_ready / ipc_done, opened by every peer at creation as peer_ready / peer_done),
+ *   and an MPI_Allreduce (w8a8_tp_ipc_barrier) where GROUP has its host barrier. The agreement
+ *   (an MPI_Allgather) plays the role of GROUP's agreement barrier. Why the events bind right:
+ *   cudaStreamWaitEvent binds to the event's latest record when it is called; every record a
+ *   peer waits on (ipc_ready of this call, ipc_done of the previous one) is made before that
+ *   rank enters a host collective the waiter leaves before it waits, and the next record of the
+ *   same event comes only after the recorder has passed the next collective, which the waiter
+ *   enters only after it has enqueued its waits. Captured calls: a graph replay cannot hold the
+ *   host collective between a record in one process and a wait in another (replays of the
+ *   ranks' graphs are launched independently, so a wait node could bind to the previous
+ *   replay's record), so a captured call runs the NCCL schedule, on a second workspace
+ *   (ws_cap) that no peer maps: an eager IPC call's peers never touch the buffers a replay uses,
+ *   and the entry waits of eager calls (on ipc_done, recorded by eager calls only) keep
+ *   covering every peer access to ws. Every rank captures or none (agreed).
  *
  * Fused and unfused run the GEMM on the same sub-problems (one per source/destination rank),
  * so their results are identical bit for bit even where a GEMM's summation order depends on M. */
+#include <stdio.h>
 #include <string.h>
 
 #include "tp_internal.h"
@@ -193,13 +211,45 @@ static w8a8_tp_gpu *peer(const w8a8_comm *c, int j) {
   return ((w8a8_tp_gpu *)c->gpu)->group->comm[j]->gpu;
 }
 
+/* The schedule of one call: peers' buffers as pointers of this process (GROUP) or opened through
+ * CUDA IPC (IPC, eager calls only), or NCCL send/recv (NCCL, and captured calls of IPC
+ * communicators). */
+typedef enum { XP_GROUP, XP_IPC, XP_NCCL } xport;
+static xport transport_of(const w8a8_tp_gpu *gs, unsigned long long capture) {
+  if (gs->mode == TP_GPU_GROUP) return XP_GROUP;
+  return gs->mode == TP_GPU_IPC && !capture ? XP_IPC : XP_NCCL;
+}
+/* This call's workspace: ws, except captured calls of IPC communicators (ws_cap, see the top). */
+static void *call_ws(const w8a8_tp_gpu *gs, xport xp) {
+  return gs->mode == TP_GPU_IPC && xp == XP_NCCL ? gs->ws_cap : gs->ws;
+}
+static void *peer_ws(const w8a8_comm *c, xport xp, int j) {
+  return xp == XP_IPC ? ((w8a8_tp_gpu *)c->gpu)->peer_ws[j] : peer(c, j)->ws;
+}
+static cudaEvent_t peer_ready(const w8a8_comm *c, xport xp, int j) {
+  return xp == XP_IPC ? ((w8a8_tp_gpu *)c->gpu)->peer_ready[j] : peer(c, j)->ev_ready;
+}
+static cudaEvent_t own_ready(const w8a8_tp_gpu *gs, xport xp) { return xp == XP_IPC ? gs->ipc_ready : gs->ev_ready; }
+/* The host collective between "record ev_ready" and "peers wait on it". */
+static w8a8_status ready_barrier(const char *fn, w8a8_comm *c, xport xp) {
+  if (xp == XP_IPC) return w8a8_tp_ipc_barrier(fn, c, true);
+  return w8a8_tp_group_barrier(fn, ((w8a8_tp_gpu *)c->gpu)->group);
+}
+
 /* S waits until every peer's previous call has ended (GROUP transport). Eager calls wait on the
  * peers' last eager call (ev_done: never recorded inside a capture, so an eager call made after a
  * captured one still waits for the eager call before it). Captured calls wait on the peers' last
  * call of the same capture (ev_done_cap); events recorded in another capture, or outside the
  * running one, cannot be waited on inside it: a captured call is ordered after earlier work
  * through the stream the graph is launched on (the caller's job, as for any graph). */
-static w8a8_status entry_waits(const char *fn, w8a8_comm *c, cudaStream_t S, unsigned long long capture) {
+static w8a8_status entry_waits(const char *fn, w8a8_comm *c, xport xp, cudaStream_t S, unsigned long long capture) {
+  if (xp == XP_IPC) { /* eager only: the peers' last eager IPC call */
+    for (int j = 0; j < c->size; j++)
+      if (j != c->rank)
+        CU(cudaStreamWaitEvent(S, ((w8a8_tp_gpu *)c->gpu)->peer_done[j], 0),
+           "cudaStreamWaitEvent (previous call of a peer, IPC)");
+    return W8A8_SUCCESS;
+  }
   for (int j = 0; j < c->size; j++) {
     if (j == c->rank) continue;
     w8a8_tp_gpu *pj = peer(c, j);
@@ -212,8 +262,12 @@ static w8a8_status entry_waits(const char *fn, w8a8_comm *c, cudaStream_t S, uns
   return W8A8_SUCCESS;
 }
 
-static w8a8_status finish(const char *fn, w8a8_comm *c, cudaStream_t S, unsigned long long capture) {
+static w8a8_status finish(const char *fn, w8a8_comm *c, xport xp, cudaStream_t S, unsigned long long capture) {
   w8a8_tp_gpu *gs = c->gpu;
+  if (xp == XP_IPC) {
+    CU(cudaEventRecord(gs->ipc_done, S), "cudaEventRecord (end of call, IPC)");
+    return W8A8_SUCCESS;
+  }
   CU(cudaEventRecord(capture ? gs->ev_done_cap : gs->ev_done, S), "cudaEventRecord (end of call)");
   if (capture) gs->done_capture = capture;
   return W8A8_SUCCESS;
@@ -228,6 +282,17 @@ static void fail_after_agreement(w8a8_comm *c) {
   if (gs->mode == TP_GPU_GROUP && gs->group) w8a8_tp_group_break(gs->group);
 }
 
+/* IPC: a rank that fails before its call's barrier still takes part in it, with "failed": its
+ * peers then fail with W8A8_ERROR_COMM instead of waiting in MPI for ever. Keeps the error. */
+static void ipc_release_peers(const char *fn, w8a8_comm *c, w8a8_status s) {
+  w8a8_tp_gpu *gs = c->gpu;
+  if (!gs->ipc_barrier_due) return;
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  w8a8_tp_ipc_barrier(fn, c, false);
+  w8a8_err(s, "%s", saved);
+}
+
 /* ---- all-gather + GEMM -------------------------------------------------------------------------- */
 
 static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture) {
@@ -237,10 +302,11 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const int64_t *cnt = c->m_count, *off = c->m_offset;
   cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side;
   const bool zp = p->zp_kind == 2;
-  ag_bufs g = ag_layout(gs->ws, M, K);
-  const bool group = gs->mode == TP_GPU_GROUP;
+  const xport xp = transport_of(gs, capture);
+  const bool direct = xp != XP_NCCL; /* peers' buffers addressed directly (GROUP, IPC) */
+  ag_bufs g = ag_layout(call_ws(gs, xp), M, K);
 
-  if (group) W8A8_CHECK(entry_waits(fn, c, S, capture));
+  if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   /* Own rows, one scale and zero point per row, into the gathered buffer. */
   if (cnt[r] > 0) {
     if (K > 0)
@@ -250,18 +316,19 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
                                      p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], S));
   }
-  CU(cudaEventRecord(gs->ev_ready, S), "cudaEventRecord (rows packed)");
-  if (group && W > 1) W8A8_CHECK(w8a8_tp_group_barrier(fn, gs->group));
+  CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
+  if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
 
   if (p->overlap && W > 1) W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
   for (int s = 1; s < W; s++) {
     const int j = (r - s + W) % W;
-    if (group) {
-      w8a8_tp_gpu *pj = peer(c, j);
-      ag_bufs pg = ag_layout(pj->ws, M, K);
-      CU(cudaStreamWaitEvent(C, pj->ev_ready, 0), "cudaStreamWaitEvent (peer rows packed)");
+    if (direct) {
+      void *pws = peer_ws(c, xp, j);
+      if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
+      ag_bufs pg = ag_layout(pws, M, K);
+      CU(cudaStreamWaitEvent(C, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
       if (cnt[j] > 0) {
         if (K > 0)
           CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
@@ -321,7 +388,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   if (p->g_azp && M > 0)
     CU(cudaMemcpyAsync(p->g_azp, g.azp, sizeof(int32_t) * (size_t)M, cudaMemcpyDeviceToDevice, S),
        "cudaMemcpyAsync (gathered->azp)");
-  return finish(fn, c, S, capture);
+  return finish(fn, c, xp, S, capture);
 }
 
 w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_matrix *a, const w8a8_matrix *b,
@@ -334,6 +401,7 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   W8A8_CHECK(front(fn, c, TP_OP_AG, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, &p, &capture));
   if (p.M_total == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
+  gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
@@ -341,7 +409,10 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
     leave(&g, gs->device);
   }
   /* A failure after the agreement leaves the peers' view of this rank unknown. */
-  if (s != W8A8_SUCCESS) fail_after_agreement(c);
+  if (s != W8A8_SUCCESS) {
+    ipc_release_peers(fn, c, s);
+    fail_after_agreement(c);
+  }
   return s;
 }
 
@@ -353,10 +424,12 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const int64_t N = p->N, M = p->M_total;
   const int64_t *cnt = c->m_count, *off = c->m_offset;
   cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side;
-  const bool group = gs->mode == TP_GPU_GROUP;
-  float *part = rs_part(gs->ws), *recv = rs_recv(gs->ws, M, N);
+  const xport xp = transport_of(gs, capture);
+  const bool direct = xp != XP_NCCL; /* peers' buffers addressed directly (GROUP, IPC) */
+  void *ws = call_ws(gs, xp);
+  float *part = rs_part(ws), *recv = rs_recv(ws, M, N);
 
-  if (group) W8A8_CHECK(entry_waits(fn, c, S, capture));
+  if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
   if (!p->overlap)
@@ -366,10 +439,11 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
     CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
     CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
-    if (group) {
+    if (direct) {
       if (cnt[j] > 0) {
-        w8a8_tp_gpu *pj = peer(c, j);
-        float *dst = rs_recv(pj->ws, M, N) + (size_t)rs_slot(r, j) * (size_t)(cnt[j] * N);
+        void *pws = peer_ws(c, xp, j);
+        if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
+        float *dst = rs_recv(pws, M, N) + (size_t)rs_slot(r, j) * (size_t)(cnt[j] * N);
         CU(cudaMemcpyAsync(dst, part + off[j] * N, sizeof(float) * (size_t)(cnt[j] * N), cudaMemcpyDefault, C),
            "cudaMemcpyAsync (partial to peer)");
       }
@@ -393,19 +467,19 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     }
   }
   if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r], cnt[r]));
-  CU(cudaEventRecord(gs->ev_ready, C), "cudaEventRecord (partials sent)");
-  if (group && W > 1) W8A8_CHECK(w8a8_tp_group_barrier(fn, gs->group));
+  CU(cudaEventRecord(own_ready(gs, xp), C), "cudaEventRecord (partials sent)");
+  if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   /* The peers' partials of this rank's rows have arrived; join C. */
-  if (group)
+  if (direct)
     for (int j = 0; j < W; j++)
-      if (j != r) CU(cudaStreamWaitEvent(S, peer(c, j)->ev_ready, 0), "cudaStreamWaitEvent (peer partials)");
-  CU(cudaStreamWaitEvent(S, gs->ev_ready, 0), "cudaStreamWaitEvent (join)");
+      if (j != r) CU(cudaStreamWaitEvent(S, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer partials)");
+  CU(cudaStreamWaitEvent(S, own_ready(gs, xp), 0), "cudaStreamWaitEvent (join)");
   w8a8_tp_reduce_srcs src;
   memset(&src, 0, sizeof src);
   for (int j = 0; j < W; j++)
     src.p[j] = j == r ? part + off[r] * N : recv + (size_t)rs_slot(j, r) * (size_t)(cnt[r] * N);
   W8A8_CHECK(w8a8_tp_launch_reduce(&src, W, cnt[r], N, p->out, p->ldo, p->out_dtype, p->bias, gs->num_sms, S));
-  return finish(fn, c, S, capture);
+  return finish(fn, c, xp, S, capture);
 }
 
 w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
@@ -418,13 +492,17 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   W8A8_CHECK(front(fn, c, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p, &capture));
   if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
+  gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
     s = rs_schedule(fn, c, &p, capture);
     leave(&g, gs->device);
   }
-  if (s != W8A8_SUCCESS) fail_after_agreement(c);
+  if (s != W8A8_SUCCESS) {
+    ipc_release_peers(fn, c, s);
+    fail_after_agreement(c);
+  }
   return s;
 }
 

@@ -11,6 +11,11 @@
  *   NCCL:  ranks in several processes: the same schedules with ncclSend/ncclRecv on the side
  *          stream (NCCL orders the ranks itself). Agreement over MPI when the communicator was
  *          bootstrapped through MPI, else an ncclAllGather read back with a stream sync.
+ *   IPC:   (opt-in, W8A8_TP_IPC=1 at w8a8_comm_create_world) ranks in several processes of one
+ *          host whose GPUs have peer access: the GROUP schedules with each peer's workspace
+ *          opened through cudaIpcOpenMemHandle and each peer's ev_ready / ev_done replaced by
+ *          interprocess events; MPI collectives stand where GROUP has its host barrier.
+ *          Captured calls run the NCCL schedule on a second workspace (ws_cap): see tp_gpu.c.
  * Only CUDA builds compile the code behind this header. */
 #ifndef W8A8_TP_GPU_H
 #define W8A8_TP_GPU_H
@@ -47,7 +52,7 @@ W8A8_HIDDEN w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, i
 
 #include "tp_internal.h"
 
-typedef enum { TP_GPU_GROUP = 1, TP_GPU_NCCL = 2 } tp_gpu_mode;
+typedef enum { TP_GPU_GROUP = 1, TP_GPU_NCCL = 2, TP_GPU_IPC = 3 } tp_gpu_mode;
 
 /* The ranks of one in-process group. Shared by its W communicators; freed with the last. */
 typedef struct tp_group {
@@ -90,7 +95,28 @@ typedef struct w8a8_tp_gpu {
   bool agree_mpi; /* agreement over c->mpi (bootstrapped by w8a8_comm_create_world) */
   int64_t *d_sig; /* device table for the NCCL agreement: [W + 1][TP_SIG_COUNT] */
   int64_t *h_sig; /* pinned host copy */
+  /* IPC transport (mode TP_GPU_IPC; all NULL / 0 otherwise). Eager calls use ws and the peers'
+   * workspaces opened here; captured calls run the NCCL schedule on ws_cap, which no peer maps,
+   * so a graph replay and an eager call never share a buffer a peer touches (tp_gpu.c). */
+  cudaEvent_t ipc_ready;  /* interprocess twin of ev_ready (eager IPC calls) */
+  cudaEvent_t ipc_done;   /* interprocess twin of ev_done (eager IPC calls) */
+  cudaEvent_t *peer_ready; /* [W]: peers' ipc_ready, opened with cudaIpcOpenEventHandle (own: NULL) */
+  cudaEvent_t *peer_done;  /* [W]: peers' ipc_done */
+  void **peer_ws;          /* [W]: peers' ws, opened with cudaIpcOpenMemHandle (own: NULL) */
+  uint64_t *peer_gen;      /* [W]: the ws_gen of peer_ws[j] as opened here */
+  uint64_t *xgen;          /* [W]: every rank's ws_gen at the last exchange (the same on every rank) */
+  int64_t *ipc_tab;        /* [W][TP_IPC_ROW]: the agreement table with the IPC fields */
+  void *ipc_mem;           /* [W] exchange records (comm_gpu.c) */
+  uint64_t ws_gen;         /* bumped whenever reserve replaces ws */
+  void *ws_cap;            /* the captured calls' workspace (ws_bytes) */
+  bool ipc_barrier_due;    /* an eager IPC call has not yet reached its in-call barrier */
+  char ipc_note[200];      /* why IPC was not chosen, when W8A8_TP_IPC=1 asked for it */
 } w8a8_tp_gpu;
+
+/* The IPC agreement row: the signature, then this rank's ws_gen and whether it is capturing. */
+#define TP_IPC_GEN TP_SIG_COUNT
+#define TP_IPC_CAPTURE (TP_SIG_COUNT + 1)
+#define TP_IPC_ROW (TP_SIG_COUNT + 2)
 
 /* comm_gpu.c */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n,
@@ -105,6 +131,10 @@ W8A8_HIDDEN w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g);
 /* Mark the group broken and wake every rank waiting in its barrier (a rank that failed after the
  * agreement will not reach the call's barrier: its peers fail now instead of after the timeout). */
 W8A8_HIDDEN void w8a8_tp_group_break(tp_group *g);
+/* IPC transport: the host collective that stands where GROUP has its barrier (an MPI_Allreduce of
+ * `ok` over c->mpi: a rank that failed after the agreement passes false and releases its peers,
+ * which then fail with W8A8_ERROR_COMM, instead of leaving them in an MPI_Barrier for ever). */
+W8A8_HIDDEN w8a8_status w8a8_tp_ipc_barrier(const char *fn, w8a8_comm *c, bool ok);
 /* Map an NCCL result to W8A8_ERROR_COMM. */
 W8A8_HIDDEN w8a8_status w8a8_tp_nccl_err(const char *fn, const char *what, int result);
 #endif /* !__CUDACC__ */

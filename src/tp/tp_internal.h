@@ -105,6 +105,11 @@ W8A8_HIDDEN w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, i
                                                  int64_t max_k);
 /* Frees everything but c->mpi (comm.c frees that, and finalises MPI where it initialised it). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c);
+/* The transport a communicator's fused calls use: "mpi" (CPU ranks), "copy_engine" (GPU ranks as
+ * threads of one process), "nccl", or "ipc" (processes of one host, CUDA IPC, W8A8_TP_IPC=1).
+ * *why (may be NULL) gets why IPC was not chosen when it was asked for, else "". For tools and
+ * tests (static link; not part of the public API). */
+W8A8_HIDDEN const char *w8a8_tp_transport(const w8a8_comm *c, const char **why);
 /* w8a8_comm_create_world with a CUDA handle: NCCL bootstrapped over *mpi_comm (an MPI_Comm *). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_handle *handle,
                                                  const void *mpi_comm);

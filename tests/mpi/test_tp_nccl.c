@@ -15,6 +15,16 @@
  * captured on each rank's stream and replayed on new inputs (the MPI-bootstrapped NCCL path
  * accepts captures: its agreement runs on the host).
  *
+ * IPC transport (tp_ipc_*): the same cases on communicators created with W8A8_TP_IPC=1 (CUDA IPC
+ * mappings of the peers' workspaces, copy engine, interprocess events; captured calls take the
+ * NCCL schedule on a second workspace). They run only when W8A8_TP_IPC=1 is in the environment
+ * (opt-in until a device run proves the transport) and SKIP without 2+ processes whose GPUs all
+ * have peer access to each other; where they do, a communicator that did not choose IPC FAILS
+ * (a fallback to NCCL must not pass as an IPC test). The tp_nccl_* tests force the NCCL
+ * transport (W8A8_TP_IPC=0 at creation) whatever the environment says. tp_ipc_graph_capture also
+ * queues eager calls, a replay and eager calls again without a host sync; tp_ipc_reserve_again
+ * grows the workspace between calls (the peers reopen the new handles at the next call).
+ *
  * Collective rule (tp_test.h): every rank takes every branch that leads to a collective call
  * (library call, tp_any_failed, all_ok) together; local problems are agreed first. */
 #include <math.h>
@@ -42,13 +52,28 @@ static bool all_ok(bool mine) {
 
 typedef struct genv {
   int dev, cc;
+  bool peers_ok; /* 2+ ranks, one host, every other rank's GPU visible here with peer access */
   w8a8_handle *h;
   cudaStream_t st;
   w8a8_comm *comm;
 } genv;
 
+/* Set W8A8_TP_IPC for the creation only (ipc: "1", else "0"); the caller's value comes back after. */
+static void ipc_env(int ipc, char *saved, size_t n, bool *had) {
+  const char *v = getenv("W8A8_TP_IPC");
+  *had = v != NULL;
+  snprintf(saved, n, "%s", v ? v : "");
+  setenv("W8A8_TP_IPC", ipc ? "1" : "0", 1);
+}
+static void ipc_env_restore(const char *saved, bool had) {
+  if (had)
+    setenv("W8A8_TP_IPC", saved, 1);
+  else
+    unsetenv("W8A8_TP_IPC");
+}
+
 /* 1: ready; 0: skip (why set, same decision on every rank); -1: failed (every rank). */
-static int genv_open(genv *e, const char **why) {
+static int genv_open_mode(genv *e, const char **why, int ipc) {
   memset(e, 0, sizeof *e);
   e->dev = -1;
   MPI_Comm node;
@@ -91,6 +116,17 @@ static int genv_open(genv *e, const char **why) {
     for (int i = 0; i < g_size; i++) printf(" %s", keys + (size_t)i * sizeof key);
     printf("\n");
   }
+  /* Could the IPC transport work here (the library's own test, made independently)? */
+  e->peers_ok = g_size > 1 && !shared;
+  for (int i = 0; i < g_size && e->peers_ok; i++) {
+    const char *ki = keys + (size_t)i * sizeof key, *bar = strchr(ki, '|');
+    int di = -1, can = 0;
+    if (i == g_rank) continue;
+    if (!bar || strncmp(ki, key, (size_t)(bar - ki) + 1) != 0 || cudaDeviceGetByPCIBusId(&di, bar + 1) != cudaSuccess ||
+        cudaDeviceCanAccessPeer(&can, e->dev, di) != cudaSuccess || !can)
+      e->peers_ok = false;
+    cudaGetLastError();
+  }
   free(keys);
   if (shared) {
     *why = "two ranks of a node would share a GPU (NCCL refuses it; run with at most one rank per GPU)";
@@ -118,7 +154,11 @@ static int genv_open(genv *e, const char **why) {
   int cc = info.cc_major * 10 + info.cc_minor;
   MPI_Allreduce(&cc, &e->cc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   /* Collective: fails on every rank together when any rank's arguments are bad. */
+  char env_saved[64];
+  bool env_had = false;
+  ipc_env(ipc, env_saved, sizeof env_saved, &env_had);
   s = w8a8_comm_create_world(&e->comm, e->h);
+  ipc_env_restore(env_saved, env_had);
   if (s != W8A8_SUCCESS) {
     w8a8_test_fail(__FILE__, __LINE__, "w8a8_comm_create_world (CUDA handle, device %d): %s: %s", e->dev,
                    w8a8_status_name(s), w8a8_last_error());
@@ -132,6 +172,20 @@ static int genv_open(genv *e, const char **why) {
   s = w8a8_comm_reserve(e->comm, 2 * 640, 400, 640);
   if (s != W8A8_SUCCESS) w8a8_test_fail(__FILE__, __LINE__, "w8a8_comm_reserve: %s", w8a8_last_error());
   if (!all_ok(s == W8A8_SUCCESS)) return -1; /* the caller closes */
+  const char *note = NULL, *tr = w8a8_tp_transport(e->comm, &note);
+  if (g_rank == 0) printf("    tp_nccl: transport %s%s%s\n", tr, note && note[0] ? ": " : "", note ? note : "");
+  if (ipc) {
+    if (!all_ok(e->peers_ok)) {
+      *why = "the IPC transport needs 2+ processes on one host whose GPUs all have peer access";
+      return 0; /* the caller closes */
+    }
+    if (!all_ok(strcmp(tr, "ipc") == 0)) {
+      w8a8_test_fail(__FILE__, __LINE__,
+                     "rank %d: W8A8_TP_IPC=1 and every GPU pair has peer access, but the transport is %s (%s)", g_rank,
+                     tr, note ? note : "");
+      return -1;
+    }
+  }
   return 1;
 }
 
@@ -143,15 +197,18 @@ static void genv_close(genv *e) {
   memset(e, 0, sizeof *e);
 }
 
-#define GENV_OPEN_OR_RETURN(e)      \
-  do {                              \
-    const char *why_ = NULL;        \
-    int o_ = genv_open(&(e), &why_); \
-    if (o_ == 0) SKIP(why_);        \
-    if (o_ < 0) {                   \
-      genv_close(&(e));             \
-      return;                       \
-    }                               \
+#define GENV_OPEN_OR_RETURN(e) GENV_OPEN_MODE_OR_RETURN(e, 0)
+/* ipc: the IPC tests run only where the caller asked for them (W8A8_TP_IPC=1). */
+#define GENV_OPEN_MODE_OR_RETURN(e, ipc)                                                     \
+  do {                                                                                       \
+    const char *why_ = NULL;                                                                 \
+    const char *env_ = getenv("W8A8_TP_IPC");                                                \
+    if ((ipc) && !all_ok(env_ && strcmp(env_, "1") == 0))                                    \
+      SKIP("the IPC transport is opt-in: set W8A8_TP_IPC=1 (mpirun -x W8A8_TP_IPC) to test it"); \
+    int o_ = genv_open_mode(&(e), &why_, (ipc));                                             \
+    if (o_ <= 0) genv_close(&(e));                                                           \
+    if (o_ == 0) SKIP(why_);                                                                 \
+    if (o_ < 0) return;                                                                      \
   } while (0)
 
 /* ---- one fused call's data: host inputs, expected output, device buffers --------------------- */
@@ -641,9 +698,9 @@ static int make_cases(ncase *cs, int max, int W) {
   return n;
 }
 
-static void sweep(int ag) {
+static void sweep(int ag, int ipc) {
   genv e;
-  GENV_OPEN_OR_RETURN(e);
+  GENV_OPEN_MODE_OR_RETURN(e, ipc);
   ncase cs[64];
   int n = make_cases(cs, 64, g_size);
   for (int i = 0; i < n; i++) {
@@ -654,15 +711,17 @@ static void sweep(int ag) {
   genv_close(&e);
 }
 
-TP_TEST(tp_nccl_ag) { sweep(1); }
-TP_TEST(tp_nccl_rs) { sweep(0); }
+TP_TEST(tp_nccl_ag) { sweep(1, 0); }
+TP_TEST(tp_nccl_rs) { sweep(0, 0); }
+TP_TEST(tp_ipc_ag) { sweep(1, 1); }
+TP_TEST(tp_ipc_rs) { sweep(0, 1); }
 
 /* Many calls queued on the stream without any host synchronization (AG and RS alternating,
  * int8 and fp8, unfused and fused): each call reuses the communicator's one workspace, so a
  * call that overwrote it while the previous one (this rank's or a peer's) still used it shows. */
-TP_TEST(tp_nccl_back_to_back) {
+static void back_to_back(int ipc) {
   genv e;
-  GENV_OPEN_OR_RETURN(e);
+  GENV_OPEN_MODE_OR_RETURN(e, ipc);
   enum { NJ = 8 };
   job J[NJ];
   memset(J, 0, sizeof J);
@@ -692,14 +751,16 @@ TP_TEST(tp_nccl_back_to_back) {
   for (int i = 0; i < NJ; i++) job_free_dev(&J[i]), job_free_host(&J[i]);
   genv_close(&e);
 }
+TP_TEST(tp_nccl_back_to_back) { back_to_back(0); }
+TP_TEST(tp_ipc_back_to_back) { back_to_back(1); }
 
 /* A fused AG and a fused RS captured into one CUDA graph on each rank's stream (thread-local
  * capture mode: an unsafe call by the library in this thread would invalidate it), replayed
  * three times on new inputs written into the same buffers. Eager calls first: they check the
  * buffers and let NCCL connect its peers outside the capture. */
-TP_TEST(tp_nccl_graph_capture) {
+static void graph_capture(int ipc) {
   genv e;
-  GENV_OPEN_OR_RETURN(e);
+  GENV_OPEN_MODE_OR_RETURN(e, ipc);
   job J[2];
   memset(J, 0, sizeof J);
   ncase t;
@@ -770,11 +831,58 @@ TP_TEST(tp_nccl_graph_capture) {
     for (int i = 0; ce == cudaSuccess && i < 2; i++) job_check(&J[i], rep == 0 ? "replay 0" : rep == 1 ? "replay 1" : "replay 2");
     if (tp_any_failed()) break;
   }
+  /* IPC: eager calls (IPC schedule, workspace ws), a replay (NCCL schedule, ws_cap) and eager
+   * calls again, queued without a host sync: the two workspaces must keep them apart. */
+  if (ipc && !tp_any_failed()) {
+    ok = true;
+    for (int i = 0; i < 2; i++) {
+      J[i].tc.seed += 1000;
+      ok = ok && job_make_host(&J[i]) && job_upload(&J[i]);
+    }
+    ok = ok && cudaDeviceSynchronize() == cudaSuccess;
+    if (all_ok(ok)) {
+      for (int i = 0; i < 2; i++) job_launch(&e, &J[i], true, true);
+      ce = cudaGraphLaunch(exec, e.st);
+      CHECK(ce == cudaSuccess, "rank %d: replay between eager calls: %s", g_rank, cudaGetErrorString(ce));
+      for (int i = 0; i < 2; i++) job_launch(&e, &J[i], true, true);
+      if (ce == cudaSuccess) ce = cudaStreamSynchronize(e.st);
+      CHECK(ce == cudaSuccess, "rank %d: eager, replay, eager: %s", g_rank, cudaGetErrorString(ce));
+      for (int i = 0; ce == cudaSuccess && i < 2; i++) job_check(&J[i], "eager, replay, eager");
+    } else {
+      CHECK(ok, "rank %d: new inputs for the mixed sequence", g_rank);
+      if (ok) CHECK(0, "another rank could not prepare the mixed sequence");
+    }
+  }
 done:
   if (exec) cudaGraphExecDestroy(exec);
   if (graph) cudaGraphDestroy(graph);
   cudaDeviceSynchronize();
   for (int i = 0; i < 2; i++) job_free_dev(&J[i]), job_free_host(&J[i]);
+  genv_close(&e);
+}
+TP_TEST(tp_nccl_graph_capture) { graph_capture(0); }
+TP_TEST(tp_ipc_graph_capture) { graph_capture(1); }
+
+/* IPC: the workspace replaced between calls (a larger reserve on every rank): the next eager
+ * call's agreement sees the new generation and every rank reopens its peers' handles. */
+TP_TEST(tp_ipc_reserve_again) {
+  genv e;
+  GENV_OPEN_MODE_OR_RETURN(e, 1);
+  ncase t;
+  memset(&t, 0, sizeof t);
+  t.in = W8A8_DTYPE_INT8, t.out = W8A8_DTYPE_BF16, t.sa_tok = 1, t.sb_chan = 1, t.bias = 1;
+  t.M = 96, t.N = 64, t.K = 96, t.gathered = 1, t.seed = 9100;
+  run_case(&e, &t, 1);
+  for (int round = 0; round < 2 && !tp_any_failed(); round++) {
+    cudaStreamSynchronize(e.st);
+    w8a8_status s = w8a8_comm_reserve(e.comm, (int64_t)(3 + round) * 640, 400, 640);
+    CHECK(s == W8A8_SUCCESS, "rank %d: w8a8_comm_reserve (round %d): %s", g_rank, round, w8a8_last_error());
+    if (!all_ok(s == W8A8_SUCCESS)) break;
+    t.seed += 10, t.zp = round ? 3 : 1, t.out = round ? W8A8_DTYPE_FP32 : W8A8_DTYPE_FP16;
+    run_case(&e, &t, round); /* round 0: RS first after the exchange; round 1: AG */
+    t.seed += 10;
+    run_case(&e, &t, !round);
+  }
   genv_close(&e);
 }
 
