@@ -406,6 +406,22 @@ W8A8_API w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle,
  * MPI_COMM_WORLD. With a CUDA handle (one GPU per rank; every rank must pass the same
  * kind of handle, else every rank fails): an NCCL communicator over MPI_COMM_WORLD (id
  * broadcast with MPI), owned by the w8a8_comm, whose fused calls agree over MPI on the host.
+ * IPC transport (opt-in while unproven: environment W8A8_TP_IPC=1 on every rank at creation):
+ * when the ranks are processes of one host and every rank's GPU has peer access to every
+ * other's, chunks move with cudaMemcpyAsync on the copy engine between CUDA IPC mappings of the
+ * peers' workspaces (no SMs taken from the GEMM), ordered by interprocess CUDA events and MPI
+ * collectives on the host; same copies, same arithmetic, same bits as the NCCL transport.
+ * Otherwise (or when any rank did not set it) NCCL, as without the variable. Costs of IPC:
+ *   - w8a8_comm_reserve allocates twice the workspace (a second block for captured calls), and
+ *     the first fused call after a reserve that replaced any rank's workspace exchanges the
+ *     workspaces' IPC handles (host work, MPI, once). That exchange cannot be captured; it is not
+ *     needed in a capture (below), so capturing right after a reserve is fine;
+ *   - each eager fused call makes one more host collective (an MPI_Allreduce of one int) in the
+ *     middle of the call, so a rank's host thread waits for its peers there;
+ *   - captured calls run the NCCL schedule on the second workspace (a replay cannot order an
+ *     interprocess event record in one process before the wait in another); every rank
+ *     captures its call, or none: otherwise W8A8_ERROR_UNSUPPORTED_DEVICE on every rank;
+ *   - w8a8_comm_destroy synchronizes the communicator's side stream and meets the peers twice.
  */
 W8A8_API w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle);
 /* ---- GPU communicators (issue 6) ------------------------------------------------------

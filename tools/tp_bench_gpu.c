@@ -59,6 +59,7 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 
 #define MAXW 8
 #define MAX_ITERS 1000
+const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (hidden; static link) */
 
 typedef cli_tp_shape shape;
 #define k_shapes cli_tp_shapes
@@ -533,7 +534,7 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
               "\"device\":\"%s\",\"date\":\"%s\"}\n",
               g->nccl ? "w8a8_gpu_tp_nccl" : "w8a8_gpu_tp_local",
               sh->ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", W,
-              gpus, gpus < W ? "true" : "false", g->nccl ? "nccl" : "copy_engine", (long long)M, (long long)d0->Nr,
+              gpus, gpus < W ? "true" : "false", w8a8_tp_transport(d0->comm, NULL), (long long)M, (long long)d0->Nr,
               (long long)d0->Kr, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
               algbw, busbw, wrong, g->failed, g->iters, devname, date);
   }
@@ -672,6 +673,8 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
            ar->iters, ar->warmup,
            g->nccl ? "ncclSend/ncclRecv of the same chunks" : "cudaMemcpyAsync of the same chunks (copy engine)");
     printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
+    const char *why = NULL, *tr = w8a8_tp_transport(g->r[lo_rank(g)].comm, &why);
+    printf("# library transport: %s%s%s\n", tr, why && why[0] ? " -- " : "", why ? why : "");
     printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
            "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
            "speedup", "#wrong");
