@@ -307,7 +307,8 @@ W8A8_TEST(cpu_gemm_fp8_shapes) { shapes(W8A8_DTYPE_FP8_E4M3); }
 
 /* The outer-product paths (AVX2: int8 M >= 49, fp8 M >= 32; VNNI: int8 M >= 16, K % 4 == 0):
  * row-panel tails, column-tile tails, k-pair/quad tails, slice boundaries (KC 512/1024),
- * two A blocks (M > 256), rows split across threads (N <= 48), strides, both thread counts. */
+ * two A blocks (M > 256), rows split across threads (N <= 48), strides, both thread counts,
+ * M = 255..257 with several items per thread. */
 static void outer_shapes(w8a8_dtype in) {
   rng_init();
   trio t;
@@ -317,7 +318,11 @@ static void outer_shapes(w8a8_dtype in) {
                               {65, 49, 1025},  {96, 20, 1023},   {100, 97, 2049},  {127, 5, 64},
                               {256, 53, 130},  {273, 50, 77},    {300, 13, 1100},  {m0 + 15, 96, 4},
                               /* int8 M 16..48 with K % 4 == 0: the VNNI path where there is one */
-                              {16, 50, 1028},  {17, 12, 4},      {33, 100, 2048}};
+                              {16, 50, 1028},  {17, 12, 4},      {33, 100, 2048},
+                              /* M = 255/256/257 around one A block, several column items (the B
+                               * prefetch of the next slice and of the next item, last item
+                               * included), N and K off every block size */
+                              {255, 101, 1100}, {256, 150, 1030}, {257, 99, 600}};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     for (int th = 1; th <= 2; th++) {
       mm_case c = {0};
