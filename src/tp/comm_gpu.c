@@ -236,6 +236,7 @@ static void gpu_comm_free(w8a8_comm *c) {
     if (gs->ipc_ready) cudaEventDestroy(gs->ipc_ready);
     if (gs->ipc_done) cudaEventDestroy(gs->ipc_done);
     if (gs->ws_cap) cudaFree(gs->ws_cap);
+    if (gs->ws_retired) cudaFree(gs->ws_retired);
 #ifdef W8A8_HAVE_NCCL
     if (gs->owns_nccl && gs->nccl) ncclCommDestroy((ncclComm_t)gs->nccl);
 #endif
@@ -703,6 +704,19 @@ w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_hand
   }
   w8a8_comm *const caller_comm = *comm;
   w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, W8A8_SUCCESS);
+  /* The IPC set-up below is collective over dup: a rank that failed alone at the end of
+   * nccl_comm_setup (its agreement tables or the registry) must not leave its peers waiting in
+   * it. Only when every rank asked for IPC: the default path makes no extra collective. */
+  if (all_ipc) {
+    int mine = s == W8A8_SUCCESS, every = 0;
+    if (MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, dup) != MPI_SUCCESS) every = 0;
+    if (s == W8A8_SUCCESS && !every) {
+      w8a8_tp_gpu_comm_destroy(*comm); /* not IPC yet: no collective inside; destroys nc */
+      *comm = caller_comm;
+      MPI_Comm_free(&dup);
+      return w8a8_err(W8A8_ERROR_COMM, "%s: another rank could not create its communicator (see its error)", fn);
+    }
+  }
   if (s != W8A8_SUCCESS) {
     ncclCommDestroy(nc);
     MPI_Comm_free(&dup);
@@ -786,8 +800,11 @@ w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m
     /* The old block may still be read by this rank's or a peer's queued work: the header asks
      * callers not to reserve while calls run, and cudaFree waits for the device anyway. IPC: the
      * peers still map the old block; the next eager call's agreement sees the new ws_gen and
-     * they reopen (w8a8_tp_gpu_agree). */
-    if (gs->ws) cudaFree(gs->ws);
+     * they reopen (w8a8_tp_gpu_agree), then this rank frees it (ipc_exchange). */
+    if (gs->mode == TP_GPU_IPC && gs->ws && gs->ws_gen == gs->xgen[c->rank] && !gs->ws_retired)
+      gs->ws_retired = gs->ws; /* exchanged: the peers map it until the next exchange */
+    else if (gs->ws)
+      cudaFree(gs->ws); /* never exchanged (or not IPC): nobody else maps it */
     if (gs->ws_cap) cudaFree(gs->ws_cap);
     dev_exit(prev, gs->device);
     gs->ws = ws;
@@ -881,6 +898,15 @@ static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
                     fn, note[0] ? note : "on another rank: see its error");
   }
   for (int j = 0; j < W; j++) gs->xgen[j] = (uint64_t)all[j].gen;
+  /* Every peer closed its mapping of this rank's replaced workspace before the MPI_Allreduce
+   * (its gen changed and this rank's record was ok): only now may it be freed. */
+  if (gs->ws_retired) {
+    prev = dev_enter(gs->device);
+    cudaFree(gs->ws_retired);
+    cudaGetLastError();
+    dev_exit(prev, gs->device);
+    gs->ws_retired = NULL;
+  }
   return W8A8_SUCCESS;
 }
 

@@ -109,6 +109,10 @@ typedef struct w8a8_tp_gpu {
   void *ipc_mem;           /* [W] exchange records (comm_gpu.c) */
   uint64_t ws_gen;         /* bumped whenever reserve replaces ws */
   void *ws_cap;            /* the captured calls' workspace (ws_bytes) */
+  void *ws_retired;        /* a ws replaced by reserve that peers still map: freed only after every
+                            * peer closed its mapping (the next exchange, or destroy). cudaFree of
+                            * an exported block before the importers' cudaIpcCloseMemHandle is
+                            * undefined behaviour (CUDA runtime API docs) */
   bool ipc_barrier_due;    /* an eager IPC call has not yet reached its in-call barrier */
   char ipc_note[200];      /* why IPC was not chosen, when W8A8_TP_IPC=1 asked for it */
 } w8a8_tp_gpu;
