@@ -41,6 +41,10 @@ SUITES = {
                      ("70b-down-tp4", 8192, 7168)],
 }
 MS = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+# Issue 4: "no cliffs between M buckets: time grows smoothly with M (check 16 vs 17, 64 vs 65, 128 vs
+# 129)". These M are measured too (--no-cliffs leaves them out) but kept out of the target summary, which
+# is defined on MS.
+CLIFF_MS = [17, 33, 65, 129]
 IMPLS = ["w8a8_cuda_fp8", "w8a8_cuda_int8", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensorwise", "torch_int_mm",
          "torch_mm_bf16"]
 HBM_BYTES_PER_S = 4.30e12
@@ -309,15 +313,17 @@ def markdown(rows, args, runner, stamp, elapsed):
         N, K = next(iter(d.values()))["N"], next(iter(d.values()))["K"]
         r_rw, r_tw, r_im = ratio(rw, of), ratio(tw, of), ratio(im, oi)
         r_bf8, r_bfi = ratio(bf, of), ratio(bf, oi)
+        in_set = M in MS  # the targets are defined on MS; the cliff M only feed the cliff table
         for k, v in (("rowwise", r_rw), ("tensorwise", r_tw), ("int_mm", r_im), ("bf16_fp8", r_bf8),
                      ("bf16_int8", r_bfi)):
-            if v:
+            if v and in_set:
                 sp[k].append((v, shape, M))
         hf = ""
         if M <= 64:
             frac = [N * K / (x * 1e-6) / HBM_BYTES_PER_S if x else None for x in (of, oi)]
             hf = "%s / %s" % (f(frac[0], "%.2f"), f(frac[1], "%.2f"))
-            hbm += [(x, shape, M, dt) for x, dt in zip(frac, ("fp8", "int8")) if x]
+            if in_set:
+                hbm += [(x, shape, M, dt) for x, dt in zip(frac, ("fp8", "int8")) if x]
         if M >= 4096:
             if of:
                 fp8_big.append(d[OF]["tflops"])
@@ -373,6 +379,29 @@ def markdown(rows, args, runner, stamp, elapsed):
         gm("bf16_fp8"), gm("bf16_int8")))
     L.append("| wrong elements in all timed outputs | %d | %s |" % (wrong_total, verdict(wrong_total == 0)))
     L.append("")
+    # Cliffs: our time at M + 1 over our time at M, per shape (> 1.15 is a cliff worth a look).
+    pairs = [(m - 1, m) for m in CLIFF_MS]
+    cl = []
+    for shape in dict.fromkeys(k[0] for k in by):
+        for a, b in pairs:
+            da, db = by.get((shape, a), {}), by.get((shape, b), {})
+            for impl, name in ((OF, "fp8"), (OI, "int8")):
+                ta, tb = us(da, impl), us(db, impl)
+                if ta and tb:
+                    cl.append((shape, name, a, b, ta, tb, tb / ta))
+    if cl:
+        L.append("## Cliffs between M buckets (ours: time at M+1 / time at M; > 1.15 flagged)")
+        L.append("")
+        L.append("| shape | dtype | M | M+1 | us at M | us at M+1 | ratio |")
+        L.append("|---|---|---|---|---|---|---|")
+        for shape, name, a, b, ta, tb, rr in cl:
+            L.append("| %s | %s | %d | %d | %.1f | %.1f | %.2f%s |" % (shape, name, a, b, ta, tb, rr,
+                                                                      " **cliff**" if rr > 1.15 else ""))
+        worst_cl = max(cl, key=lambda c: c[6])
+        L.append("")
+        L.append("Largest step: %s %s M=%d -> %d: %.2fx; cliffs (> 1.15): %d of %d pairs." % (
+            worst_cl[0], worst_cl[1], worst_cl[2], worst_cl[3], worst_cl[6], sum(c[6] > 1.15 for c in cl), len(cl)))
+        L.append("")
     misses = sorted(v for v in sp["rowwise"] if v[0] < 1.0)
     if misses:
         L.append("fp8 shapes slower than rowwise: " + ", ".join("%s M=%d (%.2fx)" % (s, m, v) for v, s, m in misses))
@@ -387,6 +416,8 @@ def main():
     ap.add_argument("--suites", default="llama8b,llama70b-tp4", help="comma list of %s" % ",".join(SUITES))
     ap.add_argument("--shapes", default="", help="comma list of shape names to keep (default all in the suites)")
     ap.add_argument("--m", default=",".join(map(str, MS)), help="comma list of M")
+    ap.add_argument("--no-cliffs", action="store_true", help="leave out M = %s (the bucket-edge checks)" %
+                    ",".join(map(str, CLIFF_MS)))
     ap.add_argument("--impls", default=",".join(IMPLS), help="comma list of %s" % ",".join(IMPLS))
     ap.add_argument("--budget-s", type=float, default=225.0, help="stop starting new shapes after this many "
                     "seconds (the table says what was left out); default 225")
@@ -399,6 +430,8 @@ def main():
         keep = set(args.shapes.split(","))
         shapes = [s for s in shapes if s[0] in keep]
     ms = [int(x) for x in args.m.split(",") if x]
+    if not args.no_cliffs and args.m == ",".join(map(str, MS)):
+        ms = sorted(set(ms) | set(CLIFF_MS))
     impls = [x for x in args.impls.split(",") if x]
     for x in impls:
         if x not in META:
