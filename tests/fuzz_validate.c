@@ -1,6 +1,6 @@
 /* fuzz_validate.c — libFuzzer target for the validation layer (and what runs behind it).
  *
- * Random bytes become a call of w8a8_scaled_mm, w8a8_quantize or w8a8_colsum on a CPU
+ * Random bytes become a call of w8a8_scaled_mm, w8a8_quantize, w8a8_silu_mul_quantize or w8a8_colsum on a CPU
  * handle: a consistent small problem is built first (so that many calls are valid and
  * really compute), then a few fields are corrupted (dtypes, layouts, sizes, strides,
  * lengths, NULLs, pointers anywhere in a small arena so that buffers overlap, garbage
@@ -132,6 +132,7 @@ static int ext_overlap(ext a, ext b) { return a.lo < a.hi && b.lo < b.hi && a.lo
 /* Mark the bytes of a row-major matrix's elements (not its padding) as writable. */
 static void allow_matrix(const w8a8_matrix *m) {
   size_t es = w8a8_dtype_size(m->dtype);
+  if (m->cols <= 0) return; /* no elements: the pointer may be anything (an empty matrix's is not read) */
   for (int64_t r = 0; r < m->rows; r++) {
     uint8_t *row = (uint8_t *)m->data + (size_t)(r * m->ld) * es;
     memset(allowed + (row - arena), 1, (size_t)m->cols * es);
@@ -278,11 +279,14 @@ static void fuzz_mm(reader *r) {
 }
 
 /* ---- quantize ------------------------------------------------------------- */
-static void fuzz_quant(reader *r) {
+/* silu = 1: w8a8_silu_mul_quantize, whose x has 2K columns (gate, up) for q's K; the same rules
+ * otherwise (src/core/act.c mirrors validate.c), with no separate validation entry point to compare. */
+static void fuzz_quant(reader *r, int silu) {
   int64_t M = rd8(r) % 13, K = rd8(r) % 40;
   uint8_t f = rd8(r);
   static const w8a8_dtype xds[3] = {W8A8_DTYPE_FP32, W8A8_DTYPE_BF16, W8A8_DTYPE_FP16};
-  w8a8_matrix x = w8a8_matrix_make(xds[f % 3], W8A8_ROW_MAJOR, M, K, K + (f >> 2 & 3), arena + 0 * REGION);
+  const int64_t XK = silu ? 2 * K : K;
+  w8a8_matrix x = w8a8_matrix_make(xds[f % 3], W8A8_ROW_MAJOR, M, XK, XK + (f >> 2 & 3), arena + 0 * REGION);
   w8a8_matrix q = w8a8_matrix_make((f & 16) ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, M, K,
                                    K + (f >> 5 & 3), arena + 1 * REGION);
   int mode = rd8(r) % 3;
@@ -340,13 +344,41 @@ static void fuzz_quant(reader *r) {
   if (ub && ((uintptr_t)ub & 3) == 0 && (const uint8_t *)ub + 4 <= arena + ARENA_BYTES) memcpy((void *)ub, &ubv, 4);
   memcpy(snap, arena, ARENA_BYTES);
 
-  static const char fn[] = "w8a8_quantize";
+  const char *fn = silu ? "w8a8_silu_mul_quantize" : "w8a8_quantize";
   w8a8_quant_problem p;
   /* scale->data is dereferenced by validation in static mode: only where it is in the arena */
   if (ps && scale.len >= 1 && scale.data && mode == W8A8_QUANT_STATIC_PER_TENSOR &&
       (uint8_t *)scale.data + 4 > arena + ARENA_BYTES)
     return;
   if (ub && (const uint8_t *)ub + 4 > arena + ARENA_BYTES) return;
+  if (silu) {
+    /* No validation oracle: call only when every descriptor as given lies in the arena (or is
+     * empty), so that a wrongly accepted call writes where check_writes / ASan see it. */
+    if ((px && !in_arena(mat_ext(px))) || (pq && !in_arena(mat_ext(pq))) ||
+        (ps && !in_arena(vec_ext(ps, W8A8_DTYPE_FP32))) || (pz && !in_arena(vec_ext(pz, W8A8_DTYPE_INT32))))
+      return;
+    w8a8_status s = w8a8_silu_mul_quantize(handle, px, pq, (w8a8_quant_mode)mode, ps, pz, ub);
+    if (s != W8A8_SUCCESS) {
+      check_failure(fn, s);
+      return;
+    }
+    if (!px || !pq || !ps) FAIL("accepted a NULL descriptor");
+    if (q.rows != x.rows || 2 * q.cols != x.cols || x.ld < x.cols || q.ld < q.cols) FAIL("silu shapes");
+    if (x.layout != W8A8_ROW_MAJOR || q.layout != W8A8_ROW_MAJOR) FAIL("layouts");
+    if (q.dtype != W8A8_DTYPE_INT8 && q.dtype != W8A8_DTYPE_FP8_E4M3) FAIL("q dtype");
+    if (mode < 0 || mode > 2) FAIL("mode %d", mode);
+    if (ext_overlap(mat_ext(&q), mat_ext(&x))) FAIL("accepted q overlapping x");
+    memset(allowed, 0, ARENA_BYTES);
+    if (x.rows > 0) {
+      allow_matrix(&q);
+      if (mode != W8A8_QUANT_STATIC_PER_TENSOR) {
+        allow_vector(&scale, 4);
+        if (pz) allow_vector(&azp, 4);
+      }
+    }
+    check_writes(fn);
+    return;
+  }
   w8a8_status vs = w8a8_validate_quantize(fn, handle, px, pq, (w8a8_quant_mode)mode, ps, pz, ub, &p);
   if (vs != W8A8_SUCCESS) {
     check_failure(fn, vs);
@@ -463,9 +495,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t op = rd8(&r);
   w8a8_set_kernel(handle, (w8a8_kernel)((op >> 2) % 3)); /* AUTO, REFERENCE, GENERIC */
   switch (op & 3) {
-    case 0:
-    case 3: fuzz_mm(&r); break;
-    case 1: fuzz_quant(&r); break;
+    case 0: fuzz_mm(&r); break;
+    case 3: if (op & 0x80) fuzz_quant(&r, 1); else fuzz_mm(&r); break;
+    case 1: fuzz_quant(&r, 0); break;
     default: fuzz_colsum(&r); break;
   }
   return 0;

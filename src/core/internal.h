@@ -199,7 +199,7 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_proble
 W8A8_HIDDEN w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cuda_colsum(w8a8_handle *h, const w8a8_colsum_problem *p);
 
-/* ---- fused SiLU-and-mul quantizer (src/core/act.c, src/cpu/act.c, src/cuda/act.cu) ---- */
+/* ---- fused SiLU-and-mul quantizer (src/core/act.c, src/cpu/act_cpu.c, src/cuda/act.cu) ---- */
 /* The problem is a w8a8_quant_problem over y [M, K]: x points at the gate columns and the up
  * columns start at column K of the same row. w8a8_act_expf and w8a8_silu_mul are the
  * reference's scalar formulas (w8a8.h), the ground truth of the CUDA kernel. */

@@ -1,4 +1,4 @@
-// act.cu — the fused SiLU-and-mul quantizer on the GPU, bit-identical to src/cpu/act.c.
+// act.cu — the fused SiLU-and-mul quantizer on the GPU, bit-identical to src/cpu/act_cpu.c.
 //
 // y = silu(gate) * up is never written to memory: each kernel reads gate and up once (bf16:
 // 4 bytes per y), computes y in fp32 and writes the 1-byte q.
@@ -24,9 +24,9 @@
 #define AQ_VEC 8     /* consecutive y per thread run */
 #define AQ_RUNS 4    /* runs per thread held in registers: rows up to 256 * 8 * 4 = 8192 in one pass */
 
-// ---- arithmetic: the same operations as src/cpu/act.c, each one IEEE operation -----------
+// ---- arithmetic: the same operations as src/cpu/act_cpu.c, each one IEEE operation -----------
 
-/* w8a8_act_expf (src/cpu/act.c): change both or neither. */
+/* w8a8_act_expf (src/cpu/act_cpu.c): change both or neither. */
 W8A8_DEV float act_expf(float x) {
   if (x != x) return x;
   double xd = (double)x;
@@ -59,7 +59,7 @@ W8A8_DEV float silu_mul(float g, float u) {
   const float e = act_expf(-g);
   const float s = __fdiv_rn(g, __fadd_rn(1.0f, e));
   const float y = __fmul_rn(s, u);
-  return y != y ? __uint_as_float(0x7fc00000u) : y; /* one canonical NaN (src/cpu/act.c) */
+  return y != y ? __uint_as_float(0x7fc00000u) : y; /* one canonical NaN (src/cpu/act_cpu.c) */
 }
 
 /* As quant.cu: the scale rules and the host's NaN results for y / s. */

@@ -1,4 +1,4 @@
-/* act.c — the fused SiLU-and-mul quantizer on the CPU: the scalar reference (the ground truth
+/* act_cpu.c — the fused SiLU-and-mul quantizer on the CPU: the scalar reference (the ground truth
  * the CUDA kernel is compared with, bit for bit), threaded over rows with OpenMP.
  *
  * y[m,k] = silu(x[m,k]) * x[m,K+k] in fp32, then exactly w8a8_ref_quantize's rules on y
