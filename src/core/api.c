@@ -224,3 +224,17 @@ w8a8_status w8a8_quantize(w8a8_handle *h, const w8a8_matrix *x, const w8a8_matri
   if (h->kind == W8A8_DEVICE_CUDA) return w8a8_cuda_quantize(h, &p);
   return w8a8_cpu_quantize(h, &p);
 }
+
+/* x [M, 2I] (gate, then up) -> q [M, I]: the checks of w8a8_quantize with that shape rule; the
+ * problem is over q (p.x is the gate; the up half starts at column p.K of the same row). */
+w8a8_status w8a8_silu_mul_quantize(w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q, w8a8_quant_mode mode,
+                                   const w8a8_vector *scale, const w8a8_vector *azp, const float *scale_ub) {
+  static const char fn[] = "w8a8_silu_mul_quantize";
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_check_handle(fn, h));
+  w8a8_quant_problem p;
+  W8A8_CHECK(w8a8_validate_silu_mul_quantize(fn, h, x, q, mode, scale, azp, scale_ub, &p));
+  if (p.M == 0) return W8A8_SUCCESS;
+  if (h->kind == W8A8_DEVICE_CUDA) return w8a8_cuda_silu_mul_quantize(h, &p);
+  return w8a8_cpu_silu_mul_quantize(h, &p);
+}

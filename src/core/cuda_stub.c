@@ -33,6 +33,11 @@ w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
   (void)p;
   return not_built("w8a8_quantize");
 }
+w8a8_status w8a8_cuda_silu_mul_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
+  (void)h;
+  (void)p;
+  return not_built("w8a8_silu_mul_quantize");
+}
 w8a8_status w8a8_cuda_colsum(w8a8_handle *h, const w8a8_colsum_problem *p) {
   (void)h;
   (void)p;

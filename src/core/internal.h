@@ -145,6 +145,13 @@ W8A8_HIDDEN w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle
                                                w8a8_quant_mode mode, const w8a8_vector *scale,
                                                const w8a8_vector *azp, const float *scale_ub,
                                                w8a8_quant_problem *p);
+/* w8a8_silu_mul_quantize: the same checks with x [M, 2K] (gate, then up) and q [M, K]; the problem is
+ * over q (p->x points at the gate; the up half starts at column p->K of the same row). */
+W8A8_HIDDEN w8a8_status w8a8_validate_silu_mul_quantize(const char *fn, const w8a8_handle *h,
+                                                        const w8a8_matrix *x, const w8a8_matrix *q,
+                                                        w8a8_quant_mode mode, const w8a8_vector *scale,
+                                                        const w8a8_vector *azp, const float *scale_ub,
+                                                        w8a8_quant_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h,
                                              const w8a8_matrix *b, const w8a8_vector *azp_adj,
                                              w8a8_colsum_problem *p);
@@ -199,7 +206,7 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_proble
 W8A8_HIDDEN w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cuda_colsum(w8a8_handle *h, const w8a8_colsum_problem *p);
 
-/* ---- fused SiLU-and-mul quantizer (src/core/act.c, src/cpu/act_cpu.c, src/cuda/act.cu) ---- */
+/* ---- fused SiLU-and-mul quantizer (src/core/api.c + validate.c, src/cpu/act_cpu.c, src/cuda/act.cu) ---- */
 /* The problem is a w8a8_quant_problem over y [M, K]: x points at the gate columns and the up
  * columns start at column K of the same row. w8a8_act_expf and w8a8_silu_mul are the
  * reference's scalar formulas (w8a8.h), the ground truth of the CUDA kernel. */

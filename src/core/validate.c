@@ -290,9 +290,11 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
 
 static bool is_static_scale_ok(float s) { return isfinite(s) && s > 0.0f; }
 
-w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
-                                   const w8a8_matrix *q, w8a8_quant_mode mode, const w8a8_vector *scale,
-                                   const w8a8_vector *azp, const float *scale_ub, w8a8_quant_problem *p) {
+/* The quantizers' checks. x_per_q = 1: w8a8_quantize (x and q are [M,K]); 2: w8a8_silu_mul_quantize
+ * (x is [M,2K]: gate, then up; q is [M,K]). The problem is over q's [M,K] either way. */
+static w8a8_status validate_quant(const char *fn, const w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q,
+                                  int x_per_q, w8a8_quant_mode mode, const w8a8_vector *scale,
+                                  const w8a8_vector *azp, const float *scale_ub, w8a8_quant_problem *p) {
   if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
   W8A8_CHECK(check_matrix(fn, h, "x", x));
   W8A8_CHECK(check_matrix(fn, h, "q", q));
@@ -303,15 +305,25 @@ w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w
   if (x->layout != W8A8_ROW_MAJOR || q->layout != W8A8_ROW_MAJOR)
     return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: %s must be row-major [M,K]", fn,
                     x->layout != W8A8_ROW_MAJOR ? "x" : "q");
-  if (q->rows != x->rows || q->cols != x->cols)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; expected the shape of x, %lld x %lld", fn,
-                    LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols));
+  if (x_per_q == 2 && x->cols % 2)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
+                    "%s: x is %lld x %lld; x->cols must be even (gate = the first half of the columns, up = the "
+                    "second half)",
+                    fn, LL(x->rows), LL(x->cols));
+  if (q->rows != x->rows || q->cols * x_per_q != x->cols) {
+    if (x_per_q == 1)
+      return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; expected the shape of x, %lld x %lld", fn,
+                      LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols));
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; x is %lld x %lld, so q must be %lld x %lld", fn,
+                    LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols), LL(x->rows), LL(x->cols / 2));
+  }
   if (mode != W8A8_QUANT_STATIC_PER_TENSOR && mode != W8A8_QUANT_DYNAMIC_PER_TENSOR &&
       mode != W8A8_QUANT_DYNAMIC_PER_TOKEN)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: mode is %d; expected a w8a8_quant_mode (0, 1 or 2)", fn, (int)mode);
-  int64_t M = x->rows, K = x->cols;
-  if (M > INT32_MAX || K > INT32_MAX)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: x is %lld x %lld; each size must be < 2^31", fn, LL(M), LL(K));
+  int64_t M = x->rows, K = q->cols;
+  if (M > INT32_MAX || x->cols > INT32_MAX)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: x is %lld x %lld; each size must be < 2^31", fn, LL(M),
+                    LL(x->cols));
 
   W8A8_CHECK(check_vector(fn, h, "scale", scale, W8A8_DTYPE_FP32, W8A8_ERROR_INVALID_SCALE));
   int64_t want = mode == W8A8_QUANT_DYNAMIC_PER_TOKEN ? M : 1;
@@ -388,6 +400,18 @@ w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w
   p->azp = azp ? (int32_t *)azp->data : NULL;
   p->scale_ub = scale_ub;
   return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_validate_quantize(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
+                                   const w8a8_matrix *q, w8a8_quant_mode mode, const w8a8_vector *scale,
+                                   const w8a8_vector *azp, const float *scale_ub, w8a8_quant_problem *p) {
+  return validate_quant(fn, h, x, q, 1, mode, scale, azp, scale_ub, p);
+}
+
+w8a8_status w8a8_validate_silu_mul_quantize(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
+                                            const w8a8_matrix *q, w8a8_quant_mode mode, const w8a8_vector *scale,
+                                            const w8a8_vector *azp, const float *scale_ub, w8a8_quant_problem *p) {
+  return validate_quant(fn, h, x, q, 2, mode, scale, azp, scale_ub, p);
 }
 
 w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h, const w8a8_matrix *b,
