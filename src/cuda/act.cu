@@ -62,24 +62,6 @@ W8A8_DEV float silu_mul(float g, float u) {
   return y != y ? __uint_as_float(0x7fc00000u) : y; /* one canonical NaN (src/cpu/act_cpu.c) */
 }
 
-/* As quant.cu: the scale rules and the host's NaN results for y / s. */
-W8A8_DEV float act_scale_from(float r, float qmax) {
-  const float s = __fdiv_rn(r, qmax);
-  const float min_scale = __fdiv_rn(1.0f, __fmul_rn(qmax, 512.0f));
-  return s > min_scale ? s : min_scale;
-}
-W8A8_DEV float act_div_like_host(float x, float s) {
-  float y = __fdiv_rn(x, s);
-  if (y != y) y = x != x ? __uint_as_float(__float_as_uint(x) | 0x00400000u)
-                  : s != s ? __uint_as_float(__float_as_uint(s) | 0x00400000u)
-                           : __uint_as_float(0xffc00000u);
-  return y;
-}
-W8A8_DEV uint8_t act_q8(bool fp8, float y, float s, int32_t azp) {
-  const float t = act_div_like_host(y, s);
-  return fp8 ? w8a8d_f32_to_fp8(t) : (uint8_t)w8a8d_f32_to_int8_rne(t, azp);
-}
-
 // ---- loads: one run of AQ_VEC y values starting at column k0 of row m ---------------------
 
 template <int IN_DT>
@@ -126,33 +108,12 @@ W8A8_DEV void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, cons
   if (VEC) {
     uint32_t w[2] = {0, 0};
 #pragma unroll
-    for (int j = 0; j < AQ_VEC; j++) w[j / 4] |= (uint32_t)act_q8(fp8, y[j], s, azp) << (8 * (j % 4));
+    for (int j = 0; j < AQ_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, y[j], s, azp) << (8 * (j % 4));
     *(uint2 *)q = make_uint2(w[0], w[1]);
   } else {
 #pragma unroll
     for (int j = 0; j < AQ_VEC; j++)
-      if (k0 + j < p.K) q[j] = act_q8(fp8, y[j], s, azp);
-  }
-}
-
-/* Block-wide max of a and min of b (b only when two), the result in every thread. */
-W8A8_DEV void act_block_reduce(float &a, float &b, bool two) {
-  __shared__ float sa[AQ_BLOCK / 32], sb[AQ_BLOCK / 32];
-  for (int o = 16; o > 0; o >>= 1) {
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-    if (two) b = fminf(b, __shfl_xor_sync(0xffffffffu, b, o));
-  }
-  const int w = threadIdx.x >> 5;
-  if ((threadIdx.x & 31) == 0) {
-    sa[w] = a;
-    sb[w] = b;
-  }
-  __syncthreads();
-  a = sa[0];
-  b = sb[0];
-  for (int i = 1; i < AQ_BLOCK / 32; i++) {
-    a = fmaxf(a, sa[i]);
-    if (two) b = fminf(b, sb[i]);
+      if (k0 + j < p.K) q[j] = w8a8d_quant8(fp8, y[j], s, azp);
   }
 }
 
@@ -199,20 +160,10 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_token(w8a8_quant_problem p) 
           }
         }
     }
-    act_block_reduce(hi, lo, asym);
+    w8a8d_block_reduce_max_min<AQ_BLOCK>(hi, lo, asym);
     float s;
-    int32_t azp = 0;
-    if (asym) { /* w8a8_asym_params (numeric.c) */
-      if (p.K == 0) lo = hi = 0.0f;
-      const float min_scale = __fdiv_rn(1.0f, __fmul_rn(127.0f, 512.0f));
-      s = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
-      if (!(s > min_scale)) s = min_scale;
-      azp = __float2int_rn(__fsub_rn(-128.0f, __fdiv_rn(lo, s)));
-    } else {
-      float amax = hi;
-      if (p.scale_ub) amax = fminf(amax, *p.scale_ub);
-      s = act_scale_from(amax, qmax);
-    }
+    int32_t azp;
+    w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
 #pragma unroll
     for (int r = 0; r < AQ_RUNS; r++) {
       const int64_t k0 = k_first + r * step;
@@ -243,7 +194,7 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_amax(w8a8_quant_problem p) {
       for (int j = 0; j < AQ_VEC; j++)
         if (k0 + j < p.K) a = fmaxf(a, fabsf(y[j]));
     }
-  act_block_reduce(a, unused, false);
+  w8a8d_block_reduce_max_min<AQ_BLOCK>(a, unused, false);
   /* a >= 0 and never NaN: its bits order like the values */
   if (threadIdx.x == 0 && a > 0.0f) atomicMax((int *)p.scale, __float_as_int(a));
 }
@@ -252,7 +203,7 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_amax(w8a8_quant_problem p) {
 template <int IN_DT, bool VEC>
 __global__ void __launch_bounds__(AQ_BLOCK) act_per_tensor(w8a8_quant_problem p, bool dynamic) {
   float s = p.scale[0];
-  if (dynamic) s = act_scale_from(s, p.out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
+  if (dynamic) s = w8a8d_scale_from(s, p.out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
   const int32_t azp = p.azp ? p.azp[0] : 0;
   const int64_t step = (int64_t)gridDim.x * AQ_BLOCK * AQ_VEC;
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
@@ -263,7 +214,7 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_tensor(w8a8_quant_problem p,
     }
 }
 
-__global__ void act_finalize(float *scale, float qmax) { scale[0] = act_scale_from(scale[0], qmax); }
+__global__ void act_finalize(float *scale, float qmax) { scale[0] = w8a8d_scale_from(scale[0], qmax); }
 
 // ---- launchers -----------------------------------------------------------------------------
 

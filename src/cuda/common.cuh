@@ -110,4 +110,81 @@ W8A8_DEV void w8a8d_store_float(int dt, void *base, int64_t i, float r) {
     ((float *)base)[i] = r;
 }
 
+
+// ---- the quantizers' shared rules (quant.cu, act.cu): bit-identical to the host reference ----
+
+/* max(r / qmax, MIN_SCALE), MIN_SCALE = 1 / (qmax * 512); NaN maps to MIN_SCALE (reference.c). */
+W8A8_DEV float w8a8d_scale_from(float r, float qmax) {
+  float s = __fdiv_rn(r, qmax);
+  float min_scale = __fdiv_rn(1.0f, __fmul_rn(qmax, 512.0f));
+  return s > min_scale ? s : min_scale;
+}
+
+/* x / s as IEEE division (never x * (1/s)), with the host's NaN results: the GPU's division
+ * returns one canonical NaN, while the reference runs on an x86 host, whose divss returns the first
+ * NaN operand (quieted) or, for an invalid operation such as inf/inf or 0/0, the "indefinite" NaN
+ * 0xffc00000, which is negative. Only the sign survives into fp8 (0x7f vs 0xff) and int8 maps NaN
+ * to 0, but the tests compare bits, and a row holding an inf with a dynamic scale hits inf/inf. */
+W8A8_DEV float w8a8d_div_like_host(float x, float s) {
+  float y = __fdiv_rn(x, s);
+  if (y != y) y = x != x ? __uint_as_float(__float_as_uint(x) | 0x00400000u)
+                  : s != s ? __uint_as_float(__float_as_uint(s) | 0x00400000u)
+                           : __uint_as_float(0xffc00000u);
+  return y;
+}
+
+/* One quantized byte: fp8 e4m3 bits, or int8 (as uint8) with zero point azp. */
+W8A8_DEV uint8_t w8a8d_quant8(bool fp8, float x, float s, int32_t azp) {
+  float y = w8a8d_div_like_host(x, s);
+  return fp8 ? w8a8d_f32_to_fp8(y) : (uint8_t)w8a8d_f32_to_int8_rne(y, azp);
+}
+
+/* A row's scale (and zero point) from its reduced hi (max |x|, or max x when asym) and lo (min x):
+ * w8a8_dynamic_scale / w8a8_asym_params (numeric.c). */
+W8A8_DEV void w8a8d_row_scale(bool asym, float hi, float lo, int64_t K, float qmax, const float *scale_ub,
+                              float *s_out, int32_t *azp_out) {
+  float s;
+  int32_t azp = 0;
+  if (asym) {
+    if (K == 0) lo = hi = 0.0f;
+    const float min_scale = __fdiv_rn(1.0f, __fmul_rn(127.0f, 512.0f));
+    s = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
+    if (!(s > min_scale)) s = min_scale;
+    azp = __float2int_rn(__fsub_rn(-128.0f, __fdiv_rn(lo, s)));
+  } else {
+    float amax = hi;
+    if (scale_ub) amax = fminf(amax, *scale_ub);
+    s = w8a8d_scale_from(amax, qmax);
+  }
+  *s_out = s;
+  *azp_out = azp;
+}
+
+/* Block-wide max of a and min of b (b only when two), the result in every thread; BLOCK = blockDim.x,
+ * a multiple of 32. The final loop stays rolled: unrolled, or with a runtime count, ptxas spilled
+ * in one of the two per-token kernels (their row values stay in registers across this call). The
+ * shared memory is reused by the next call: the caller synchronizes the block between calls. */
+template <int BLOCK>
+W8A8_DEV void w8a8d_block_reduce_max_min(float &a, float &b, bool two) {
+  static_assert(BLOCK % 32 == 0 && BLOCK <= 1024, "block size");
+  __shared__ float sa[BLOCK / 32], sb[BLOCK / 32];
+  for (int o = 16; o > 0; o >>= 1) {
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+    if (two) b = fminf(b, __shfl_xor_sync(0xffffffffu, b, o));
+  }
+  int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  if (l == 0) {
+    sa[w] = a;
+    sb[w] = b;
+  }
+  __syncthreads();
+  a = sa[0];
+  b = sb[0];
+#pragma unroll 1
+  for (int i = 1; i < BLOCK / 32; i++) {
+    a = fmaxf(a, sa[i]);
+    if (two) b = fminf(b, sb[i]);
+  }
+}
+
 #endif

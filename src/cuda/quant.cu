@@ -22,55 +22,6 @@
 #define QT_BLOCK 512 /* threads per row in the per-token kernel */
 #define QT_REGS 16   /* row elements held in registers per thread: rows up to 8192 in one pass */
 
-/* max(r / qmax, MIN_SCALE), MIN_SCALE = 1 / (qmax * 512); NaN maps to MIN_SCALE (reference.c). */
-W8A8_DEV float scale_from(float r, float qmax) {
-  float s = __fdiv_rn(r, qmax);
-  float min_scale = __fdiv_rn(1.0f, __fmul_rn(qmax, 512.0f));
-  return s > min_scale ? s : min_scale;
-}
-
-/* x / s as IEEE division (never x * (1/s)), with the host's NaN results: the GPU's division
- * returns one canonical NaN, while the reference runs on an x86 host, whose divss returns the first
- * NaN operand (quieted) or, for an invalid operation such as inf/inf or 0/0, the "indefinite" NaN
- * 0xffc00000, which is negative. Only the sign survives into fp8 (0x7f vs 0xff) and int8 maps NaN
- * to 0, but the tests compare bits, and a row holding an inf with a dynamic scale hits inf/inf. */
-W8A8_DEV float div_like_host(float x, float s) {
-  float y = __fdiv_rn(x, s);
-  if (y != y) y = x != x ? __uint_as_float(__float_as_uint(x) | 0x00400000u)
-                  : s != s ? __uint_as_float(__float_as_uint(s) | 0x00400000u)
-                           : __uint_as_float(0xffc00000u);
-  return y;
-}
-
-W8A8_DEV void store_q(bool fp8, void *q, int64_t i, float x, float s, int32_t azp) {
-  float y = div_like_host(x, s);
-  if (fp8)
-    ((uint8_t *)q)[i] = w8a8d_f32_to_fp8(y);
-  else
-    ((int8_t *)q)[i] = w8a8d_f32_to_int8_rne(y, azp);
-}
-
-/* Block-wide reduction of (a, b) with op max for a and min for b (b unused when !two). */
-W8A8_DEV void block_reduce_max_min(float &a, float &b, bool two) {
-  __shared__ float sa[32], sb[32];
-  for (int o = 16; o > 0; o >>= 1) {
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-    if (two) b = fminf(b, __shfl_xor_sync(0xffffffffu, b, o));
-  }
-  int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
-  if (l == 0) {
-    sa[w] = a;
-    sb[w] = b;
-  }
-  __syncthreads();
-  a = sa[0];
-  b = sb[0];
-  for (int i = 1; i < nw; i++) {
-    a = fmaxf(a, sa[i]);
-    if (two) b = fminf(b, sb[i]);
-  }
-}
-
 template <int IN_DT>
 __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p) {
   const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
@@ -104,28 +55,18 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
         hi = fmaxf(hi, fabsf(x));
       }
     }
-    block_reduce_max_min(hi, lo, asym);
+    w8a8d_block_reduce_max_min<QT_BLOCK>(hi, lo, asym);
     float s;
-    int32_t azp = 0;
-    if (asym) {
-      if (p.K == 0) lo = hi = 0.0f;
-      float min_scale = __fdiv_rn(1.0f, __fmul_rn(127.0f, 512.0f));
-      s = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
-      if (!(s > min_scale)) s = min_scale;
-      azp = __float2int_rn(__fsub_rn(-128.0f, __fdiv_rn(lo, s)));
-    } else {
-      float amax = hi;
-      if (p.scale_ub) amax = fminf(amax, *p.scale_ub);
-      s = scale_from(amax, qmax);
-    }
+    int32_t azp;
+    w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
     const int64_t qoff = m * p.ldq;
 #pragma unroll
     for (int i = 0; i < QT_REGS; i++) {
       int64_t k = (int64_t)i * QT_BLOCK + threadIdx.x;
-      if (k < p.K) store_q(fp8, p.q, qoff + k, v[i], s, azp);
+      if (k < p.K) ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, v[i], s, azp);
     }
     for (int64_t k = (int64_t)QT_REGS * QT_BLOCK + threadIdx.x; k < p.K; k += QT_BLOCK)
-      store_q(fp8, p.q, qoff + k, w8a8d_load_float(IN_DT, xrow, xoff + k), s, azp);
+      ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xrow, xoff + k), s, azp);
     if (threadIdx.x == 0) {
       p.scale[m] = s;
       if (asym) p.azp[m] = azp;
@@ -140,7 +81,7 @@ __global__ void __launch_bounds__(256) amax_per_tensor(w8a8_quant_problem p) {
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < p.K; k += (int64_t)gridDim.x * blockDim.x)
       a = fmaxf(a, fabsf(w8a8d_load_float(IN_DT, p.x, m * p.ldx + k)));
-  block_reduce_max_min(a, unused, false);
+  w8a8d_block_reduce_max_min<256>(a, unused, false);
   /* a >= 0 and never NaN (fmaxf drops NaN): its bits order like the values. */
   if (threadIdx.x == 0 && a > 0.0f) atomicMax((int *)p.scale, __float_as_int(a));
 }
@@ -150,18 +91,19 @@ template <int IN_DT>
 __global__ void __launch_bounds__(256) quant_per_tensor(w8a8_quant_problem p, bool dynamic) {
   const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
   float s = p.scale[0];
-  if (dynamic) s = scale_from(s, fp8 ? 448.0f : 127.0f);
+  if (dynamic) s = w8a8d_scale_from(s, fp8 ? 448.0f : 127.0f);
   const int32_t azp = p.azp ? p.azp[0] : 0;
   const unsigned K = (unsigned)p.K; /* < 2^31 (validated), so k + kstep never wraps */
   const unsigned k0 = blockIdx.x * blockDim.x + threadIdx.x, kstep = gridDim.x * blockDim.x;
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y) {
     const char *xr = (const char *)p.x + m * p.ldx * (IN_DT == W8A8_DTYPE_FP32 ? 4 : 2);
     char *qr = (char *)p.q + m * p.ldq;
-    for (unsigned k = k0; k < K; k += kstep) store_q(fp8, qr, k, w8a8d_load_float(IN_DT, xr, k), s, azp);
+    for (unsigned k = k0; k < K; k += kstep)
+      ((uint8_t *)qr)[k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xr, k), s, azp);
   }
 }
 
-__global__ void finalize_scale(float *scale, float qmax) { scale[0] = scale_from(scale[0], qmax); }
+__global__ void finalize_scale(float *scale, float qmax) { scale[0] = w8a8d_scale_from(scale[0], qmax); }
 
 __global__ void __launch_bounds__(256) colsum_kernel(w8a8_colsum_problem p) {
   int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
