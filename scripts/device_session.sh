@@ -92,7 +92,7 @@ run_tests() { # name timeout args...
 }
 has sm90 && run_tests sm90-suite 120 sm90_ tune_
 has gpu && run_tests gpu-suite 240 cuda_ sm90_ tune_ graph_
-has tpgpu && run_tests tpgpu 200 tp_gpu
+has tpgpu && run_tests tpgpu 300 tp_gpu
 
 if has tpmpi; then
   if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8_tp_tests" ] && ok_budget tpmpi; then

@@ -29,6 +29,7 @@ W8A8_TEST(tp_gpu_not_built) { SKIP("built without CUDA"); }
 #include <cuda_runtime.h>
 
 #include "core/internal.h"
+#include "tp/tp_gpu.h"
 
 #define POISON 0xA5
 #define MAXW 4
@@ -216,6 +217,7 @@ typedef struct tcase {
   int64_t M, N, K;
   int skew, pad, gathered;
   uint64_t seed;
+  int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
 } tcase;
 
 static const char *cname(const tcase *t, char *buf, size_t n) {
@@ -428,6 +430,9 @@ static int run_ag(env *e, const tcase *tc) {
     for (int j = 0; j < W; j++) {
       CHECK(U[j].st == W8A8_SUCCESS && F[j].st == W8A8_SUCCESS, "W=%d rank %d: unfused %s, fused %s: %s %s", W, j,
             w8a8_status_name(U[j].st), w8a8_status_name(F[j].st), U[j].msg, F[j].msg);
+      if (tc->want_one)
+        CHECK(w8a8_tp_gpu_last_ag_one_gemm(e->comm[j]) == 1, "W=%d rank %d: the fused all-gather ran per chunk, "
+              "not as one GEMM with ready flags", W, j);
     }
   }
   for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {
@@ -728,6 +733,40 @@ W8A8_TEST(tp_gpu_back_to_back) {
   }
   env_close(&e);
 }
+
+/* All-gather + ONE GEMM launch whose tiles wait on per-chunk ready flags (sm_90a): aligned shapes
+ * that the Hopper kernel takes, uneven shards, every dtype kind; the schedule is checked to be
+ * the one-launch one, and the result against the reference (int8 exact) and the unfused call
+ * (bitwise: the same single GEMM on the gathered rows). Large enough that chunks arrive while
+ * tiles already run (M = 2000 x K = 1024 per call). */
+static void one_gemm_cases(int W) {
+  GPU_OR_SKIP();
+  if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
+  REQUIRE(ref(), "no reference handle");
+  env e;
+  REQUIRE(env_open(&e, W, 2100, 520, 2100), "could not create %d ranks: %s", W, w8a8_last_error());
+  static const struct { w8a8_dtype in, out; int zp, sa_tok, sb_chan, bias, skew; int64_t M, N, K; } cs[] = {
+      {W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 0, 1, 1, 1, 1, 2000, 512, 1024},
+      {W8A8_DTYPE_INT8, W8A8_DTYPE_FP16, 3, 1, 0, 0, 0, 700, 256, 256},
+      {W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 0, 1, 1, 0, 1, 1500, 384, 1024},
+      {W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_FP32, 0, 0, 1, 1, 0, 40, 512, 512}, /* small M: swap-AB tiles */
+      {W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 2, 0, 1, 1, 1, 9, 256, 2048},      /* split-K clusters */
+  };
+  for (int i = 0; i < (int)(sizeof cs / sizeof cs[0]) && !w8a8_test_failed(); i++) {
+    tcase t;
+    memset(&t, 0, sizeof t);
+    t.in = cs[i].in, t.out = cs[i].out, t.zp = cs[i].zp, t.sa_tok = cs[i].sa_tok, t.sb_chan = cs[i].sb_chan;
+    t.bias = cs[i].bias, t.skew = cs[i].skew, t.M = cs[i].M, t.N = cs[i].N, t.K = cs[i].K;
+    t.gathered = i & 1;
+    t.seed = 9000u + 100u * (uint64_t)W + (uint64_t)i;
+    t.want_one = W > 1;
+    run_ag(&e, &t);
+  }
+  env_close(&e);
+}
+W8A8_TEST(tp_gpu_ag_one_gemm_w2) { one_gemm_cases(2); }
+W8A8_TEST(tp_gpu_ag_one_gemm_w3) { one_gemm_cases(3); }
+W8A8_TEST(tp_gpu_ag_one_gemm_w4) { one_gemm_cases(4); }
 
 /* ---- CUDA graph: every rank's fused calls captured into ONE graph, replayed on new inputs ---- */
 

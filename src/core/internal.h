@@ -91,6 +91,17 @@ typedef enum w8a8_azp_mode {
   W8A8_AZP_PER_TOKEN = 3  /* acc - azp[m]*azp_adj[n] */
 } w8a8_azp_mode;
 
+/* All-gather + GEMM in one launch (src/tp/tp_gpu.c): A's rows arrive in chunks while the GEMM
+ * runs. Only the sm_90a kernel honours it; w8a8_cuda_scaled_mm refuses a problem with one that
+ * the sm_90a kernel does not take (w8a8_cuda_takes_ready says so beforehand). */
+#define W8A8_MM_MAX_READY 8
+typedef struct w8a8_mm_ready {
+  const unsigned int *flags;        /* device: flags[c] != 0 once chunk c (rows, scales, zero points) is in place */
+  int n;                            /* chunks, 1..W8A8_MM_MAX_READY */
+  int64_t end[W8A8_MM_MAX_READY];   /* chunk c = rows [end[c-1], end[c]) of A; end[n-1] = M */
+  int64_t first_row;                /* rows there from the start: the tile order begins at this row's tile */
+} w8a8_mm_ready;
+
 typedef struct w8a8_mm_problem {
   int64_t M, N, K;
   w8a8_dtype in_dtype;  /* INT8 or FP8_E4M3 */
@@ -109,6 +120,7 @@ typedef struct w8a8_mm_problem {
   w8a8_azp_mode azp_mode;
   const int32_t *azp;     /* NULL, len 1 or M */
   const int32_t *azp_adj; /* NULL or len N */
+  const w8a8_mm_ready *ready; /* NULL, or A arrives in chunks (all-gather + GEMM) */
 } w8a8_mm_problem;
 
 typedef struct w8a8_quant_problem {

@@ -25,6 +25,9 @@ W8A8_HIDDEN void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st);
  * memory) when it cannot take the problem (not sm_90, alignment, ...); the dispatcher then falls
  * back to the portable kernel unless the handle forces W8A8_KERNEL_SM90. */
 W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
+W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm_problem *p);
+/* Whether w8a8_cuda_scaled_mm honours p->ready for p (the sm_90a kernel runs it). */
+W8A8_HIDDEN int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_problem *p);
 
 /* Launchers of the portable kernels (gemm_mma.cu, quant.cu). They launch on `stream` and
  * check the launch; the caller has made the handle's device current and checked the device. */

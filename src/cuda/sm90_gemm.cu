@@ -256,14 +256,9 @@ static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan 
 
 // ---- entry points ------------------------------------------------------------------------------
 
-static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
-#if !defined(W8A8_HAVE_SM90A)
-  (void)h;
-  (void)p;
-  (void)forced_config;
-  (void)forced_split;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: this libw8a8 was built without sm_90a (CUDA_ARCHS lacks 90a)", FN);
-#else
+#if defined(W8A8_HAVE_SM90A)
+// Whether the kernel takes p (else W8A8_ERROR_UNSUPPORTED_DEVICE with the reason, nothing written).
+static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   if (!st || st->cc != 90)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the sm_90a kernel needs a compute capability 9.0 GPU (this is %d.%d)",
@@ -286,6 +281,24 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   if (!get_encode_tiled())
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the driver has no cuTensorMapEncodeTiled", FN);
 
+  if (p->ready && (p->ready->n < 1 || p->ready->n > SM90_MAX_READY || p->ready->end[p->ready->n - 1] != p->M))
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the sm_90a kernel takes 1..%d arriving chunks of A", FN,
+                    SM90_MAX_READY);
+  return W8A8_SUCCESS;
+}
+
+#endif
+
+static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
+#if !defined(W8A8_HAVE_SM90A)
+  (void)h;
+  (void)p;
+  (void)forced_config;
+  (void)forced_split;
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: this libw8a8 was built without sm_90a (CUDA_ARCHS lacks 90a)", FN);
+#else
+  W8A8_CHECK(accepts(h, p));
+  const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int dev = h->device_index;
   const int num_sms = st->prop.multiProcessorCount;
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -348,6 +361,16 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   size_t esz = a.out_kind == SM90_OUT_FP32 ? 4 : 2;
   a.pair_store = ((uintptr_t)p->out % (2 * esz)) == 0 && (p->ldo % 2) == 0;
   a.split = pl.split;
+  if (p->ready) {
+    a.ready = p->ready->flags;
+    a.ready_n = p->ready->n;
+    for (int i = 0; i < SM90_MAX_READY; i++) a.ready_end[i] = (int)(i < a.ready_n ? p->ready->end[i] : p->M);
+    // A's rows are the X tiles (normal) or the Y tiles (swapped)
+    if (c->swap)
+      a.rot_y = (int)(p->ready->first_row / c->bn) % a.tiles_y;
+    else
+      a.rot_x = (int)(p->ready->first_row / SM90_BM) % a.tiles_x;
+  }
 
   // Split-K configs: one tile per cluster (not persistent). A cluster's CTAs meet at two cluster
   // barriers per tile; one tile each keeps every cluster independent of the others, and the
@@ -381,6 +404,21 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
 }
 
 extern "C" w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) { return run(h, p, -1, 0); }
+
+// Whether w8a8_sm90_scaled_mm takes p (all-gather + GEMM asks before it relies on p->ready).
+extern "C" W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
+#if defined(W8A8_HAVE_SM90A)
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  int ok = accepts(h, p) == W8A8_SUCCESS;
+  w8a8_err(W8A8_SUCCESS, "%s", saved); /* the caller's last error stays what it was */
+  return ok;
+#else
+  (void)h;
+  (void)p;
+  return 0;
+#endif
+}
 
 // Development hooks (benchmarks, tuning): run one configuration by index with a given split, and
 // describe the table. Not part of the public API.

@@ -40,6 +40,7 @@
 #define SM90_THREADS 384   // producer warpgroup + 2 consumer warpgroups
 #define SM90_GROUP 8       // tiles along X per group of the L2-friendly order
 #define SM90_MAX_SPLIT 8   // split-K cluster size limit (portable cluster size)
+#define SM90_MAX_READY 8   // chunks of A that can arrive while the kernel runs (all-gather + GEMM)
 
 // Epilogue version. v2 (opt-in with -DW8A8_SM90_EPILOGUE_V2 until a device run has tested it;
 // branch sm90-epilogue-v2, 270ab8a, merged 2026-11-29; v1 is what ran on the H200): the
@@ -79,6 +80,16 @@ typedef struct sm90_args {
   const int32_t *azp_adj;
   int pair_store;             // out and ldo allow 2-element stores along n
   int split;                  // split-K factor = cluster size (SPLITK kernels), else 1
+  // All-gather + GEMM in one launch (src/tp/tp_gpu.c): A's rows arrive in chunks while the kernel
+  // runs. ready == NULL: everything is in place. Else chunk c (rows [ready_end[c-1], ready_end[c])
+  // of A, with their scales and zero points) is in place once ready[c] != 0 (written by the copy
+  // stream after the chunk's copies); the producer waits for the chunks a tile reads before its
+  // first TMA load. rot_x / rot_y rotate the tile order so that it starts at the rows that are
+  // there first (the rank's own chunk) and meets the others in their order of arrival.
+  const unsigned int *ready;
+  int ready_n;
+  int ready_end[SM90_MAX_READY];
+  int rot_x, rot_y;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -134,14 +145,14 @@ SM90_DEV void sm90_epi_elem(const sm90_args &a, int m, int n, uint32_t raw) {
     int32_t acc = (int32_t)raw;
     // the zero-point correction in int32 with wrap-around (as the reference), then one rounding
     if (a.azp_mode != 0) {
-      uint32_t zp = a.azp_mode == 1 ? 1u : (uint32_t)a.azp[a.azp_mode == 3 ? m : 0];
+      uint32_t zp = a.azp_mode == 1 ? 1u : (uint32_t)__ldcg(a.azp + (a.azp_mode == 3 ? m : 0));
       acc = (int32_t)((uint32_t)acc - zp * (uint32_t)a.azp_adj[n]);
     }
     v = __int2float_rn(acc);
   } else {
     v = __uint_as_float(raw);
   }
-  sm90_store1(a, m, n, sm90_epi_value(a, v, a.sa[a.sa_per_token ? m : 0], n));
+  sm90_store1(a, m, n, sm90_epi_value(a, v, __ldcg(a.sa + (a.sa_per_token ? m : 0)), n));
 }
 
 // Two adjacent outputs (m, n), (m, n + 1); `two` says whether n + 1 exists. One 4-byte (bf16,
@@ -206,12 +217,14 @@ template <bool INT8, int NACC, typename acc_t>
 SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int n0) {
   const int m1 = m0 + 8;
   const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
-  const float sa0 = a.sa[a.sa_per_token ? (ok0 ? m0 : 0) : 0];
-  const float sa1 = a.sa[a.sa_per_token ? (ok1 ? m1 : 0) : 0];
+  // Per-token vectors through L2 only (__ldcg): with ready flags they may arrive while the kernel
+  // runs, and a line of them cached in L1 by an earlier tile could be stale (L1 is not coherent).
+  const float sa0 = __ldcg(a.sa + (a.sa_per_token ? (ok0 ? m0 : 0) : 0));
+  const float sa1 = __ldcg(a.sa + (a.sa_per_token ? (ok1 ? m1 : 0) : 0));
   int32_t zp0 = 1, zp1 = 1;
   if (INT8 && a.azp_mode >= 2) {
-    zp0 = a.azp[a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0];
-    zp1 = a.azp[a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0];
+    zp0 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0));
+    zp1 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0));
   }
 #pragma unroll
   for (int j = 0; j < NACC / 4; j++) {
@@ -259,6 +272,28 @@ SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
   int local = t - g * per_group;
   tx = first + local % gsize;
   ty = local / gsize;
+  if (a.rot_x) tx = (tx + a.rot_x) % a.tiles_x;
+  if (a.rot_y) ty = (ty + a.rot_y) % a.tiles_y;
+}
+
+// All-gather + GEMM: wait until every chunk of A that rows [lo, lo + n) touch has arrived (see
+// sm90_args.ready). `seen` remembers the chunks already seen ready (flags only go 0 -> 1 within a
+// launch). The acquire load orders the TMA reads after the flag; fence.proxy.async makes the
+// generic-proxy acquire cover the async proxy that TMA reads through. Unrolled over the chunk
+// table so that no parameter array is indexed at run time (no local memory).
+SM90_DEV void sm90_wait_rows(const sm90_args &a, int lo, int n, unsigned &seen) {
+  const int hi = min(lo + n, a.M);
+  int c0 = 0;
+#pragma unroll
+  for (int c = 0; c < SM90_MAX_READY; c++) {
+    const int c1 = a.ready_end[c];
+    if (c < a.ready_n && c1 > lo && c0 < hi && !((seen >> c) & 1u)) {
+      while (sm90_ld_acquire_u32(a.ready + c) == 0) __nanosleep(128);
+      seen |= 1u << c;
+    }
+    c0 = c1;
+  }
+  asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
 template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK>
@@ -357,10 +392,12 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_setmaxnreg_dec<MINB == 1 ? 40 : 32>();
     int s = 0;
     uint32_t phase = 0;
+    unsigned seen = 0;
     for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
       if (tid == 0) {
         int tx, ty;
         sm90_tile_coords(a, t, tx, ty);
+        if (a.ready) sm90_wait_rows(a, SWAP ? ty * BN : tx * SM90_BM, SWAP ? BN : SM90_BM, seen);
         for (int kb = kb_begin; kb < kb_end; kb++) {
           sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
           uint32_t full = full0 + 8 * s;

@@ -22,6 +22,11 @@ SM90_DEV void sm90_mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
 // Make the initialised barriers visible to the async proxy (TMA) and to the rest of the cluster.
+SM90_DEV uint32_t sm90_ld_acquire_u32(const unsigned int *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 SM90_DEV void sm90_fence_mbar_init(void) { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 // Arrive and announce `bytes` of TMA traffic that will complete on this barrier.
 SM90_DEV void sm90_mbar_arrive_tx(uint32_t bar, uint32_t bytes) {

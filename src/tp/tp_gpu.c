@@ -48,11 +48,14 @@
  * Fused and unfused run the GEMM on the same sub-problems (one per source/destination rank),
  * so their results are identical bit for bit even where a GEMM's summation order depends on M. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tp_internal.h"
 
 #ifdef W8A8_HAVE_CUDA
+#include <cuda.h>
+
 #include "../cuda/cuda_backend.h"
 #include "tp_gpu.h"
 #ifdef W8A8_HAVE_NCCL
@@ -148,9 +151,8 @@ static w8a8_status front(const char *fn, w8a8_comm *c, int op, const w8a8_matrix
 
 /* One chunk's GEMM: rows [r0, r0 + n) of the gathered rows (AG) into out, or of this rank's
  * rows of a into fp32 partials without bias (RS). Runs on the handle's stream. */
-static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_bufs *g, float *part, int64_t r0,
-                              int64_t n) {
-  if (n <= 0 || p->N <= 0) return W8A8_SUCCESS;
+static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, float *part, int64_t r0, int64_t n,
+                          w8a8_mm_problem *out) {
   w8a8_mm_problem q;
   memset(&q, 0, sizeof q);
   q.M = n;
@@ -189,6 +191,13 @@ static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_b
     q.azp_mode = p->azp_mode;
     q.azp = p->azp_mode == W8A8_AZP_PER_TOKEN ? p->azp + r0 : p->azp;
   }
+  *out = q;
+}
+static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_bufs *g, float *part, int64_t r0,
+                              int64_t n) {
+  if (n <= 0 || p->N <= 0) return W8A8_SUCCESS;
+  w8a8_mm_problem q;
+  chunk_problem(p, g, part, r0, n, &q);
   return w8a8_cuda_scaled_mm(c->handle, &q);
 }
 
@@ -295,6 +304,59 @@ static void ipc_release_peers(const char *fn, w8a8_comm *c, w8a8_status s) {
 
 /* ---- all-gather + GEMM -------------------------------------------------------------------------- */
 
+/* Whether this call's GEMM is ONE launch over all gathered rows (the sm_90a kernel, whose tiles wait
+ * on per-chunk ready flags), rather than one launch per source rank. Only where peers' rows move
+ * on the copy engine (GROUP, IPC): NCCL's receive kernels need SMs that a waiting persistent GEMM
+ * would hold. The choice depends on the problem alone, not on `overlap`, so fused and unfused run
+ * the same GEMM(s) and give the same bits; with one launch both equal w8a8_scaled_mm on the
+ * gathered rows. W8A8_TP_ONE_GEMM=0 turns it off (per-chunk launches, as before). */
+static bool ag_same_gpu(const w8a8_comm *c, xport xp, int j) {
+  return xp == XP_GROUP && peer(c, j)->device == ((const w8a8_tp_gpu *)c->gpu)->device; /* IPC: distinct GPUs */
+}
+
+/* cuStreamWriteValue32 through the runtime's driver entry points (no link-time libcuda). */
+typedef CUresult (*write_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static write_value_fn g_write_value;
+static write_value_fn get_write_value(void) {
+  write_value_fn f = __atomic_load_n(&g_write_value, __ATOMIC_ACQUIRE);
+  if (f) return f;
+  void *ptr = NULL;
+  enum cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &ptr, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess || !ptr) {
+    cudaGetLastError();
+    return NULL;
+  }
+  f = (write_value_fn)ptr;
+  __atomic_store_n(&g_write_value, f, __ATOMIC_RELEASE);
+  return f;
+}
+/* flag = 1 once everything before it on stream X is done (the write has a memory fence before it). */
+static w8a8_status w8a8_tp_write_flag(const char *fn, cudaStream_t X, unsigned int *flag) {
+  write_value_fn f = get_write_value();
+  if (!f) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: cuStreamWriteValue32 is not available", fn);
+  CUresult e = f((CUstream)X, (CUdeviceptr)(uintptr_t)flag, 1u, CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (e != CUDA_SUCCESS) return w8a8_err(W8A8_ERROR_DEVICE, "%s: cuStreamWriteValue32 (ready flag) failed: CUresult %d", fn,
+                    (int)e);
+  return W8A8_SUCCESS;
+}
+
+static bool ag_one_gemm(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, const ag_bufs *g) {
+  if (xp == XP_NCCL || c->size < 2 || c->size > W8A8_MM_MAX_READY || p->N <= 0 || p->K <= 0) return false;
+  if (!get_write_value()) return false;
+  const char *env = getenv("W8A8_TP_ONE_GEMM");
+  if (env && env[0] == '0') return false;
+  w8a8_mm_problem q;
+  chunk_problem(p, g, NULL, 0, p->M_total, &q);
+  return w8a8_cuda_takes_ready(c->handle, &q) != 0;
+}
+
+/* The schedule the last all-gather call of c ran: 1 = one GEMM launch (ready flags), 0 = per chunk.
+ * For the tests, which check that the flag protocol is what ran. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_one_gemm : -1;
+}
+
 static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture) {
   w8a8_tp_gpu *gs = c->gpu;
   const int W = c->size, r = c->rank;
@@ -318,18 +380,78 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   }
   CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
+  const bool one = ag_one_gemm(c, p, xp, &g);
+  const bool flags = one && p->overlap;
+  gs->last_one_gemm = one;
+  w8a8_mm_ready rd;
+  memset(&rd, 0, sizeof rd);
+  if (flags) {
+    /* What the waiting GEMM may depend on. It can hold every SM of its GPU while it waits, so nothing
+     * it waits for may need an SM, on this GPU or a peer's:
+     *  - every peer's rows are packed (its pack kernel, and whatever the peer's stream ran before,
+     *    NCCL kernels of the application included, are done): S waits on every peer's ready event
+     *    before the launch (the host barrier above has just made them all recorded);
+     *  - the small copies (scales, zero points: a few KB, which the driver may run as a kernel) and
+     *    the rows of peers on this same GPU (emulated ranks) are made on S before the launch too,
+     *    and their flags set with the own chunk's;
+     *  - the rows of peers on other GPUs move on the copy engine (side stream) and each chunk's flag
+     *    is written after them by a stream memory operation (cuStreamWriteValue32: no kernel).
+     * Cross-GPU chunks are what the one launch overlaps; on a single GPU every chunk is copied before
+     * it (emulated ranks share the SMs anyway). */
+    CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)W, S), "cudaMemsetAsync (ready flags)");
+    CU(cudaMemsetAsync(gs->flags + r, 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
+    for (int j = 0; j < W; j++) {
+      if (j == r) continue;
+      CU(cudaStreamWaitEvent(S, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
+      void *pws = peer_ws(c, xp, j);
+      if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
+      if (cnt[j] <= 0) continue;
+      ag_bufs pg = ag_layout(pws, M, K);
+      CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, S),
+         "cudaMemcpyAsync (peer scales)");
+      if (zp)
+        CU(cudaMemcpyAsync(g.azp + off[j], pg.azp + off[j], sizeof(int32_t) * (size_t)cnt[j], cudaMemcpyDefault, S),
+           "cudaMemcpyAsync (peer zero points)");
+      if (ag_same_gpu(c, xp, j)) {
+        CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, S),
+           "cudaMemcpyAsync (rows of a peer on this GPU)");
+        CU(cudaMemsetAsync(gs->flags + j, 1, sizeof(unsigned int), S), "cudaMemsetAsync (ready flag)");
+      }
+    }
+    rd.flags = gs->flags;
+    rd.n = W;
+    for (int j = 0; j < W; j++) rd.end[j] = off[j] + cnt[j];
+    rd.first_row = off[r];
+  }
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
 
-  if (p->overlap && W > 1) W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
+  if (flags) {
+    /* The whole GEMM at once: its tiles start at the own rows and wait for the others' flags. */
+    w8a8_mm_problem q;
+    chunk_problem(p, &g, NULL, 0, M, &q);
+    q.ready = &rd;
+    W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
+  } else if (p->overlap && W > 1) {
+    W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
+  }
   for (int s = 1; s < W; s++) {
-    const int j = (r - s + W) % W;
+    /* One GEMM: pull in the order its tiles meet the rows (own, r + 1, ..., W - 1, 0, ..., r - 1). */
+    const int j = one ? (r + s) % W : (r - s + W) % W;
     if (direct) {
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
       ag_bufs pg = ag_layout(pws, M, K);
       CU(cudaStreamWaitEvent(C, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
-      if (cnt[j] > 0) {
+      if (flags && ag_same_gpu(c, xp, j)) {
+        /* copied on S before the GEMM */
+      } else if (flags) {
+        /* rows only (scales and zero points went on S), then the chunk's flag */
+        if (cnt[j] > 0)
+          CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
+             "cudaMemcpyAsync (peer rows)");
+        W8A8_CHECK(w8a8_tp_write_flag(fn, C, gs->flags + j));
+      } else if (cnt[j] > 0) {
         if (K > 0)
           CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
              "cudaMemcpyAsync (peer rows)");
@@ -363,15 +485,18 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 #endif
     }
     CU(cudaEventRecord(gs->ev_step[s], C), "cudaEventRecord (chunk arrived)");
-    if (p->overlap) {
+    if (p->overlap && !one) {
       CU(cudaStreamWaitEvent(S, gs->ev_step[s], 0), "cudaStreamWaitEvent (chunk arrived)");
       W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[j], cnt[j]));
     }
   }
   if (!p->overlap || W == 1) {
-    /* Unfused: the gather first, then the same chunk GEMMs in rank order. */
+    /* Unfused: the gather first, then the same GEMM(s): one over every row, or per chunk in rank order. */
     if (W > 1) CU(cudaStreamWaitEvent(S, gs->ev_step[W - 1], 0), "cudaStreamWaitEvent (gather done)");
-    for (int j = 0; j < W; j++) W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[j], cnt[j]));
+    if (one)
+      W8A8_CHECK(chunk_gemm(c, p, &g, NULL, 0, M));
+    else
+      for (int j = 0; j < W; j++) W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[j], cnt[j]));
   }
   /* Join: S has waited on C's last event in both branches (W > 1); with W = 1 C did nothing
    * after the fork, and joining it anyway keeps a capture's graph closed. */
@@ -418,12 +543,25 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
 
 /* ---- GEMM + reduce-scatter ----------------------------------------------------------------------- */
 
+/* Pieces of one destination's rows in the reduce-scatter (direct transports): the partial of a
+ * piece is pushed as soon as it is computed, so the first bytes leave after 1/P of the chunk's GEMM
+ * instead of all of it, and consecutive pieces alternate between two side streams (two copy
+ * engines). A piece keeps at least 1024 rows (the GEMM of a piece still fills the GPU). Fused and
+ * unfused run the same pieces: the same GEMMs, the same bits. The NCCL transport sends whole chunks. */
+#define RS_MAX_PIECES 4
+static int rs_pieces(xport xp, int64_t rows) {
+  if (xp == XP_NCCL) return 1;
+  int64_t p = rows / 1024;
+  return p < 1 ? 1 : p > RS_MAX_PIECES ? RS_MAX_PIECES : (int)p;
+}
+static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
+
 static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture) {
   w8a8_tp_gpu *gs = c->gpu;
   const int W = c->size, r = c->rank;
   const int64_t N = p->N, M = p->M_total;
   const int64_t *cnt = c->m_count, *off = c->m_offset;
-  cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side;
+  cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side, C2 = gs->side2;
   const xport xp = transport_of(gs, capture);
   const bool direct = xp != XP_NCCL; /* peers' buffers addressed directly (GROUP, IPC) */
   void *ws = call_ws(gs, xp);
@@ -432,22 +570,37 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+  if (direct) CU(cudaStreamWaitEvent(C2, gs->ev_fork, 0), "cudaStreamWaitEvent (fork, second side stream)");
   if (!p->overlap)
-    for (int j = 0; j < W; j++) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
+    for (int j = 0; j < W; j++) {
+      const int P = rs_pieces(xp, cnt[j]);
+      for (int k = 0; k < P; k++) {
+        const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
+        W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
+      }
+    }
+  int pushed = 0; /* pieces pushed so far: even ones on C, odd ones on C2 */
   for (int s = 1; s < W; s++) {
     const int j = (r + s) % W;
-    if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
-    CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
-    CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
     if (direct) {
-      if (cnt[j] > 0) {
-        void *pws = peer_ws(c, xp, j);
-        if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
-        float *dst = rs_recv(pws, M, N) + (size_t)rs_slot(r, j) * (size_t)(cnt[j] * N);
-        CU(cudaMemcpyAsync(dst, part + off[j] * N, sizeof(float) * (size_t)(cnt[j] * N), cudaMemcpyDefault, C),
+      const int P = rs_pieces(xp, cnt[j]);
+      void *pws = cnt[j] > 0 ? peer_ws(c, xp, j) : NULL;
+      if (cnt[j] > 0 && !pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
+      for (int k = 0; k < P && cnt[j] > 0; k++) {
+        const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
+        if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
+        cudaStream_t X = (pushed++ & 1) ? C2 : C;
+        /* One event serves every piece: a wait binds to the record made just before it. */
+        CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
+        CU(cudaStreamWaitEvent(X, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
+        float *dst = rs_recv(pws, M, N) + (size_t)rs_slot(r, j) * (size_t)(cnt[j] * N) + (size_t)(b0 * N);
+        CU(cudaMemcpyAsync(dst, part + (off[j] + b0) * N, sizeof(float) * (size_t)((b1 - b0) * N), cudaMemcpyDefault, X),
            "cudaMemcpyAsync (partial to peer)");
       }
     } else {
+      if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
+      CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
+      CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
 #ifdef W8A8_HAVE_NCCL
       const int from = (r - s + W) % W;
       ncclComm_t nc = (ncclComm_t)gs->nccl;
@@ -466,7 +619,18 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 #endif
     }
   }
-  if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r], cnt[r]));
+  if (p->overlap) {
+    const int P = rs_pieces(xp, cnt[r]);
+    for (int k = 0; k < P; k++) {
+      const int64_t b0 = piece_begin(cnt[r], P, k), b1 = piece_begin(cnt[r], P, k + 1);
+      W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r] + b0, b1 - b0));
+    }
+  }
+  /* C2 joins C: own_ready (recorded on C) then covers every push. */
+  if (direct) {
+    CU(cudaEventRecord(gs->ev_step[0], C2), "cudaEventRecord (second side stream done)");
+    CU(cudaStreamWaitEvent(C, gs->ev_step[0], 0), "cudaStreamWaitEvent (second side stream done)");
+  }
   CU(cudaEventRecord(own_ready(gs, xp), C), "cudaEventRecord (partials sent)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   /* The peers' partials of this rank's rows have arrived; join C. */

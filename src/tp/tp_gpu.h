@@ -76,6 +76,7 @@ typedef struct w8a8_tp_gpu {
   tp_group *group;
   uint64_t seq; /* calls made (host): the agreement table's parity */
   cudaStream_t side;
+  cudaStream_t side2; /* a second side stream: the reduce-scatter's pushes alternate between the two */
   cudaEvent_t ev_fork;  /* compute -> side stream */
   cudaEvent_t ev_ready; /* AG: own rows packed; RS: pushes to every peer done */
   cudaEvent_t ev_done;  /* end of this rank's last EAGER call (everything, on the compute stream) */
@@ -89,6 +90,11 @@ typedef struct w8a8_tp_gpu {
    * (every call starts after every peer's previous call has ended, see tp_gpu.c). */
   void *ws;
   size_t ws_bytes;
+  /* All-gather + GEMM in one launch: flags[j] != 0 once chunk j has arrived (reset per call on the
+   * compute stream, written by the side stream after the chunk's copies); flags[W] holds a
+   * constant nonzero word, the source of those 4-byte copies. */
+  unsigned int *flags;
+  int last_one_gemm; /* the last all-gather's schedule (w8a8_tp_gpu_last_ag_one_gemm) */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
   bool owns_nccl;
@@ -126,6 +132,8 @@ typedef struct w8a8_tp_gpu {
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n,
                                             int64_t max_k);
 W8A8_HIDDEN void w8a8_tp_gpu_destroy(w8a8_comm *c);
+/* 1 if the last all-gather of c ran as one GEMM launch with ready flags, 0 per chunk, -1 none. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
  * streams are not all in one capture (or all outside one). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],
