@@ -214,7 +214,6 @@ static void gpu_comm_free(w8a8_comm *c) {
     int prev = dev_enter(gs->device);
     if (gs->ws) cudaFree(gs->ws);
     if (gs->side) cudaStreamDestroy(gs->side);
-    if (gs->side2) cudaStreamDestroy(gs->side2);
     if (gs->ev_fork) cudaEventDestroy(gs->ev_fork);
     if (gs->ev_ready) cudaEventDestroy(gs->ev_ready);
     if (gs->ev_done) cudaEventDestroy(gs->ev_done);
@@ -287,7 +286,6 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   gs->cc = info.cc_major * 10 + info.cc_minor;
   int prev = dev_enter(gs->device);
   cudaError_t e = cudaStreamCreateWithFlags(&gs->side, cudaStreamNonBlocking);
-  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&gs->side2, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_fork, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_ready, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);

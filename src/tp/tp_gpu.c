@@ -20,8 +20,16 @@
  *          rows, scales and zero points from j's buffer into the same rows of its own
  *          (cudaMemcpyAsync: copy engine), then records ev_step[s]; S waits ev_step[s] and runs
  *          chunk j's GEMM. Unfused: every pull first, then the same chunk GEMMs.
+ *          One GEMM (session 3; sm_90a, GROUP and IPC, W <= 8): instead of a launch per chunk, ONE
+ *          persistent launch over all M rows whose producer waits, per tile, for the ready flags of
+ *          the chunks it reads (sm90_wait_rows), with the tile order rotated to start at the own
+ *          rows; C pulls the peers' rows in the order the tiles meet them and writes each chunk's
+ *          flag with cuStreamWriteValue32. The unfused call runs the same single GEMM after the
+ *          gather, so both equal w8a8_scaled_mm on the gathered rows bit for bit (see ag_one_gemm
+ *          and the deadlock rules before the launch).
  *   RS:    for s = 1..W-1 S computes the fp32 partial (no bias) of peer j = (r + s) mod W's rows
- *          and records ev_step[s]; C waits and pushes it into j's receive slot for this rank;
+ *          (in pieces of >= 1024 rows, rs_pieces) and records ev_step[s] after each piece; C waits
+ *          and pushes the piece into j's receive slot for this rank;
  *          own rows last; C records ev_ready; host barrier; S waits on every rank's ev_ready
  *          and sums in rank order (tp_reduce). Unfused: all GEMMs, then all pushes.
  *   end:   S records ev_done.
@@ -385,6 +393,14 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   gs->last_one_gemm = one;
   w8a8_mm_ready rd;
   memset(&rd, 0, sizeof rd);
+  /* Ready flags (one GEMM, fused): reset before the fork, so that the side stream's writes come after. */
+  if (flags) {
+    CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)W, S), "cudaMemsetAsync (ready flags)");
+    CU(cudaMemsetAsync(gs->flags + r, 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
+  }
+  CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
+  CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+  /* The side stream's pulls start now; the S-side preparation below runs beside them. */
   if (flags) {
     /* What the waiting GEMM may depend on. It can hold every SM of its GPU while it waits, so nothing
      * it waits for may need an SM, on this GPU or a peer's:
@@ -398,8 +414,6 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
      *    is written after them by a stream memory operation (cuStreamWriteValue32: no kernel).
      * Cross-GPU chunks are what the one launch overlaps; on a single GPU every chunk is copied before
      * it (emulated ranks share the SMs anyway). */
-    CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)W, S), "cudaMemsetAsync (ready flags)");
-    CU(cudaMemsetAsync(gs->flags + r, 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
     for (int j = 0; j < W; j++) {
       if (j == r) continue;
       CU(cudaStreamWaitEvent(S, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
@@ -423,8 +437,6 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     for (int j = 0; j < W; j++) rd.end[j] = off[j] + cnt[j];
     rd.first_row = off[r];
   }
-  CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
-  CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
 
   if (flags) {
     /* The whole GEMM at once: its tiles start at the own rows and wait for the others' flags. */
@@ -545,9 +557,11 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
 
 /* Pieces of one destination's rows in the reduce-scatter (direct transports): the partial of a
  * piece is pushed as soon as it is computed, so the first bytes leave after 1/P of the chunk's GEMM
- * instead of all of it, and consecutive pieces alternate between two side streams (two copy
- * engines). A piece keeps at least 1024 rows (the GEMM of a piece still fills the GPU). Fused and
- * unfused run the same pieces: the same GEMMs, the same bits. The NCCL transport sends whole chunks. */
+ * instead of all of it. A piece keeps at least 1024 rows (the GEMM of a piece still fills the GPU).
+ * Fused and unfused run the same pieces: the same GEMMs, the same bits. The NCCL transport sends
+ * whole chunks. One side stream pushes them all: on the H200 pair, two streams per direction moved
+ * 297 GB/s per direction with both directions busy against 336 for one (scripts/steps/cebw.sh,
+ * 2026-11-29), and both directions are busy in a reduce-scatter. */
 #define RS_MAX_PIECES 4
 static int rs_pieces(xport xp, int64_t rows) {
   if (xp == XP_NCCL) return 1;
@@ -561,7 +575,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const int W = c->size, r = c->rank;
   const int64_t N = p->N, M = p->M_total;
   const int64_t *cnt = c->m_count, *off = c->m_offset;
-  cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side, C2 = gs->side2;
+  cudaStream_t S = (cudaStream_t)c->handle->stream, C = gs->side;
   const xport xp = transport_of(gs, capture);
   const bool direct = xp != XP_NCCL; /* peers' buffers addressed directly (GROUP, IPC) */
   void *ws = call_ws(gs, xp);
@@ -570,7 +584,6 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
-  if (direct) CU(cudaStreamWaitEvent(C2, gs->ev_fork, 0), "cudaStreamWaitEvent (fork, second side stream)");
   if (!p->overlap)
     for (int j = 0; j < W; j++) {
       const int P = rs_pieces(xp, cnt[j]);
@@ -579,7 +592,6 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
         W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
       }
     }
-  int pushed = 0; /* pieces pushed so far: even ones on C, odd ones on C2 */
   for (int s = 1; s < W; s++) {
     const int j = (r + s) % W;
     if (direct) {
@@ -589,12 +601,11 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       for (int k = 0; k < P && cnt[j] > 0; k++) {
         const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
         if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
-        cudaStream_t X = (pushed++ & 1) ? C2 : C;
         /* One event serves every piece: a wait binds to the record made just before it. */
         CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
-        CU(cudaStreamWaitEvent(X, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
+        CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
         float *dst = rs_recv(pws, M, N) + (size_t)rs_slot(r, j) * (size_t)(cnt[j] * N) + (size_t)(b0 * N);
-        CU(cudaMemcpyAsync(dst, part + (off[j] + b0) * N, sizeof(float) * (size_t)((b1 - b0) * N), cudaMemcpyDefault, X),
+        CU(cudaMemcpyAsync(dst, part + (off[j] + b0) * N, sizeof(float) * (size_t)((b1 - b0) * N), cudaMemcpyDefault, C),
            "cudaMemcpyAsync (partial to peer)");
       }
     } else {
@@ -625,11 +636,6 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       const int64_t b0 = piece_begin(cnt[r], P, k), b1 = piece_begin(cnt[r], P, k + 1);
       W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r] + b0, b1 - b0));
     }
-  }
-  /* C2 joins C: own_ready (recorded on C) then covers every push. */
-  if (direct) {
-    CU(cudaEventRecord(gs->ev_step[0], C2), "cudaEventRecord (second side stream done)");
-    CU(cudaStreamWaitEvent(C, gs->ev_step[0], 0), "cudaStreamWaitEvent (second side stream done)");
   }
   CU(cudaEventRecord(own_ready(gs, xp), C), "cudaEventRecord (partials sent)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));

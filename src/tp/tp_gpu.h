@@ -76,7 +76,6 @@ typedef struct w8a8_tp_gpu {
   tp_group *group;
   uint64_t seq; /* calls made (host): the agreement table's parity */
   cudaStream_t side;
-  cudaStream_t side2; /* a second side stream: the reduce-scatter's pushes alternate between the two */
   cudaEvent_t ev_fork;  /* compute -> side stream */
   cudaEvent_t ev_ready; /* AG: own rows packed; RS: pushes to every peer done */
   cudaEvent_t ev_done;  /* end of this rank's last EAGER call (everything, on the compute stream) */
