@@ -101,6 +101,7 @@ static CUresult make_tmap(CUtensorMap *m, const void *base, int64_t rows, int64_
 // ---- per-device, per-configuration state (set once; host-side queries only) -----------------------
 
 static int g_smem_set[SM90_NUM_CONFIGS][SM90_MAX_DEVICES];
+static int g_pdl = -1;  // programmatic dependent launch: 1 on, 0 off (W8A8_SM90_PDL=0), -1 not read yet
 static int g_max_clusters[SM90_NUM_CONFIGS][SM90_MAX_DEVICES][SM90_MAX_SPLIT + 1];
 
 static w8a8_status prepare_config(int dev, int ci) {
@@ -386,17 +387,35 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
 
   cudaLaunchConfig_t lc;
   memset(&lc, 0, sizeof lc);
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = pl.split;
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute at[2];
+  int nat = 0;
+  if (c->splitk) {
+    at[nat].id = cudaLaunchAttributeClusterDimension;
+    at[nat].val.clusterDim.x = pl.split;
+    at[nat].val.clusterDim.y = 1;
+    at[nat].val.clusterDim.z = 1;
+    nat++;
+  }
+  // Programmatic dependent launch (the kernel waits with griddepcontrol.wait before it reads
+  // anything): its launch and prologue overlap the tail of the kernel before it in the stream.
+  // W8A8_SM90_PDL=0 turns it off (A/B measurements).
+  int pdl = __atomic_load_n(&g_pdl, __ATOMIC_RELAXED);
+  if (pdl < 0) {
+    const char *e = getenv("W8A8_SM90_PDL");
+    pdl = !(e && e[0] == '0');
+    __atomic_store_n(&g_pdl, pdl, __ATOMIC_RELAXED);
+  }
+  if (pdl) {
+    at[nat].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[nat].val.programmaticStreamSerializationAllowed = 1;
+    nat++;
+  }
   lc.gridDim = dim3(clusters * pl.split, 1, 1);
   lc.blockDim = dim3(SM90_THREADS, 1, 1);
   lc.dynamicSmemBytes = c->smem;
   lc.stream = (cudaStream_t)h->stream;
   lc.attrs = at;
-  lc.numAttrs = c->splitk ? 1 : 0;
+  lc.numAttrs = nat;
   cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, a);
   if (e != cudaSuccess) return w8a8_cuda_error(FN, "launch of the sm90 kernel", e);
   return W8A8_SUCCESS;

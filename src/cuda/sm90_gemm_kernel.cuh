@@ -390,6 +390,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     //   1 CTA/SM:  384*168 = 64512 = 128*40 + 256*232
     //   2 CTAs/SM: 384*80  = 30720 = 128*32 + 256*104
     sm90_setmaxnreg_dec<MINB == 1 ? 40 : 32>();
+    // Programmatic dependent launch: everything above (launch, barrier init, descriptor prefetch,
+    // register split) overlapped the previous kernel's tail; no global memory is read before this.
+    if (tid == 0) sm90_grid_dep_wait();
     int s = 0;
     uint32_t phase = 0;
     unsigned seen = 0;
@@ -424,9 +427,13 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         sm90_cluster_sync();
       }
     }
+    // Every load is issued: the next kernel in the stream may start launching (it waits for this
+    // grid's completion before it reads anything, if it uses programmatic launch at all).
+    if (tid == 0) sm90_grid_dep_launch();
   } else {
     // ---------------- consumers ----------------
     sm90_setmaxnreg_inc<MINB == 1 ? 232 : 104>();
+    sm90_grid_dep_wait();  // scales, bias, zero points and out may belong to the previous kernel
     const int cw = wg - 1;  // consumer index: rows 64*cw .. 64*cw+63 of the CTA tile
     const int warp = tid / 32, lane = tid % 32;
     int s = 0;

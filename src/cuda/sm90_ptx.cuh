@@ -27,6 +27,11 @@ SM90_DEV uint32_t sm90_ld_acquire_u32(const unsigned int *p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// Programmatic dependent launch (the kernel is launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization): wait until the grids this one depends on have
+// completed and their writes are visible; let the grids that depend on this one start launching.
+SM90_DEV void sm90_grid_dep_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+SM90_DEV void sm90_grid_dep_launch(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 SM90_DEV void sm90_fence_mbar_init(void) { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 // Arrive and announce `bytes` of TMA traffic that will complete on this barrier.
 SM90_DEV void sm90_mbar_arrive_tx(uint32_t bar, uint32_t bytes) {

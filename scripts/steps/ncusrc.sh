@@ -1,0 +1,47 @@
+#!/bin/bash
+# ncusrc.sh — step "ncusrc" of scripts/device_session.sh: WHERE the sm90 kernel's warps stall, per
+# SASS instruction (issue 4). ncu.sh (session 3) showed the int8 128x256 kernel at 56% of the
+# tensor pipe with "L1TEX scoreboard" the top stall; this samples the stalls per instruction and
+# prints the 30 instructions with the most samples (with their SASS) for one int8 and one fp8
+# large-M kernel. Env from device_session.sh: L, BUILD, LEFT_S. About 90 s.
+set -u
+: "${L:?}" "${BUILD:?}"
+DEV="$BUILD/bin/sm90_dev"
+if [ ! -x "$DEV" ]; then
+  gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c "$BUILD/lib/libw8a8.a" \
+    -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) \
+    $(mpicc --showme:link 2>/dev/null) -o "$DEV" >"$L/ncusrc-build.txt" 2>&1 || { echo "ncusrc: sm90_dev did not build"; exit 1; }
+fi
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+res=""
+for spec in "int8 8b-qkv 8192" "fp8 8b-qkv 8192"; do
+  set -- $spec
+  name="$1-$2-$3"
+  rep="$L/ncusrc-$name"
+  timeout -k 5 60 "$NCU" --kernel-name regex:sm90_gemm_kernel --launch-skip 3 --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --import-source no -o "$rep" -f \
+    "$DEV" -d "$1" -s "$2" -m "$3" >"$L/ncusrc-$name-run.txt" 2>&1
+  rc=$?
+  timeout -k 5 60 "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$L/ncusrc-$name.csv" 2>&1
+  timeout -k 5 30 "$NCU" -i "$rep.ncu-rep" --page details --print-details all >"$L/ncusrc-$name-details.txt" 2>&1
+  python3 - "$L/ncusrc-$name.csv" >"$L/ncusrc-$name-top.txt" 2>&1 <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+hdr_i = next(i for i, r in enumerate(rows) if any("Warp Stall Sampling (All" in c for c in r))
+hdr = rows[hdr_i]
+col = next(i for i, c in enumerate(hdr) if "Warp Stall Sampling (All" in c)
+src = next((i for i, c in enumerate(hdr) if c.strip() == "Source"), 1)
+def num(x):
+    try: return float(x.replace(",", ""))
+    except: return 0.0
+data = [r for r in rows[hdr_i + 1:] if len(r) > col]
+tot = sum(num(r[col]) for r in data) or 1
+print("columns:", " | ".join(hdr))
+print(f"total samples {tot:.0f}")
+for r in sorted(data, key=lambda r: -num(r[col]))[:30]:
+    extra = [f"{hdr[i]}={r[i]}" for i in range(len(hdr)) if i not in (col, src) and "stall" in hdr[i].lower() and num(r[i]) > 0.05 * num(r[col])]
+    print(f"{100*num(r[col])/tot:5.1f}%  {r[0]:>8}  {r[src][:90]}  {' '.join(extra)[:200]}")
+PY
+  res="$res $name:exit$rc"
+done
+echo "ncusrc:$res (logs/ncusrc-*-top.txt)"
