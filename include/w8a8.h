@@ -492,8 +492,9 @@ W8A8_API w8a8_status w8a8_comm_size(const w8a8_comm *comm, int *size);
 
 /**
  * Size the communicator's workspace (gathered A and scales for all-gather; fp32
- * partials for reduce-scatter). The fused calls allocate nothing: a call that does
- * not fit returns W8A8_ERROR_WORKSPACE on every rank, naming what to reserve.
+ * partials for reduce-scatter, which also hold W8A8_TP_PARTIALS_OUT's 16-bit ones). The
+ * fused calls allocate nothing: a call that does not fit returns W8A8_ERROR_WORKSPACE on
+ * every rank, naming what to reserve.
  * Local (not collective); may be called again to grow (never shrinks), not while a
  * call is running. The sizes are as this rank sees them in its own arguments:
  *   max_m: the largest M of the whole layer (all_gather: out->rows; reduce_scatter: a->rows);
@@ -510,13 +511,30 @@ W8A8_API w8a8_status w8a8_comm_workspace_bytes(const w8a8_comm *comm, size_t *by
  *  ranks < total % size; offset = the rows of the ranks before. Pure arithmetic. */
 W8A8_API w8a8_status w8a8_tp_shard_rows(int64_t total, int size, int rank, int64_t *offset, int64_t *count);
 
-/** Options of the fused TP operations. Initialise with W8A8_TP_OPTIONS_INIT; NULL = defaults. */
+/** w8a8_tp_options.partials: what the reduce-scatter's partial sums are (see
+ *  w8a8_scaled_mm_reduce_scatter for the exact arithmetic of each). */
+#define W8A8_TP_PARTIALS_FP32 0 /* fp32 partials (the default): one rounding, after the sum */
+#define W8A8_TP_PARTIALS_OUT 1  /* each rank's partial rounded to out's dtype before it travels:
+                                   half the bytes for bf16/fp16 out, as vLLM and PyTorch's
+                                   fused_scaled_matmul_reduce_scatter move them */
+
+/** Options of the fused TP operations. Initialise with W8A8_TP_OPTIONS_INIT; NULL = defaults.
+ *  Versioned by struct_size: members beyond the struct_size a caller passes take their defaults,
+ *  so a caller compiled against an older header keeps the older behaviour. */
 typedef struct w8a8_tp_options {
   size_t struct_size; /* sizeof(w8a8_tp_options) */
   int overlap;        /* 0: the collective, then the GEMM (unfused). 1: the fused, overlapped schedule.
                          Both give the same bits. Every rank must pass the same value. */
+  int reserved0;      /* ignored. The first version of this struct ended after `overlap`, and on LP64
+                         its size (16) included these 4 padding bytes, which an old caller may leave
+                         uninitialised: `partials` starts after them, so that such a caller's
+                         struct_size (16) does not cover it and it gets the default. */
+  int partials;       /* W8A8_TP_PARTIALS_FP32 (default) or W8A8_TP_PARTIALS_OUT: the reduce-scatter's
+                         partials. Every rank must pass the same value. Any other value is
+                         W8A8_ERROR_INVALID_VALUE. The all-gather checks the value and otherwise
+                         ignores it (ranks may differ there). */
 } w8a8_tp_options;
-#define W8A8_TP_OPTIONS_INIT {sizeof(w8a8_tp_options), 1}
+#define W8A8_TP_OPTIONS_INIT {sizeof(w8a8_tp_options), 1, 0, W8A8_TP_PARTIALS_FP32}
 
 /**
  * Optional outputs of w8a8_all_gather_scaled_mm: the gathered activations, for reuse
@@ -584,6 +602,16 @@ W8A8_API w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matri
  *   if bias: s = s + (float)bias[n];  out = s rounded once to out's dtype (RNE).
  * (With W = 1 and a bias this differs from w8a8_scaled_mm, which fuses sb*t + bias into one
  * fmaf: here the bias is added after the reduction.)
+ * That is opts->partials = W8A8_TP_PARTIALS_FP32 (the default). With W8A8_TP_PARTIALS_OUT each
+ * partial is first rounded to out's dtype, then the same sum:
+ *   q_j[m,n] = (float)(p_j[m,n] rounded to out's dtype, RNE)   i.e. exactly the element
+ *              w8a8_scaled_mm writes for rank j's operands with no bias and this out dtype;
+ *   s = q_0; s = s + q_1; ...; s = s + q_{W-1}    fp32 additions in rank order;
+ *   if bias: s = s + (float)bias[n];  out = s rounded once to out's dtype (RNE).
+ * For bf16/fp16 out that is W+1 roundings instead of one (what vLLM and PyTorch's
+ * fused_scaled_matmul_reduce_scatter compute, their sum order aside), for half the bytes moved
+ * between GPUs; with an fp32 out both modes are the same. Overlap on and off still give the
+ * same bits in either mode.
  * Schedule (CPU/MPI): the partial rows destined for each peer are computed and sent
  * (peers r+1, r+2, ... in turn) while the next ones are computed, own rows last, then
  * the sum. Unfused: all partials, MPI_Alltoallv, the same sum (MPI_Reduce_scatter's
@@ -602,10 +630,11 @@ W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_m
  *     return W8A8_ERROR_COMM_MISMATCH naming that rank and its status;
  *   - ranks that disagree on the operation, K (all-gather) or N (reduce-scatter), the
  *     input or output dtype, bias presence, zero-point kind (none / premultiplied / azp),
- *     overlap, or the layer's M (out->rows / a->rows): W8A8_ERROR_COMM_MISMATCH on every
- *     rank, naming the field and two ranks' values. Not compared: the shard sizes (uneven
- *     shards), N in all-gather and K in reduce-scatter (local to each rank's weight shard),
- *     and per-tensor vs per-token scales (they are local, or travel with their rows);
+ *     overlap, partials (reduce-scatter), or the layer's M (out->rows / a->rows):
+ *     W8A8_ERROR_COMM_MISMATCH on every rank, naming the field and two ranks' values. Not
+ *     compared: the shard sizes (uneven shards), N in all-gather and K in reduce-scatter
+ *     (local to each rank's weight shard), partials in the all-gather (ignored there), and
+ *     per-tensor vs per-token scales (they are local, or travel with their rows);
  *   - shards that do not add up to M: W8A8_ERROR_INVALID_SHAPE on every rank.
  * Nothing is communicated or written before this check passes. Checks of comm and its
  * handle come before it: passing a destroyed communicator on one rank only leaves the

@@ -100,9 +100,10 @@ def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=No
 
 
 def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None,
-                             out=None, overlap=True):
+                             out=None, overlap=True, partials="fp32"):
     from . import _tp
-    return _tp.scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, overlap)
+    return _tp.scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, overlap,
+                                        partials)
 
 
 from . import _tp as _tp_mod  # noqa: E402

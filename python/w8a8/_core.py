@@ -147,7 +147,7 @@ def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out, bias=None, azp=None,
             int(DType.FP32), 0, None)
         g.azp = as_vector(gz, fn, Status.ERROR_INVALID_ZERO_POINT) if gz is not None else Vector(
             int(DType.INT32), 0, None)
-    opts = tp_options(overlap)
+    opts = tp_options(overlap, fn=fn)
     with comm.lock:
         st = load().w8a8_all_gather_scaled_mm(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sa),
                                               ctypes.byref(sb), _ref(bv), _ref(zp), ctypes.byref(om), _ref(g),
@@ -156,7 +156,7 @@ def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out, bias=None, azp=None,
 
 
 def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out, bias=None, azp=None, azp_adj=None, overlap=True,
-                             fn="w8a8.scaled_mm_reduce_scatter"):
+                             fn="w8a8.scaled_mm_reduce_scatter", partials="fp32"):
     am = as_matrix(a, fn, Layout.ROW_MAJOR)
     bm = as_matrix(b, fn, Layout.COL_MAJOR)
     om = as_matrix(out, fn, Layout.ROW_MAJOR)
@@ -164,7 +164,7 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out, bias=None, azp=N
     sb = as_vector(scale_b, fn, Status.ERROR_INVALID_SCALE)
     bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
     zp = _zero_point(fn, azp, azp_adj)
-    opts = tp_options(overlap)
+    opts = tp_options(overlap, partials, fn=fn)
     with comm.lock:
         st = load().w8a8_scaled_mm_reduce_scatter(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sa),
                                                   ctypes.byref(sb), _ref(bv), _ref(zp), ctypes.byref(om),

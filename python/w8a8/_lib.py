@@ -112,16 +112,27 @@ class UniqueId(ctypes.Structure):
 
 
 class TpOptions(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("overlap", ctypes.c_int)]
+    # reserved0: the padding of the first version of the struct (ignored by the library; see w8a8.h)
+    _fields_ = [("struct_size", ctypes.c_size_t), ("overlap", ctypes.c_int), ("reserved0", ctypes.c_int),
+                ("partials", ctypes.c_int)]
 
 
 class Gathered(ctypes.Structure):
     _fields_ = [("a", Matrix), ("scale_a", Vector), ("azp", Vector)]
 
 
-def tp_options(overlap=True):
-    """W8A8_TP_OPTIONS_INIT with the overlap switch set."""
-    return TpOptions(ctypes.sizeof(TpOptions), 1 if overlap else 0)
+# w8a8_tp_options.partials: W8A8_TP_PARTIALS_FP32 / W8A8_TP_PARTIALS_OUT
+TP_PARTIALS = {"fp32": 0, "out": 1}
+
+
+def tp_options(overlap=True, partials="fp32", fn="w8a8"):
+    """W8A8_TP_OPTIONS_INIT with the overlap switch and the reduce-scatter's partials set: "fp32" (the
+    default: fp32 partials, one rounding after the sum) or "out" (each rank's partial rounded to out's
+    dtype before it travels: half the bytes for bf16/fp16 out)."""
+    mode = TP_PARTIALS.get(partials.lower()) if isinstance(partials, str) else None
+    if mode is None:
+        raise make_error(Status.ERROR_INVALID_VALUE, "%s: partials is %r; expected \"fp32\" or \"out\"" % (fn, partials))
+    return TpOptions(ctypes.sizeof(TpOptions), 1 if overlap else 0, 0, mode)
 
 
 # --------------------------------------------------------------------------- errors

@@ -211,8 +211,11 @@ def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=No
 
 
 def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None,
-                             out=None, overlap=True):
-    """Row-parallel linear: this rank's rows (w8a8_tp_shard_rows of M = a.shape[0]) of sum_j a_j . b_j."""
+                             out=None, overlap=True, partials="fp32"):
+    """Row-parallel linear: this rank's rows (w8a8_tp_shard_rows of M = a.shape[0]) of sum_j a_j . b_j.
+    partials: "fp32" (default: fp32 partials summed in rank order, + bias, rounded once) or "out" (each
+    rank's partial rounded to out's dtype before it travels, then the same sum: half the bytes for
+    bf16/fp16 out; W8A8_TP_PARTIALS_OUT in w8a8.h). Every rank must pass the same value."""
     fn = "w8a8.scaled_mm_reduce_scatter"
     view, alloc = _frontend(comm, a, fn)
     t = type(a).__module__.startswith("torch")
@@ -230,5 +233,6 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bia
     _core.scaled_mm_reduce_scatter(comm, va, vb, view(scale_a, "scale_a"), view(scale_b, "scale_b"), vo,
                                    view(bias, "bias") if bias is not None else None,
                                    view(azp, "azp") if azp is not None else None,
-                                   view(azp_adj, "azp_adj") if azp_adj is not None else None, overlap, fn=fn)
+                                   view(azp_adj, "azp_adj") if azp_adj is not None else None, overlap, fn=fn,
+                                   partials=partials)
     return out

@@ -7,7 +7,9 @@
 //   tp_reduce:  the reduce-scatter's sum. out[i, n] = round(((p_0 + p_1) + ... + p_{W-1}) + bias[n]),
 //               fp32 additions in rank order with explicit __fadd_rn (nvcc may not contract or
 //               reorder them), rounded once by common.cuh's converters: exactly gemm_rs.c's
-//               rs_reduce, so int8 results match the CPU/MPI path bit for bit.
+//               rs_reduce, so int8 results match the CPU/MPI path bit for bit. The partials are
+//               fp32, or (W8A8_TP_PARTIALS_OUT) out's bf16/fp16, each widened exactly to fp32
+//               before it is added (gemm_rs.c rounds and widens them in place: the same values).
 #include <stdint.h>
 
 #include "common.cuh"
@@ -34,28 +36,30 @@ extern "C" w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scal
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error("w8a8_all_gather_scaled_mm", "tp_expand launch", e);
 }
 
-// One thread per output element, grid-stride. The sources are [rows, N] dense fp32, one per rank
-// in rank order (passed by value: no device-side pointer table to keep in sync).
-__global__ void tp_reduce_kernel(w8a8_tp_reduce_srcs srcs, int W, int64_t rows, int64_t N, void *out, int64_t ldo,
-                                 int out_dtype, const void *bias) {
+// One thread per output element, grid-stride. The sources are [rows, N] dense, one per rank in
+// rank order (passed by value: no device-side pointer table to keep in sync), of dtype src_dtype
+// (fp32, bf16 or fp16: the same for every rank, so the branch in w8a8d_load_float is uniform).
+__global__ void tp_reduce_kernel(w8a8_tp_reduce_srcs srcs, int src_dtype, int W, int64_t rows, int64_t N, void *out,
+                                 int64_t ldo, int out_dtype, const void *bias) {
   const int64_t total = rows * N;
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = e / N, n = e - i * N;
-    float s = srcs.p[0][e];
-    for (int j = 1; j < W; j++) s = __fadd_rn(s, srcs.p[j][e]);
+    float s = w8a8d_load_float(src_dtype, srcs.p[0], e);
+    for (int j = 1; j < W; j++) s = __fadd_rn(s, w8a8d_load_float(src_dtype, srcs.p[j], e));
     if (bias) s = __fadd_rn(s, w8a8d_load_float(out_dtype, bias, n));
     w8a8d_store_float(out_dtype, out, i * ldo + n, s);
   }
 }
 
-extern "C" w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, int W, int64_t rows, int64_t N,
-                                             void *out, int64_t ldo, w8a8_dtype out_dtype, const void *bias,
-                                             int num_sms, cudaStream_t stream) {
+extern "C" w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, w8a8_dtype src_dtype, int W,
+                                             int64_t rows, int64_t N, void *out, int64_t ldo, w8a8_dtype out_dtype,
+                                             const void *bias, int num_sms, cudaStream_t stream) {
   const int64_t total = rows * N;
   if (total <= 0) return W8A8_SUCCESS;
   int64_t blocks = (total + 255) / 256, cap = (int64_t)num_sms * 8;
   if (blocks > cap) blocks = cap;
-  tp_reduce_kernel<<<(unsigned)blocks, 256, 0, stream>>>(*srcs, W, rows, N, out, ldo, (int)out_dtype, bias);
+  tp_reduce_kernel<<<(unsigned)blocks, 256, 0, stream>>>(*srcs, (int)src_dtype, W, rows, N, out, ldo, (int)out_dtype,
+                                                          bias);
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error("w8a8_scaled_mm_reduce_scatter", "tp_reduce launch", e);
 }

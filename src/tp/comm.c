@@ -425,6 +425,7 @@ static const char *sig_name(int f) {
     case TP_SIG_BIAS: return "bias presence";
     case TP_SIG_ZP_KIND: return "the zero-point kind";
     case TP_SIG_OVERLAP: return "opts->overlap";
+    case TP_SIG_PARTIALS: return "opts->partials";
     default: return "a field";
   }
 }
@@ -442,12 +443,13 @@ w8a8_status w8a8_tp_agree_table(const char *fn, w8a8_comm *c, w8a8_status local,
   const int op = (int)s0[TP_SIG_OP];
   for (int j = 1; j < W; j++) {
     const int64_t *sj = c->sig_all + (size_t)j * TP_SIG_COUNT;
-    static const int fields[] = {TP_SIG_OP,        TP_SIG_M_TOTAL, TP_SIG_K,       TP_SIG_N,      TP_SIG_IN_DTYPE,
-                                 TP_SIG_OUT_DTYPE, TP_SIG_BIAS,    TP_SIG_ZP_KIND, TP_SIG_OVERLAP};
+    static const int fields[] = {TP_SIG_OP,   TP_SIG_M_TOTAL, TP_SIG_K,       TP_SIG_N,       TP_SIG_IN_DTYPE,
+                                 TP_SIG_OUT_DTYPE, TP_SIG_BIAS, TP_SIG_ZP_KIND, TP_SIG_OVERLAP, TP_SIG_PARTIALS};
     for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
       int k = fields[f];
       if (k == TP_SIG_K && op == TP_OP_RS) continue; /* K shards are local to each rank */
       if (k == TP_SIG_N && op == TP_OP_AG) continue; /* N shards are local to each rank */
+      if (k == TP_SIG_PARTIALS && op != TP_OP_RS) continue; /* the all-gather ignores it */
       if (sj[k] != s0[k])
         return w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks disagree on %s: rank 0 has %lld, rank %d has %lld", fn,
                         sig_name(k), LL(s0[k]), j, LL(sj[k]));

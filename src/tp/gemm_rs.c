@@ -8,6 +8,11 @@
  * p[m,n] = sb[n] * (sa[m] * v[m,n]) (the CPU backend with an fp32 out and no bias
  * computes exactly that). Bias and rounding come once, after the sum, in
  * rs_reduce: s = p_0 + p_1 + ... + p_{W-1} (rank order, fp32), s + bias, RNE.
+ * With W8A8_TP_PARTIALS_OUT each GEMM block's partials are rounded to out's dtype (RNE, the
+ * numeric.c converters: the reference's rounding) and widened back to fp32 in place, right
+ * after the block is computed, so the same sum then adds the rounded partials. The wire
+ * format stays fp32 (the values are rounded, the bytes are not halved): on CPU ranks the
+ * option is about the arithmetic, which must match the GPU ranks', not about bandwidth.
  *
  * Fused (overlap = 1): receives from every peer are posted first; then for
  * s = 1 .. W-1 the rows of peer (r + s) % W are computed and sent while the next
@@ -43,6 +48,14 @@ static rs_bufs rs_layout(const w8a8_comm *c, const w8a8_tp_problem *p) {
 /* Slot of peer j's partial in the receive area (the own rank has none). */
 static int rs_slot(int j, int rank) { return j < rank ? j : j - 1; }
 
+/* W8A8_TP_PARTIALS_OUT: x rounded to out's dtype (RNE) and back, for each of n partials. */
+static void rs_round_partials(w8a8_dtype t, float *x, int64_t n) {
+  if (t == W8A8_DTYPE_BF16)
+    for (int64_t i = 0; i < n; i++) x[i] = w8a8_bf16_to_f32(w8a8_f32_to_bf16(x[i]));
+  else if (t == W8A8_DTYPE_FP16)
+    for (int64_t i = 0; i < n; i++) x[i] = w8a8_f16_to_f32(w8a8_f32_to_f16(x[i]));
+}
+
 /* Partial rows [r0, r0 + n) of this rank into P, block by block, polling `reqs`. */
 static w8a8_status rs_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, const rs_bufs *g, int64_t r0,
                            int64_t n, int nreq, MPI_Request *reqs) {
@@ -70,6 +83,7 @@ static w8a8_status rs_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *
     q.azp = p->azp_mode == W8A8_AZP_PER_TOKEN ? p->azp + m : p->azp;
     q.azp_adj = p->azp_adj;
     if (q.N > 0) W8A8_CHECK(w8a8_cpu_scaled_mm(c->handle, &q));
+    rs_round_partials(w8a8_tp_partial_dtype(p), g->part + m * p->N, q.M * p->N);
     if (nreq > 0) {
       int done = 0;
       int rc = MPI_Testall(nreq, reqs, &done, MPI_STATUSES_IGNORE);

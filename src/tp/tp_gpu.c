@@ -32,6 +32,11 @@
  *          and pushes the piece into j's receive slot for this rank;
  *          own rows last; C records ev_ready; host barrier; S waits on every rank's ev_ready
  *          and sums in rank order (tp_reduce). Unfused: all GEMMs, then all pushes.
+ *          W8A8_TP_PARTIALS_OUT with a bf16/fp16 out: the partial GEMMs write out's dtype (their
+ *          epilogue without bias is sb*(sa*v) rounded once: p_j rounded to 16 bits, exactly the
+ *          header's q_j), every push and NCCL message moves half the bytes, and tp_reduce widens
+ *          each 16-bit partial to fp32 before the same ordered sum. The workspace layout is the
+ *          same with 2-byte elements (so the fp32 sizing of w8a8_comm_reserve covers it).
  *   end:   S records ev_done.
  * NCCL transport (ranks in several processes): the same chunks; step s is one NCCL group of
  *   send to (r + s) and receive from (r - s) on C, then ev_step[s]. NCCL orders the ranks.
@@ -88,9 +93,11 @@ static ag_bufs ag_layout(void *ws, int64_t M, int64_t K) {
   return g;
 }
 
-/* Reduce-scatter layout: partials [M, N] of this rank, then W-1 receive slots of [M_r, N]. */
-static float *rs_part(void *ws) { return (float *)ws; }
-static float *rs_recv(void *ws, int64_t M, int64_t N) { return (float *)ws + (size_t)M * (size_t)N; }
+/* Reduce-scatter layout: partials [M, N] of this rank, then W-1 receive slots of [M_r, N], all of
+ * es-byte elements (4: fp32 partials; 2: W8A8_TP_PARTIALS_OUT with a 16-bit out). Byte pointers:
+ * every offset below is an element count times es. */
+static char *rs_part(void *ws) { return (char *)ws; }
+static char *rs_recv(void *ws, int64_t M, int64_t N, size_t es) { return (char *)ws + (size_t)M * (size_t)N * es; }
 static int rs_slot(int j, int rank) { return j < rank ? j : j - 1; }
 
 #define CU(call, what)                                                \
@@ -158,8 +165,10 @@ static w8a8_status front(const char *fn, w8a8_comm *c, int op, const w8a8_matrix
 }
 
 /* One chunk's GEMM: rows [r0, r0 + n) of the gathered rows (AG) into out, or of this rank's
- * rows of a into fp32 partials without bias (RS). Runs on the handle's stream. */
-static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, float *part, int64_t r0, int64_t n,
+ * rows of a into partials without bias (RS: fp32, or out's dtype with W8A8_TP_PARTIALS_OUT; the
+ * epilogue's single rounding of sb*(sa*v) to 16 bits is then the header's q_j). Runs on the
+ * handle's stream. */
+static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, char *part, int64_t r0, int64_t n,
                           w8a8_mm_problem *out) {
   w8a8_mm_problem q;
   memset(&q, 0, sizeof q);
@@ -188,10 +197,10 @@ static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, float *par
       q.azp_mode = p->zp_kind == 1 ? W8A8_AZP_ADJ_ONLY : W8A8_AZP_NONE;
     }
   } else { /* RS: this rank's own scales; bias after the sum */
-    q.out_dtype = W8A8_DTYPE_FP32;
+    q.out_dtype = w8a8_tp_partial_dtype(p);
     q.a = (const uint8_t *)p->a + r0 * p->lda;
     q.lda = p->lda;
-    q.out = part + r0 * p->N;
+    q.out = part + (size_t)(r0 * p->N) * w8a8_dtype_size(q.out_dtype);
     q.ldo = p->N;
     q.scale_a = p->scale_a + (p->scale_a_per_token ? r0 : 0);
     q.scale_a_per_token = p->scale_a_per_token;
@@ -201,7 +210,7 @@ static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, float *par
   }
   *out = q;
 }
-static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_bufs *g, float *part, int64_t r0,
+static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_bufs *g, char *part, int64_t r0,
                               int64_t n) {
   if (n <= 0 || p->N <= 0) return W8A8_SUCCESS;
   w8a8_mm_problem q;
@@ -579,7 +588,11 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const xport xp = transport_of(gs, capture);
   const bool direct = xp != XP_NCCL; /* peers' buffers addressed directly (GROUP, IPC) */
   void *ws = call_ws(gs, xp);
-  float *part = rs_part(ws), *recv = rs_recv(ws, M, N);
+  /* The partials' dtype and element size: agreed between the ranks (out dtype and partials are
+   * in the signature), so every rank lays out its workspace, and reads its peers', the same way. */
+  const w8a8_dtype pdt = w8a8_tp_partial_dtype(p);
+  const size_t es = w8a8_dtype_size(pdt);
+  char *part = rs_part(ws), *recv = rs_recv(ws, M, N, es);
 
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
@@ -604,8 +617,9 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
         /* One event serves every piece: a wait binds to the record made just before it. */
         CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
         CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
-        float *dst = rs_recv(pws, M, N) + (size_t)rs_slot(r, j) * (size_t)(cnt[j] * N) + (size_t)(b0 * N);
-        CU(cudaMemcpyAsync(dst, part + (off[j] + b0) * N, sizeof(float) * (size_t)((b1 - b0) * N), cudaMemcpyDefault, C),
+        char *dst = rs_recv(pws, M, N, es) + ((size_t)rs_slot(r, j) * (size_t)(cnt[j] * N) + (size_t)(b0 * N)) * es;
+        CU(cudaMemcpyAsync(dst, part + (size_t)((off[j] + b0) * N) * es, es * (size_t)((b1 - b0) * N),
+                           cudaMemcpyDefault, C),
            "cudaMemcpyAsync (partial to peer)");
       }
     } else {
@@ -615,12 +629,13 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 #ifdef W8A8_HAVE_NCCL
       const int from = (r - s + W) % W;
       ncclComm_t nc = (ncclComm_t)gs->nccl;
+      const ncclDataType_t nt = pdt == W8A8_DTYPE_BF16 ? ncclBfloat16 : pdt == W8A8_DTYPE_FP16 ? ncclFloat16 : ncclFloat32;
       ncclResult_t nr = ncclGroupStart();
       if (cnt[j] > 0 && nr == ncclSuccess)
-        nr = ncclSend(part + off[j] * N, (size_t)(cnt[j] * N), ncclFloat32, j, nc, C);
+        nr = ncclSend(part + (size_t)(off[j] * N) * es, (size_t)(cnt[j] * N), nt, j, nc, C);
       if (cnt[r] > 0 && nr == ncclSuccess)
-        nr = ncclRecv(recv + (size_t)rs_slot(from, r) * (size_t)(cnt[r] * N), (size_t)(cnt[r] * N), ncclFloat32, from,
-                      nc, C);
+        nr = ncclRecv(recv + (size_t)rs_slot(from, r) * (size_t)(cnt[r] * N) * es, (size_t)(cnt[r] * N), nt, from, nc,
+                      C);
       ncclResult_t ne = ncclGroupEnd();
       if (nr == ncclSuccess) nr = ne;
       if (nr != ncclSuccess) {
@@ -647,8 +662,8 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   w8a8_tp_reduce_srcs src;
   memset(&src, 0, sizeof src);
   for (int j = 0; j < W; j++)
-    src.p[j] = j == r ? part + off[r] * N : recv + (size_t)rs_slot(j, r) * (size_t)(cnt[r] * N);
-  W8A8_CHECK(w8a8_tp_launch_reduce(&src, W, cnt[r], N, p->out, p->ldo, p->out_dtype, p->bias, gs->num_sms, S));
+    src.p[j] = j == r ? part + (size_t)(off[r] * N) * es : recv + (size_t)rs_slot(j, r) * (size_t)(cnt[r] * N) * es;
+  W8A8_CHECK(w8a8_tp_launch_reduce(&src, pdt, W, cnt[r], N, p->out, p->ldo, p->out_dtype, p->bias, gs->num_sms, S));
   return finish(fn, c, xp, S, capture);
 }
 

@@ -32,16 +32,18 @@ extern "C" {
 #define W8A8_TP_GPU_MAX_RANKS 64
 
 typedef struct w8a8_tp_reduce_srcs {
-  const float *p[W8A8_TP_GPU_MAX_RANKS]; /* rank order; each [rows, N] dense fp32 */
+  const void *p[W8A8_TP_GPU_MAX_RANKS]; /* rank order; each [rows, N] dense, of the partials' dtype */
 } w8a8_tp_reduce_srcs;
 
 /* src/cuda/tp_kernels.cu */
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
                                               int32_t *dst_azp, const int32_t *azp, int azp_per_row, int64_t rows,
                                               cudaStream_t stream);
-W8A8_HIDDEN w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, int W, int64_t rows, int64_t N,
-                                              void *out, int64_t ldo, w8a8_dtype out_dtype, const void *bias,
-                                              int num_sms, cudaStream_t stream);
+/* out = round(((q_0 + q_1) + ... + q_{W-1}) + bias) with q_j = (float)srcs->p[j][e]: src_dtype is
+ * fp32 (W8A8_TP_PARTIALS_FP32) or out's bf16/fp16 (W8A8_TP_PARTIALS_OUT). */
+W8A8_HIDDEN w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, w8a8_dtype src_dtype, int W,
+                                              int64_t rows, int64_t N, void *out, int64_t ldo, w8a8_dtype out_dtype,
+                                              const void *bias, int num_sms, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

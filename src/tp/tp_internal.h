@@ -38,6 +38,7 @@ enum {
   TP_SIG_BIAS,
   TP_SIG_ZP_KIND, /* 0 none, 1 premultiplied azp_adj, 2 azp vector */
   TP_SIG_OVERLAP,
+  TP_SIG_PARTIALS, /* opts->partials (compared for the reduce-scatter only) */
   TP_SIG_VERSION, /* W8A8_VERSION (creation) */
   TP_SIG_DEVICE,  /* handle kind (creation) */
   TP_SIG_COUNT
@@ -146,6 +147,7 @@ typedef struct w8a8_tp_problem {
   const int32_t *azp_adj;
   int zp_kind;            /* 0 none, 1 premultiplied, 2 azp vector */
   int overlap;
+  int partials;           /* W8A8_TP_PARTIALS_FP32 or _OUT (opts, or the default) */
   /* AG optional outputs (NULL = not wanted) */
   void *g_a;
   int64_t g_lda;
@@ -180,6 +182,11 @@ W8A8_HIDDEN size_t w8a8_tp_workspace_need(int size, int64_t max_m, int64_t max_n
  * (N, K) only, so the fused and unfused paths run the GEMM on identical sub-problems
  * (and the CPU kernels' results cannot depend on which path ran them). */
 W8A8_HIDDEN int64_t w8a8_tp_block_rows(const w8a8_comm *c, int64_t N, int64_t K);
+
+/* The dtype of a reduce-scatter's partials: out's dtype with W8A8_TP_PARTIALS_OUT, else fp32. */
+static inline w8a8_dtype w8a8_tp_partial_dtype(const w8a8_tp_problem *p) {
+  return p->partials == W8A8_TP_PARTIALS_OUT ? p->out_dtype : W8A8_DTYPE_FP32;
+}
 
 /* Round fp32 to the output dtype once (RNE) and store element i. */
 W8A8_HIDDEN void w8a8_tp_store(w8a8_dtype t, void *base, int64_t i, float r);

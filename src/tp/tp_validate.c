@@ -92,8 +92,9 @@ static w8a8_status check_vector(const char *fn, const char *arg, const w8a8_vect
   return W8A8_SUCCESS;
 }
 
-static w8a8_status check_options(const char *fn, const w8a8_tp_options *opts, int *overlap) {
+static w8a8_status check_options(const char *fn, const w8a8_tp_options *opts, int *overlap, int *partials) {
   *overlap = 1;
+  *partials = W8A8_TP_PARTIALS_FP32;
   if (!opts) return W8A8_SUCCESS;
   size_t min_size = offsetof(w8a8_tp_options, overlap) + sizeof(int);
   if (opts->struct_size < min_size || opts->struct_size > 4096)
@@ -103,6 +104,15 @@ static w8a8_status check_options(const char *fn, const w8a8_tp_options *opts, in
   if (opts->overlap != 0 && opts->overlap != 1)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: opts->overlap is %d; expected 0 (unfused) or 1 (fused)", fn,
                     opts->overlap);
+  /* Members past the caller's struct_size are not read: a caller built against an older
+   * header (struct_size 16, ending at reserved0, the old padding) gets the default. */
+  if (opts->struct_size >= offsetof(w8a8_tp_options, partials) + sizeof(int)) {
+    if (opts->partials != W8A8_TP_PARTIALS_FP32 && opts->partials != W8A8_TP_PARTIALS_OUT)
+      return w8a8_err(W8A8_ERROR_INVALID_VALUE,
+                      "%s: opts->partials is %d; expected W8A8_TP_PARTIALS_FP32 (0) or W8A8_TP_PARTIALS_OUT (1)", fn,
+                      opts->partials);
+    *partials = opts->partials;
+  }
   *overlap = opts->overlap;
   return W8A8_SUCCESS;
 }
@@ -112,8 +122,8 @@ w8a8_status w8a8_tp_validate(const char *fn, const w8a8_comm *c, int op, const w
                              const w8a8_zero_point *zp, const w8a8_matrix *out, const w8a8_gathered *gathered,
                              const w8a8_tp_options *opts, w8a8_tp_problem *p) {
   const bool ag = op == TP_OP_AG;
-  int overlap = 1;
-  W8A8_CHECK(check_options(fn, opts, &overlap));
+  int overlap = 1, partials = W8A8_TP_PARTIALS_FP32;
+  W8A8_CHECK(check_options(fn, opts, &overlap, &partials));
   W8A8_CHECK(check_matrix(fn, "a", a));
   W8A8_CHECK(check_matrix(fn, "b", b));
   W8A8_CHECK(check_matrix(fn, "out", out));
@@ -275,6 +285,7 @@ w8a8_status w8a8_tp_validate(const char *fn, const w8a8_comm *c, int op, const w
   p->azp_adj = zp ? (const int32_t *)zp->azp_adj.data : NULL;
   p->zp_kind = zp_kind;
   p->overlap = overlap;
+  p->partials = partials;
   p->g_a = g_a;
   p->g_lda = g_lda;
   p->g_scale = g_scale;
@@ -296,6 +307,7 @@ void w8a8_tp_signature(const w8a8_tp_problem *p, int op, w8a8_status s, int64_t 
   sig[TP_SIG_BIAS] = p->has_bias;
   sig[TP_SIG_ZP_KIND] = p->zp_kind;
   sig[TP_SIG_OVERLAP] = p->overlap;
+  sig[TP_SIG_PARTIALS] = p->partials;
 }
 
 w8a8_status w8a8_tp_local_checks(const char *fn, const w8a8_comm *c, int op, const w8a8_matrix *a,

@@ -1,6 +1,8 @@
 /* test_tp_errors.c — bad input to the communicator and the fused calls: every rank gets an
  * error (never a hang), the status names the problem, and nothing the caller owns is
  * written. Ranks that disagree get W8A8_ERROR_COMM_MISMATCH on every rank. */
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -175,6 +177,24 @@ TP_TEST(tp_err_ranks_disagree) {
   o.overlap = g_rank == 0;
   st = ag(g_comm, &s, &o);
   CHECK(st == W8A8_ERROR_COMM_MISMATCH && strstr(w8a8_last_error(), "overlap"), "overlap: %s", w8a8_last_error());
+  /* the reduce-scatter's partials on some ranks only: fused and unfused */
+  for (int ov = 0; ov < 2; ov++) {
+    small_init(&s, 0);
+    o = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    o.overlap = ov;
+    o.partials = g_rank == g_size - 1 ? W8A8_TP_PARTIALS_OUT : W8A8_TP_PARTIALS_FP32;
+    st = rs(g_comm, &s, &o);
+    CHECK(st == W8A8_ERROR_COMM_MISMATCH && strstr(w8a8_last_error(), "opts->partials"), "partials (overlap %d): %s %s",
+          ov, w8a8_status_name(st), w8a8_last_error());
+    CHECK(untouched(&s), "out written (partials, overlap %d)", ov);
+  }
+  /* the all-gather ignores partials: ranks may differ there */
+  small_init(&s, 1);
+  o = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+  o.partials = g_rank == 0 ? W8A8_TP_PARTIALS_OUT : W8A8_TP_PARTIALS_FP32;
+  st = ag(g_comm, &s, &o);
+  CHECK(st == W8A8_SUCCESS && !untouched(&s), "all-gather with partials on some ranks: %s %s", w8a8_status_name(st),
+        w8a8_last_error());
   /* the layer's M differs (out->rows in the all-gather) */
   small_init(&s, 1);
   if (g_rank == 0) s.O.rows -= 1;
@@ -269,6 +289,31 @@ TP_TEST(tp_err_local_checks_every_rank) {
   o.struct_size = 0;
   EXPECT(ag(g_comm, &s, &o), W8A8_ERROR_INVALID_VALUE, "struct_size 0");
   o.struct_size = sizeof o;
+  /* partials outside {FP32, OUT}: refused by both operations, naming the member and the value */
+  static const int bad_partials[] = {2, -1};
+  for (int i = 0; i < 2; i++) {
+    char what[64];
+    o = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    o.partials = bad_partials[i];
+    small_init(&s, 0);
+    snprintf(what, sizeof what, "rs partials %d", bad_partials[i]);
+    EXPECT(rs(g_comm, &s, &o), W8A8_ERROR_INVALID_VALUE, what);
+    char given[16];
+    snprintf(given, sizeof given, "is %d", bad_partials[i]);
+    CHECK(strstr(w8a8_last_error(), "opts->partials") && strstr(w8a8_last_error(), given) &&
+              strstr(w8a8_last_error(), "W8A8_TP_PARTIALS_FP32") && strstr(w8a8_last_error(), "W8A8_TP_PARTIALS_OUT"),
+          "%s: message %s", what, w8a8_last_error());
+    small_init(&s, 1);
+    snprintf(what, sizeof what, "ag partials %d", bad_partials[i]);
+    EXPECT(ag(g_comm, &s, &o), W8A8_ERROR_INVALID_VALUE, what);
+    /* an old caller's struct_size does not cover partials: whatever it holds is not read */
+    o.struct_size = offsetof(w8a8_tp_options, partials);
+    small_init(&s, 0);
+    st = rs(g_comm, &s, &o);
+    CHECK(st == W8A8_SUCCESS && !untouched(&s), "old struct_size with partials %d: %s %s", bad_partials[i],
+          w8a8_status_name(st), w8a8_last_error());
+  }
+  o = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
   /* zero points: fp8, and a gathered azp without an azp vector */
   small_init(&s, 1);
   int32_t adj[8] = {0}, gz[64];

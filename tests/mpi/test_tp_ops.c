@@ -5,7 +5,12 @@
  * compute the whole layer itself. int8 results must equal the reference bit for bit;
  * fp8 results within a tight tolerance (the fast kernels may sum in another order);
  * fused and unfused results bit for bit in every mode. Outputs are poisoned first and
- * their padding (ld > N) must stay untouched. */
+ * their padding (ld > N) must stay untouched.
+ * The reduce-scatter runs with either kind of partials (w8a8_tp_options.partials): the
+ * reference then rounds each rank's partial to out's dtype (numeric.c's RNE) and widens it
+ * back before the same ordered sum; the tests also count the elements where the two modes'
+ * references differ, so that a library ignoring the option cannot pass. */
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +27,35 @@ typedef struct tp_case {
   int gathered; /* AG: ask for the gathered a, scales and zero points */
   int64_t block_rows; /* 0 = auto */
   uint64_t seed;
+  int partials; /* RS: W8A8_TP_PARTIALS_FP32 or _OUT */
+  int old_size; /* RS: pass opts->struct_size = offsetof(partials) (a caller built against the header
+                   before `partials` existed) with partials = OUT and garbage in reserved0: the
+                   library must not read them and compute fp32 partials */
 } tp_case;
+
+/* Reference elements where the two kinds of partials give different outputs (RS, this rank). */
+static int64_t g_rs_modes_differ;
+
+/* x rounded to out's dtype (RNE, numeric.c) and widened back: W8A8_TP_PARTIALS_OUT's partial. */
+static float round_to_out(w8a8_dtype t, float x) {
+  float y = 0.0f;
+  uint16_t h = 0;
+  w8a8_tp_store(t, t == W8A8_DTYPE_FP32 ? (void *)&y : (void *)&h, 0, x);
+  return t == W8A8_DTYPE_FP32 ? y : w8a8_tp_load(t, &h, 0);
+}
+
+/* Twice the spacing of out's dtype at |x|: the most by which rounding x' instead of x, with x'
+ * within a rounding boundary of x, can change the rounded value (fp8 partials: the library's
+ * kernels may sum in another order than the reference, and a partial near a rounding boundary
+ * may then round to the neighbour). 0 for fp32 (no rounding of partials). */
+static float out_spacing2(w8a8_dtype t, float x) {
+  if (t == W8A8_DTYPE_FP32) return 0.0f;
+  int e = 0;
+  frexpf(fabsf(x), &e); /* |x| < 2^e */
+  float u = ldexpf(1.0f, e - (t == W8A8_DTYPE_BF16 ? 8 : 11));
+  if (t == W8A8_DTYPE_FP16 && u < 0x1p-24f) u = 0x1p-24f; /* fp16 subnormals */
+  return 2.0f * u;
+}
 
 #define POISON 0xA5
 
@@ -35,9 +68,10 @@ static int64_t count_bad_padding(const uint8_t *buf, int64_t rows, int64_t N, in
   return bad;
 }
 
-/* Compare got with want on rows x N (ld_got, ld_want); exact or with fp8's tolerance. */
+/* Compare got with want on rows x N (ld_got, ld_want); exact or with fp8's tolerance (plus
+ * flip[i], where given: rounded partials may round to the neighbour, see out_spacing2). */
 static void compare(const char *what, const tp_case *tc, const void *got, int64_t ld_got, const void *want,
-                    int64_t ld_want, const float *slack, int64_t rows) {
+                    int64_t ld_want, const float *slack, const float *flip, int64_t rows) {
   int64_t bad = 0;
   for (int64_t m = 0; m < rows; m++)
     for (int64_t n = 0; n < tc->N; n++) {
@@ -46,7 +80,8 @@ static void compare(const char *what, const tp_case *tc, const void *got, int64_
       if (tc->in == W8A8_DTYPE_INT8) {
         ok = memcmp(&g, &w, sizeof g) == 0 || (isnan(g) && isnan(w));
       } else {
-        float tol = 0x1p-7f * fabsf(w) + (slack ? 1e-4f * slack[m * tc->N + n] : 0.0f) + 1e-6f;
+        float tol = 0x1p-7f * fabsf(w) + (slack ? 1e-4f * slack[m * tc->N + n] : 0.0f) +
+                    (flip ? flip[m * tc->N + n] : 0.0f) + 1e-6f;
         ok = fabsf(g - w) <= tol;
       }
       if (!ok && bad++ < 3)
@@ -172,7 +207,7 @@ static void run_ag(const tp_case *tc) {
   w8a8_matrix OR = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, M, N, N, out_ref);
   REQUIRE_OK(w8a8_scaled_mm(g_ref, &AF, &B, &SAF, &SB, tc->bias ? &BIAS : NULL, tc->zp ? &ZPF : NULL, &OR));
 
-  compare("all_gather_scaled_mm vs reference", tc, out_f, ldo, out_ref, N, NULL, M);
+  compare("all_gather_scaled_mm vs reference", tc, out_f, ldo, out_ref, N, NULL, NULL, M);
   compare_bits("all_gather_scaled_mm fused vs unfused", out_f, out_u, M, N, ldo, oes);
   CHECK(count_bad_padding(out_f, M, N, ldo, oes) == 0 && count_bad_padding(out_u, M, N, ldo, oes) == 0,
         "out's padding columns were written");
@@ -253,8 +288,14 @@ static void run_rs(const tp_case *tc) {
   uint8_t *out_f = malloc((size_t)(Mr * ldo) * oes + 1), *out_u = malloc((size_t)(Mr * ldo) * oes + 1);
   void *out_ref = calloc((size_t)(Mr * N) + 1, oes);
   float *acc = calloc((size_t)(Mr * N) + 1, sizeof(float)), *slack = calloc((size_t)(Mr * N) + 1, sizeof(float));
+  float *accq = calloc((size_t)(Mr * N) + 1, sizeof(float)); /* the sum of rounded partials */
+  float *flip = calloc((size_t)(Mr * N) + 1, sizeof(float));
   float *part = calloc((size_t)(M * N) + 1, sizeof(float));
-  REQUIRE(a && b && bias && out_f && out_u && out_ref && acc && slack && part, "out of memory");
+  void *out_alt = calloc((size_t)(Mr * N) + 1, oes); /* the other kind of partials' reference */
+  REQUIRE(a && b && bias && out_f && out_u && out_ref && acc && slack && accq && flip && part && out_alt,
+          "out of memory");
+  /* The kind of partials the library must compute: the option, or fp32 where it is not read. */
+  const int want_out = tc->partials == W8A8_TP_PARTIALS_OUT && !tc->old_size;
   for (int64_t m = 0; m < M; m++) memcpy(a + m * lda, me.a + m * me.Kj, (size_t)me.Kj);
   for (int64_t n = 0; n < N; n++) memcpy(b + n * ldb, me.b + n * me.Kj, (size_t)me.Kj);
   /* the same bias on every rank */
@@ -271,6 +312,12 @@ static void run_rs(const tp_case *tc) {
   w8a8_matrix OF = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mr, N, ldo, out_f);
   w8a8_matrix OU = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mr, N, ldo, out_u);
   w8a8_tp_options opt = W8A8_TP_OPTIONS_INIT;
+  opt.partials = tc->partials;
+  if (tc->old_size) {
+    opt.struct_size = offsetof(w8a8_tp_options, partials);
+    opt.reserved0 = 0x5a5a5a5a;
+    opt.partials = W8A8_TP_PARTIALS_OUT;
+  }
   g_comm->block_rows = tc->block_rows;
   opt.overlap = 0;
   w8a8_status s1 = w8a8_scaled_mm_reduce_scatter(g_comm, &A, &B, &SA, &SB, tc->bias ? &BIAS : NULL,
@@ -283,7 +330,8 @@ static void run_rs(const tp_case *tc) {
           w8a8_status_name(s2), w8a8_last_error());
 
   /* One rank computing the whole layer: every rank's fp32 partial with the scalar reference
-   * (the epilogue without bias), summed in rank order, plus the bias, rounded once. */
+   * (the epilogue without bias), summed in rank order, plus the bias, rounded once; and the same
+   * with each partial rounded to out's dtype first (W8A8_TP_PARTIALS_OUT). */
   for (int j = 0; j < W; j++) {
     rs_inputs in;
     memset(&in, 0, sizeof in);
@@ -298,29 +346,36 @@ static void run_rs(const tp_case *tc) {
     rs_free(&in);
     REQUIRE(s == W8A8_SUCCESS, "reference partial of rank %d: %s", j, w8a8_last_error());
     for (int64_t i = 0; i < Mr * N; i++) {
-      float p = part[off * N + i];
+      float p = part[off * N + i], q = round_to_out(tc->out, p);
       acc[i] = j == 0 ? p : acc[i] + p;
+      accq[i] = j == 0 ? q : accq[i] + q;
       slack[i] += fabsf(p);
+      if (want_out) flip[i] += out_spacing2(tc->out, p);
     }
   }
   for (int64_t i = 0; i < Mr; i++)
     for (int64_t n = 0; n < N; n++) {
-      float s = acc[i * N + n];
-      if (tc->bias) s = s + w8a8_tp_load(tc->out, bias, n);
+      float s = (want_out ? accq : acc)[i * N + n], t = (want_out ? acc : accq)[i * N + n];
+      if (tc->bias) s = s + w8a8_tp_load(tc->out, bias, n), t = t + w8a8_tp_load(tc->out, bias, n);
       w8a8_tp_store(tc->out, out_ref, i * N + n, s);
+      w8a8_tp_store(tc->out, out_alt, i * N + n, t);
     }
-  compare("scaled_mm_reduce_scatter vs reference", tc, out_f, ldo, out_ref, N, slack, Mr);
+  for (int64_t i = 0; i < Mr * N; i++)
+    g_rs_modes_differ += memcmp((const char *)out_ref + (size_t)i * oes, (const char *)out_alt + (size_t)i * oes, oes) != 0;
+  compare("scaled_mm_reduce_scatter vs reference", tc, out_f, ldo, out_ref, N, slack, flip, Mr);
   compare_bits("scaled_mm_reduce_scatter fused vs unfused", out_f, out_u, Mr, N, ldo, oes);
   CHECK(count_bad_padding(out_f, Mr, N, ldo, oes) == 0 && count_bad_padding(out_u, Mr, N, ldo, oes) == 0,
         "out's padding columns were written");
   rs_free(&me);
   free(a), free(b), free(bias), free(out_f), free(out_u), free(out_ref), free(acc), free(slack), free(part);
+  free(accq), free(flip), free(out_alt);
 }
 
 static const w8a8_dtype k_outs[3] = {W8A8_DTYPE_BF16, W8A8_DTYPE_FP16, W8A8_DTYPE_FP32};
 
-/* Every combination of output dtype, scale modes, bias and zero point for one operand dtype. */
-static void all_modes(int ag, w8a8_dtype in) {
+/* Every combination of output dtype, scale modes, bias and zero point for one operand dtype
+ * (partials: the reduce-scatter's option). */
+static void all_modes_p(int ag, w8a8_dtype in, int partials) {
   int n = 0;
   for (int o = 0; o < 3; o++)
     for (int sa = 0; sa < 2; sa++)
@@ -335,6 +390,7 @@ static void all_modes(int ag, w8a8_dtype in) {
             tc.M = 13, tc.N = 20, tc.K = 37;
             tc.pad = (n % 3 == 0) ? 3 : 0;
             tc.seed = 1000u + (uint64_t)n++;
+            tc.partials = partials;
             if (ag)
               run_ag(&tc);
             else
@@ -343,6 +399,8 @@ static void all_modes(int ag, w8a8_dtype in) {
           }
 }
 
+static void all_modes(int ag, w8a8_dtype in) { all_modes_p(ag, in, W8A8_TP_PARTIALS_FP32); }
+
 TP_TEST(tp_ag_int8_all_modes) { all_modes(1, W8A8_DTYPE_INT8); }
 TP_TEST(tp_ag_fp8_all_modes) { all_modes(1, W8A8_DTYPE_FP8_E4M3); }
 TP_TEST(tp_rs_int8_all_modes) { all_modes(0, W8A8_DTYPE_INT8); }
@@ -350,7 +408,7 @@ TP_TEST(tp_rs_fp8_all_modes) { all_modes(0, W8A8_DTYPE_FP8_E4M3); }
 
 /* Shapes: uneven and skewed shards (a rank with no rows), M < W, M = 1, K = 0, odd sizes,
  * several GEMM blocks per chunk (the progress polls between blocks), gathered outputs. */
-static void shapes(int ag, w8a8_dtype in) {
+static void shapes_p(int ag, w8a8_dtype in, int partials) {
   static const int64_t cases[][3] = {{1, 5, 7}, {2, 9, 16}, {3, 4, 1}, {17, 7, 13}, {40, 33, 64}, {6, 8, 0}, {0, 8, 8}};
   int n = 0;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
@@ -367,6 +425,7 @@ static void shapes(int ag, w8a8_dtype in) {
         tc.pad = blk;
         tc.gathered = 1;
         tc.seed = 5000u + (uint64_t)n++;
+        tc.partials = partials;
         if (ag)
           run_ag(&tc);
         else
@@ -375,10 +434,67 @@ static void shapes(int ag, w8a8_dtype in) {
       }
 }
 
+static void shapes(int ag, w8a8_dtype in) { shapes_p(ag, in, W8A8_TP_PARTIALS_FP32); }
+
 TP_TEST(tp_ag_int8_shapes_uneven_blocks) { shapes(1, W8A8_DTYPE_INT8); }
 TP_TEST(tp_ag_fp8_shapes_uneven_blocks) { shapes(1, W8A8_DTYPE_FP8_E4M3); }
 TP_TEST(tp_rs_int8_shapes_uneven_blocks) { shapes(0, W8A8_DTYPE_INT8); }
 TP_TEST(tp_rs_fp8_shapes_uneven_blocks) { shapes(0, W8A8_DTYPE_FP8_E4M3); }
+
+/* ---- W8A8_TP_PARTIALS_OUT: each rank's partial rounded to out's dtype before the sum ---- */
+
+/* The sweeps above with rounded partials (bf16, fp16 and fp32 out: with fp32 the two modes are the
+ * same arithmetic). int8 bit for bit against the reference that rounds each partial; fused and
+ * unfused bit for bit. The data must separate the modes: with 16-bit outs the two references differ
+ * in some elements (counted on every rank, summed), else ignoring the option would pass. */
+static void partials_out_sweep(w8a8_dtype in) {
+  g_rs_modes_differ = 0;
+  all_modes_p(0, in, W8A8_TP_PARTIALS_OUT);
+  if (!tp_any_failed()) shapes_p(0, in, W8A8_TP_PARTIALS_OUT);
+  long long mine = g_rs_modes_differ, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  CHECK(all > 0, "the references of the two kinds of partials never differ: the test cannot tell them apart");
+}
+TP_TEST(tp_rs_int8_partials_out) { partials_out_sweep(W8A8_DTYPE_INT8); }
+TP_TEST(tp_rs_fp8_partials_out) { partials_out_sweep(W8A8_DTYPE_FP8_E4M3); }
+
+/* The two kinds of partials on the same call: with an fp32 out both give the same bits; with a
+ * 16-bit out and a bias each matches its own reference (run_rs) and they differ somewhere. */
+TP_TEST(tp_rs_partials_fp32_out_same_bits) {
+  for (int p = 0; p < 2 && !tp_any_failed(); p++) {
+    tp_case tc;
+    memset(&tc, 0, sizeof tc);
+    tc.in = W8A8_DTYPE_INT8, tc.out = W8A8_DTYPE_FP32;
+    tc.sa_tok = 1, tc.sb_chan = 1, tc.bias = 1;
+    tc.M = 19, tc.N = 24, tc.K = 40;
+    tc.seed = 7100;
+    tc.partials = p ? W8A8_TP_PARTIALS_OUT : W8A8_TP_PARTIALS_FP32;
+    g_rs_modes_differ = 0;
+    run_rs(&tc);
+    CHECK(g_rs_modes_differ == 0, "fp32 out: the two references differ in %lld elements", (long long)g_rs_modes_differ);
+  }
+}
+
+/* A caller built against the header before `partials` existed passes the old struct's size
+ * (offsetof(w8a8_tp_options, partials): 16 on LP64, the old sizeof). Whatever the bytes beyond it
+ * hold (here partials = OUT and garbage in reserved0), the library takes the default, fp32 partials:
+ * the output must equal the fp32 reference, which differs from the rounded-partials one. */
+TP_TEST(tp_rs_partials_old_struct_size_is_default) {
+  g_rs_modes_differ = 0;
+  for (int o = 0; o < 2 && !tp_any_failed(); o++) {
+    tp_case tc;
+    memset(&tc, 0, sizeof tc);
+    tc.in = W8A8_DTYPE_INT8, tc.out = o ? W8A8_DTYPE_FP16 : W8A8_DTYPE_BF16;
+    tc.sa_tok = 1, tc.sb_chan = 1, tc.bias = 1;
+    tc.M = 21, tc.N = 40, tc.K = 64;
+    tc.seed = 7200u + (uint64_t)o;
+    tc.old_size = 1;
+    run_rs(&tc);
+  }
+  long long mine = g_rs_modes_differ, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  CHECK(all > 0, "the two kinds of partials give the same references on this data: the test cannot fail");
+}
 
 /* Back-to-back calls reuse the workspace: alternate AG and RS many times with fresh data. */
 TP_TEST(tp_back_to_back_alternating) {

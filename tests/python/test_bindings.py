@@ -24,7 +24,7 @@ STRUCTS = {
     "w8a8_handle_info": (_lib.HandleInfo, ["kind", "device_index", "cc_major", "cc_minor", "num_sms", "num_threads",
                                            "workspace_bytes", "name", "features"]),
     "w8a8_unique_id": (_lib.UniqueId, ["internal"]),
-    "w8a8_tp_options": (_lib.TpOptions, ["struct_size", "overlap"]),
+    "w8a8_tp_options": (_lib.TpOptions, ["struct_size", "overlap", "reserved0", "partials"]),
     "w8a8_gathered": (_lib.Gathered, ["a", "scale_a", "azp"]),
 }
 ENUMS = {
@@ -59,6 +59,13 @@ class HeaderMirror(unittest.TestCase):
         lines.append('printf("enum W8A8_STATUS_COUNT %d\\n", (int)W8A8_STATUS_COUNT);')
         lines.append('printf("macro W8A8_UNIQUE_ID_BYTES %d\\n", W8A8_UNIQUE_ID_BYTES);')
         lines.append('printf("macro W8A8_VERSION %d\\n", W8A8_VERSION);')
+        for name in _lib.TP_PARTIALS:
+            macro = "W8A8_TP_PARTIALS_" + name.upper()
+            lines.append('printf("macro %s %%d\\n", %s);' % (macro, macro))
+        # W8A8_TP_OPTIONS_INIT, as the C side initialises it
+        lines.append('{ w8a8_tp_options o = W8A8_TP_OPTIONS_INIT; printf("init tp_options.struct_size %zu\\n", '
+                     'o.struct_size); printf("init tp_options.overlap %d\\n", o.overlap); '
+                     'printf("init tp_options.partials %d\\n", o.partials); }')
         lines.append("return 0; }")
         cls.tmp = tempfile.mkdtemp(prefix="w8a8-bind-")
         src, exe = os.path.join(cls.tmp, "m.c"), os.path.join(cls.tmp, "m")
@@ -97,6 +104,14 @@ class HeaderMirror(unittest.TestCase):
                 self.assertEqual(int(m), self.c[("enum", "W8A8_" + m.name)], m.name)
         self.assertGreaterEqual(len(_lib.Status), count)
         self.assertEqual(_lib.UNIQUE_ID_BYTES, self.c[("macro", "W8A8_UNIQUE_ID_BYTES")])
+        for name, value in _lib.TP_PARTIALS.items():
+            self.assertEqual(value, self.c[("macro", "W8A8_TP_PARTIALS_" + name.upper())], name)
+        o = _lib.tp_options()  # the defaults: W8A8_TP_OPTIONS_INIT
+        for f in ("struct_size", "overlap", "partials"):
+            self.assertEqual(getattr(o, f), self.c[("init", "tp_options." + f)], f)
+        self.assertEqual(_lib.tp_options(False, "out").partials, _lib.TP_PARTIALS["out"])
+        with self.assertRaises(_lib.W8A8Error):
+            _lib.tp_options(True, "bf16")
         v = self.c[("macro", "W8A8_VERSION")]
         self.assertEqual(_lib.HEADER_VERSION, (v // 10000, v // 100 % 100, v % 100))
 

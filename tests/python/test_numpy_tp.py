@@ -1,0 +1,124 @@
+"""w8a8.scaled_mm_reduce_scatter on CPU ranks (NumPy, w8a8.Comm.world) with partials="fp32" and "out",
+against the header's arithmetic written in NumPy (w8a8_ref.py), bit for bit (int8):
+  p_j = sb_j*(sa_j*v_j) in fp32 (scaled_mm's epilogue without bias);
+  "fp32": s = ((p_0 + p_1) + ...) in rank order (fp32), + bias, rounded once to out's dtype;
+  "out":  q_j = p_j rounded to out's dtype (RNE) and widened back, then the same sum, + bias, rounded.
+Overlap on and off, bf16 / fp16 / fp32 out; the ranks are separate processes started fresh (never forked
+from this one): W = 1 as a plain child process (an MPI singleton), W = 2 under mpirun where it exists.
+An invalid partials value is refused before anything reaches the library.
+Skips where NumPy is missing, or where libw8a8 has no MPI (the worker reports NOT_BUILT: exit 77)."""
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None
+
+SKIP_RC = 77
+WORKER_ENV = "W8A8_NUMPY_TP_WORKER"
+
+
+def _worker():
+    import w8a8
+    import w8a8.numpy as wn
+    import w8a8_ref as ref
+    try:
+        comm = w8a8.Comm.world(num_threads=1)
+    except w8a8.W8A8Error as e:
+        if e.status == w8a8.Status.ERROR_NOT_BUILT:
+            print("skip: %s" % e)
+            return SKIP_RC
+        raise
+    W, me = comm.size, comm.rank
+    bad = 0
+    differs = {}
+    for case, (od, M, N, Kj) in enumerate([("bf16", 13, 24, 40), ("fp16", 9, 17, 33), ("fp32", 6, 8, 20)]):
+        r = np.random.default_rng(1234 + case)  # every rank draws every rank's inputs
+        a = [r.integers(-128, 128, size=(M, Kj + j)).astype(np.int8) for j in range(W)]
+        w = [r.integers(-128, 128, size=(N, Kj + j)).astype(np.int8) for j in range(W)]
+        sa = [(r.uniform(0.5, 2.0, size=(M, 1)) * 2.0 ** -6).astype(np.float32) for _ in range(W)]
+        sb = [(r.uniform(0.5, 2.0, size=(1, N)) * 2.0 ** -5).astype(np.float32) for _ in range(W)]
+        bias_f = r.uniform(-4, 4, size=(N,)).astype(np.float32)
+        if od == "bf16":
+            bits = ref.bf16_encode(bias_f)
+            bias, bias_f = bits.view(wn.bf16_dtype()), ref.bf16_decode(bits)
+        elif od == "fp16":
+            bias = bias_f.astype(np.float16)
+            bias_f = bias.astype(np.float32)
+        else:
+            bias = bias_f
+        off, rows = w8a8.shard_rows(M, W, me)
+        want = {}
+        for mode in ("fp32", "out"):
+            s = None
+            for j in range(W):
+                p = ref.scaled_mm_int8(a[j], w[j].T, sa[j], sb[j])  # fp32, no bias
+                if mode == "out":
+                    p = ref.out_float(ref.to_out(p, od), od)
+                s = p if s is None else (s + p).astype(np.float32)
+            s = (s + bias_f.reshape(1, N)).astype(np.float32)
+            want[mode] = ref.out_bits(ref.to_out(s, od), od)[off:off + rows]
+        differs[od] = bool(np.any(want["fp32"] != want["out"]))
+        for mode in ("fp32", "out"):
+            for overlap in (True, False):
+                got = w8a8.scaled_mm_reduce_scatter(comm, a[me], w[me].T, sa[me], sb[me], out_dtype=od, bias=bias,
+                                                    overlap=overlap, partials=mode)
+                if got.shape != (rows, N) or not np.array_equal(ref.out_bits(got, od), want[mode]):
+                    bad += 1
+                    print("rank %d of %d: %s out, partials=%s, overlap=%s: differs from the reference" %
+                          (me, W, od, mode, overlap))
+    # The two modes must be told apart by the data (16-bit outs), else this test could not fail.
+    for od in ("bf16", "fp16"):
+        if not differs[od]:
+            bad += 1
+            print("rank %d: the data does not separate partials=fp32 from partials=out for %s" % (me, od))
+    if differs["fp32"]:
+        bad += 1
+        print("rank %d: with an fp32 out both modes must be the same arithmetic" % me)
+    try:
+        w8a8.scaled_mm_reduce_scatter(comm, a[me], w[me].T, sa[me], sb[me], partials="bf16")
+        bad += 1
+        print("rank %d: partials='bf16' was accepted" % me)
+    except w8a8.W8A8Error as e:
+        if e.status != w8a8.Status.ERROR_INVALID_VALUE or "partials" not in str(e):
+            bad += 1
+            print("rank %d: partials='bf16': %s" % (me, e))
+    comm.close()
+    print("rank %d of %d: %s" % (me, W, "ok" if bad == 0 else "%d failures" % bad))
+    return 1 if bad else 0
+
+
+@unittest.skipIf(np is None, "NumPy is not installed")
+class ReduceScatterPartials(unittest.TestCase):
+    def launch(self, argv):
+        env = dict(os.environ)
+        env[WORKER_ENV] = "1"
+        env["PYTHONPATH"] = os.path.join(ROOT, "python") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                                            else "")
+        p = subprocess.run(argv + [sys.executable, os.path.abspath(__file__)], env=env, capture_output=True,
+                           text=True, timeout=180)
+        if p.returncode == SKIP_RC:
+            self.skipTest(p.stdout.strip() or "libw8a8 has no MPI")
+        self.assertEqual(p.returncode, 0, "workers failed:\n%s\n%s" % (p.stdout[-4000:], p.stderr[-4000:]))
+
+    def test_w1(self):
+        self.launch([])
+
+    @unittest.skipIf(shutil.which("mpirun") is None, "no mpirun")
+    def test_w2(self):
+        self.launch(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"])
+
+
+if __name__ == "__main__":
+    if os.environ.get(WORKER_ENV):
+        sys.exit(_worker())
+    unittest.main()
