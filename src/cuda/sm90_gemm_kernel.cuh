@@ -114,18 +114,22 @@ struct sm90_acc_type<true> {
   typedef int32_t type;
 };
 
-SM90_DEV float sm90_load_bias(const sm90_args &a, int n) {
-  if (a.out_kind == SM90_OUT_BF16) return __bfloat162float(((const __nv_bfloat16 *)a.bias)[n]);
-  if (a.out_kind == SM90_OUT_FP16) return __half2float(((const __half *)a.bias)[n]);
-  return ((const float *)a.bias)[n];
+
+// bias[n] as float, through the read-only path (__ldg): one branch (fp32 or 16-bit) and a select
+// between the two 16-bit formats (the epilogue unrolls this BN/4 times; a three-way version cost
+// ptxas 10 s per kernel).
+SM90_DEV float sm90_ldg_bias(const sm90_args &a, int n) {
+  if (a.out_kind == SM90_OUT_FP32) return __ldg((const float *)a.bias + n);
+  const unsigned short h = __ldg((const unsigned short *)a.bias + n);
+  return a.out_kind == SM90_OUT_BF16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
 }
 
 // The epilogue formula of w8a8.h on one value: t = sa*v; r = bias ? fma(sb, t, bias) : sb*t.
 // Explicit _rn intrinsics so that the compiler cannot contract differently from the reference.
 SM90_DEV float sm90_epi_value(const sm90_args &a, float v, float sa, int n) {
-  float sb = a.sb[a.sb_per_channel ? n : 0];
+  float sb = __ldg(a.sb + (a.sb_per_channel ? n : 0));  // read-only inputs: __ldg (see sm90_epi_direct)
   float t = __fmul_rn(sa, v);
-  return a.bias ? __fmaf_rn(sb, t, sm90_load_bias(a, n)) : __fmul_rn(sb, t);
+  return a.bias ? __fmaf_rn(sb, t, sm90_ldg_bias(a, n)) : __fmul_rn(sb, t);
 }
 
 SM90_DEV void sm90_store1(const sm90_args &a, int m, int n, float r) {
@@ -146,7 +150,7 @@ SM90_DEV void sm90_epi_elem(const sm90_args &a, int m, int n, uint32_t raw) {
     // the zero-point correction in int32 with wrap-around (as the reference), then one rounding
     if (a.azp_mode != 0) {
       uint32_t zp = a.azp_mode == 1 ? 1u : (uint32_t)__ldcg(a.azp + (a.azp_mode == 3 ? m : 0));
-      acc = (int32_t)((uint32_t)acc - zp * (uint32_t)a.azp_adj[n]);
+      acc = (int32_t)((uint32_t)acc - zp * (uint32_t)__ldg(a.azp_adj + n));
     }
     v = __int2float_rn(acc);
   } else {
@@ -184,13 +188,6 @@ SM90_DEV void sm90_store2(const sm90_args &a, int m, int n, float r0, float r1, 
   }
 }
 
-// sm90_load_bias with one branch (fp32 or 16-bit) and a select between the two 16-bit formats
-// (the epilogue unrolls this BN/4 times; the three-way version cost ptxas 10 s per kernel).
-SM90_DEV float sm90_load_bias_sel(const sm90_args &a, int n) {
-  if (a.out_kind == SM90_OUT_FP32) return ((const float *)a.bias)[n];
-  const unsigned short h = ((const unsigned short *)a.bias)[n];
-  return a.out_kind == SM90_OUT_BF16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
-}
 
 // The raw accumulator -> the value the epilogue scales (int8: the zero-point correction in int32
 // with wrap-around, as the reference, then one rounding to float).
@@ -226,38 +223,59 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
     zp0 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0));
     zp1 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0));
   }
+  // Column parameters (scale_b, bias, azp_adj) in batches of JB column groups: all the loads of a
+  // batch first, then its arithmetic and stores. v2 loaded them inside the store loop, where the
+  // compiler cannot move a load above an earlier store (out might alias them, as far as it knows),
+  // so each of the BN/8 groups waited a full L2 round trip: per-instruction stall sampling on the
+  // H200 put 16-25% of the consumers' samples on those waits (session 3, 8b-qkv M = 8192, int8
+  // and fp8), with the tensor pipe idle. __ldg: they are read-only inputs (validation keeps out
+  // from overlapping them), which also lets the compiler batch them.
+  constexpr int J = NACC / 4;
+  constexpr int JB = J < 8 ? J : 8;
 #pragma unroll
-  for (int j = 0; j < NACC / 4; j++) {
-    const int n = n0 + 8 * j;
-    const bool inb = n < a.N, two = n + 1 < a.N;
-    const int nA = inb ? n : 0, nB = two ? n + 1 : nA;
-    const float sbA = a.sb[a.sb_per_channel ? nA : 0];
-    const float sbB = a.sb[a.sb_per_channel ? nB : 0];
-    int32_t adjA = 0, adjB = 0;
-    if (INT8 && a.azp_mode != 0) {
-      adjA = a.azp_adj[nA];
-      adjB = a.azp_adj[nB];
+  for (int j0 = 0; j0 < J; j0 += JB) {
+    float sbA[JB], sbB[JB], bA[JB], bB[JB];
+    int32_t adjA[JB], adjB[JB];
+#pragma unroll
+    for (int jj = 0; jj < JB; jj++) {
+      const int n = n0 + 8 * (j0 + jj);
+      const bool inb = n < a.N, two = n + 1 < a.N;
+      const int nA = inb ? n : 0, nB = two ? n + 1 : nA;
+      sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
+      sbB[jj] = __ldg(a.sb + (a.sb_per_channel ? nB : 0));
+      adjA[jj] = adjB[jj] = 0;
+      if (INT8 && a.azp_mode != 0) {
+        adjA[jj] = __ldg(a.azp_adj + nA);
+        adjB[jj] = __ldg(a.azp_adj + nB);
+      }
+      bA[jj] = bB[jj] = 0.0f;
+      if (a.bias) {
+        bA[jj] = sm90_ldg_bias(a, nA);
+        bB[jj] = sm90_ldg_bias(a, nB);
+      }
     }
-    float bA = 0.0f, bB = 0.0f;
-    if (a.bias) {
-      bA = sm90_load_bias_sel(a, nA);
-      bB = sm90_load_bias_sel(a, nB);
+#pragma unroll
+    for (int jj = 0; jj < JB; jj++) {
+      const int j = j0 + jj;
+      const int n = n0 + 8 * j;
+      const bool inb = n < a.N, two = n + 1 < a.N;
+      const float v00 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 0]), zp0, adjA[jj]);
+      const float v01 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 1]), zp0, adjB[jj]);
+      const float v10 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 2]), zp1, adjA[jj]);
+      const float v11 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 3]), zp1, adjB[jj]);
+      // t = sa*v; r = bias ? fma(sb, t, bias) : sb*t (w8a8.h), the _rn intrinsics as sm90_epi_value
+      float t00 = __fmul_rn(sa0, v00), t01 = __fmul_rn(sa0, v01), t10 = __fmul_rn(sa1, v10), t11 = __fmul_rn(sa1, v11);
+      float r00, r01, r10, r11;
+      if (a.bias) {
+        r00 = __fmaf_rn(sbA[jj], t00, bA[jj]), r01 = __fmaf_rn(sbB[jj], t01, bB[jj]);
+        r10 = __fmaf_rn(sbA[jj], t10, bA[jj]), r11 = __fmaf_rn(sbB[jj], t11, bB[jj]);
+      } else {
+        r00 = __fmul_rn(sbA[jj], t00), r01 = __fmul_rn(sbB[jj], t01);
+        r10 = __fmul_rn(sbA[jj], t10), r11 = __fmul_rn(sbB[jj], t11);
+      }
+      if (ok0 && inb) sm90_store2(a, m0, n, r00, r01, two);
+      if (ok1 && inb) sm90_store2(a, m1, n, r10, r11, two);
     }
-    const float v00 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 0]), zp0, adjA);
-    const float v01 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 1]), zp0, adjB);
-    const float v10 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 2]), zp1, adjA);
-    const float v11 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 3]), zp1, adjB);
-    // t = sa*v; r = bias ? fma(sb, t, bias) : sb*t (w8a8.h), the _rn intrinsics as sm90_epi_value
-    float t00 = __fmul_rn(sa0, v00), t01 = __fmul_rn(sa0, v01), t10 = __fmul_rn(sa1, v10), t11 = __fmul_rn(sa1, v11);
-    float r00, r01, r10, r11;
-    if (a.bias) {
-      r00 = __fmaf_rn(sbA, t00, bA), r01 = __fmaf_rn(sbB, t01, bB);
-      r10 = __fmaf_rn(sbA, t10, bA), r11 = __fmaf_rn(sbB, t11, bB);
-    } else {
-      r00 = __fmul_rn(sbA, t00), r01 = __fmul_rn(sbB, t01), r10 = __fmul_rn(sbA, t10), r11 = __fmul_rn(sbB, t11);
-    }
-    if (ok0 && inb) sm90_store2(a, m0, n, r00, r01, two);
-    if (ok1 && inb) sm90_store2(a, m1, n, r10, r11, two);
   }
 }
 
