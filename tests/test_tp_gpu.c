@@ -12,7 +12,9 @@
  *   all-gather:      rows of rank j = w8a8_scaled_mm(reference) of rank j's rows, rank j's
  *                    scales and zero points, this rank's B, scale_b, bias, azp_adj;
  *   reduce-scatter:  the header's arithmetic: p_j = reference scaled_mm with fp32 out and no bias,
- *                    s = ((p_0 + p_1) + ...) + bias, rounded once — the CPU/MPI path's definition.
+ *                    s = ((p_0 + p_1) + ...) + bias, rounded once — the CPU/MPI path's definition;
+ *                    with W8A8_TP_PARTIALS_OUT each p_j is first rounded to out's dtype (numeric.c,
+ *                    RNE) and widened back (fp8: plus a rounding to the neighbour per partial).
  * int8: bit for bit; fp8: within 2^-7 relative plus the summation slack. Fused vs unfused: bit
  * for bit always. Outputs are poisoned first; their padding (ld > N) must stay untouched.
  * W8A8_GPU_TEST_SMALL=1 (under compute-sanitizer) keeps the small shapes only. */
@@ -218,18 +220,42 @@ typedef struct tcase {
   int skew, pad, gathered;
   uint64_t seed;
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
+  int partials; /* reduce-scatter: W8A8_TP_PARTIALS_FP32 or _OUT */
 } tcase;
 
+/* Reference elements where the two kinds of partials give different outputs (reduce-scatter). */
+static int64_t g_rs_modes_differ;
+
+/* x rounded to out's dtype (RNE, numeric.c) and widened back: W8A8_TP_PARTIALS_OUT's partial. */
+static float round_to_out(w8a8_dtype t, float x) {
+  if (t == W8A8_DTYPE_BF16) return w8a8_bf16_to_f32(w8a8_f32_to_bf16(x));
+  if (t == W8A8_DTYPE_FP16) return w8a8_f16_to_f32(w8a8_f32_to_f16(x));
+  return x;
+}
+
+/* Twice the spacing of out's dtype at |x| (0 for fp32): how far a partial that the GPU's fp8 GEMM
+ * summed differently can round from the reference's rounding of it (to the neighbour). */
+static float out_spacing2(w8a8_dtype t, float x) {
+  if (t == W8A8_DTYPE_FP32) return 0.0f;
+  int e = 0;
+  frexpf(fabsf(x), &e); /* |x| < 2^e */
+  float u = ldexpf(1.0f, e - (t == W8A8_DTYPE_BF16 ? 8 : 11));
+  if (t == W8A8_DTYPE_FP16 && u < 0x1p-24f) u = 0x1p-24f; /* fp16 subnormals */
+  return 2.0f * u;
+}
+
 static const char *cname(const tcase *t, char *buf, size_t n) {
-  snprintf(buf, n, "%s->%s M=%lld N=%lld K=%lld sa_tok=%d sb_chan=%d bias=%d zp=%d skew=%d pad=%d",
+  snprintf(buf, n, "%s->%s M=%lld N=%lld K=%lld sa_tok=%d sb_chan=%d bias=%d zp=%d skew=%d pad=%d partials=%s",
            w8a8_dtype_name(t->in), w8a8_dtype_name(t->out), (long long)t->M, (long long)t->N, (long long)t->K,
-           t->sa_tok, t->sb_chan, t->bias, t->zp, t->skew, t->pad);
+           t->sa_tok, t->sb_chan, t->bias, t->zp, t->skew, t->pad,
+           t->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32");
   return buf;
 }
 
-/* Compare rows x N of got (ld_got) with want (dense); exact for int8. */
+/* Compare rows x N of got (ld_got) with want (dense); exact for int8. fp8: 2^-7 relative, plus
+ * 1e-3 slack[i] and flip[i] where given (rounded partials, see out_spacing2). */
 static int64_t compare(const tcase *tc, int64_t N, const void *got, int64_t ld_got, const void *want,
-                       const float *slack, int64_t rows, const char *what, int rank, int W) {
+                       const float *slack, const float *flip, int64_t rows, const char *what, int rank, int W) {
   int64_t bad = 0;
   char nb[256];
   for (int64_t m = 0; m < rows; m++)
@@ -239,7 +265,8 @@ static int64_t compare(const tcase *tc, int64_t N, const void *got, int64_t ld_g
       if (tc->in == W8A8_DTYPE_INT8)
         ok = memcmp(&g, &w, sizeof g) == 0 || (isnan(g) && isnan(w));
       else
-        ok = fabsf(g - w) <= 0x1p-7f * fabsf(w) + (slack ? 1e-3f * slack[m * N + n] : 0.0f) + 1e-6f;
+        ok = fabsf(g - w) <= 0x1p-7f * fabsf(w) + (slack ? 1e-3f * slack[m * N + n] : 0.0f) +
+                                 (flip ? flip[m * N + n] : 0.0f) + 1e-6f;
       if (!ok && bad++ < 3)
         CHECK(0, "%s W=%d rank %d row %lld col %lld: got %.9g want %.9g (%s)", what, W, rank, (long long)m,
               (long long)n, (double)g, (double)w, cname(tc, nb, sizeof nb));
@@ -461,7 +488,7 @@ static int run_ag(env *e, const tcase *tc) {
       RQ(slack && add_abs_slack(slack, M, q->Nj, K, a_full, K, q->b, ldb, sa_full, 1, q->sb, tc->sb_chan),
          "fp8 error scale: %s", w8a8_last_error());
     }
-    int64_t bad = compare(tc, q->Nj, of, ldo, want, slack, M, "all_gather_scaled_mm fused vs reference", j, W);
+    int64_t bad = compare(tc, q->Nj, of, ldo, want, slack, NULL, M, "all_gather_scaled_mm fused vs reference", j, W);
     free(slack);
     CHECK(bad == 0, "W=%d rank %d: %lld elements differ from the reference", W, j, (long long)bad);
     int64_t diff = 0;
@@ -505,9 +532,11 @@ static int run_rs(env *e, const tcase *tc) {
   const size_t oes = w8a8_dtype_size(tc->out);
   int fails0 = w8a8_test_failed();
   float *sum = calloc((size_t)(M * N) + 1, sizeof(float)), *slack = calloc((size_t)(M * N) + 1, sizeof(float));
+  float *sumq = calloc((size_t)(M * N) + 1, sizeof(float)), *flip = calloc((size_t)(M * N) + 1, sizeof(float));
   float *part = calloc((size_t)(M * N) + 1, sizeof(float));
   void *bias = calloc((size_t)N + 1, 4);
-  RQ(sum && slack && part && bias, "out of memory");
+  RQ(sum && slack && sumq && flip && part && bias, "out of memory");
+  const int want_out = tc->partials == W8A8_TP_PARTIALS_OUT;
   for (int64_t n = 0; n < N; n++) {
     uint64_t s = mix(tc->seed, 16, (uint64_t)n);
     store_out(tc->out, bias, n, -2.0f + 4.0f * (float)(next(&s) >> 40) * 0x1p-24f);
@@ -541,11 +570,14 @@ static int run_rs(env *e, const tcase *tc) {
     w8a8_zero_point ZP = {tc->zp >= 2 ? w8a8_vector_make(W8A8_DTYPE_INT32, tc->zp == 3 ? M : 1, azp)
                                       : w8a8_vector_make(W8A8_DTYPE_INT32, 0, NULL),
                           ADJ};
-    /* the reference partial of rank j, summed in rank order */
+    /* the reference partial of rank j, summed in rank order (sumq: rounded to out's dtype first) */
     w8a8_matrix PO = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, N, N, part);
     RQ_OK(w8a8_scaled_mm(ref(), &AH, &BH, &SA, &SB, NULL, tc->zp ? &ZP : NULL, &PO));
     for (int64_t i = 0; i < M * N; i++) {
+      const float q = round_to_out(tc->out, part[i]);
       sum[i] = j == 0 ? part[i] : sum[i] + part[i];
+      sumq[i] = j == 0 ? q : sumq[i] + q;
+      if (want_out) flip[i] += out_spacing2(tc->out, part[i]);
     }
     if (tc->in == W8A8_DTYPE_FP8_E4M3)
       RQ(add_abs_slack(slack, M, N, Kj, a, lda, b, ldb, sa, tc->sa_tok, sb, tc->sb_chan), "fp8 error scale: %s",
@@ -579,6 +611,7 @@ static int run_rs(env *e, const tcase *tc) {
     c.ZP.azp = tc->zp >= 2 ? w8a8_vector_make(W8A8_DTYPE_INT32, tc->zp == 3 ? M : 1, d[4])
                            : w8a8_vector_make(W8A8_DTYPE_INT32, 0, NULL);
     c.opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    c.opt.partials = tc->partials;
     U[j] = c;
     U[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mj, N, ldo, d[7]);
     U[j].opt.overlap = 0;
@@ -588,14 +621,18 @@ static int run_rs(env *e, const tcase *tc) {
   }
   use_dev(0);
   CHECK(ok, "device allocation failed");
-  /* the expected output: ordered sum, + bias, rounded once */
-  void *want = calloc((size_t)(M * N) + 1, oes);
-  RQ(want, "out of memory");
+  /* the expected output: ordered sum (of the partials or of their roundings), + bias, rounded
+   * once; alt: the other kind of partials, to count where the two differ */
+  void *want = calloc((size_t)(M * N) + 1, oes), *alt = calloc((size_t)(M * N) + 1, oes);
+  RQ(want && alt, "out of memory");
   for (int64_t m = 0; m < M; m++)
     for (int64_t n = 0; n < N; n++) {
-      float s = sum[m * N + n];
-      if (tc->bias) s = s + load_out(tc->out, bias, n);
+      float s = (want_out ? sumq : sum)[m * N + n], t = (want_out ? sum : sumq)[m * N + n];
+      if (tc->bias) s = s + load_out(tc->out, bias, n), t = t + load_out(tc->out, bias, n);
       store_out(tc->out, want, m * N + n, s);
+      store_out(tc->out, alt, m * N + n, t);
+      g_rs_modes_differ += memcmp((char *)want + (size_t)(m * N + n) * oes, (char *)alt + (size_t)(m * N + n) * oes,
+                                  oes) != 0;
     }
   /* The uploads (a pageable cudaMemcpy may return before its DMA lands) and the poisoning
    * cudaMemsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for. */
@@ -616,8 +653,8 @@ static int run_rs(env *e, const tcase *tc) {
     use_dev(e->dev[j]);
     cudaMemcpy(ou, dev[j][7], (size_t)(Mj * ldo) * oes, cudaMemcpyDeviceToHost);
     cudaMemcpy(of, dev[j][8], (size_t)(Mj * ldo) * oes, cudaMemcpyDeviceToHost);
-    int64_t bad = compare(tc, N, of, ldo, (const char *)want + (size_t)(oj * N) * oes, slack + oj * N, Mj,
-                          "scaled_mm_reduce_scatter fused vs reference", j, W);
+    int64_t bad = compare(tc, N, of, ldo, (const char *)want + (size_t)(oj * N) * oes, slack + oj * N,
+                          flip + oj * N, Mj, "scaled_mm_reduce_scatter fused vs reference", j, W);
     CHECK(bad == 0, "W=%d rank %d: %lld elements differ from the reference", W, j, (long long)bad);
     int64_t diff = 0;
     for (int64_t m = 0; m < Mj; m++)
@@ -633,7 +670,7 @@ static int run_rs(env *e, const tcase *tc) {
       if (dev[j][i]) cudaFree(dev[j][i]);
   }
   use_dev(0);
-  free(sum), free(slack), free(part), free(bias), free(want);
+  free(sum), free(slack), free(sumq), free(flip), free(part), free(bias), free(want), free(alt);
   return w8a8_test_failed() != fails0;
 }
 
@@ -715,6 +752,52 @@ W8A8_TEST(tp_gpu_rs_w1) { sweep(1, 0); }
 W8A8_TEST(tp_gpu_rs_w2) { sweep(2, 0); }
 W8A8_TEST(tp_gpu_rs_w3) { sweep(3, 0); }
 W8A8_TEST(tp_gpu_rs_w4) { sweep(4, 0); }
+
+/* W8A8_TP_PARTIALS_OUT: the partial GEMMs write out's 16-bit dtype, the pushes (or NCCL messages)
+ * move 2-byte elements and tp_reduce widens them. The reduce-scatter sweep with rounded partials
+ * (every out dtype: fp32 out must give the fp32 mode's bits), plus chunks of >= 2048 rows, which the
+ * direct transports push in several pieces (rs_pieces: byte offsets of 2-byte elements inside a
+ * chunk), with odd N (rows of 2-byte partials not 4-byte aligned). int8 bit for bit against the
+ * reference that rounds each partial; fused == unfused bit for bit; and the data must make the two
+ * kinds of partials differ somewhere, else a library ignoring the option would pass. */
+static void sweep_partials_out(int W) {
+  GPU_OR_SKIP();
+  REQUIRE(ref(), "no reference handle");
+  env e;
+  REQUIRE(env_open(&e, W, 4200 * (int64_t)W, 400, 600), "could not create %d ranks: %s", W, w8a8_last_error());
+  tcase cs[72];
+  int n = make_cases(cs, 64, W);
+  if (!small_mode()) {
+    static const struct { w8a8_dtype in, out; int zp, bias, skew; int64_t N, K; } big[] = {
+        {W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 0, 1, 0, 63, 64},
+        {W8A8_DTYPE_INT8, W8A8_DTYPE_FP16, 3, 1, 1, 64, 96},
+        {W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 0, 1, 0, 96, 128},
+    };
+    for (int i = 0; i < 3; i++) {
+      tcase t;
+      memset(&t, 0, sizeof t);
+      t.in = big[i].in, t.out = big[i].out, t.zp = big[i].zp, t.bias = big[i].bias, t.skew = big[i].skew;
+      t.sa_tok = 1, t.sb_chan = 1;
+      t.M = 2050 * (int64_t)W + 7; /* every non-empty chunk >= 2048 rows: 2 pieces */
+      t.N = big[i].N, t.K = big[i].K;
+      t.seed = 8000u + 10u * (uint64_t)W + (uint64_t)i;
+      cs[n++] = t;
+    }
+  }
+  int cc = device_cc(), failed = 0;
+  g_rs_modes_differ = 0;
+  for (int i = 0; i < n && failed < 3; i++) {
+    if (cs[i].in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
+    cs[i].partials = W8A8_TP_PARTIALS_OUT;
+    failed += run_rs(&e, &cs[i]);
+  }
+  CHECK(g_rs_modes_differ > 0, "W=%d: the references of the two kinds of partials never differ", W);
+  env_close(&e);
+}
+W8A8_TEST(tp_gpu_rs_partials_out_w1) { sweep_partials_out(1); }
+W8A8_TEST(tp_gpu_rs_partials_out_w2) { sweep_partials_out(2); }
+W8A8_TEST(tp_gpu_rs_partials_out_w3) { sweep_partials_out(3); }
+W8A8_TEST(tp_gpu_rs_partials_out_w4) { sweep_partials_out(4); }
 
 /* Back to back: many calls without any host synchronization between them (the entry waits
  * are all that keeps a rank from overwriting a buffer a peer still reads). */
@@ -1018,6 +1101,33 @@ W8A8_TEST(tp_gpu_bad_input) {
   for (int r = 0; r < W; r++)
     CHECK(t.c[r].st == W8A8_ERROR_COMM_MISMATCH && strstr(t.c[r].msg, "overlap"), "overlap, rank %d: %s", r,
           t.c[r].msg);
+  /* partials outside {FP32, OUT}: INVALID_VALUE on every rank (each checks its own), naming it */
+  for (int v = -1; v <= 2; v += 3) {
+    t = s;
+    for (int r = 0; r < W; r++) t.c[r].opt.partials = v;
+    run_ranks(t.c, W);
+    for (int r = 0; r < W; r++)
+      CHECK(t.c[r].st == W8A8_ERROR_INVALID_VALUE && strstr(t.c[r].msg, "opts->partials"), "partials %d, rank %d: %s %s",
+            v, r, w8a8_status_name(t.c[r].st), t.c[r].msg);
+  }
+  /* the reduce-scatter (the same buffers: a [M, K] on every rank, out this rank's rows) with partials
+   * on some ranks only: COMM_MISMATCH naming it on every rank, fused and unfused */
+  for (int ov = 0; ov < 2; ov++) {
+    t = s;
+    for (int r = 0; r < W; r++) {
+      int64_t o, Mr;
+      w8a8_tp_shard_rows(M, W, r, &o, &Mr);
+      t.c[r].ag = 0;
+      t.c[r].A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, M, K, K, s.d[r][0]);
+      t.c[r].O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, Mr, N, N, s.d[r][4]);
+      t.c[r].opt.overlap = ov;
+      t.c[r].opt.partials = r == 1 ? W8A8_TP_PARTIALS_OUT : W8A8_TP_PARTIALS_FP32;
+    }
+    run_ranks(t.c, W);
+    for (int r = 0; r < W; r++)
+      CHECK(t.c[r].st == W8A8_ERROR_COMM_MISMATCH && strstr(t.c[r].msg, "opts->partials"),
+            "partials mismatch (overlap %d), rank %d: %s %s", ov, r, w8a8_status_name(t.c[r].st), t.c[r].msg);
+  }
   /* shards that do not add up to M */
   t = s;
   t.c[0].A.rows -= 1;
@@ -1046,9 +1156,12 @@ W8A8_TEST(tp_gpu_bad_input) {
   small_free(&big, W);
   sync_all();
   CHECK(small_untouched(&s, W, M, N), "an output was written by a failed call");
-  /* the communicator still works after all those failures */
-  run_ranks(s.c, W);
-  for (int r = 0; r < W; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "valid call after errors, rank %d: %s", r, s.c[r].msg);
+  /* the communicator still works after all those failures; the all-gather ignores partials (ranks
+   * may differ there) */
+  t = s;
+  t.c[0].opt.partials = W8A8_TP_PARTIALS_OUT;
+  run_ranks(t.c, W);
+  for (int r = 0; r < W; r++) CHECK(t.c[r].st == W8A8_SUCCESS, "valid call after errors, rank %d: %s", r, t.c[r].msg);
   sync_all();
 
   /* wrong kinds */

@@ -629,7 +629,8 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 #ifdef W8A8_HAVE_NCCL
       const int from = (r - s + W) % W;
       ncclComm_t nc = (ncclComm_t)gs->nccl;
-      const ncclDataType_t nt = pdt == W8A8_DTYPE_BF16 ? ncclBfloat16 : pdt == W8A8_DTYPE_FP16 ? ncclFloat16 : ncclFloat32;
+      const ncclDataType_t nt =
+          pdt == W8A8_DTYPE_BF16 ? ncclBfloat16 : pdt == W8A8_DTYPE_FP16 ? ncclFloat16 : ncclFloat32;
       ncclResult_t nr = ncclGroupStart();
       if (cnt[j] > 0 && nr == ncclSuccess)
         nr = ncclSend(part + (size_t)(off[j] * N) * es, (size_t)(cnt[j] * N), nt, j, nc, C);

@@ -220,6 +220,7 @@ typedef struct ncase {
   int64_t M, N, K;
   int skew, pad, gathered;
   uint64_t seed;
+  int partials; /* RS: W8A8_TP_PARTIALS_FP32 or _OUT (the reference then rounds each rank's partial) */
 } ncase;
 
 enum { B_A, B_SA, B_AZP, B_B, B_SB, B_BIAS, B_ADJ, B_OU, B_OF, B_GA, B_GS, B_GZ, B_COUNT };
@@ -240,6 +241,8 @@ typedef struct job {
   void *h_bias;
   void *want;   /* [o_rows, o_cols] dense */
   float *slack; /* fp8: sa*sb*sum|a b| per output element */
+  float *flip;  /* RS with rounded partials, fp8: sum over ranks of tp_out_spacing2(p_j) (all rows) */
+  int64_t modes_differ; /* RS: elements of this rank whose reference differs between the two kinds of partials */
   uint8_t *a_full; /* AG: the gathered rows [M, K], their scales and zero points */
   float *sa_full;
   int32_t *azp_full;
@@ -256,9 +259,10 @@ typedef struct job {
 } job;
 
 static const char *cname(const ncase *t, int ag, char *buf, size_t n) {
-  snprintf(buf, n, "%s %s->%s M=%lld N=%lld K=%lld sa_tok=%d sb_chan=%d bias=%d zp=%d skew=%d pad=%d",
+  snprintf(buf, n, "%s %s->%s M=%lld N=%lld K=%lld sa_tok=%d sb_chan=%d bias=%d zp=%d skew=%d pad=%d%s",
            ag ? "AG" : "RS", w8a8_dtype_name(t->in), w8a8_dtype_name(t->out), (long long)t->M, (long long)t->N,
-           (long long)t->K, t->sa_tok, t->sb_chan, t->bias, t->zp, t->skew, t->pad);
+           (long long)t->K, t->sa_tok, t->sb_chan, t->bias, t->zp, t->skew, t->pad,
+           !ag && t->partials == W8A8_TP_PARTIALS_OUT ? " partials=out" : "");
   return buf;
 }
 
@@ -290,9 +294,9 @@ static bool add_abs_slack(float *acc, int64_t rows, int64_t N, int64_t K, const 
 
 static void job_free_host(job *J) {
   free(J->h_a), free(J->h_b), free(J->h_sa), free(J->h_sb), free(J->h_azp), free(J->h_adj), free(J->h_bias);
-  free(J->want), free(J->slack), free(J->a_full), free(J->sa_full), free(J->azp_full);
+  free(J->want), free(J->slack), free(J->flip), free(J->a_full), free(J->sa_full), free(J->azp_full);
   J->h_a = J->h_b = NULL, J->h_sa = J->h_sb = NULL, J->h_azp = J->h_adj = NULL, J->h_bias = J->want = NULL;
-  J->slack = NULL, J->a_full = NULL, J->sa_full = NULL, J->azp_full = NULL;
+  J->slack = J->flip = NULL, J->a_full = NULL, J->sa_full = NULL, J->azp_full = NULL;
 }
 
 /* colsum of B's columns (int8), times 5 for the premultiplied static zero point. */
@@ -391,8 +395,11 @@ static bool rs_make_host(job *J) {
   J->h_bias = calloc((size_t)N + 1, 4);
   J->want = calloc((size_t)(Mr * N) + 1, w8a8_dtype_size(tc->out));
   J->slack = calloc((size_t)(M * N) + 1, sizeof(float)); /* all rows; this rank's from off */
+  J->flip = calloc((size_t)(M * N) + 1, sizeof(float));
+  const bool want_out = tc->partials == W8A8_TP_PARTIALS_OUT;
   float *acc = calloc((size_t)(M * N) + 1, sizeof(float)), *part = calloc((size_t)(M * N) + 1, sizeof(float));
-  bool ok = J->h_bias && J->want && J->slack && acc && part;
+  float *accq = calloc((size_t)(M * N) + 1, sizeof(float)); /* the sum of the rounded partials */
+  bool ok = J->h_bias && J->want && J->slack && J->flip && acc && part && accq;
   if (ok) tp_fill_out(tc->out, J->h_bias, N, -2.0f, 2.0f, tp_seed(tc->seed, 16, 0)); /* the same on every rank */
   for (int j = 0; ok && j < W; j++) {
     int64_t Kj;
@@ -423,7 +430,12 @@ static bool rs_make_host(job *J) {
       w8a8_status s = w8a8_scaled_mm(g_ref, &AH, &BH, &SA, &SB, NULL, tc->zp ? &ZP : NULL, &PO);
       if (s != W8A8_SUCCESS) w8a8_test_fail(__FILE__, __LINE__, "reference partial of rank %d: %s", j, w8a8_last_error());
       ok = s == W8A8_SUCCESS;
-      for (int64_t i = 0; ok && i < M * N; i++) acc[i] = j == 0 ? part[i] : acc[i] + part[i];
+      for (int64_t i = 0; ok && i < M * N; i++) {
+        const float q = tp_round_to_out(tc->out, part[i]);
+        acc[i] = j == 0 ? part[i] : acc[i] + part[i];
+        accq[i] = j == 0 ? q : accq[i] + q;
+        if (want_out) J->flip[i] += tp_out_spacing2(tc->out, part[i]);
+      }
       if (ok && tc->in == W8A8_DTYPE_FP8_E4M3)
         ok = add_abs_slack(J->slack, M, N, Kj, a, ld, b, ld, sa, tc->sa_tok, sb, tc->sb_chan);
     }
@@ -433,13 +445,15 @@ static bool rs_make_host(job *J) {
     }
     free(a), free(b), free(sa), free(sb), free(azp), free(adj), free(dense);
   }
+  J->modes_differ = 0;
   for (int64_t i = 0; ok && i < Mr; i++)
     for (int64_t n = 0; n < N; n++) {
-      float s = acc[(off + i) * N + n];
-      if (tc->bias) s = s + w8a8_tp_load(tc->out, J->h_bias, n);
+      float s = (want_out ? accq : acc)[(off + i) * N + n], t = (want_out ? acc : accq)[(off + i) * N + n];
+      if (tc->bias) s = s + w8a8_tp_load(tc->out, J->h_bias, n), t = t + w8a8_tp_load(tc->out, J->h_bias, n);
       w8a8_tp_store(tc->out, J->want, i * N + n, s);
+      J->modes_differ += tp_round_to_out(tc->out, s) != tp_round_to_out(tc->out, t);
     }
-  free(acc), free(part);
+  free(acc), free(part), free(accq);
   return ok;
 }
 
@@ -527,6 +541,7 @@ static void job_free_dev(job *J) {
 static void job_launch(genv *e, job *J, bool unfused, bool fused) {
   const ncase *tc = &J->tc;
   w8a8_tp_options o = W8A8_TP_OPTIONS_INIT;
+  o.partials = tc->partials;
   const w8a8_vector *bias = tc->bias ? &J->BIAS : NULL;
   const w8a8_zero_point *zp = tc->zp ? &J->ZP : NULL;
   J->msg[0] = 0;
@@ -577,6 +592,7 @@ static void job_check(job *J, const char *tag) {
   if (J->ran_u) rd &= cudaMemcpy(ou, J->d[B_OU], ob, cudaMemcpyDeviceToHost) == cudaSuccess;
   CHECK(rd, "%s rank %d: reading the outputs back failed (%s)", tag, g_rank, nb);
   const float *slack = J->ag ? J->slack : J->slack + J->off * N;
+  const float *flip = J->ag ? NULL : J->flip + J->off * N;
   int64_t bad = 0;
   for (int64_t m = 0; rd && m < rows; m++)
     for (int64_t n = 0; n < N; n++) {
@@ -585,7 +601,8 @@ static void job_check(job *J, const char *tag) {
       if (tc->in == W8A8_DTYPE_INT8)
         ok = memcmp(&g, &w, sizeof g) == 0 || (isnan(g) && isnan(w));
       else
-        ok = fabsf(g - w) <= 0x1p-7f * fabsf(w) + 1e-3f * slack[m * N + n] + 1e-6f;
+        ok = fabsf(g - w) <= 0x1p-7f * fabsf(w) + 1e-3f * slack[m * N + n] + (flip ? flip[m * N + n] : 0.0f) +
+                                 1e-6f;
       if (!ok && bad++ < 3)
         CHECK(0, "%s rank %d row %lld col %lld: got %.9g want %.9g (%s)", tag, g_rank, (long long)m, (long long)n,
               (double)g, (double)w, nb);
@@ -633,8 +650,9 @@ static void job_check(job *J, const char *tag) {
   }
 }
 
-/* One case, both calls, checked: host data, device buffers (agreed), calls, sync, checks. */
-static void run_case(genv *e, const ncase *tc, int ag) {
+/* One case, both calls, checked: host data, device buffers (agreed), calls, sync, checks. Returns the
+ * RS reference's elements (this rank) where the two kinds of partials differ. */
+static int64_t run_case(genv *e, const ncase *tc, int ag) {
   job J;
   memset(&J, 0, sizeof J);
   J.tc = *tc;
@@ -652,6 +670,7 @@ static void run_case(genv *e, const ncase *tc, int ag) {
   }
   job_free_dev(&J);
   job_free_host(&J);
+  return J.modes_differ;
 }
 
 /* The mode sweep of tests/test_tp_gpu.c: every out dtype x zero-point kind (int8) and scale
@@ -715,6 +734,44 @@ TP_TEST(tp_nccl_ag) { sweep(1, 0); }
 TP_TEST(tp_nccl_rs) { sweep(0, 0); }
 TP_TEST(tp_ipc_ag) { sweep(1, 1); }
 TP_TEST(tp_ipc_rs) { sweep(0, 1); }
+
+/* W8A8_TP_PARTIALS_OUT over NCCL (16-bit ncclSend/ncclRecv of the partials) and IPC (2-byte pushes):
+ * the reduce-scatter sweep with rounded partials, plus chunks of >= 2048 rows (the IPC transport
+ * pushes them in pieces) with odd N. int8 bit for bit against the reference that rounds each rank's
+ * partial; fused == unfused; the references of the two kinds of partials must differ somewhere. */
+static void sweep_partials_out(int ipc) {
+  genv e;
+  GENV_OPEN_MODE_OR_RETURN(e, ipc);
+  /* the large cases need more rows than genv_open reserved (every rank grows it, before any call) */
+  w8a8_status rs_ = w8a8_comm_reserve(e.comm, 4200 * (int64_t)g_size, 400, 640);
+  CHECK(rs_ == W8A8_SUCCESS, "rank %d: w8a8_comm_reserve: %s", g_rank, w8a8_last_error());
+  if (!all_ok(rs_ == W8A8_SUCCESS)) {
+    genv_close(&e);
+    return;
+  }
+  ncase cs[72];
+  int n = make_cases(cs, 64, g_size);
+  ncase t;
+  memset(&t, 0, sizeof t);
+  t.in = W8A8_DTYPE_INT8, t.out = W8A8_DTYPE_BF16, t.sa_tok = 1, t.sb_chan = 1, t.bias = 1;
+  t.M = 2050 * (int64_t)g_size + 3, t.N = 63, t.K = 64, t.seed = 8100;
+  cs[n++] = t;
+  t.out = W8A8_DTYPE_FP16, t.zp = 3, t.skew = 1, t.N = 64, t.seed = 8101;
+  cs[n++] = t;
+  int64_t differ = 0;
+  for (int i = 0; i < n; i++) {
+    if (cs[i].in == W8A8_DTYPE_FP8_E4M3 && e.cc < 89) continue;
+    cs[i].partials = W8A8_TP_PARTIALS_OUT;
+    differ += run_case(&e, &cs[i], 0);
+    if (tp_any_failed()) break; /* collective: every rank leaves together */
+  }
+  long long mine = differ, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  CHECK(all > 0, "the references of the two kinds of partials never differ: the test cannot tell them apart");
+  genv_close(&e);
+}
+TP_TEST(tp_nccl_rs_partials_out) { sweep_partials_out(0); }
+TP_TEST(tp_ipc_rs_partials_out) { sweep_partials_out(1); }
 
 /* Many calls queued on the stream without any host synchronization (AG and RS alternating,
  * int8 and fp8, unfused and fused): each call reuses the communicator's one workspace, so a

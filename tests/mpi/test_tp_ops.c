@@ -36,27 +36,6 @@ typedef struct tp_case {
 /* Reference elements where the two kinds of partials give different outputs (RS, this rank). */
 static int64_t g_rs_modes_differ;
 
-/* x rounded to out's dtype (RNE, numeric.c) and widened back: W8A8_TP_PARTIALS_OUT's partial. */
-static float round_to_out(w8a8_dtype t, float x) {
-  float y = 0.0f;
-  uint16_t h = 0;
-  w8a8_tp_store(t, t == W8A8_DTYPE_FP32 ? (void *)&y : (void *)&h, 0, x);
-  return t == W8A8_DTYPE_FP32 ? y : w8a8_tp_load(t, &h, 0);
-}
-
-/* Twice the spacing of out's dtype at |x|: the most by which rounding x' instead of x, with x'
- * within a rounding boundary of x, can change the rounded value (fp8 partials: the library's
- * kernels may sum in another order than the reference, and a partial near a rounding boundary
- * may then round to the neighbour). 0 for fp32 (no rounding of partials). */
-static float out_spacing2(w8a8_dtype t, float x) {
-  if (t == W8A8_DTYPE_FP32) return 0.0f;
-  int e = 0;
-  frexpf(fabsf(x), &e); /* |x| < 2^e */
-  float u = ldexpf(1.0f, e - (t == W8A8_DTYPE_BF16 ? 8 : 11));
-  if (t == W8A8_DTYPE_FP16 && u < 0x1p-24f) u = 0x1p-24f; /* fp16 subnormals */
-  return 2.0f * u;
-}
-
 #define POISON 0xA5
 
 static float out_at(w8a8_dtype t, const void *base, int64_t i) { return w8a8_tp_load(t, base, i); }
@@ -346,11 +325,11 @@ static void run_rs(const tp_case *tc) {
     rs_free(&in);
     REQUIRE(s == W8A8_SUCCESS, "reference partial of rank %d: %s", j, w8a8_last_error());
     for (int64_t i = 0; i < Mr * N; i++) {
-      float p = part[off * N + i], q = round_to_out(tc->out, p);
+      float p = part[off * N + i], q = tp_round_to_out(tc->out, p);
       acc[i] = j == 0 ? p : acc[i] + p;
       accq[i] = j == 0 ? q : accq[i] + q;
       slack[i] += fabsf(p);
-      if (want_out) flip[i] += out_spacing2(tc->out, p);
+      if (want_out) flip[i] += tp_out_spacing2(tc->out, p);
     }
   }
   for (int64_t i = 0; i < Mr; i++)
@@ -361,7 +340,8 @@ static void run_rs(const tp_case *tc) {
       w8a8_tp_store(tc->out, out_alt, i * N + n, t);
     }
   for (int64_t i = 0; i < Mr * N; i++)
-    g_rs_modes_differ += memcmp((const char *)out_ref + (size_t)i * oes, (const char *)out_alt + (size_t)i * oes, oes) != 0;
+    g_rs_modes_differ +=
+        memcmp((const char *)out_ref + (size_t)i * oes, (const char *)out_alt + (size_t)i * oes, oes) != 0;
   compare("scaled_mm_reduce_scatter vs reference", tc, out_f, ldo, out_ref, N, slack, flip, Mr);
   compare_bits("scaled_mm_reduce_scatter fused vs unfused", out_f, out_u, Mr, N, ldo, oes);
   CHECK(count_bad_padding(out_f, Mr, N, ldo, oes) == 0 && count_bad_padding(out_u, Mr, N, ldo, oes) == 0,

@@ -1,5 +1,6 @@
 /* tp_main.c — MPI set-up for the TP test binary: the runner's hooks (tests/test_main.c),
  * the per-test agreement on results, and the deterministic data generators. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,4 +116,20 @@ int64_t tp_offset(int64_t total, int W, int j, int skew) {
   int64_t off = 0;
   for (int i = 0; i < j; i++) off += tp_rows(total, W, i, skew);
   return off;
+}
+
+float tp_round_to_out(w8a8_dtype t, float x) {
+  float y = 0.0f;
+  uint16_t h = 0;
+  w8a8_tp_store(t, t == W8A8_DTYPE_FP32 ? (void *)&y : (void *)&h, 0, x);
+  return t == W8A8_DTYPE_FP32 ? y : w8a8_tp_load(t, &h, 0);
+}
+
+float tp_out_spacing2(w8a8_dtype t, float x) {
+  if (t == W8A8_DTYPE_FP32) return 0.0f;
+  int e = 0;
+  frexpf(fabsf(x), &e); /* |x| < 2^e: the spacing there is 2^(e-8) (bf16) or 2^(e-11) (fp16) */
+  float u = ldexpf(1.0f, e - (t == W8A8_DTYPE_BF16 ? 8 : 11));
+  if (t == W8A8_DTYPE_FP16 && u < 0x1p-24f) u = 0x1p-24f; /* fp16 subnormals */
+  return 2.0f * u;
 }

@@ -46,5 +46,12 @@ void tp_fill_out(w8a8_dtype t, void *x, int64_t n, float lo, float hi, uint64_t 
  * last rank has no rows (W > 1) and rank 0 has the most. */
 int64_t tp_rows(int64_t total, int W, int j, int skew);
 int64_t tp_offset(int64_t total, int W, int j, int skew);
+/* W8A8_TP_PARTIALS_OUT's partial in the references: x rounded to out's dtype (RNE, numeric.c's
+ * converters) and widened back (x itself for fp32). */
+float tp_round_to_out(w8a8_dtype t, float x);
+/* Twice the spacing of out's dtype at |x| (0 for fp32): how far the rounding of a partial that a
+ * kernel summed in another order (fp8) can land from the reference's rounding of it (the
+ * neighbour). The fp8 tolerance of rounded partials adds this per rank. */
+float tp_out_spacing2(w8a8_dtype t, float x);
 
 #endif
