@@ -14,9 +14,10 @@
  * w8a8_all_gather_scaled_mm, row-parallel O and down through w8a8_scaled_mm_reduce_scatter),
  * for each M, on the same data, every rank at once:
  *   gemm     each rank's whole local GEMM (w8a8_scaled_mm on the gathered [M, K] input, or the
- *            fp32 partial [M, N] of the row-parallel layer);
+ *            partial [M, N] of the row-parallel layer: fp32, or bf16 with --partials out);
  *   comm     each rank's communication alone, the same chunks as the library: AG the W-1 peers'
- *            rows and scales, RS this rank's fp32 partial rows of each peer. --local:
+ *            rows and scales, RS this rank's partial rows of each peer (4-byte fp32 elements, or
+ *            2-byte bf16 ones with --partials out: the same count, half the bytes). --local:
  *            cudaMemcpyAsync (pull for AG, push for RS, as the library); --nccl: grouped
  *            ncclSend/ncclRecv per step, on a communicator of the bench's own;
  *   unfused  the library call with overlap = 0 (communication, then the GEMMs);
@@ -28,7 +29,10 @@
  * #wrong: elements where fused and unfused differ in any bit, plus, for the all-gather, elements
  * that differ from the GEMM alone (exact for int8, 2^-7 relative + 1e-3 for fp8), summed over
  * the ranks. Exit code 1 if any. JSON lines also record "gpus" (distinct devices), "emulated"
- * (true only when ranks share a GPU) and "transport". */
+ * (true only when ranks share a GPU), "transport" and "partials".
+ * --partials fp32|out: w8a8_tp_options.partials of the library's reduce-scatter calls (fused and
+ * unfused; W8A8_TP_PARTIALS_FP32 by default, W8A8_TP_PARTIALS_OUT: bf16 partials), and the element
+ * size of the RS gemm and comm baselines. The all-gather ignores it. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -66,6 +70,7 @@ typedef cli_tp_shape shape;
 
 typedef struct args {
   int W, device, one_gpu, nccl, div, warmup, iters, do_int8, do_fp8;
+  int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
   int64_t Ms[32];
   int nM;
   const char *only, *out_path;
@@ -145,6 +150,7 @@ typedef struct rank_data {
 typedef struct group {
   int W, nccl, me; /* me: this process's rank (--nccl); --local: all W ranks live here */
   int ag, iters, warmup, op; /* op: 0 gemm, 1 comm, 2 unfused, 3 fused */
+  int partials;              /* RS: W8A8_TP_PARTIALS_FP32 or _OUT */
   int64_t M, N, K;           /* N: AG's whole N (sharded), RS's N; K: AG's K, RS's whole K (sharded) */
   rank_data r[MAXW];
   pthread_barrier_t bar;
@@ -168,6 +174,8 @@ static void fail(group *g, int r, const char *what) {
 
 /* RS comm alone: the slot of source rank j in a peer's scratch. */
 static int64_t slot_rows(const group *g) { return (g->M + g->W - 1) / g->W; }
+/* RS: bytes of one partial element (the bench's outputs are bf16). */
+static size_t part_es(const group *g) { return g->partials == W8A8_TP_PARTIALS_OUT ? 2 : 4; }
 
 static int comm_alone(group *g, int r) {
   rank_data *d = &g->r[r];
@@ -189,9 +197,11 @@ static int comm_alone(group *g, int r) {
       } else { /* push this rank's partial rows of peer j into j's scratch (as the library) */
         const int j = (r + s) % W;
         rank_data *p = &g->r[j];
+        const size_t es = part_es(g);
         if (p->Mr <= 0) continue;
-        if (cudaMemcpyAsync((float *)p->scratch + (size_t)(r * S * N), (const float *)d->gemm_out + p->off * N,
-                            sizeof(float) * (size_t)(p->Mr * N), cudaMemcpyDefault, d->st) != cudaSuccess)
+        if (cudaMemcpyAsync((char *)p->scratch + (size_t)(r * S * N) * es,
+                            (const char *)d->gemm_out + (size_t)(p->off * N) * es, es * (size_t)(p->Mr * N),
+                            cudaMemcpyDefault, d->st) != cudaSuccess)
           return 1;
       }
     }
@@ -217,12 +227,14 @@ static int comm_alone(group *g, int r) {
         if (nr == ncclSuccess)
           nr = ncclRecv(dst + g->M * K + 4 * off[from], (size_t)cnt[from], ncclFloat32, from, g->nc, d->st);
       }
-    } else {
+    } else { /* the same element count as the library's partials: fp32, or bf16 (half the bytes) */
+      const size_t es = part_es(g);
+      const ncclDataType_t nt = es == 2 ? ncclBfloat16 : ncclFloat32;
       if (cnt[to] > 0 && nr == ncclSuccess)
-        nr = ncclSend((const float *)d->gemm_out + off[to] * N, (size_t)(cnt[to] * N), ncclFloat32, to, g->nc, d->st);
-      if (cnt[r] > 0 && nr == ncclSuccess)
-        nr = ncclRecv((float *)d->scratch + (size_t)(from * S * N), (size_t)(cnt[r] * N), ncclFloat32, from, g->nc,
+        nr = ncclSend((const char *)d->gemm_out + (size_t)(off[to] * N) * es, (size_t)(cnt[to] * N), nt, to, g->nc,
                       d->st);
+      if (cnt[r] > 0 && nr == ncclSuccess)
+        nr = ncclRecv((char *)d->scratch + (size_t)(from * S * N) * es, (size_t)(cnt[r] * N), nt, from, g->nc, d->st);
     }
     ncclResult_t ne = ncclGroupEnd();
     if (nr != ncclSuccess || ne != ncclSuccess) return 1;
@@ -234,6 +246,7 @@ static int comm_alone(group *g, int r) {
 static int one(group *g, int r) {
   rank_data *d = &g->r[r];
   w8a8_tp_options o = W8A8_TP_OPTIONS_INIT;
+  o.partials = g->partials;
   w8a8_status s = W8A8_SUCCESS;
   switch (g->op) {
     case 0:
@@ -403,6 +416,7 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
   const int W = g->W;
   g->ag = sh->ag;
   g->M = M;
+  g->partials = ar->partials;
   g->iters = ar->iters;
   g->warmup = ar->warmup;
   g->failed = 0;
@@ -450,7 +464,9 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
       d->SB = w8a8_vector_make(W8A8_DTYPE_FP32, Nl, d->sb);
       d->OF = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, d->Mr, Nl, Nl, d->out_f);
       d->OU = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, d->Mr, Nl, Nl, d->out_u);
-      d->GO = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, Nl, Nl, d->gemm_out);
+      /* the library's partial GEMM: fp32 out, or bf16 with --partials out (gemm_out holds either) */
+      d->GO = w8a8_matrix_make(g->partials == W8A8_TP_PARTIALS_OUT ? W8A8_DTYPE_BF16 : W8A8_DTYPE_FP32,
+                               W8A8_ROW_MAJOR, M, Nl, Nl, d->gemm_out);
     }
     ok &= d->a_full && d->sa_full && d->b && d->sb && d->out_f && d->out_u && d->gemm_out && d->scratch;
     /* The uploads and memsets ran on the legacy stream; the ranks' streams are non-blocking. */
@@ -514,7 +530,7 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
     g->failed = f_all;
   }
 #endif
-  double bytes = sh->ag ? (double)M * (double)Kl + 4.0 * (double)M : 4.0 * (double)M * (double)Nl;
+  double bytes = sh->ag ? (double)M * (double)Kl + 4.0 * (double)M : (double)part_es(g) * (double)M * (double)Nl;
   double algbw = t_comm > 0 ? bytes / t_comm / 1e3 : 0, busbw = algbw * (W - 1) / W;
   double hidden = t_gemm < t_comm ? t_gemm : t_comm, eff = hidden > 0 ? (t_unf - t_fus) / hidden : 0;
   /* the shard sizes of rank 0 (this process's first rank under --nccl prints only on rank 0) */
@@ -530,13 +546,14 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
               "\"world\":%d,\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,"
               "\"div\":%d,\"gemm_us\":%.3f,\"comm_us\":%.3f,\"unfused_us\":%.3f,\"fused_us\":%.3f,\"us\":%.3f,"
               "\"overlap_eff\":%.4f,\"speedup\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,"
-              "\"failed\":%d,\"timing\":\"median over %d iterations of the slowest rank (CUDA events)\","
-              "\"device\":\"%s\",\"date\":\"%s\"}\n",
+              "\"failed\":%d,\"partials\":\"%s\",\"timing\":\"median over %d iterations of the slowest rank (CUDA "
+              "events)\",\"device\":\"%s\",\"date\":\"%s\"}\n",
               g->nccl ? "w8a8_gpu_tp_nccl" : "w8a8_gpu_tp_local",
               sh->ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", W,
               gpus, gpus < W ? "true" : "false", w8a8_tp_transport(d0->comm, NULL), (long long)M, (long long)d0->Nr,
               (long long)d0->Kr, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
-              algbw, busbw, wrong, g->failed, g->iters, devname, date);
+              algbw, busbw, wrong, g->failed, g->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32", g->iters, devname,
+              date);
   }
   for (int r = lo_rank(g); r < hi_rank(g); r++) free_rank_m(&g->r[r]);
   return wrong + (g->failed ? 1 : 0);
@@ -554,6 +571,9 @@ static void usage(void) {
           "  -s DIV        divide the 70B shapes' N and K by DIV (default 1: the real shapes)\n"
           "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
           "  -w N, -n N    warmup and timed iterations (default 3, 20; at most %d)\n"
+          "  --partials P  the reduce-scatter's partials: fp32 (default) or out (rounded to the bf16 out\n"
+          "                before they travel: half the bytes); sets w8a8_tp_options.partials of the\n"
+          "                fused and unfused calls and the element size of the RS gemm/comm baselines\n"
           "  -o FILE       also write JSON lines (rank 0 under --nccl)\n",
           MAXW, MAX_ITERS);
 }
@@ -606,6 +626,13 @@ static int parse(int argc, char **argv, args *ar) {
       if ((ar->iters = atoi(v)) < 1 || ar->iters > MAX_ITERS) return 2;
     } else if (!strcmp(o, "-o")) {
       ar->out_path = v;
+    } else if (!strcmp(o, "--partials")) {
+      if (!strcmp(v, "fp32"))
+        ar->partials = W8A8_TP_PARTIALS_FP32;
+      else if (!strcmp(v, "out"))
+        ar->partials = W8A8_TP_PARTIALS_OUT;
+      else
+        return 2;
     } else {
       return 2;
     }
@@ -668,6 +695,9 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
     printf("# Llama-3.1-70B shapes / %d; ag = all-gather + GEMM (N sharded), rs = GEMM + reduce-scatter (K sharded); "
            "bf16 out, per-token x per-channel scales\n",
            ar->div);
+    printf("# rs partials: %s\n", ar->partials == W8A8_TP_PARTIALS_OUT
+                                      ? "out (W8A8_TP_PARTIALS_OUT: bf16 partials, 2 bytes per element moved)"
+                                      : "fp32 (W8A8_TP_PARTIALS_FP32: fp32 partials, 4 bytes per element moved)");
     printf("# times: us, median over %d iterations (after %d warm-up) of the slowest rank's iteration (CUDA events "
            "on each rank's stream); comm = %s\n",
            ar->iters, ar->warmup,

@@ -16,8 +16,11 @@
  *   unfused      the TP calls with w8a8_tp_options.overlap = 0 (the collective, then the GEMMs)
  *   fused        overlap = 1 (copies of chunks beside the GEMMs of chunks already present)
  *   gemm_only    no communication: each rank's GEMMs on full-size inputs (AG: a dummy gathered
- *                [M, 8192] input; RS: the fp32 partial [M, 8192], what the library's RS computes),
- *                the quantizers as in the other modes.
+ *                [M, 8192] input; RS: the partial [M, 8192], what the library's RS computes: fp32,
+ *                or bf16 with --partials out), the quantizers as in the other modes.
+ * --partials fp32|out sets w8a8_tp_options.partials of every reduce-scatter call (unfused and fused):
+ * fp32 partials (W8A8_TP_PARTIALS_FP32, the default) or partials rounded to the bf16 out before they
+ * travel (W8A8_TP_PARTIALS_OUT: half the bytes).
  * The API has no collective-only call, so comm is ESTIMATED per op as unfused - gemm_only (it
  * includes the unfused path's own overheads: agreement, events, per-chunk GEMMs).
  * Times: CUDA events on each rank's stream around every op; per iteration the slowest rank (max
@@ -70,6 +73,7 @@ static const int coll_ops[4] = {OP_QKV, OP_O, OP_GU, OP_DOWN};
 
 typedef struct args {
   int W, nccl, layers, iters, warmup, nT;
+  int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
   int64_t tokens[MAXT];
   const char *out_path;
 } args;
@@ -84,6 +88,7 @@ typedef struct group group;
 /* One rank: its handle, stream, communicator, weights, activations and events. */
 typedef struct rank_ctx {
   int rank, W, device, L;
+  int partials; /* the reduce-scatters' w8a8_tp_options.partials */
   group *g; /* --local: the shared barrier; NULL under MPI */
   w8a8_handle *h;
   cudaStream_t st;
@@ -233,6 +238,7 @@ static void stack_once(rank_ctx *c, int64_t M, int mode) {
   w8a8_tp_shard_rows(M, c->W, c->rank, &off, &Mr);
   w8a8_tp_options o = W8A8_TP_OPTIONS_INIT;
   o.overlap = mode == MODE_FUSED;
+  o.partials = c->partials; /* the all-gathers ignore it */
   const int gemm = mode == MODE_GEMM;
   const int64_t H = HIDDEN, Nq = c->Nq, Ka = c->Ka, I = c->I;
   w8a8_matrix X = w8a8_matrix_make(BF, W8A8_ROW_MAJOR, Mr, H, H, c->x);
@@ -248,7 +254,8 @@ static void stack_once(rank_ctx *c, int64_t M, int mode) {
   w8a8_vector SMQ = w8a8_vector_make(F32, M, c->smq);
   w8a8_matrix AF = w8a8_matrix_make(F8, W8A8_ROW_MAJOR, M, H, H, c->afull);
   w8a8_vector SF = w8a8_vector_make(F32, M, c->sfull);
-  w8a8_matrix P = w8a8_matrix_make(F32, W8A8_ROW_MAJOR, M, H, H, c->partial);
+  /* gemm_only's stand-in for the RS partial GEMM: the library's partial dtype (c->partial holds fp32) */
+  w8a8_matrix P = w8a8_matrix_make(c->partials == W8A8_TP_PARTIALS_OUT ? BF : F32, W8A8_ROW_MAJOR, M, H, H, c->partial);
   int e = 0;
   cudaEventRecord(c->ev[e++], c->st);
   for (int l = 0; l < c->L; l++) {
@@ -391,9 +398,13 @@ static result reduce_mpi(rank_ctx *c, int iters) {
 #endif
 
 typedef struct run_info {
-  int W, gpus, emulated, nccl, L, iters, warmup;
+  int W, gpus, emulated, nccl, L, iters, warmup, partials;
   char device[128], date[32];
 } run_info;
+
+static const char *partials_name(const run_info *ri) {
+  return ri->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32";
+}
 
 static void print_header(const run_info *ri, const args *ar) {
   printf("# w8a8 tp-stack: Llama-3.1-70B-FP8 decoder stack, sequence parallel, TP=%d, %s, %d GPU(s) (%s), %s\n",
@@ -412,6 +423,9 @@ static void print_header(const run_info *ri, const args *ar) {
          ri->L, ri->iters, ri->warmup);
   printf("# comm_est = unfused - gemm_only (the API has no collective-only call): an estimate, overheads "
          "included\n");
+  printf("# rs partials: %s\n", ri->partials == W8A8_TP_PARTIALS_OUT
+                                    ? "out (W8A8_TP_PARTIALS_OUT: bf16 partials, 2 bytes per element moved)"
+                                    : "fp32 (W8A8_TP_PARTIALS_FP32: fp32 partials, 4 bytes per element moved)");
   (void)ar;
 }
 
@@ -423,9 +437,9 @@ static void print_mode(int64_t M, const run_info *ri, int mode, const result *r,
     fprintf(json,
             "{\"impl\":\"w8a8_tp_stack\",\"model\":\"llama-3.1-70b-fp8\",\"mode\":\"%s\",\"tokens\":%lld,\"world\":%d,"
             "\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"layers\":%d,\"iters\":%d,\"attention\":\"omitted\","
-            "\"stack_ms\":%.4f,\"layer_ms\":%.4f",
+            "\"partials\":\"%s\",\"stack_ms\":%.4f,\"layer_ms\":%.4f",
             mode_name[mode], (long long)M, ri->W, ri->gpus, ri->emulated ? "true" : "false",
-            ri->nccl ? "nccl" : "local", ri->L, ri->iters, r->total, r->total / ri->L);
+            ri->nccl ? "nccl" : "local", ri->L, ri->iters, partials_name(ri), r->total, r->total / ri->L);
     for (int k = 0; k < NOPS; k++) fprintf(json, ",\"%s_ms\":%.4f", op_name[k], r->ops[k]);
     fprintf(json, ",\"failed\":%d,\"device\":\"%s\",\"date\":\"%s\"}\n", r->failed, ri->device, ri->date);
   }
@@ -457,12 +471,12 @@ static void print_summary(int64_t M, const run_info *ri, const result *res, FILE
     fprintf(json,
             "{\"impl\":\"w8a8_tp_stack\",\"model\":\"llama-3.1-70b-fp8\",\"mode\":\"summary\",\"tokens\":%lld,"
             "\"world\":%d,\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"layers\":%d,\"attention\":\"omitted\","
-            "\"unfused_ms\":%.4f,\"fused_ms\":%.4f,\"gemm_only_ms\":%.4f,\"speedup\":%.4f,\"comm_est_layer_ms\":%.4f,"
+            "\"partials\":\"%s\",\"unfused_ms\":%.4f,\"fused_ms\":%.4f,\"gemm_only_ms\":%.4f,\"speedup\":%.4f,\"comm_est_layer_ms\":%.4f,"
             "\"comm_estimated\":true,\"fused_over_bound_qkv\":%.4f,\"fused_over_bound_o\":%.4f,"
             "\"fused_over_bound_gate_up\":%.4f,\"fused_over_bound_down\":%.4f,\"failed\":%d,\"device\":\"%s\","
             "\"date\":\"%s\"}\n",
             (long long)M, ri->W, ri->gpus, ri->emulated ? "true" : "false", ri->nccl ? "nccl" : "local", ri->L,
-            u->total, f->total, g->total, speedup, comm, ratio[0], ratio[1], ratio[2], ratio[3],
+            partials_name(ri), u->total, f->total, g->total, speedup, comm, ratio[0], ratio[1], ratio[2], ratio[3],
             g->failed | u->failed | f->failed, ri->device, ri->date);
 }
 
@@ -491,7 +505,8 @@ static void print_columns(void) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: w8a8 tp-stack [--local W] [--tokens T,T,...] [--layers L] [-n ITERS] [-w WARMUP] [-o FILE]\n"
+  fprintf(f, "usage: w8a8 tp-stack [--local W] [--tokens T,T,...] [--layers L] [-n ITERS] [-w WARMUP] [--partials fp32|out]\n"
+             "       [-o FILE]\n"
              "       mpirun -np W w8a8 tp-stack --nccl [same options]\n"
              "A Llama-3.1-70B-FP8 decoder stack (dummy weights, attention left out) with sequence parallelism at\n"
              "TP = W: fused (overlap on) vs unfused (overlap off) vs gemm_only, per-op breakdown.\n"
@@ -501,6 +516,8 @@ static void usage(FILE *f) {
              "  --tokens L    prefill token counts (default 1024,2048,4096,8192)\n"
              "  --layers L    decoder layers (default 2)\n"
              "  -n N, -w N    timed and warm-up iterations (default 10, 2)\n"
+             "  --partials P  the reduce-scatters' partials: fp32 (default) or out (rounded to the bf16 out\n"
+             "                before they travel: half the bytes; w8a8_tp_options.partials)\n"
              "  -o FILE       also write JSON lines (impl \"w8a8_tp_stack\")\n"
              "W must divide 2048 (every per-rank size is then whole).\n",
           MAXW_LOCAL);
@@ -551,6 +568,15 @@ static int parse(int argc, char **argv, args *ar) {
       if ((ar->warmup = atoi(v)) < 0 || ar->warmup > 1000) return 2;
     } else if (!strcmp(o, "-o")) {
       ar->out_path = v;
+    } else if (!strcmp(o, "--partials")) {
+      if (!strcmp(v, "fp32")) {
+        ar->partials = W8A8_TP_PARTIALS_FP32;
+      } else if (!strcmp(v, "out")) {
+        ar->partials = W8A8_TP_PARTIALS_OUT;
+      } else {
+        fprintf(stderr, "w8a8 tp-stack: --partials %s: expected fp32 or out\n", v);
+        return 2;
+      }
     } else {
       fprintf(stderr, "w8a8 tp-stack: unknown option %s\n", o);
       return 2;
@@ -572,7 +598,7 @@ static void fill_info(run_info *ri, const args *ar, w8a8_handle *h) {
   w8a8_get_info(h, &info);
   snprintf(ri->device, sizeof ri->device, "%s", info.name);
   cli_iso_date(ri->date, sizeof ri->date);
-  ri->L = ar->layers, ri->iters = ar->iters, ri->warmup = ar->warmup;
+  ri->L = ar->layers, ri->iters = ar->iters, ri->warmup = ar->warmup, ri->partials = ar->partials;
 }
 
 /* --local: W threads, one per rank. */
@@ -593,7 +619,7 @@ static int run_local(const args *ar, int ndev) {
   int ok = 1;
   for (int r = 0; r < W && ok; r++) {
     rank_ctx *c = &cs[r];
-    c->rank = r, c->W = W, c->device = r % ndev, c->L = ar->layers, c->g = &g;
+    c->rank = r, c->W = W, c->device = r % ndev, c->L = ar->layers, c->g = &g, c->partials = ar->partials;
     cudaSetDevice(c->device);
     s = w8a8_create(&c->h, W8A8_DEVICE_CUDA, c->device);
     if (s != W8A8_SUCCESS) break;
@@ -692,7 +718,7 @@ static int run_nccl(const args *ar, int ndev) {
   }
   static rank_ctx c;
   memset(&c, 0, sizeof c);
-  c.rank = rank, c.W = W, c.device = local % ndev, c.L = ar->layers, c.g = NULL;
+  c.rank = rank, c.W = W, c.device = local % ndev, c.L = ar->layers, c.g = NULL, c.partials = ar->partials;
   w8a8_status s = W8A8_SUCCESS;
   if (ok) {
     cudaSetDevice(c.device);
