@@ -608,10 +608,10 @@ W8A8_API w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matri
  *              w8a8_scaled_mm writes for rank j's operands with no bias and this out dtype;
  *   s = q_0; s = s + q_1; ...; s = s + q_{W-1}    fp32 additions in rank order;
  *   if bias: s = s + (float)bias[n];  out = s rounded once to out's dtype (RNE).
- * For bf16/fp16 out that is W+1 roundings instead of one (what vLLM and PyTorch's
- * fused_scaled_matmul_reduce_scatter compute, their sum order aside), for half the bytes moved
- * between GPUs; with an fp32 out both modes are the same. Overlap on and off still give the
- * same bits in either mode.
+ * For bf16/fp16 out that is W+1 roundings instead of one, for half the bytes moved between
+ * GPUs: the partials vLLM and PyTorch's fused_scaled_matmul_reduce_scatter move (they then sum
+ * in an order and precision of their own; here the sum stays fp32, in rank order). With an
+ * fp32 out both modes are the same. Overlap on and off still give the same bits in either mode.
  * Schedule (CPU/MPI): the partial rows destined for each peer are computed and sent
  * (peers r+1, r+2, ... in turn) while the next ones are computed, own rows last, then
  * the sum. Unfused: all partials, MPI_Alltoallv, the same sum (MPI_Reduce_scatter's
