@@ -1,6 +1,6 @@
 #!/bin/bash
 # ncusrc.sh — step "ncusrc" of scripts/device_session.sh: WHERE the sm90 kernel's warps stall, per
-# SASS instruction (issue 4). ncu.sh (session 3) showed the int8 128x256 kernel at 56% of the
+# SASS instruction (issue 4), for two large-M kernels and one small-M (decode) one. ncu.sh (session 3) showed the int8 128x256 kernel at 56% of the
 # tensor pipe with "L1TEX scoreboard" the top stall; this samples the stalls per instruction and
 # prints the 30 instructions with the most samples (with their SASS) for one int8 and one fp8
 # large-M kernel. Env from device_session.sh: L, BUILD, LEFT_S. About 90 s.
@@ -14,7 +14,7 @@ if [ ! -x "$DEV" ]; then
 fi
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 res=""
-for spec in "int8 8b-qkv 8192" "fp8 8b-qkv 8192"; do
+for spec in "int8 8b-qkv 8192" "fp8 8b-qkv 8192" "fp8 8b-o 16"; do
   set -- $spec
   name="$1-$2-$3"
   rep="$L/ncusrc-$name"
