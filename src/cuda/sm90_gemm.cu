@@ -31,11 +31,17 @@ typedef struct sm90_config {
   int fast_accum; // fp8 without promotion: less exact, never picked by the heuristic
   int smem;      // dynamic shared memory bytes
   sm90_kernel_fn fn;
+  int mcast;     // 2: clusters of two CTAs on neighbouring M tiles multicasting the B tile; 0: none
 } sm90_config;
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
   {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB>}
+
+// 2-CTA clusters with B multicast (plain tiles): the same tile, twice the M rows per B load.
+#define SM90_CFG_MC(NAME, BN, ST, I8, PR)                                                                \
+  {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, PR, false, 1, 2>, 2}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -58,6 +64,11 @@ static const sm90_config CONFIGS[] = {
     // with its K range split over a cluster (4 stages + the 64 KB partial tile for the DSMEM sum)
     SM90_CFG("fp8_128x128_promote_splitk", 128, 4, false, false, true, true, 1),
     SM90_CFG("int8_128x128_splitk", 128, 4, true, false, false, true, 1),
+    // Session 3, not yet run on a GPU and not picked by the heuristic: B multicast over 2-CTA clusters
+    // (fp8's 128 x 128 tile moves 1.5x the L2 bytes per FLOP of int8's 128 x 256; this halves B's).
+    // Reachable through the tuner and w8a8_sm90_scaled_mm_config until measured.
+    SM90_CFG_MC("fp8_128x128_promote_mc2", 128, 6, false, true),
+    SM90_CFG_MC("int8_128x256_mc2", 256, 4, true, false),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -334,7 +345,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   int64_t ldx = c->swap ? p->ldb : p->lda, ldy = c->swap ? p->lda : p->ldb;
   CUtensorMap tx, ty;
   CUresult r1 = make_tmap(&tx, xp, rows_x, p->K, ldx, SM90_BM);
-  CUresult r2 = make_tmap(&ty, yp, rows_y, p->K, ldy, c->bn);
+  CUresult r2 = make_tmap(&ty, yp, rows_y, p->K, ldy, c->mcast == 2 ? c->bn / 2 : c->bn);
   if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: cuTensorMapEncodeTiled refused the operands (error %d/%d)", FN,
                     (int)r1, (int)r2);
@@ -384,14 +395,23 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   const int tiles = (int)tiles64;
   int clusters = c->splitk ? tiles : num_sms * c->minb;
   if (clusters > tiles) clusters = tiles;
+  int csize = c->splitk ? pl.split : 1;
+  if (c->mcast == 2) {
+    // persistent clusters of two, one per pair of M tiles at most
+    const int pairs = ((a.tiles_x + 1) / 2) * a.tiles_y;
+    csize = 2;
+    clusters = max_active_clusters(dev, pl.config, 2, num_sms);
+    if (clusters > pairs) clusters = pairs;
+    if (clusters < 1) clusters = 1;
+  }
 
   cudaLaunchConfig_t lc;
   memset(&lc, 0, sizeof lc);
   cudaLaunchAttribute at[2];
   int nat = 0;
-  if (c->splitk) {
+  if (csize > 1 || c->splitk) {
     at[nat].id = cudaLaunchAttributeClusterDimension;
-    at[nat].val.clusterDim.x = pl.split;
+    at[nat].val.clusterDim.x = csize;
     at[nat].val.clusterDim.y = 1;
     at[nat].val.clusterDim.z = 1;
     nat++;
@@ -410,7 +430,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
     at[nat].val.programmaticStreamSerializationAllowed = 1;
     nat++;
   }
-  lc.gridDim = dim3(clusters * pl.split, 1, 1);
+  lc.gridDim = dim3(clusters * csize, 1, 1);
   lc.blockDim = dim3(SM90_THREADS, 1, 1);
   lc.dynamicSmemBytes = c->smem;
   lc.stream = (cudaStream_t)h->stream;

@@ -294,6 +294,28 @@ SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
   if (a.rot_y) ty = (ty + a.rot_y) % a.tiles_y;
 }
 
+// Work item t -> tile. MC = 1: sm90_tile_coords. MC = 2: item t is a pair of X tiles (2p, 2p + 1) with
+// one Y tile, in the same grouped order over pairs; crank picks the tile of the pair. A partner past
+// the last X tile keeps tx = tiles_x (out of bounds: zeros in, nothing out, no ready flags to wait on).
+template <int MC>
+SM90_DEV void sm90_item_coords(const sm90_args &a, int t, int crank, int &tx, int &ty) {
+  if constexpr (MC == 1) {
+    (void)crank;
+    sm90_tile_coords(a, t, tx, ty);
+  } else {
+    const int pairs_x = (a.tiles_x + 1) / 2;
+    const int per_group = SM90_GROUP * a.tiles_y;
+    const int g = t / per_group;
+    const int first = g * SM90_GROUP;
+    const int gsize = min(pairs_x - first, SM90_GROUP);
+    const int local = t - g * per_group;
+    tx = 2 * (first + local % gsize) + crank;
+    ty = local / gsize;
+    if (tx < a.tiles_x && a.rot_x) tx = (tx + a.rot_x) % a.tiles_x;
+    if (a.rot_y) ty = (ty + a.rot_y) % a.tiles_y;
+  }
+}
+
 // All-gather + GEMM: wait until every chunk of A that rows [lo, lo + n) touch has arrived (see
 // sm90_args.ready). `seen` remembers the chunks already seen ready (flags only go 0 -> 1 within a
 // launch). The acquire load orders the TMA reads after the flag; fence.proxy.async makes the
@@ -346,12 +368,20 @@ SM90_DEV void sm90_fp8_issue(float (&t)[NACC], uint32_t full, uint32_t phase, ui
   for (int kk = 0; kk < SM90_BK / 32; kk++) sm90_wgmma_fp8<BN>(t, dx + 2 * kk, dy + 2 * kk, kk > 0);
   sm90_wgmma_commit();
 }
+// A consumer warpgroup is done with a stage: one arrive on its "empty" barrier, and with B multicast
+// (MC = 2) one on the same barrier of the other CTA of the cluster, whose producer also writes into
+// this CTA's stage (its half of B) and so must know that this CTA has released it.
+template <int MC>
+SM90_DEV void sm90_release(uint32_t empty) {
+  sm90_mbar_arrive(empty);
+  if constexpr (MC == 2) sm90_mbar_arrive_cluster(sm90_mapa(empty, sm90_cluster_rank() ^ 1u));
+}
 // t's group has completed (the caller waited): release its stage and add it in.
-template <int NACC>
+template <int MC, int NACC>
 SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int tid) {
 #pragma unroll
   for (int i = 0; i < NACC; i++) sm90_fence_reg(t[i]);
-  if (tid == 0) sm90_mbar_arrive(empty);
+  if (tid == 0) sm90_release<MC>(empty);
 #pragma unroll
   for (int i = 0; i < NACC; i++) acc[i] += t[i];
 }
@@ -359,7 +389,12 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // MINB: CTAs per SM the kernel is built for (1 for the big tiles; 2 for the small-M tiles, so that
 // the hardware balances uneven work over twice as many slots). The register split between the
 // producer and the consumers follows from it: 65536 / MINB registers per CTA.
-template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB>
+// MC: 1, or 2 = a cluster of two CTAs on neighbouring X tiles (token rows) with the same Y tile
+// (weights): each CTA loads its own X tile and HALF of the Y tile, multicast into both CTAs, so the
+// Y tile crosses from L2 once per pair instead of twice (tmap_y's box is BN/2 rows then). Both CTAs
+// walk the same pairs of tiles in lockstep; a partner past the last X tile runs on zeros (TMA fills
+// out-of-bounds boxes) and stores nothing. Not with SWAP or SPLITK.
+template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1>
 __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                      const sm90_args a) {
@@ -373,6 +408,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
+  static_assert(MC == 1 || (MC == 2 && !SWAP && !SPLITK && BN % 16 == 0), "multicast: plain tiles only");
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -384,7 +420,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   const int wg = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
   const int rank = SPLITK ? (int)sm90_cluster_rank() : 0;
-  const int tile_stride = gridDim.x / SPLIT;
+  const int crank = MC == 2 ? (int)sm90_cluster_rank() : 0;  // multicast pair: which X tile of the pair
+  // Work items: tiles, or (MC = 2) pairs of X tiles, walked by clusters of SPLIT or MC CTAs.
+  const int tile_stride = gridDim.x / (SPLITK ? SPLIT : MC);
+  const int items = MC == 2 ? ((a.tiles_x + 1) / 2) * a.tiles_y : a.tiles_x * a.tiles_y;
+  const int item0 = blockIdx.x / (SPLITK ? SPLIT : MC);
   // This CTA's K range (split-K: the cluster's CTAs share a tile).
   const int kb_begin = (int)((long long)a.kblocks * rank / SPLIT);
   const int kb_end = (int)((long long)a.kblocks * (rank + 1) / SPLIT);
@@ -394,11 +434,15 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_prefetch_tmap(&tmap_y);
     for (int s = 0; s < STAGES; s++) {
       sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive + the TMA bytes
-      sm90_mbar_init(empty0 + 8 * s, 2); // one arrive per consumer warpgroup
+      sm90_mbar_init(empty0 + 8 * s, 2 * MC); // one arrive per consumer warpgroup (of both CTAs: MC = 2)
     }
     sm90_fence_mbar_init();
   }
-  __syncthreads();
+  // MC = 2: the partner's barriers must be initialised before anything lands in or arrives on them.
+  if constexpr (MC == 2)
+    sm90_cluster_sync();
+  else
+    __syncthreads();
 
   if (wg == 0) {
     // ---------------- producer ----------------
@@ -414,10 +458,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     int s = 0;
     uint32_t phase = 0;
     unsigned seen = 0;
-    for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+    for (int t = item0; t < items; t += tile_stride) {
       if (tid == 0) {
         int tx, ty;
-        sm90_tile_coords(a, t, tx, ty);
+        sm90_item_coords<MC>(a, t, crank, tx, ty);
         if (a.ready) sm90_wait_rows(a, SWAP ? ty * BN : tx * SM90_BM, SWAP ? BN : SM90_BM, seen);
         for (int kb = kb_begin; kb < kb_end; kb++) {
           sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
@@ -425,7 +469,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
           uint32_t dst = smem0 + s * C::STAGE_BYTES;
           sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
-          sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
+          if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
+            sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
+                                ty * BN + crank * (BN / 2), (uint16_t)0x3);
+          else
+            sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
           if (++s == STAGES) {
             s = 0;
             phase ^= 1;
@@ -457,9 +505,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     int s = 0;
     uint32_t phase = 0;
     acc_t acc[C::NACC];
-    for (int t = blockIdx.x / SPLIT; t < a.tiles_x * a.tiles_y; t += tile_stride) {
+    for (int t = item0; t < items; t += tile_stride) {
       int tx, ty;
-      sm90_tile_coords(a, t, tx, ty);
+      sm90_item_coords<MC>(a, t, crank, tx, ty);
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
 
@@ -489,23 +537,23 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           for (; j + 1 < n; j += 2) {
             SM90_ISSUE(tb);
             sm90_wgmma_wait<1>();
-            sm90_fp8_retire(ta, (float *)acc, empty0 + 8 * prev, tid);
+            sm90_fp8_retire<MC>(ta, (float *)acc, empty0 + 8 * prev, tid);
             SM90_ADVANCE();
             SM90_ISSUE(ta);
             sm90_wgmma_wait<1>();
-            sm90_fp8_retire(tb, (float *)acc, empty0 + 8 * prev, tid);
+            sm90_fp8_retire<MC>(tb, (float *)acc, empty0 + 8 * prev, tid);
             SM90_ADVANCE();
           }
           if (j < n) {
             SM90_ISSUE(tb);
             sm90_wgmma_wait<1>();
-            sm90_fp8_retire(ta, (float *)acc, empty0 + 8 * prev, tid);
+            sm90_fp8_retire<MC>(ta, (float *)acc, empty0 + 8 * prev, tid);
             SM90_ADVANCE();
             sm90_wgmma_wait<0>();
-            sm90_fp8_retire(tb, (float *)acc, empty0 + 8 * prev, tid);
+            sm90_fp8_retire<MC>(tb, (float *)acc, empty0 + 8 * prev, tid);
           } else {
             sm90_wgmma_wait<0>();
-            sm90_fp8_retire(ta, (float *)acc, empty0 + 8 * prev, tid);
+            sm90_fp8_retire<MC>(ta, (float *)acc, empty0 + 8 * prev, tid);
           }
         }
 #undef SM90_ISSUE
@@ -529,7 +577,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           sm90_wgmma_wait<0>();
 #pragma unroll
           for (int i = 0; i < C::NACC; i++) sm90_fence_reg(tmp[i]);
-          if (tid == 0) sm90_mbar_arrive(empty0 + 8 * s);
+          if (tid == 0) sm90_release<MC>(empty0 + 8 * s);
 #pragma unroll
           for (int i = 0; i < C::NACC; i++) acc[i] = (acc_t)((float)acc[i] + tmp[i]);
         } else {
@@ -545,7 +593,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           // Keep this K-block's wgmmas in flight; the previous block's are done now, so its
           // buffer can go back to the producer.
           sm90_wgmma_wait<1>();
-          if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+          if (prev >= 0 && tid == 0) sm90_release<MC>(empty0 + 8 * prev);
           prev = s;
         }
         if (++s == STAGES) {
@@ -555,7 +603,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       }
       if constexpr (!PROMOTE) {  // (PROMOTE_DB has retired everything already: prev == -1)
         sm90_wgmma_wait<0>();
-        if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+        if (prev >= 0 && tid == 0) sm90_release<MC>(empty0 + 8 * prev);
       }
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
@@ -643,6 +691,12 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #undef SM90_STG_LD
       }
     }
+  }
+  // MC = 2: neither CTA may exit while the partner can still multicast into its shared memory or
+  // arrive on its barriers.
+  if constexpr (MC == 2) {
+    __syncwarp();
+    sm90_cluster_sync();
   }
 #endif
 }

@@ -17,11 +17,7 @@
 
 SM90_DEV uint32_t sm90_smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-// ---- mbarrier ---------------------------------------------------------------------------------
-SM90_DEV void sm90_mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-// Make the initialised barriers visible to the async proxy (TMA) and to the rest of the cluster.
+// Acquire load of a flag in global memory (device scope).
 SM90_DEV uint32_t sm90_ld_acquire_u32(const unsigned int *p) {
   uint32_t v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -32,10 +28,20 @@ SM90_DEV uint32_t sm90_ld_acquire_u32(const unsigned int *p) {
 // completed and their writes are visible; let the grids that depend on this one start launching.
 SM90_DEV void sm90_grid_dep_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 SM90_DEV void sm90_grid_dep_launch(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// ---- mbarrier ---------------------------------------------------------------------------------
+SM90_DEV void sm90_mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// Make the initialised barriers visible to the async proxy (TMA) and to the rest of the cluster.
 SM90_DEV void sm90_fence_mbar_init(void) { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 // Arrive and announce `bytes` of TMA traffic that will complete on this barrier.
 SM90_DEV void sm90_mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Arrive on a barrier of another CTA of the cluster (address from sm90_mapa), release at cluster scope.
+SM90_DEV void sm90_mbar_arrive_cluster(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }
 SM90_DEV void sm90_mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
@@ -107,6 +113,15 @@ SM90_DEV void sm90_setmaxnreg_inc(void) {
 
 SM90_DEV void sm90_st_smem(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+// The same, multicast: the box lands at offset `dst` of every CTA in `mask` (cluster ranks), each
+// completing its bytes on the mbarrier at offset `bar` of that CTA.
+SM90_DEV void sm90_tma_load_2d_mc(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%3, "
+      "%4}], [%2], %5;" ::"r"(dst),
+      "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
 }
 SM90_DEV uint32_t sm90_ld_smem(uint32_t addr) {
   uint32_t v;
