@@ -26,6 +26,7 @@
 
 w8a8_status w8a8_sm90_scaled_mm_config(w8a8_handle *h, const w8a8_mm_problem *p, int config, int split);
 int w8a8_sm90_num_configs(void);
+int w8a8_sm90_config_experimental(int config);
 const char *w8a8_sm90_config_name(int config);
 int w8a8_sm90_config_int8(int config);
 int w8a8_sm90_config_swap_bn(int config);
@@ -333,8 +334,11 @@ int w8a8_cli_tune(int argc, char **argv) {
         double hus = -1, best_us = -1;
         int best_cfg = -1, best_split = 0;
         const int64_t kblocks = (K + 127) / 128;
+        const char *xenv = getenv("W8A8_TUNE_EXPERIMENTAL");
+        const int experimental = xenv && xenv[0] == '1';
         for (int ci = 0; ci < w8a8_sm90_num_configs(); ci++) {
           if (w8a8_sm90_config_int8(ci) != int8 || w8a8_sm90_config_fast_accum(ci)) continue;
+          if (w8a8_sm90_config_experimental(ci) && !experimental) continue; /* not validated on a GPU yet */
           int bn = w8a8_sm90_config_swap_bn(ci);
           if (bn && (M > bn || (bn > 8 && M <= bn / 2))) continue; /* the token tile just above M */
           for (int split = 1; split <= (bn ? 8 : 1); split++) {

@@ -475,6 +475,11 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_int8(int config) {
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS ? CONFIGS[config].fast_accum : 0;
 }
+// Configurations not yet validated on a GPU (the multicast ones, session 3): the tuner skips them
+// unless W8A8_TUNE_EXPERIMENTAL=1; the tests run every configuration.
+extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
+  return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].mcast == 2;
+}
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;
 }
