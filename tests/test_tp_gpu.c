@@ -81,11 +81,18 @@ static void store_out(w8a8_dtype t, void *base, int64_t i, float r) {
     ((float *)base)[i] = r;
 }
 
-/* Shards: skew = 0 the usual split; 1: the last rank empty, rank 0 the most. */
+/* Shards: skew = 0 the usual split; 1: the last rank empty, rank 0 the most; 2: rank 1 empty, its
+ * rows to rank 0 (with W >= 3 an empty chunk between two others). */
 static int64_t rows_of(int64_t total, int W, int j, int skew) {
   int64_t off, cnt;
   w8a8_tp_shard_rows(total, W, j, &off, &cnt);
   if (!skew || W == 1) return cnt;
+  if (skew == 2) {
+    if (j == 1) return 0;
+    int64_t o1, c1;
+    w8a8_tp_shard_rows(total, W, 1, &o1, &c1);
+    return j == 0 ? cnt + c1 : cnt;
+  }
   if (j == W - 1) return 0;
   int64_t lo, last;
   w8a8_tp_shard_rows(total, W, W - 1, &lo, &last);
@@ -834,6 +841,12 @@ static void one_gemm_cases(int W) {
       {W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 0, 1, 1, 0, 1, 1500, 384, 1024},
       {W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_FP32, 0, 0, 1, 1, 0, 40, 512, 512}, /* small M: swap-AB tiles */
       {W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 2, 0, 1, 1, 1, 9, 256, 2048},      /* split-K clusters */
+      /* rank 1 empty (skew 2): with W >= 3 its empty chunk lies inside a tile of the other ranks'
+       * rows (rank 0 holds 1334 rows at W = 3, 1000 at W = 4: not multiples of the 128-row tile;
+       * at M = 40 one swap-AB tile holds every row), and that tile waits for its flag, which the
+       * ranks on rank 1's GPU must set although there is nothing to copy (they hung here before). */
+      {W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 3, 1, 1, 1, 2, 2000, 256, 512},
+      {W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_FP16, 0, 1, 1, 0, 2, 40, 256, 512},
   };
   for (int i = 0; i < (int)(sizeof cs / sizeof cs[0]) && !w8a8_test_failed(); i++) {
     tcase t;
@@ -1002,6 +1015,88 @@ W8A8_TEST(tp_gpu_graph_capture) {
   use_dev(0);
   free(got), free(gotr), free(p), free(sum), free(want), free(afull), free(safull);
   env_close(&e);
+}
+
+/* A fused call that fails after its side stream forked from the caller's stream must join it
+ * before returning: else the caller's capture cannot even be ended (cudaStreamEndCapture:
+ * cudaErrorStreamCaptureUnjoined) and, eagerly, a synchronisation of the caller's stream would not
+ * cover the copies still running. The failure: W8A8_KERNEL_SM90 forced on an sm_90 GPU with
+ * K = 24 (rows of 24 bytes: not the 16-byte multiple TMA needs), so the sm_90a kernel refuses
+ * every chunk GEMM, on every rank, after the fork (all-gather: the own chunk's GEMM; reduce-
+ * scatter: the first partial). Each operation on fresh ranks (a failed call breaks the group). */
+W8A8_TEST(tp_gpu_failure_joins_side_stream) {
+  GPU_OR_SKIP();
+  if (device_cc() != 90) SKIP("the forced-kernel failure needs an sm_90 GPU");
+  const int W = 2;
+  const int64_t M = 40, N = 32, K = 24;
+  for (int ag = 1; ag >= 0 && !w8a8_test_failed(); ag--) {
+    env e;
+    REQUIRE(env_open(&e, W, M, N, K), "ranks: %s", w8a8_last_error());
+    rank_call c[2];
+    void *d[2][5];
+    memset(d, 0, sizeof d);
+    for (int r = 0; r < W; r++) {
+      REQUIRE_OK(w8a8_set_kernel(e.h[r], W8A8_KERNEL_SM90));
+      int64_t off, Mr;
+      w8a8_tp_shard_rows(M, W, r, &off, &Mr);
+      use_dev(e.dev[r]);
+      d[r][0] = poison_dev((size_t)(M * K)), d[r][1] = poison_dev((size_t)(N * K));
+      const float one = 1.0f;
+      d[r][2] = dup_dev(&one, sizeof one), d[r][3] = dup_dev(&one, sizeof one);
+      d[r][4] = poison_dev(2 * (size_t)(M * N));
+      for (int i = 0; i < 5; i++) REQUIRE(d[r][i], "device allocation failed");
+      memset(&c[r], 0, sizeof c[r]);
+      c[r].comm = e.comm[r], c[r].dev = e.dev[r], c[r].ag = ag, c[r].opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+      c[r].A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, ag ? Mr : M, K, K, d[r][0]);
+      c[r].B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, d[r][1]);
+      c[r].SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[r][2]);
+      c[r].SB = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[r][3]);
+      c[r].O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, ag ? M : Mr, N, N, d[r][4]);
+    }
+    REQUIRE(sync_all() == cudaSuccess, "uploads");
+    /* one capture over every rank's stream, as tp_gpu_graph_capture */
+    cudaStream_t s0;
+    cudaEvent_t fork, join[2];
+    use_dev(0);
+    REQUIRE(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+    for (int r = 0; r < W; r++) {
+      use_dev(e.dev[r]);
+      cudaEventCreateWithFlags(&join[r], cudaEventDisableTiming);
+    }
+    use_dev(0);
+    REQUIRE(cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) == cudaSuccess, "begin capture");
+    cudaEventRecord(fork, s0);
+    for (int r = 0; r < W; r++) cudaStreamWaitEvent(e.st[r], fork, 0);
+    run_ranks(c, W);
+    for (int r = 0; r < W; r++) {
+      use_dev(e.dev[r]);
+      cudaEventRecord(join[r], e.st[r]);
+      use_dev(0);
+      cudaStreamWaitEvent(s0, join[r], 0);
+    }
+    cudaGraph_t graph = NULL;
+    cudaError_t ce = cudaStreamEndCapture(s0, &graph);
+    for (int r = 0; r < W; r++)
+      CHECK(c[r].st != W8A8_SUCCESS, "%s rank %d: the forced sm_90a kernel with K = 24 did not fail",
+            ag ? "all-gather" : "reduce-scatter", r);
+    CHECK(c[0].st == W8A8_ERROR_UNSUPPORTED_DEVICE || c[1].st == W8A8_ERROR_UNSUPPORTED_DEVICE,
+          "%s: no rank failed in its GEMM (the failure this test needs after the fork): %s / %s",
+          ag ? "all-gather" : "reduce-scatter", c[0].msg, c[1].msg);
+    CHECK(ce == cudaSuccess, "%s: the failed calls left their side streams unjoined: cudaStreamEndCapture: %s",
+          ag ? "all-gather" : "reduce-scatter", cudaGetErrorString(ce));
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    cudaStreamDestroy(s0);
+    cudaEventDestroy(fork);
+    for (int r = 0; r < W; r++) {
+      use_dev(e.dev[r]);
+      cudaEventDestroy(join[r]);
+      for (int i = 0; i < 5; i++) cudaFree(d[r][i]);
+    }
+    use_dev(0);
+    env_close(&e);
+  }
 }
 
 /* ---- bad input ------------------------------------------------------------------------------- */

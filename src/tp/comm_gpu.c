@@ -291,10 +291,8 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done_cap, cudaEventDisableTiming);
   for (int i = 0; i < W && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&gs->ev_step[i], cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaMalloc((void **)&gs->flags, sizeof(unsigned int) * (size_t)(W + 1));
-  /* flags[W] = 0x01010101 on the side stream, which makes every copy from it; flags[0..W) are reset
-   * by each call on the compute stream before the fork. */
-  if (e == cudaSuccess) e = cudaMemsetAsync(gs->flags + W, 1, sizeof(unsigned int), gs->side);
+  /* The one-GEMM all-gather's ready flags: reset by each call that uses them, before any use. */
+  if (e == cudaSuccess) e = cudaMalloc((void **)&gs->flags, sizeof(unsigned int) * (size_t)W);
   dev_exit(prev, gs->device);
   if (e != cudaSuccess) {
     w8a8_status s = w8a8_cuda_error(fn, "creating the communicator's stream and events", e);

@@ -58,8 +58,10 @@
  *   and the entry waits of eager calls (on ipc_done, recorded by eager calls only) keep
  *   covering every peer access to ws. Every rank captures or none (agreed).
  *
- * Fused and unfused run the GEMM on the same sub-problems (one per source/destination rank),
- * so their results are identical bit for bit even where a GEMM's summation order depends on M. */
+ * Fused and unfused run the GEMM on the same sub-problems (AG: one per source rank, or the one
+ * launch over every row; RS: the same pieces of each destination's rows), so their results are
+ * identical bit for bit even where a GEMM's summation order depends on M.
+ * A schedule that fails after the fork still joins C into S (clean_up_after_error). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +360,33 @@ static w8a8_status w8a8_tp_write_flag(const char *fn, cudaStream_t X, unsigned i
   return W8A8_SUCCESS;
 }
 
+/* What a schedule had enqueued when it returned (for the clean-up of a failed call). */
+typedef struct sched_state {
+  bool forked;         /* C waits on S's fork event: C's work is part of this call (and of a capture) */
+  int flags_launched;  /* the one-GEMM launch waiting on ready flags is on S (AG): flags to release */
+} sched_state;
+
+/* A schedule that fails after the fork returns with C's work not joined into S. Join it, so that S
+ * still covers everything the call enqueued (a caller that synchronizes S also waits for C's
+ * copies) and a capture of S can still be ended (cudaStreamEndCapture fails with
+ * cudaErrorStreamCaptureUnjoined on an unjoined fork). If the waiting GEMM was launched, first set
+ * every ready flag on C (stream memory operations, no SM needed), after whatever C had enqueued:
+ * else a failure to enqueue a chunk's copy or flag would leave the GEMM spinning for ever. The
+ * call's own error is what the caller gets; these calls' failures (a sticky error, an invalidated
+ * capture) change nothing, and the last-error message is kept. */
+static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state *st) {
+  w8a8_tp_gpu *gs = c->gpu;
+  cudaStream_t S = (cudaStream_t)c->handle->stream;
+  if (!st->forked) return;
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  if (st->flags_launched)
+    for (int j = 0; j < c->size; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
+  if (cudaEventRecord(gs->ev_step[0], gs->side) == cudaSuccess) cudaStreamWaitEvent(S, gs->ev_step[0], 0);
+  cudaGetLastError();
+  w8a8_err(W8A8_SUCCESS, "%s", saved);
+}
+
 static bool ag_one_gemm(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, const ag_bufs *g) {
   if (xp == XP_NCCL || c->size < 2 || c->size > W8A8_MM_MAX_READY || p->N <= 0 || p->K <= 0) return false;
   if (!get_write_value()) return false;
@@ -374,7 +403,8 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_one_gemm : -1;
 }
 
-static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture) {
+static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
+                               sched_state *st) {
   w8a8_tp_gpu *gs = c->gpu;
   const int W = c->size, r = c->rank;
   const int64_t K = p->K, M = p->M_total;
@@ -409,6 +439,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   }
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+  st->forked = true;
   /* The side stream's pulls start now; the S-side preparation below runs beside them. */
   if (flags) {
     /* What the waiting GEMM may depend on. It can hold every SM of its GPU while it waits, so nothing
@@ -428,16 +459,21 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       CU(cudaStreamWaitEvent(S, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
-      if (cnt[j] <= 0) continue;
       ag_bufs pg = ag_layout(pws, M, K);
-      CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, S),
-         "cudaMemcpyAsync (peer scales)");
-      if (zp)
-        CU(cudaMemcpyAsync(g.azp + off[j], pg.azp + off[j], sizeof(int32_t) * (size_t)cnt[j], cudaMemcpyDefault, S),
-           "cudaMemcpyAsync (peer zero points)");
+      if (cnt[j] > 0) {
+        CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, S),
+           "cudaMemcpyAsync (peer scales)");
+        if (zp)
+          CU(cudaMemcpyAsync(g.azp + off[j], pg.azp + off[j], sizeof(int32_t) * (size_t)cnt[j], cudaMemcpyDefault, S),
+             "cudaMemcpyAsync (peer zero points)");
+      }
+      /* A same-GPU chunk's flag is set here even when the chunk is empty: nothing else sets it (C
+       * skips same-GPU chunks), and an empty chunk between two others (off[j] inside a tile) is
+       * still waited on by the tile that straddles off[j] (sm90_wait_rows). */
       if (ag_same_gpu(c, xp, j)) {
-        CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, S),
-           "cudaMemcpyAsync (rows of a peer on this GPU)");
+        if (cnt[j] > 0)
+          CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, S),
+             "cudaMemcpyAsync (rows of a peer on this GPU)");
         CU(cudaMemsetAsync(gs->flags + j, 1, sizeof(unsigned int), S), "cudaMemsetAsync (ready flag)");
       }
     }
@@ -453,6 +489,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     chunk_problem(p, &g, NULL, 0, M, &q);
     q.ready = &rd;
     W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
+    st->flags_launched = 1;
   } else if (p->overlap && W > 1) {
     W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
   }
@@ -551,7 +588,9 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
-    s = ag_schedule(fn, c, &p, capture);
+    sched_state st = {false, 0};
+    s = ag_schedule(fn, c, &p, capture, &st);
+    if (s != W8A8_SUCCESS) clean_up_after_error(fn, c, &st);
     leave(&g, gs->device);
   }
   /* A failure after the agreement leaves the peers' view of this rank unknown. */
@@ -579,7 +618,8 @@ static int rs_pieces(xport xp, int64_t rows) {
 }
 static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
 
-static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture) {
+static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
+                               sched_state *st) {
   w8a8_tp_gpu *gs = c->gpu;
   const int W = c->size, r = c->rank;
   const int64_t N = p->N, M = p->M_total;
@@ -597,6 +637,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
+  st->forked = true;
   if (!p->overlap)
     for (int j = 0; j < W; j++) {
       const int P = rs_pieces(xp, cnt[j]);
@@ -682,7 +723,9 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
-    s = rs_schedule(fn, c, &p, capture);
+    sched_state st = {false, 0};
+    s = rs_schedule(fn, c, &p, capture, &st);
+    if (s != W8A8_SUCCESS) clean_up_after_error(fn, c, &st);
     leave(&g, gs->device);
   }
   if (s != W8A8_SUCCESS) {

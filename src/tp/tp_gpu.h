@@ -92,8 +92,8 @@ typedef struct w8a8_tp_gpu {
   void *ws;
   size_t ws_bytes;
   /* All-gather + GEMM in one launch: flags[j] != 0 once chunk j has arrived (reset per call on the
-   * compute stream, written by the side stream after the chunk's copies); flags[W] holds a
-   * constant nonzero word, the source of those 4-byte copies. */
+   * compute stream; set there before the launch for the own chunk and same-GPU chunks, else by
+   * cuStreamWriteValue32 on the side stream after the chunk's copy). W words. */
   unsigned int *flags;
   int last_one_gemm; /* the last all-gather's schedule (w8a8_tp_gpu_last_ag_one_gemm) */
   /* NCCL transport */
