@@ -377,11 +377,13 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
     a.ready = p->ready->flags;
     a.ready_n = p->ready->n;
     for (int i = 0; i < SM90_MAX_READY; i++) a.ready_end[i] = (int)(i < a.ready_n ? p->ready->end[i] : p->M);
-    // A's rows are the X tiles (normal) or the Y tiles (swapped)
+    // A's rows are the X tiles (normal) or the Y tiles (swapped). Start at the first tile wholly
+    // inside the own rows: a tile that also holds rows of rank r - 1 (pulled last) then comes last
+    // instead of stalling one CTA for the whole gather (review, session 3).
     if (c->swap)
-      a.rot_y = (int)(p->ready->first_row / c->bn) % a.tiles_y;
+      a.rot_y = (int)((p->ready->first_row + c->bn - 1) / c->bn) % a.tiles_y;
     else
-      a.rot_x = (int)(p->ready->first_row / SM90_BM) % a.tiles_x;
+      a.rot_x = (int)((p->ready->first_row + SM90_BM - 1) / SM90_BM) % a.tiles_x;
   }
 
   // Split-K configs: one tile per cluster (not persistent). A cluster's CTAs meet at two cluster
