@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "cpu/gemm_kernels.h" /* w8a8_cpu_amx_runs, W8A8_CPU_AMX_MMIN; handle->cpu */
 
 /* ---- random numbers (seeded per run; the seed is printed with every failure) ---- */
 static uint64_t g_seed, g_state;
@@ -363,6 +364,71 @@ W8A8_TEST(cpu_gemm_int8_all_modes_avx2) { without_avx512(all_modes, W8A8_DTYPE_I
 /* fp8's outer path likewise has an AVX-512 FMA kernel next to the AVX2 one */
 W8A8_TEST(cpu_gemm_fp8_outer_shapes_avx2) { without_avx512(outer_shapes, W8A8_DTYPE_FP8_E4M3); }
 
+/* On an AMX CPU, int8 with M >= 16 runs gemm_amx.c; the VNNI kernel is then covered here, on
+ * handles created with AMX off (the other AVX-512 paths stay on). */
+static void without_amx(void (*fn)(w8a8_dtype), w8a8_dtype in) {
+  if (getenv("W8A8_CPU_DISABLE")) {
+    fn(in);
+    return;
+  }
+  setenv("W8A8_CPU_DISABLE", "amx", 1);
+  fn(in);
+  unsetenv("W8A8_CPU_DISABLE");
+}
+W8A8_TEST(cpu_gemm_int8_outer_shapes_vnni) { without_amx(outer_shapes, W8A8_DTYPE_INT8); }
+W8A8_TEST(cpu_gemm_int8_all_modes_vnni) { without_amx(all_modes, W8A8_DTYPE_INT8); }
+
+/* The AMX kernel (gemm_amx.c) on the shapes around its tiles: M around 16-row tiles and the
+ * 256-row A block, N around 16/32/64-column tiles and items, K around 64-byte chunks (13: one
+ * partial chunk; 4096: many), every element bit-exact against the reference, strided A, B and
+ * out, and every scale / bias / zero-point / output dtype combination cycled over the shapes.
+ * The AUTO handle must really have run the AMX path for every case with M >= 16 (the kernel's
+ * run counter); where AMX is not usable (CI's AMD CPUs, W8A8_CPU_DISABLE) the test is skipped. */
+W8A8_TEST(cpu_gemm_int8_amx) {
+  rng_init();
+  trio t;
+  REQUIRE(make_trio(&t) == 0, "handles: %s", w8a8_last_error());
+  const int amx = t.aut->cpu.amx;
+  if (!amx) {
+    free_trio(&t);
+    SKIP("AMX is not usable here (CPUID/XCR0/permission, or W8A8_CPU_DISABLE)");
+  }
+  static const int64_t Ms[] = {1, 16, 17, 255};
+  static const int64_t Ns[] = {7, 64, 100};
+  static const int64_t Ks[] = {13, 64, 100, 4096};
+  int idx = 0;
+  long want = 0;
+  const long runs0 = w8a8_cpu_amx_runs();
+  for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+    for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+      for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++, idx++) {
+        mm_case c = {0};
+        c.M = Ms[mi], c.N = Ns[ni], c.K = Ks[ki];
+        c.pad_a = idx % 3 ? rnd_int(1, 9) : 0, c.pad_b = idx % 4 ? rnd_int(1, 70) : 0, c.pad_o = idx % 2 ? rnd_int(1, 5) : 0;
+        c.in = W8A8_DTYPE_INT8, c.out = OUTS[idx % 3];
+        c.sa_tok = (idx >> 1) & 1, c.sb_chan = (idx >> 2) & 1, c.bias = (idx / 3) & 1, c.azp = idx % 4;
+        c.threads = 1 + (idx & 1);
+        char what[128];
+        snprintf(what, sizeof what, "amx M%lld N%lld K%lld sa%d sb%d out=%s bias%d azp%d threads %d", (long long)c.M,
+                 (long long)c.N, (long long)c.K, c.sa_tok, c.sb_chan, w8a8_dtype_name(c.out), c.bias, c.azp, c.threads);
+        run_mm(&t, &c, what);
+        if (c.M >= W8A8_CPU_AMX_MMIN) want += 2; /* GENERIC and AUTO both take the fast kernels */
+      }
+  CHECK(w8a8_cpu_amx_runs() - runs0 == want, "the AMX kernel ran %ld times for %ld eligible cases",
+        w8a8_cpu_amx_runs() - runs0, want);
+  /* K past the AMX path's limit (32768): declined, the VNNI/AVX2 paths compute it, still exact */
+  {
+    mm_case c = {0};
+    c.M = 17, c.N = 9, c.K = 32769, c.pad_a = 3, c.pad_b = 1, c.pad_o = 2;
+    c.in = W8A8_DTYPE_INT8, c.out = W8A8_DTYPE_FP32, c.sa_tok = 1, c.sb_chan = 1, c.bias = 1, c.azp = 3;
+    c.threads = 2;
+    const long r0 = w8a8_cpu_amx_runs();
+    run_mm(&t, &c, "amx fallback M17 N9 K32769");
+    CHECK(w8a8_cpu_amx_runs() == r0, "the AMX kernel took K = 32769");
+  }
+  free_trio(&t);
+}
+
 /* -128 everywhere: -128*-128 + -128*-128 = 32768 is where vpmaddubsw saturates. */
 static void extremes(w8a8_dtype in) {
   (void)in;
@@ -386,6 +452,7 @@ static void extremes(w8a8_dtype in) {
 }
 W8A8_TEST(cpu_gemm_int8_extremes) { extremes(W8A8_DTYPE_INT8); }
 W8A8_TEST(cpu_gemm_int8_extremes_avx2) { without_avx512(extremes, W8A8_DTYPE_INT8); }
+W8A8_TEST(cpu_gemm_int8_extremes_vnni) { without_amx(extremes, W8A8_DTYPE_INT8); }
 
 /* fp8 NaN operands give NaN outputs (the reference's rule) on the fast paths too. */
 W8A8_TEST(cpu_gemm_fp8_nan) {

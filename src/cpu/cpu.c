@@ -9,6 +9,40 @@
 #include "../core/internal.h"
 #include "cpu_kernels.h"
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* AMX is usable when the CPU has the tile and int8 instructions (CPUID.(7,0):EDX bits 24, 25),
+ * the OS saves the tile state (XCR0 bits 17 XTILECFG and 18 XTILEDATA, read with xgetbv once
+ * CPUID.1:ECX.OSXSAVE says it may be), and Linux (5.16 on) granted this process the large
+ * XTILEDATA state: without ARCH_REQ_XCOMP_PERM the first tile instruction raises SIGILL. The
+ * permission is per process and asked for once. */
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static bool amx_ok;
+static void amx_probe(void) {
+  unsigned a, b, c, d;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+  if (a < 7) return;
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
+  if (!((c >> 27) & 1u)) return; /* no OSXSAVE: xgetbv would fault */
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+  if (!((d >> 24) & 1u) || !((d >> 25) & 1u)) return;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  if ((lo & (3u << 17)) != (3u << 17)) return;
+  /* ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 */
+  if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return;
+  amx_ok = true;
+}
+static bool amx_usable(void) {
+  return pthread_once(&amx_once, amx_probe) == 0 && amx_ok;
+}
+#else
+static bool amx_usable(void) { return false; }
+#endif
+
 void w8a8_cpu_detect(w8a8_cpu_features *f) {
   memset(f, 0, sizeof *f);
 #if defined(__x86_64__) || defined(__i386__)
@@ -24,10 +58,14 @@ void w8a8_cpu_detect(w8a8_cpu_features *f) {
     __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(1), "c"(0));
     f->f16c = (c >> 29) & 1u;
   }
-  /* W8A8_CPU_DISABLE=avx2 forces the scalar path (tests use it to cover the fallback). */
+  /* W8A8_CPU_DISABLE=avx2 forces the scalar path (tests use it to cover the fallback);
+   * =avx512 the AVX2 kernels (CI's ISA: AMX goes too, it needs AVX-512 around it); =amx
+   * only the AMX path (the VNNI kernel then runs as on a Cascade Lake). The permission is
+   * asked for only when AMX may be used. */
   const char *dis = getenv("W8A8_CPU_DISABLE");
   if (dis && strstr(dis, "avx2")) f->avx2 = f->fma = false;
   if (dis && strstr(dis, "avx512")) f->avx512f = f->avx512bw = f->avx512vnni = false;
+  f->amx = f->avx512f && f->avx512bw && !(dis && strstr(dis, "amx")) && amx_usable();
 #endif
 }
 

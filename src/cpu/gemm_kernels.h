@@ -41,7 +41,11 @@
 #define W8A8_CPU_A_BYTES ((size_t)16 << 20) /* 256 rows of K = 14336 as fp32 in one block */
 #define W8A8_CPU_SLOT_B_BYTES ((size_t)W8A8_CPU_NB * W8A8_CPU_KC_F8 * 4)
 #define W8A8_CPU_SLOT_C_BYTES ((size_t)W8A8_CPU_MC_MAX * W8A8_CPU_NB * 4)
-#define W8A8_CPU_SLOT_BYTES (W8A8_CPU_SLOT_B_BYTES + W8A8_CPU_SLOT_C_BYTES + 4096)
+/* The AMX path's extra room per slot: 32 packed weight columns of K <= 32768 (gemm_amx.c);
+ * only that path touches these pages. */
+#define W8A8_CPU_AMX_KMAX 32768
+#define W8A8_CPU_SLOT_AMX_BYTES ((size_t)32 * W8A8_CPU_AMX_KMAX)
+#define W8A8_CPU_SLOT_BYTES (W8A8_CPU_SLOT_B_BYTES + W8A8_CPU_SLOT_C_BYTES + 4096 + W8A8_CPU_SLOT_AMX_BYTES)
 #define W8A8_CPU_MAX_SLOTS 256
 
 /* The handle's workspace, cut up for one call. */
@@ -62,6 +66,16 @@ W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm
  * does not take (K % 4 != 0, K too large for the A block); the caller then runs the AVX2 path. */
 #define W8A8_CPU_VNNI_MMIN 16
 W8A8_HIDDEN w8a8_status w8a8_gemm_avx512vnni(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
+
+/* The AMX int8 driver (gemm_amx.c, tdpbssd), used for int8 with M >= W8A8_CPU_AMX_MMIN on CPUs
+ * where w8a8_cpu_detect found AMX usable (CPUID, XCR0 and the kernel's permission). Any K up to
+ * 32768 (the slot's room for 32 packed weight columns), any strides. Returns
+ * W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it does not take (K == 0, K > 32768); the
+ * caller then runs the VNNI/AVX2 paths. */
+#define W8A8_CPU_AMX_MMIN 16
+W8A8_HIDDEN w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
+/* Calls the AMX driver completed in this process (tests check that the AMX path really ran). */
+W8A8_HIDDEN long w8a8_cpu_amx_runs(void);
 
 /* The fused epilogue (gemm_avx2.c; needs AVX2+FMA+F16C). c is int32 (int8 problems) or
  * fp32 (fp8) accumulators, row-major with ld ldc, for output rows m0.. and columns n0... */
