@@ -416,15 +416,20 @@ W8A8_TEST(cpu_gemm_int8_amx) {
       }
   CHECK(w8a8_cpu_amx_runs() - runs0 == want, "the AMX kernel ran %ld times for %ld eligible cases",
         w8a8_cpu_amx_runs() - runs0, want);
-  /* K past the AMX path's limit (32768): declined, the VNNI/AVX2 paths compute it, still exact */
+  /* several 4 KiB k slices (C accumulated across them), two 256-column items, the tail of each */
   {
-    mm_case c = {0};
-    c.M = 17, c.N = 9, c.K = 32769, c.pad_a = 3, c.pad_b = 1, c.pad_o = 2;
-    c.in = W8A8_DTYPE_INT8, c.out = W8A8_DTYPE_FP32, c.sa_tok = 1, c.sb_chan = 1, c.bias = 1, c.azp = 3;
-    c.threads = 2;
+    static const int64_t sh[][3] = {{17, 9, 12289}, {40, 300, 8200}, {300, 70, 4160}};
     const long r0 = w8a8_cpu_amx_runs();
-    run_mm(&t, &c, "amx fallback M17 N9 K32769");
-    CHECK(w8a8_cpu_amx_runs() == r0, "the AMX kernel took K = 32769");
+    for (int i = 0; i < 3; i++) {
+      mm_case c = {0};
+      c.M = sh[i][0], c.N = sh[i][1], c.K = sh[i][2], c.pad_a = 3, c.pad_b = 1, c.pad_o = 2;
+      c.in = W8A8_DTYPE_INT8, c.out = OUTS[i], c.sa_tok = 1, c.sb_chan = 1, c.bias = 1, c.azp = 3 - i;
+      c.threads = 2 - (i & 1);
+      char what[96];
+      snprintf(what, sizeof what, "amx k slices M%lld N%lld K%lld", (long long)c.M, (long long)c.N, (long long)c.K);
+      run_mm(&t, &c, what);
+    }
+    CHECK(w8a8_cpu_amx_runs() - r0 == 6, "the AMX kernel ran %ld times for 3 long-K cases", w8a8_cpu_amx_runs() - r0);
   }
   free_trio(&t);
 }

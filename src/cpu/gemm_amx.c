@@ -50,7 +50,8 @@ w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int 
 
 #define TR 16    /* tile rows */
 #define TB 64    /* tile row bytes (k per chunk) */
-#define ANB 128  /* output columns per work item (C^T: 128 KiB at 256 rows) */
+#define ANB 256  /* output columns per work item (C^T: 256 KiB at 256 rows) */
+#define AKS 64   /* k chunks per slice: 4 KiB of k, A slice <= 1 MiB and 32 packed columns 128 KiB */
 
 #define AMC 256  /* rows of A per block (multiple of 32) */
 
@@ -86,19 +87,21 @@ static void pack_a_tile(const int8_t *a, int64_t lda, int rows, int64_t K, int64
  * [2 groups of 16 columns][nkc chunks][16 columns][64 bytes of k], k zero-padded past K.
  * Contiguous tiles: loaded straight from B (stride ldb, often 4 KiB) every 16 rows of a tile
  * fall into one L1 set, and the tile loads stalled on L2 (measured: 4x below the tdpbssd rate). */
-static void pack_b32(const w8a8_mm_problem *p, int64_t n, int64_t nkc, uint8_t *dst) {
-  const int64_t K = p->K, kfull = K / TB;
-  const __mmask64 tail = K % TB ? (((__mmask64)1 << (K % TB)) - 1) : 0;
+static void pack_b32(const w8a8_mm_problem *p, int64_t n, int64_t kc0, int64_t kc1, uint8_t *dst) {
+  const int64_t K = p->K, nks = kc1 - kc0;
   for (int r = 0; r < 2 * TR; r++) {
-    uint8_t *d = dst + (int64_t)(r / TR) * nkc * 1024 + (r % TR) * TB;
+    uint8_t *d = dst + (int64_t)(r / TR) * nks * 1024 + (r % TR) * TB;
     if (n + r >= p->N) {
-      for (int64_t kc = 0; kc < nkc; kc++) _mm512_storeu_si512((void *)(d + kc * 1024), _mm512_setzero_si512());
+      for (int64_t kc = 0; kc < nks; kc++) _mm512_storeu_si512((void *)(d + kc * 1024), _mm512_setzero_si512());
       continue;
     }
     const int8_t *src = (const int8_t *)p->b + (n + r) * p->ldb;
-    for (int64_t kc = 0; kc < kfull; kc++)
-      _mm512_storeu_si512((void *)(d + kc * 1024), _mm512_loadu_si512((const void *)(src + kc * TB)));
-    if (tail) _mm512_storeu_si512((void *)(d + kfull * 1024), _mm512_maskz_loadu_epi8(tail, src + kfull * TB));
+    for (int64_t kc = kc0; kc < kc1; kc++) {
+      const int64_t k0 = kc * TB;
+      const __m512i v = k0 + TB <= K ? _mm512_loadu_si512((const void *)(src + k0))
+                                     : _mm512_maskz_loadu_epi8(((__mmask64)1 << (K - k0)) - 1, src + k0);
+      _mm512_storeu_si512((void *)(d + (kc - kc0) * 1024), v);
+    }
   }
 }
 
@@ -106,7 +109,7 @@ static void pack_b32(const w8a8_mm_problem *p, int64_t n, int64_t nkc, uint8_t *
  * (two: 1 if only one is left), over the whole K; C^T stored at ct (n-major, ld ldct int32). */
 typedef struct b_prefetch { /* the next 32 weight columns, fetched into L2 during the tile loops */
   const int8_t *base;        /* column 0 of them, NULL: none */
-  int64_t ldb, nkc, K, next, total; /* line index next of total = 32 * nkc (column-major by chunk) */
+  int64_t ldb, nkc, next, total; /* line index next of total = 32 * nkc (column-major by chunk) */
   int per;                   /* lines per chunk iteration */
 } b_prefetch;
 
@@ -117,16 +120,25 @@ static inline void prefetch_some(b_prefetch *pf) {
   }
 }
 
-static void micro(const uint8_t *apk, const uint8_t *bpk, int64_t nkc, int64_t pp, int two, int32_t *ct,
-                  int64_t ldct, b_prefetch *pf) {
+static void micro(const uint8_t *apk, const uint8_t *bpk, int64_t nkc, int64_t kc0, int64_t nks, int64_t pp,
+                  int two, int32_t *ct, int64_t ldct, int acc, b_prefetch *pf) {
   const int64_t ldc = ldct * 4;
-  const uint8_t *r0 = apk + pp * nkc * 1024, *r1 = r0 + nkc * 1024, *l0 = bpk, *l1 = bpk + nkc * 1024;
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  const uint8_t *r0 = apk + (pp * nkc + kc0) * 1024, *r1 = r0 + nkc * 1024, *l0 = bpk, *l1 = bpk + nks * 1024;
+  if (acc) {
+    _tile_loadd(0, ct, ldc);
+    _tile_loadd(2, ct + TR * ldct, ldc);
+    if (two) {
+      _tile_loadd(1, ct + TR, ldc);
+      _tile_loadd(3, ct + TR * ldct + TR, ldc);
+    }
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
   if (two) {
-    for (int64_t kc = 0; kc < nkc; kc++) {
+    for (int64_t kc = 0; kc < nks; kc++) {
       if (pf->base) prefetch_some(pf);
       _tile_loadd(4, l0 + kc * 1024, TB);
       _tile_loadd(6, r0 + kc * 1024, TB);
@@ -138,7 +150,7 @@ static void micro(const uint8_t *apk, const uint8_t *bpk, int64_t nkc, int64_t p
       _tile_dpbssd(3, 5, 7);
     }
   } else {
-    for (int64_t kc = 0; kc < nkc; kc++) {
+    for (int64_t kc = 0; kc < nks; kc++) {
       if (pf->base) prefetch_some(pf);
       _tile_loadd(4, l0 + kc * 1024, TB);
       _tile_loadd(6, r0 + kc * 1024, TB);
@@ -164,20 +176,29 @@ static void run_item(const w8a8_mm_problem *p, const uint8_t *apk, int64_t nkc, 
   const int64_t ldct = (p1 - p0) * TR; /* <= AMC */
   int32_t *ct = (int32_t *)slot;                                  /* [ANB][ldct] */
   int32_t *cr = (int32_t *)(slot + (size_t)ANB * AMC * 4);        /* [8][ANB] */
-  uint8_t *bpk = (uint8_t *)(slot + (size_t)ANB * AMC * 4 + (size_t)8 * ANB * 4); /* 32 x Kp */
+  uint8_t *bpk = (uint8_t *)(slot + (size_t)ANB * AMC * 4 + (size_t)8 * ANB * 4); /* 32 x AKS bytes */
   /* While the tiles run on one block of 32 columns, the next block's weights (the part of the
    * call that comes from DRAM) are prefetched into L2, spread evenly over the tile loops. */
-  const int64_t npairs = (p1 - p0 + 1) / 2, kc_pref = (p->K + TB - 1) / TB;
-  for (int64_t n = n0; n < n1; n += 2 * TR) {
-    pack_b32(p, n, nkc, bpk);
-    MEM_BARRIER();
-    b_prefetch pf;
-    pf.base = n + 2 * TR < p->N ? (const int8_t *)p->b + (n + 2 * TR) * p->ldb : NULL;
-    pf.ldb = p->ldb, pf.nkc = kc_pref, pf.K = p->K, pf.next = 0;
-    pf.total = (p->N - n - 2 * TR < 2 * TR ? p->N - n - 2 * TR : 2 * TR) * kc_pref;
-    pf.per = (int)((pf.total + npairs * nkc - 1) / (npairs * nkc));
-    for (int64_t pp = p0; pp < p1; pp += 2)
-      micro(apk, bpk, nkc, pp, pp + 1 < p1, ct + (n - n0) * ldct + (pp - p0) * TR, ldct, &pf);
+  const int64_t npairs = (p1 - p0 + 1) / 2;
+  for (int64_t kc0 = 0; kc0 < nkc; kc0 += AKS) {
+    const int64_t kc1 = kc0 + AKS < nkc ? kc0 + AKS : nkc;
+    for (int64_t n = n0; n < n1; n += 2 * TR) {
+      pack_b32(p, n, kc0, kc1, bpk);
+      MEM_BARRIER();
+      /* the block after this one: the next 32 columns, or the first ones of the next k slice */
+      int64_t nn = n + 2 * TR, nk0 = kc0, nk1 = kc1;
+      if (nn >= n1) {
+        nn = n0, nk0 = kc1, nk1 = kc1 + AKS < nkc ? kc1 + AKS : nkc;
+      }
+      b_prefetch pf;
+      pf.base = nk0 < nkc ? (const int8_t *)p->b + nn * p->ldb + nk0 * TB : NULL;
+      pf.ldb = p->ldb, pf.nkc = nk1 - nk0, pf.next = 0;
+      pf.total = (n1 - nn < 2 * TR ? n1 - nn : 2 * TR) * (nk1 - nk0);
+      pf.per = (int)((pf.total + npairs * (kc1 - kc0) - 1) / (npairs * (kc1 - kc0)));
+      for (int64_t pp = p0; pp < p1; pp += 2)
+        micro(apk, bpk, nkc, kc0, kc1 - kc0, pp, pp + 1 < p1, ct + (n - n0) * ldct + (pp - p0) * TR, ldct, kc0 > 0,
+              &pf);
+    }
   }
   /* C^T -> row-major, 8 rows at a time (8 x 8 blocks), each band straight into the epilogue;
    * columns past ncols (up to a multiple of 8) carry values the epilogue never reads. */
@@ -196,11 +217,10 @@ static void run_item(const w8a8_mm_problem *p, const uint8_t *apk, int64_t nkc, 
 w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads) {
   const int64_t M = p->M, N = p->N, K = p->K;
   if (M == 0 || N == 0) return W8A8_SUCCESS;
-  /* K == 0: all-zero sums, the other paths handle it */
-  if (K == 0 || K > W8A8_CPU_AMX_KMAX) return W8A8_ERROR_UNSUPPORTED_DEVICE;
+  if (K == 0) return W8A8_ERROR_UNSUPPORTED_DEVICE; /* all-zero sums: the other paths handle it */
   const int64_t Kp = (K + TB - 1) / TB * TB, nkc = Kp / TB;
-  /* the slot holds C^T, 8 rows of C and 32 packed weight columns */
-  if ((size_t)ANB * AMC * 4 + (size_t)8 * ANB * 4 + (size_t)32 * (size_t)Kp > W8A8_CPU_SLOT_BYTES)
+  /* the slot holds C^T, 8 rows of C and 32 packed weight columns of one k slice */
+  if ((size_t)ANB * AMC * 4 + (size_t)8 * ANB * 4 + (size_t)32 * AKS * TB > W8A8_CPU_SLOT_BYTES)
     return W8A8_ERROR_UNSUPPORTED_DEVICE;
   int64_t mc = AMC;
   if ((int64_t)(W8A8_CPU_A_BYTES / (size_t)Kp) < mc) mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)Kp) / 32 * 32;

@@ -41,10 +41,9 @@
 #define W8A8_CPU_A_BYTES ((size_t)16 << 20) /* 256 rows of K = 14336 as fp32 in one block */
 #define W8A8_CPU_SLOT_B_BYTES ((size_t)W8A8_CPU_NB * W8A8_CPU_KC_F8 * 4)
 #define W8A8_CPU_SLOT_C_BYTES ((size_t)W8A8_CPU_MC_MAX * W8A8_CPU_NB * 4)
-/* The AMX path's extra room per slot: 32 packed weight columns of K <= 32768 (gemm_amx.c);
- * only that path touches these pages. */
-#define W8A8_CPU_AMX_KMAX 32768
-#define W8A8_CPU_SLOT_AMX_BYTES ((size_t)32 * W8A8_CPU_AMX_KMAX)
+/* The AMX path's extra room per slot (gemm_amx.c: a 256 x 256 int32 C^T tile, 32 packed weight
+ * columns of a 4 KiB k slice); only that path touches these pages. */
+#define W8A8_CPU_SLOT_AMX_BYTES ((size_t)256 << 10)
 #define W8A8_CPU_SLOT_BYTES (W8A8_CPU_SLOT_B_BYTES + W8A8_CPU_SLOT_C_BYTES + 4096 + W8A8_CPU_SLOT_AMX_BYTES)
 #define W8A8_CPU_MAX_SLOTS 256
 
@@ -68,10 +67,9 @@ W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm
 W8A8_HIDDEN w8a8_status w8a8_gemm_avx512vnni(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
 
 /* The AMX int8 driver (gemm_amx.c, tdpbssd), used for int8 with M >= W8A8_CPU_AMX_MMIN on CPUs
- * where w8a8_cpu_detect found AMX usable (CPUID, XCR0 and the kernel's permission). Any K up to
- * 32768 (the slot's room for 32 packed weight columns), any strides. Returns
- * W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it does not take (K == 0, K > 32768); the
- * caller then runs the VNNI/AVX2 paths. */
+ * where w8a8_cpu_detect found AMX usable (CPUID, XCR0 and the kernel's permission). Any K, any
+ * strides. Returns W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it does not take (K == 0,
+ * K too large for 32 rows of A in the workspace); the caller then runs the VNNI/AVX2 paths. */
 #define W8A8_CPU_AMX_MMIN 16
 W8A8_HIDDEN w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
 /* Calls the AMX driver completed in this process (tests check that the AMX path really ran). */
