@@ -120,10 +120,11 @@ static inline void prefetch_some(b_prefetch *pf) {
   }
 }
 
-static void micro(const uint8_t *apk, const uint8_t *bpk, int64_t nkc, int64_t kc0, int64_t nks, int64_t pp,
-                  int two, int32_t *ct, int64_t ldct, int acc, b_prefetch *pf) {
+static void micro(const uint8_t *apk, const uint8_t *l0, const uint8_t *l1, int64_t lstride, int64_t lstep,
+                  int64_t nkc, int64_t kc0, int64_t nks, int64_t pp, int two, int32_t *ct, int64_t ldct, int acc,
+                  b_prefetch *pf) {
   const int64_t ldc = ldct * 4;
-  const uint8_t *r0 = apk + (pp * nkc + kc0) * 1024, *r1 = r0 + nkc * 1024, *l0 = bpk, *l1 = bpk + nks * 1024;
+  const uint8_t *r0 = apk + (pp * nkc + kc0) * 1024, *r1 = r0 + nkc * 1024;
   if (acc) {
     _tile_loadd(0, ct, ldc);
     _tile_loadd(2, ct + TR * ldct, ldc);
@@ -140,10 +141,10 @@ static void micro(const uint8_t *apk, const uint8_t *bpk, int64_t nkc, int64_t k
   if (two) {
     for (int64_t kc = 0; kc < nks; kc++) {
       if (pf->base) prefetch_some(pf);
-      _tile_loadd(4, l0 + kc * 1024, TB);
+      _tile_loadd(4, l0 + kc * lstep, lstride);
       _tile_loadd(6, r0 + kc * 1024, TB);
       _tile_dpbssd(0, 4, 6);
-      _tile_loadd(5, l1 + kc * 1024, TB);
+      _tile_loadd(5, l1 + kc * lstep, lstride);
       _tile_dpbssd(2, 5, 6);
       _tile_loadd(7, r1 + kc * 1024, TB);
       _tile_dpbssd(1, 4, 7);
@@ -152,10 +153,10 @@ static void micro(const uint8_t *apk, const uint8_t *bpk, int64_t nkc, int64_t k
   } else {
     for (int64_t kc = 0; kc < nks; kc++) {
       if (pf->base) prefetch_some(pf);
-      _tile_loadd(4, l0 + kc * 1024, TB);
+      _tile_loadd(4, l0 + kc * lstep, lstride);
       _tile_loadd(6, r0 + kc * 1024, TB);
       _tile_dpbssd(0, 4, 6);
-      _tile_loadd(5, l1 + kc * 1024, TB);
+      _tile_loadd(5, l1 + kc * lstep, lstride);
       _tile_dpbssd(2, 5, 6);
     }
   }
@@ -183,8 +184,17 @@ static void run_item(const w8a8_mm_problem *p, const uint8_t *apk, int64_t nkc, 
   for (int64_t kc0 = 0; kc0 < nkc; kc0 += AKS) {
     const int64_t kc1 = kc0 + AKS < nkc ? kc0 + AKS : nkc;
     for (int64_t n = n0; n < n1; n += 2 * TR) {
-      pack_b32(p, n, kc0, kc1, bpk);
-      MEM_BARRIER();
+      /* One row pair (M <= 32): each weight tile is used once, so copying it costs more than the
+       * stalls of loading it in place (memory-bound anyway); only whole tiles are read in place. */
+      const uint8_t *l0 = bpk, *l1 = bpk + (kc1 - kc0) * 1024;
+      int64_t lstride = TB, lstep = 1024;
+      if (npairs == 1 && n + 2 * TR <= p->N && kc1 * TB <= p->K) {
+        l0 = (const uint8_t *)p->b + n * p->ldb + kc0 * TB, l1 = l0 + TR * p->ldb;
+        lstride = p->ldb, lstep = TB;
+      } else {
+        pack_b32(p, n, kc0, kc1, bpk);
+        MEM_BARRIER();
+      }
       /* the block after this one: the next 32 columns, or the first ones of the next k slice */
       int64_t nn = n + 2 * TR, nk0 = kc0, nk1 = kc1;
       if (nn >= n1) {
@@ -196,7 +206,7 @@ static void run_item(const w8a8_mm_problem *p, const uint8_t *apk, int64_t nkc, 
       pf.total = (n1 - nn < 2 * TR ? n1 - nn : 2 * TR) * (nk1 - nk0);
       pf.per = (int)((pf.total + npairs * (kc1 - kc0) - 1) / (npairs * (kc1 - kc0)));
       for (int64_t pp = p0; pp < p1; pp += 2)
-        micro(apk, bpk, nkc, kc0, kc1 - kc0, pp, pp + 1 < p1, ct + (n - n0) * ldct + (pp - p0) * TR, ldct, kc0 > 0,
+        micro(apk, l0, l1, lstride, lstep, nkc, kc0, kc1 - kc0, pp, pp + 1 < p1, ct + (n - n0) * ldct + (pp - p0) * TR, ldct, kc0 > 0,
               &pf);
     }
   }
