@@ -364,8 +364,8 @@ W8A8_TEST(cpu_gemm_int8_all_modes_avx2) { without_avx512(all_modes, W8A8_DTYPE_I
 /* fp8's outer path likewise has an AVX-512 FMA kernel next to the AVX2 one */
 W8A8_TEST(cpu_gemm_fp8_outer_shapes_avx2) { without_avx512(outer_shapes, W8A8_DTYPE_FP8_E4M3); }
 
-/* On an AMX CPU, int8 with M >= 16 runs gemm_amx.c; the VNNI kernel is then covered here, on
- * handles created with AMX off (the other AVX-512 paths stay on). */
+/* On an AMX CPU, int8 with M >= 3 runs gemm_amx.c; the VNNI kernel and the raw decode path
+ * (M 3..48) are then covered here, on handles created with AMX off (the other AVX-512 paths stay on). */
 static void without_amx(void (*fn)(w8a8_dtype), w8a8_dtype in) {
   if (getenv("W8A8_CPU_DISABLE")) {
     fn(in);
@@ -377,12 +377,13 @@ static void without_amx(void (*fn)(w8a8_dtype), w8a8_dtype in) {
 }
 W8A8_TEST(cpu_gemm_int8_outer_shapes_vnni) { without_amx(outer_shapes, W8A8_DTYPE_INT8); }
 W8A8_TEST(cpu_gemm_int8_all_modes_vnni) { without_amx(all_modes, W8A8_DTYPE_INT8); }
+W8A8_TEST(cpu_gemm_int8_shapes_noamx) { without_amx(shapes, W8A8_DTYPE_INT8); }
 
 /* The AMX kernel (gemm_amx.c) on the shapes around its tiles: M around 16-row tiles and the
  * 256-row A block, N around 16/32/64-column tiles and items, K around 64-byte chunks (13: one
  * partial chunk; 4096: many), every element bit-exact against the reference, strided A, B and
  * out, and every scale / bias / zero-point / output dtype combination cycled over the shapes.
- * The AUTO handle must really have run the AMX path for every case with M >= 16 (the kernel's
+ * The AUTO handle must really have run the AMX path for every case with M >= 3 (the kernel's
  * run counter); where AMX is not usable (CI's AMD CPUs, W8A8_CPU_DISABLE) the test is skipped. */
 W8A8_TEST(cpu_gemm_int8_amx) {
   rng_init();
@@ -393,7 +394,7 @@ W8A8_TEST(cpu_gemm_int8_amx) {
     free_trio(&t);
     SKIP("AMX is not usable here (CPUID/XCR0/permission, or W8A8_CPU_DISABLE)");
   }
-  static const int64_t Ms[] = {1, 16, 17, 255};
+  static const int64_t Ms[] = {1, 3, 16, 17, 255}; /* 1: the raw decode path; 3: AMX's smallest M */
   static const int64_t Ns[] = {7, 64, 100};
   static const int64_t Ks[] = {13, 64, 100, 4096};
   int idx = 0;

@@ -40,7 +40,8 @@ w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
   int threads = w8a8_cpu_threads(h);
   if (threads > ws.nslots) threads = ws.nslots;
   /* int8 on AMX CPUs (Sapphire Rapids on): tdpbssd, exact s8 x s8; W8A8_CPU_DISABLE=amx (or
-   * avx512) turns it off. Below W8A8_CPU_AMX_MMIN the raw decode path streams B as fast. */
+   * avx512) turns it off. Below W8A8_CPU_AMX_MMIN (M = 1, 2) the raw decode path is as fast
+   * or faster (measured, NOTES.md). */
   if (f->amx && f->avx512f && f->avx512bw && p->in_dtype == W8A8_DTYPE_INT8 && p->M >= W8A8_CPU_AMX_MMIN &&
       w8a8_gemm_amx(p, &ws, threads) == W8A8_SUCCESS) {
     __atomic_fetch_add(&amx_runs, 1, __ATOMIC_RELAXED);
