@@ -196,14 +196,17 @@ static void run_item(const w8a8_mm_problem *p, const uint8_t *apk, int64_t nkc, 
         MEM_BARRIER();
       }
       /* the block after this one: the next 32 columns, or the first ones of the next k slice */
-      int64_t nn = n + 2 * TR, nk0 = kc0, nk1 = kc1;
+      /* (after the item's last block: the first block of the columns after the item, which this
+       * thread takes next under the static schedule) */
+      int64_t nn = n + 2 * TR, nk0 = kc0, nk1 = kc1, nlim = n1;
       if (nn >= n1) {
         nn = n0, nk0 = kc1, nk1 = kc1 + AKS < nkc ? kc1 + AKS : nkc;
+        if (nk0 >= nkc) nn = n1, nk0 = 0, nk1 = AKS < nkc ? AKS : nkc, nlim = p->N;
       }
       b_prefetch pf;
-      pf.base = nk0 < nkc ? (const int8_t *)p->b + nn * p->ldb + nk0 * TB : NULL;
+      pf.base = nn < nlim ? (const int8_t *)p->b + nn * p->ldb + nk0 * TB : NULL;
       pf.ldb = p->ldb, pf.nkc = nk1 - nk0, pf.next = 0;
-      pf.total = (n1 - nn < 2 * TR ? n1 - nn : 2 * TR) * (nk1 - nk0);
+      pf.total = (nlim - nn < 2 * TR ? nlim - nn : 2 * TR) * (nk1 - nk0);
       pf.per = (int)((pf.total + npairs * (kc1 - kc0) - 1) / (npairs * (kc1 - kc0)));
       for (int64_t pp = p0; pp < p1; pp += 2)
         micro(apk, l0, l1, lstride, lstep, nkc, kc0, kc1 - kc0, pp, pp + 1 < p1, ct + (n - n0) * ldct + (pp - p0) * TR, ldct, kc0 > 0,
@@ -270,7 +273,7 @@ w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int 
         if (msplit > npairs) msplit = npairs;
       }
       const int64_t pps = (npairs + msplit - 1) / msplit * 2; /* panels per split */
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(static)
       for (int64_t it = 0; it < items_n * msplit; it++) {
         const int64_t pn = it / msplit, ms = it % msplit;
         const int64_t q0 = ms * pps, q1 = q0 + pps < np ? q0 + pps : np;
