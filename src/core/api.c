@@ -181,8 +181,9 @@ w8a8_status w8a8_get_info(const w8a8_handle *h, w8a8_handle_info *info) {
       }
     }
     if (f) fclose(f);
-    snprintf(r.features, sizeof r.features, "%s%s%s%s%s", h->cpu.avx2 ? "avx2 " : "", h->cpu.fma ? "fma " : "",
-             h->cpu.f16c ? "f16c " : "", h->cpu.avx512bw ? "avx512bw " : "", h->cpu.avx512vnni ? "avx512vnni" : "");
+    snprintf(r.features, sizeof r.features, "%s%s%s%s%s%s", h->cpu.avx2 ? "avx2 " : "", h->cpu.fma ? "fma " : "",
+             h->cpu.f16c ? "f16c " : "", h->cpu.avx512bw ? "avx512bw " : "", h->cpu.avx512vnni ? "avx512vnni" : "",
+             h->cpu.amx ? " amx-int8" : "");
   }
   *info = r;
   return W8A8_SUCCESS;
