@@ -21,13 +21,16 @@
  *
  * Blocking: A block of up to AMC rows packed as [16-row panel][64-k chunk][16 quads][16 rows][4]
  * (1 KiB per tile, contiguous), zero-padded in k (to a multiple of 64) and in rows (to 16).
- * Work item = ANB columns x a range of row panels; per 32 columns, the weights are packed
- * (zero-padded in k and past N) and run against every pair of row panels of the item:
- * micro-kernel = 2 L tiles (32 columns) x 2 R tiles (32 rows) -> 4 C tiles (tmm0-3) over the
- * whole K (k slices with C spilled between them measured 15-20% slower). Meanwhile the next
- * 32 columns' weights are prefetched into L2. Each thread loads the tile configuration at the
- * start of the call and releases the tiles at its end. K is limited by the slot's room for
- * 32 packed columns (W8A8_CPU_SLOT_AMX_BYTES: K <= 32768); beyond, the VNNI/AVX2 paths run. */
+ * Work items = ANB columns x a range of row panels, statically scheduled; in an item, k runs
+ * in slices of AKS chunks (4 KiB: the slice of a 256-row A block, 1 MiB, stays in L2; C^T is
+ * stored between slices and reloaded into the tiles), and per slice, 32 columns at a time,
+ * the weights are packed (zero-padded in k and past N) and run against every pair of row
+ * panels: micro-kernel = 2 L tiles (32 columns) x 2 R tiles (32 rows) -> 4 C tiles (tmm0-3).
+ * With a single row pair (M <= 32) whole weight tiles are loaded in place instead (each is used
+ * once; the copy cost more than the stalls). Meanwhile the next block's weights (the next 32
+ * columns, the next slice, or the next item's first block) are prefetched into L2, spread over
+ * the tile loops. Each thread loads the tile configuration at the start of the call and
+ * releases the tiles at its end. Measurements: bench/results/cpu-bench-2026-11-29-s3-amx.txt. */
 #include "gemm_kernels.h"
 
 #ifdef __clang__
@@ -52,11 +55,10 @@ w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int 
 #define TB 64    /* tile row bytes (k per chunk) */
 #define ANB 256  /* output columns per work item (C^T: 256 KiB at 256 rows) */
 #define AKS 64   /* k chunks per slice: 4 KiB of k, A slice <= 1 MiB and 32 packed columns 128 KiB */
-
 #define AMC 256  /* rows of A per block (multiple of 32) */
 
 /* gcc's tile intrinsics are asm statements that take only the address: tell the compiler
- * that memory written before a load (staging) or by a store (C^T) is really used/changed. */
+ * that memory written before a load (packed weights) or by a store (C^T) is really used/changed. */
 #define MEM_BARRIER() __asm__ volatile("" ::: "memory")
 
 typedef struct tile_config {
@@ -84,8 +86,8 @@ static void pack_a_tile(const int8_t *a, int64_t lda, int rows, int64_t K, int64
 }
 
 /* Packs weight columns [n, n + 32) (columns past N zero) into dst as 1 KiB tiles
- * [2 groups of 16 columns][nkc chunks][16 columns][64 bytes of k], k zero-padded past K.
- * Contiguous tiles: loaded straight from B (stride ldb, often 4 KiB) every 16 rows of a tile
+ * [2 groups of 16 columns][chunks kc0..kc1][16 columns][64 bytes of k], k zero-padded past K.
+ * Contiguous tiles: loaded straight from B (stride ldb, often 4 KiB) all 16 rows of a tile
  * fall into one L1 set, and the tile loads stalled on L2 (measured: 4x below the tdpbssd rate). */
 static void pack_b32(const w8a8_mm_problem *p, int64_t n, int64_t kc0, int64_t kc1, uint8_t *dst) {
   const int64_t K = p->K, nks = kc1 - kc0;
@@ -105,8 +107,6 @@ static void pack_b32(const w8a8_mm_problem *p, int64_t n, int64_t kc0, int64_t k
   }
 }
 
-/* One micro-tile: the packed weight columns bpk (32, see pack_b32) x rows of panels pp, pp + 1
- * (two: 1 if only one is left), over the whole K; C^T stored at ct (n-major, ld ldct int32). */
 typedef struct b_prefetch { /* the next 32 weight columns, fetched into L2 during the tile loops */
   const int8_t *base;        /* column 0 of them, NULL: none */
   int64_t ldb, nkc, next, total; /* line index next of total = 32 * nkc (column-major by chunk) */
@@ -120,6 +120,9 @@ static inline void prefetch_some(b_prefetch *pf) {
   }
 }
 
+/* One micro-tile: 32 weight columns (L tiles at l0 and l1, rows lstride bytes apart, chunks
+ * lstep apart: packed or in place) x rows of panels pp, pp + 1 (two: 1 if only one is left),
+ * k chunks [kc0, kc0 + nks); C^T at ct (n-major, ld ldct int32), added to what is there when acc. */
 static void micro(const uint8_t *apk, const uint8_t *l0, const uint8_t *l1, int64_t lstride, int64_t lstep,
                   int64_t nkc, int64_t kc0, int64_t nks, int64_t pp, int two, int32_t *ct, int64_t ldct, int acc,
                   b_prefetch *pf) {
@@ -170,8 +173,8 @@ static void micro(const uint8_t *apk, const uint8_t *l0, const uint8_t *l1, int6
 }
 
 /* One work item: row panels [p0, p1) of the packed block (rows ic..ic+mcur), columns [n0, n1):
- * 32 columns at a time packed (pack_b32: 32 x Kp bytes, L2-resident) and run against every
- * row pair of the item. */
+ * per k slice, 32 columns at a time packed (pack_b32: 32 x 4 KiB, L2-resident) and run against
+ * every row pair of the item; then the epilogue over the item's outputs. */
 static void run_item(const w8a8_mm_problem *p, const uint8_t *apk, int64_t nkc, int64_t ic, int64_t mcur, int64_t p0,
                      int64_t p1, int64_t n0, int64_t n1, char *slot) {
   const int64_t ldct = (p1 - p0) * TR; /* <= AMC */
