@@ -99,7 +99,8 @@ static encode_tiled_fn get_encode_tiled(void) {
 }
 
 // K-major 8-bit operand [rows, K] with row stride ld (bytes), loaded in boxes of 128 x box_rows.
-static CUresult make_tmap(CUtensorMap *m, const void *base, int64_t rows, int64_t K, int64_t ld, int box_rows) {
+__attribute__((unused)) static CUresult make_tmap(CUtensorMap *m, const void *base, int64_t rows, int64_t K, int64_t ld,
+                                                  int box_rows) {
   cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows};
   cuuint64_t strides[1] = {(cuuint64_t)ld};
   cuuint32_t box[2] = {SM90_BK, (cuuint32_t)box_rows};
@@ -112,7 +113,7 @@ static CUresult make_tmap(CUtensorMap *m, const void *base, int64_t rows, int64_
 // ---- per-device, per-configuration state (set once; host-side queries only) -----------------------
 
 static int g_smem_set[SM90_NUM_CONFIGS][SM90_MAX_DEVICES];
-static int g_pdl = -1;  // programmatic dependent launch: 1 on, 0 off (W8A8_SM90_PDL=0), -1 not read yet
+__attribute__((unused)) static int g_pdl = -1;  // programmatic dependent launch: 1 on, 0 off (W8A8_SM90_PDL=0), -1 not read yet
 static int g_max_clusters[SM90_NUM_CONFIGS][SM90_MAX_DEVICES][SM90_MAX_SPLIT + 1];
 
 static w8a8_status prepare_config(int dev, int ci) {
@@ -301,6 +302,56 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
 
 #endif
 
+#if defined(W8A8_HAVE_SM90A)
+// Everything before the launch that can refuse the problem: the input checks, the plan, the
+// configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
+// one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
+// where a later step refused).
+static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
+                           sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty) {
+  W8A8_CHECK(accepts(h, p));
+  const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
+  const int dev = h->device_index;
+  const int num_sms = st->prop.multiProcessorCount;
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  if (forced_config >= 0) {
+    if (forced_config >= SM90_NUM_CONFIGS || CONFIGS[forced_config].int8 != int8)
+      return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: sm90 config %d does not exist for this dtype", FN, forced_config);
+    pl->config = forced_config;
+    pl->split = CONFIGS[forced_config].splitk ? (forced_split > 0 ? forced_split : 1) : 1;
+    if (pl->split > SM90_MAX_SPLIT)
+      return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: split %d > %d", FN, pl->split, SM90_MAX_SPLIT);
+    // Swap configs take several token tiles when forced (M > bn: tiles_y > 1), for the tuner and
+    // the dev bench to compare e.g. two n16 tiles with one n32 tile; the heuristic never does.
+    if (CONFIGS[pl->config].swap && p->M > 8 * CONFIGS[pl->config].bn)
+      return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: config %s takes M <= %d", FN, CONFIGS[pl->config].name,
+                      8 * CONFIGS[pl->config].bn);
+  } else if (!tuned_plan(h, p, pl)) {
+    *pl = plan(dev, p, num_sms);
+    // The split-1 quarantine of session 1 is gone: the wide-N cases (sm90wide_*: N = 28672 at
+    // M = 1..64, split 1 and 8, several token tiles, AUTO) all passed on the H200 on 2026-11-29
+    // (session 2); the one that looked hung was the single-threaded CPU reference of a
+    // 64 x 28672 x 4096 product outliving its 45 s step.
+  }
+  if (pl->config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
+  const sm90_config *c = &CONFIGS[pl->config];
+  W8A8_CHECK(prepare_config(dev, pl->config));
+
+  // Kernel space: X on wgmma's M side (128-row tiles), Y on its N side (bn-row tiles).
+  const void *xp = c->swap ? p->b : p->a;
+  const void *yp = c->swap ? p->a : p->b;
+  int64_t rows_x = c->swap ? p->N : p->M, rows_y = c->swap ? p->M : p->N;
+  int64_t ldx = c->swap ? p->ldb : p->lda, ldy = c->swap ? p->lda : p->ldb;
+  CUresult r1 = make_tmap(tx, xp, rows_x, p->K, ldx, SM90_BM);
+  CUresult r2 = make_tmap(ty, yp, rows_y, p->K, ldy, c->mcast == 2 ? c->bn / 2 : c->bn);
+  if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: cuTensorMapEncodeTiled refused the operands (error %d/%d)", FN,
+                    (int)r1, (int)r2);
+  return W8A8_SUCCESS;
+}
+
+#endif
+
 static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
 #if !defined(W8A8_HAVE_SM90A)
   (void)h;
@@ -309,46 +360,14 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   (void)forced_split;
   return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: this libw8a8 was built without sm_90a (CUDA_ARCHS lacks 90a)", FN);
 #else
-  W8A8_CHECK(accepts(h, p));
+  sm90_plan pl;
+  CUtensorMap tx, ty;
+  W8A8_CHECK(prepare(h, p, forced_config, forced_split, &pl, &tx, &ty));
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int dev = h->device_index;
   const int num_sms = st->prop.multiProcessorCount;
-  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  sm90_plan pl;
-  if (forced_config >= 0) {
-    if (forced_config >= SM90_NUM_CONFIGS || CONFIGS[forced_config].int8 != int8)
-      return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: sm90 config %d does not exist for this dtype", FN, forced_config);
-    pl.config = forced_config;
-    pl.split = CONFIGS[forced_config].splitk ? (forced_split > 0 ? forced_split : 1) : 1;
-    if (pl.split > SM90_MAX_SPLIT)
-      return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: split %d > %d", FN, pl.split, SM90_MAX_SPLIT);
-    // Swap configs take several token tiles when forced (M > bn: tiles_y > 1), for the tuner and
-    // the dev bench to compare e.g. two n16 tiles with one n32 tile; the heuristic never does.
-    if (CONFIGS[pl.config].swap && p->M > 8 * CONFIGS[pl.config].bn)
-      return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: config %s takes M <= %d", FN, CONFIGS[pl.config].name,
-                      8 * CONFIGS[pl.config].bn);
-  } else if (!tuned_plan(h, p, &pl)) {
-    pl = plan(dev, p, num_sms);
-    // The split-1 quarantine of session 1 is gone: the wide-N cases (sm90wide_*: N = 28672 at
-    // M = 1..64, split 1 and 8, several token tiles, AUTO) all passed on the H200 on 2026-11-29
-    // (session 2); the one that looked hung was the single-threaded CPU reference of a
-    // 64 x 28672 x 4096 product outliving its 45 s step.
-  }
-  if (pl.config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl.config];
-  W8A8_CHECK(prepare_config(dev, pl.config));
-
-  // Kernel space: X on wgmma's M side (128-row tiles), Y on its N side (bn-row tiles).
-  const void *xp = c->swap ? p->b : p->a;
-  const void *yp = c->swap ? p->a : p->b;
-  int64_t rows_x = c->swap ? p->N : p->M, rows_y = c->swap ? p->M : p->N;
-  int64_t ldx = c->swap ? p->ldb : p->lda, ldy = c->swap ? p->lda : p->ldb;
-  CUtensorMap tx, ty;
-  CUresult r1 = make_tmap(&tx, xp, rows_x, p->K, ldx, SM90_BM);
-  CUresult r2 = make_tmap(&ty, yp, rows_y, p->K, ldy, c->mcast == 2 ? c->bn / 2 : c->bn);
-  if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: cuTensorMapEncodeTiled refused the operands (error %d/%d)", FN,
-                    (int)r1, (int)r2);
+  const int64_t rows_x = c->swap ? p->N : p->M, rows_y = c->swap ? p->M : p->N;  // kernel space (prepare)
 
   sm90_args a;
   memset(&a, 0, sizeof a);
@@ -451,7 +470,9 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm
 #if defined(W8A8_HAVE_SM90A)
   char saved[512];
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
-  int ok = accepts(h, p) == W8A8_SUCCESS;
+  sm90_plan pl;
+  CUtensorMap tx, ty;
+  int ok = prepare((w8a8_handle *)h, p, -1, 0, &pl, &tx, &ty) == W8A8_SUCCESS;
   w8a8_err(W8A8_SUCCESS, "%s", saved); /* the caller's last error stays what it was */
   return ok;
 #else
