@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "cpu/gemm_kernels.h" /* w8a8_cpu_amx_runs, W8A8_CPU_AMX_MMIN; handle->cpu */
+#include "cpu/gemm_kernels.h" /* w8a8_cpu_amx{,_bf16}_runs, W8A8_CPU_AMX{,BF16}_MMIN; handle->cpu */
 
 /* ---- random numbers (seeded per run; the seed is printed with every failure) ---- */
 static uint64_t g_seed, g_state;
@@ -432,6 +432,135 @@ W8A8_TEST(cpu_gemm_int8_amx) {
     }
     CHECK(w8a8_cpu_amx_runs() - r0 == 6, "the AMX kernel ran %ld times for 3 long-K cases", w8a8_cpu_amx_runs() - r0);
   }
+  free_trio(&t);
+}
+
+/* On an AMX-BF16 CPU, fp8 runs gemm_amx_bf16.c at every M >= W8A8_CPU_AMXBF16_MMIN; the FMA
+ * paths (dot, AVX-512 outer) are then covered here, on handles created with AMX off. */
+W8A8_TEST(cpu_gemm_fp8_all_modes_noamx) { without_amx(all_modes, W8A8_DTYPE_FP8_E4M3); }
+W8A8_TEST(cpu_gemm_fp8_shapes_noamx) { without_amx(shapes, W8A8_DTYPE_FP8_E4M3); }
+W8A8_TEST(cpu_gemm_fp8_outer_shapes_noamx) { without_amx(outer_shapes, W8A8_DTYPE_FP8_E4M3); }
+
+static int amx_bf16_usable(const trio *t) { return t->aut->cpu.amx && w8a8_cpu_has_amx_bf16(); }
+
+/* The AMX-BF16 fp8 kernel (gemm_amx_bf16.c) on the shapes around its tiles (M around 16-row
+ * panels and the 256-row block, N around 16/32-column tiles, K around 32-k chunks: 13 one partial
+ * chunk, 4096 two 2048-k slices), strided A, B and out, every scale / bias / output dtype cycled
+ * over the shapes; every element against the reference within the fp8 tolerance of run_mm. The
+ * run counter proves the kernel ran for every case; skipped where AMX-BF16 is not usable. */
+W8A8_TEST(cpu_gemm_fp8_amx_bf16) {
+  rng_init();
+  trio t;
+  REQUIRE(make_trio(&t) == 0, "handles: %s", w8a8_last_error());
+  if (!amx_bf16_usable(&t)) {
+    free_trio(&t);
+    SKIP("AMX-BF16 is not usable here (CPUID/XCR0/permission, or W8A8_CPU_DISABLE)");
+  }
+  static const int64_t Ms[] = {1, 16, 17, 255};
+  static const int64_t Ns[] = {7, 64, 100};
+  static const int64_t Ks[] = {13, 64, 100, 4096};
+  int idx = 0;
+  long want = 0;
+  const long runs0 = w8a8_cpu_amx_bf16_runs();
+  for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+    for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
+      for (size_t ki = 0; ki < sizeof Ks / sizeof *Ks; ki++, idx++) {
+        mm_case c = {0};
+        c.M = Ms[mi], c.N = Ns[ni], c.K = Ks[ki];
+        c.pad_a = idx % 3 ? rnd_int(1, 9) : 0, c.pad_b = idx % 4 ? rnd_int(1, 70) : 0, c.pad_o = idx % 2 ? rnd_int(1, 5) : 0;
+        c.in = W8A8_DTYPE_FP8_E4M3, c.out = OUTS[idx % 3];
+        c.sa_tok = (idx >> 1) & 1, c.sb_chan = (idx >> 2) & 1, c.bias = (idx / 3) & 1;
+        c.threads = 1 + (idx & 1);
+        char what[128];
+        snprintf(what, sizeof what, "amx-bf16 M%lld N%lld K%lld sa%d sb%d out=%s bias%d threads %d", (long long)c.M,
+                 (long long)c.N, (long long)c.K, c.sa_tok, c.sb_chan, w8a8_dtype_name(c.out), c.bias, c.threads);
+        run_mm(&t, &c, what);
+        if (c.M >= W8A8_CPU_AMXBF16_MMIN) want += 2; /* GENERIC and AUTO both take the fast kernels */
+      }
+  CHECK(w8a8_cpu_amx_bf16_runs() - runs0 == want, "the AMX-BF16 kernel ran %ld times for %ld eligible cases",
+        w8a8_cpu_amx_bf16_runs() - runs0, want);
+  /* several 2048-k slices (C^T reloaded across them), two 256-column items and their tails, two
+   * A blocks (M > 256), rows split across threads (N <= 256) */
+  {
+    static const int64_t sh[][3] = {{17, 9, 6145}, {40, 300, 4100}, {300, 70, 2080}, {33, 513, 100}};
+    const long r0 = w8a8_cpu_amx_bf16_runs();
+    for (int i = 0; i < 4; i++) {
+      mm_case c = {0};
+      c.M = sh[i][0], c.N = sh[i][1], c.K = sh[i][2], c.pad_a = 3, c.pad_b = 1, c.pad_o = 2;
+      c.in = W8A8_DTYPE_FP8_E4M3, c.out = OUTS[i % 3], c.sa_tok = 1, c.sb_chan = 1, c.bias = 1;
+      c.threads = 2 - (i & 1);
+      char what[96];
+      snprintf(what, sizeof what, "amx-bf16 k slices M%lld N%lld K%lld", (long long)c.M, (long long)c.N, (long long)c.K);
+      run_mm(&t, &c, what);
+    }
+    CHECK(w8a8_cpu_amx_bf16_runs() - r0 == 8, "the AMX-BF16 kernel ran %ld times for 4 cases", w8a8_cpu_amx_bf16_runs() - r0);
+  }
+  free_trio(&t);
+}
+
+/* Extreme fp8 operands on the AMX-BF16 kernel against the reference, every element: NaN (0x7f and
+ * 0xff) in A rows and B columns at the start, inside and in the K tail of a chunk and of a 2048-k
+ * slice (the output row / column must be NaN, everything else finite and within tolerance, as the
+ * reference computes it); all +-448 (the largest products); all subnormals (the smallest). e4m3fn
+ * has no infinities, so NaN is the only non-finite input. */
+W8A8_TEST(cpu_gemm_fp8_amx_bf16_nan_extremes) {
+  rng_init();
+  trio t;
+  REQUIRE(make_trio(&t) == 0, "handles: %s", w8a8_last_error());
+  if (!amx_bf16_usable(&t)) {
+    free_trio(&t);
+    SKIP("AMX-BF16 is not usable here (CPUID/XCR0/permission, or W8A8_CPU_DISABLE)");
+  }
+  const long runs0 = w8a8_cpu_amx_bf16_runs();
+  static const int64_t sh[][3] = {{20, 37, 2061}, {3, 40, 45}};
+  for (int si = 0; si < 2; si++) {
+    const int64_t M = sh[si][0], N = sh[si][1], K = sh[si][2];
+    for (int mode = 0; mode < 3; mode++) {
+      uint8_t *a = malloc((size_t)(M * K)), *b = malloc((size_t)(N * K));
+      float *ref = malloc(sizeof(float) * (size_t)(M * N)), *out = malloc(sizeof(float) * (size_t)(M * N));
+      for (int64_t i = 0; i < M * K; i++)
+        a[i] = mode == 1 ? (uint8_t)(0x7e | (rnd() & 0x80)) : mode == 2 ? (uint8_t)((rnd() % 7 + 1) | (rnd() & 0x80)) : rnd_fp8();
+      for (int64_t i = 0; i < N * K; i++)
+        b[i] = mode == 1 ? (uint8_t)(0x7e | (rnd() & 0x80)) : mode == 2 ? (uint8_t)((rnd() % 7 + 1) | (rnd() & 0x80)) : rnd_fp8();
+      int nan_row = -1, nan_col = -1;
+      if (mode == 0) {
+        nan_row = (int)(M / 2), nan_col = (int)(N - 2);
+        a[nan_row * K + 0] = 0x7f;                        /* chunk start */
+        a[(M - 1) * K + K - 1] = 0xff;                    /* last row, K tail */
+        b[nan_col * K + (K > 2048 ? 2047 : 31)] = 0xff;   /* end of a slice / chunk */
+        b[0 * K + K - 1] = 0x7f;                          /* column 0, K tail */
+      }
+      float sa = 0.01f, sb = 0.02f;
+      w8a8_matrix A = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, K, K, a);
+      w8a8_matrix B = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, K, N, K, b);
+      w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &sa), SB = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &sb);
+      w8a8_matrix R = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, N, N, ref);
+      memset(ref, 0xa5, sizeof(float) * (size_t)(M * N));
+      REQUIRE_OK(w8a8_scaled_mm(t.ref, &A, &B, &SA, &SB, NULL, NULL, &R));
+      memset(out, 0xa5, sizeof(float) * (size_t)(M * N));
+      w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, N, N, out);
+      w8a8_set_num_threads(t.aut, 2);
+      REQUIRE_OK(w8a8_scaled_mm(t.aut, &A, &B, &SA, &SB, NULL, NULL, &O));
+      long nbad = 0;
+      for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+          const double o = out[m * N + n], r = ref[m * N + n];
+          double mag = 0;
+          for (int64_t k = 0; k < K; k++) mag += fabs(fp8_value(a[m * K + k]) * fp8_value(b[n * K + k]));
+          const int want_nan = mode == 0 && (m == nan_row || m == M - 1 || n == nan_col || n == 0);
+          const double tol = 1e-5 * mag * (double)sa * (double)sb + 0x1p-22 * fmax(fabs(o), fabs(r)) + 0x1p-126;
+          const int ok = want_nan ? (isnan(o) && isnan(r)) : (!isnan(r) && !isnan(o) && fabs(o - r) <= tol);
+          if (!ok && nbad++ < 3)
+            CHECK(0, "M%lld N%lld K%lld mode %d: out[%lld,%lld] = %.9g, reference %.9g (seed %llu)", (long long)M,
+                  (long long)N, (long long)K, mode, (long long)m, (long long)n, o, r, (unsigned long long)g_seed);
+        }
+      CHECK(nbad == 0, "M%lld N%lld K%lld mode %d: %ld elements wrong", (long long)M, (long long)N, (long long)K, mode,
+            nbad);
+      free(a), free(b), free(ref), free(out);
+    }
+  }
+  CHECK(w8a8_cpu_amx_bf16_runs() - runs0 == 6, "the AMX-BF16 kernel ran %ld times for 6 cases",
+        w8a8_cpu_amx_bf16_runs() - runs0);
   free_trio(&t);
 }
 

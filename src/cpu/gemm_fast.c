@@ -47,6 +47,11 @@ w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
     __atomic_fetch_add(&amx_runs, 1, __ATOMIC_RELAXED);
     return W8A8_SUCCESS;
   }
+  /* fp8 on AMX-BF16 CPUs: decoded to bf16 (exact) for tdpbf16ps, fp32 accumulation like the FMA
+   * paths; turned off with AMX (W8A8_CPU_DISABLE=amx or avx512). Threshold measured (NOTES.md). */
+  if (f->amx && f->avx512f && f->avx512bw && p->in_dtype == W8A8_DTYPE_FP8_E4M3 &&
+      p->M >= W8A8_CPU_AMXBF16_MMIN && w8a8_cpu_has_amx_bf16() && w8a8_gemm_amx_bf16(p, &ws, threads) == W8A8_SUCCESS)
+    return W8A8_SUCCESS;
   /* int8 on AVX-512 VNNI CPUs (not CI's): vpdpbusd, 4x the products per instruction of the
    * AVX2 kernel; W8A8_CPU_DISABLE=avx512 turns it off. It declines K % 4 != 0. */
   if (f->avx512f && f->avx512bw && f->avx512vnni && p->in_dtype == W8A8_DTYPE_INT8 &&

@@ -75,6 +75,15 @@ W8A8_HIDDEN w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_
 /* Calls the AMX driver completed in this process (tests check that the AMX path really ran). */
 W8A8_HIDDEN long w8a8_cpu_amx_runs(void);
 
+/* The AMX-BF16 fp8 driver (gemm_amx_bf16.c, tdpbf16ps on fp8 decoded to bf16), used for fp8 with
+ * M >= W8A8_CPU_AMXBF16_MMIN where AMX is usable (as above) and CPUID has AMX-BF16. Any K, any
+ * strides; declines (UNSUPPORTED_DEVICE, no message) K == 0 and K too large for 32 rows of A in
+ * the workspace, and then the FMA paths run. */
+#define W8A8_CPU_AMXBF16_MMIN 1
+W8A8_HIDDEN w8a8_status w8a8_gemm_amx_bf16(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
+W8A8_HIDDEN int w8a8_cpu_has_amx_bf16(void); /* CPUID.(7,0):EDX bit 22 (cached) */
+W8A8_HIDDEN long w8a8_cpu_amx_bf16_runs(void); /* calls the AMX-BF16 driver completed */
+
 /* The fused epilogue (gemm_avx2.c; needs AVX2+FMA+F16C). c is int32 (int8 problems) or
  * fp32 (fp8) accumulators, row-major with ld ldc, for output rows m0.. and columns n0... */
 W8A8_HIDDEN void w8a8_avx2_epilogue(const w8a8_mm_problem *p, const void *c, int64_t ldc, int64_t m0,

@@ -1,0 +1,309 @@
+/* gemm_amx_bf16.c — the fp8 (e4m3) scaled GEMM on Intel AMX-BF16 (tdpbf16ps), for CPUs that
+ * have it (Xeon since Sapphire Rapids). gemm_fast.c dispatches here only when w8a8_cpu_detect
+ * found AMX usable (tile state, permission: see cpu.c) and w8a8_cpu_has_amx_bf16 (CPUID) agrees.
+ *
+ * Why bf16 is exact enough: every e4m3 value (4 significant bits, exponents 2^-9..2^8) is a
+ * bf16 value, and the product of two such values (<= 8 significant bits) is exact in fp32;
+ * tdpbf16ps adds the products into fp32 lanes (RNE; its DAZ/FTZ never bites: the inputs are
+ * normal bf16 or zero, and every sum is a multiple of 2^-18, far above fp32's denormals). So
+ * the accumulators are fp32 sums of exact products, as in the FMA kernels; only the order of
+ * the additions differs. NaN (0x7f/0xff) decodes to a bf16 NaN and propagates through the
+ * tiles' fp32 arithmetic to the output, as in the reference (e4m3fn has no infinities).
+ *
+ * Structure: gemm_amx.c's (read its header first), with fp8 decoded to bf16 while packing.
+ * Transposed roles as there: L tiles = 16 weight columns x 32 k (bf16, plain rows: the decoded
+ * B rows), R tiles = A in the VNNI-2 layout (16 k-pairs x 16 rows x 2), tiles hold C^T (fp32),
+ * transposed 8 x 8 into the shared AVX2 epilogue (scales, bias, one rounding), the same
+ * epilogue as every other fp8 path. B cannot be loaded in place (it must be decoded), so every
+ * block of 32 columns x one k slice is decoded into the slot (128 KiB, L2) and reused by all row
+ * pairs of the item. Decoding: a 128-entry table (bf16 bits of |x|) in four zmm, two vpermt2w
+ * per 32 bytes plus the sign bit. */
+#include "gemm_kernels.h"
+
+#if defined(__x86_64__)
+int w8a8_cpu_has_amx_bf16(void) {
+  static int cached = -1; /* CPUID in a VM may trap to the hypervisor: ask once */
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) {
+    unsigned a, b, c, d;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+    v = 0;
+    if (a >= 7) {
+      __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+      v = (int)((d >> 22) & 1u); /* CPUID.(7,0):EDX bit 22 = AMX-BF16 */
+    }
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+#else
+int w8a8_cpu_has_amx_bf16(void) { return 0; }
+#endif
+
+static long amx_bf16_runs;
+long w8a8_cpu_amx_bf16_runs(void) { return __atomic_load_n(&amx_bf16_runs, __ATOMIC_RELAXED); }
+
+#ifdef __clang__
+/* clang builds only the fuzz target; clang 14 cannot select the tile intrinsics under a
+ * per-function target (see gemm_amx.c), so there the FMA fp8 paths run. */
+w8a8_status w8a8_gemm_amx_bf16(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads) {
+  (void)p, (void)ws, (void)nthreads;
+  return W8A8_ERROR_UNSUPPORTED_DEVICE;
+}
+#else
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx2,fma,f16c")
+#include <immintrin.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "avx_tr8x8.h"
+
+#define TR 16    /* tile rows */
+#define TB 64    /* tile row bytes = 32 bf16 (k per chunk) */
+#define KCH 32   /* k per chunk */
+#define ANB 256  /* output columns per work item (C^T fp32: 256 KiB at 256 rows) */
+#define AKS 64   /* chunks per slice: 2048 k; A slice <= 1 MiB, 32 decoded columns 128 KiB */
+#define AMC 256  /* rows of A per block (multiple of 32) */
+
+#define MEM_BARRIER() __asm__ volatile("" ::: "memory") /* see gemm_amx.c */
+
+typedef struct tile_config {
+  uint8_t palette_id, start_row, reserved[14];
+  uint16_t colsb[16];
+  uint8_t rows[16];
+} tile_config;
+
+/* bf16 bits of the e4m3 magnitudes 0x00..0x7f (0x7f: NaN). Generated from the e4m3 definition
+ * (2^(e-7) * (1 + m/8), subnormals m * 2^-9); the tests check every decoded value against the
+ * reference's through the GEMM. */
+static const uint16_t FP8_BF16[128] __attribute__((aligned(64))) = {
+#include "fp8_bf16_table.inc"
+};
+
+typedef struct dec_tab { __m512i t0, t1, t2, t3; } dec_tab;
+
+static inline dec_tab dec_tab_load(void) {
+  dec_tab t;
+  t.t0 = _mm512_load_si512((const void *)FP8_BF16);
+  t.t1 = _mm512_load_si512((const void *)(FP8_BF16 + 32));
+  t.t2 = _mm512_load_si512((const void *)(FP8_BF16 + 64));
+  t.t3 = _mm512_load_si512((const void *)(FP8_BF16 + 96));
+  return t;
+}
+
+/* 32 fp8 bytes -> 32 bf16 (one zmm). */
+static inline __m512i fp8x32_to_bf16(const dec_tab *t, __m256i s) {
+  const __m512i w = _mm512_cvtepu8_epi16(s);
+  const __m512i lo = _mm512_permutex2var_epi16(t->t0, w, t->t1); /* index bits 0-5 */
+  const __m512i hi = _mm512_permutex2var_epi16(t->t2, w, t->t3);
+  const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(w, _mm512_set1_epi16(0x40)), lo, hi);
+  /* mag | (w << 8 & 0x8000): the sign bit */
+  return _mm512_ternarylogic_epi32(mag, _mm512_slli_epi16(w, 8), _mm512_set1_epi16((short)0x8000), 0xF8);
+}
+
+/* Packs the 16-row panel at row r0 of A (rows < `rows` valid, the rest zero) for k chunk kc
+ * into dst (1 KiB, VNNI-2): dst[q][r][0..1] = bf16(A[r][32 kc + 2 q + 0..1]), zero past K. */
+static void pack_a_tile(const dec_tab *t, const uint8_t *a, int64_t lda, int rows, int64_t K, int64_t kc,
+                        uint8_t *dst) {
+  const int64_t k0 = kc * KCH, len = K - k0 >= KCH ? KCH : K - k0;
+  uint16_t tmp[TR][KCH] __attribute__((aligned(64)));
+  const __mmask32 km = len == KCH ? (__mmask32)~0u : (((__mmask32)1 << len) - 1);
+  for (int r = 0; r < TR; r++) {
+    __m512i v = _mm512_setzero_si512();
+    if (r < rows) v = fp8x32_to_bf16(t, _mm256_maskz_loadu_epi8(km, a + r * lda + k0));
+    _mm512_store_si512((void *)tmp[r], v); /* masked-off k decode 0x00 -> +0 */
+  }
+  const __m512i idx = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240);
+  for (int q = 0; q < TR; q++)
+    _mm512_storeu_si512((void *)(dst + q * 64), _mm512_i32gather_epi32(idx, (const void *)((const uint32_t *)tmp + q), 4));
+}
+
+/* Decodes weight columns [n, n + 32) (past N: zero) for chunks [kc0, kc1) into dst as 1 KiB
+ * tiles [2 groups of 16 columns][chunk][16 columns][32 bf16], zero past K. */
+static void pack_b32(const dec_tab *t, const w8a8_mm_problem *p, int64_t n, int64_t kc0, int64_t kc1, uint8_t *dst) {
+  const int64_t K = p->K, nks = kc1 - kc0;
+  for (int r = 0; r < 2 * TR; r++) {
+    uint8_t *d = dst + (int64_t)(r / TR) * nks * 1024 + (r % TR) * TB;
+    if (n + r >= p->N) {
+      for (int64_t kc = 0; kc < nks; kc++) _mm512_storeu_si512((void *)(d + kc * 1024), _mm512_setzero_si512());
+      continue;
+    }
+    const uint8_t *src = (const uint8_t *)p->b + (n + r) * p->ldb;
+    for (int64_t kc = kc0; kc < kc1; kc++) {
+      const int64_t k0 = kc * KCH;
+      const __m256i s = k0 + KCH <= K ? _mm256_loadu_si256((const __m256i *)(src + k0))
+                                      : _mm256_maskz_loadu_epi8(((__mmask32)1 << (K - k0)) - 1, src + k0);
+      _mm512_storeu_si512((void *)(d + (kc - kc0) * 1024), fp8x32_to_bf16(t, s));
+    }
+  }
+}
+
+typedef struct b_prefetch { /* the next 32 weight columns' fp8 bytes, fetched into L2 meanwhile */
+  const uint8_t *base;       /* NULL: none */
+  int64_t ldb, nln, next, total; /* line index next of total = columns x nln lines */
+  int per;
+} b_prefetch;
+
+static inline void prefetch_some(b_prefetch *pf) {
+  for (int i = 0; i < pf->per && pf->next < pf->total; i++, pf->next++) {
+    const int64_t r = pf->next / pf->nln, l = pf->next % pf->nln;
+    _mm_prefetch((const char *)(pf->base + r * pf->ldb + l * 64), _MM_HINT_T1);
+  }
+}
+
+/* One micro-tile: 32 decoded weight columns (L tiles at l0, l1) x row panels pp, pp + 1 (two: 1
+ * if only one is left), chunks [kc0, kc0 + nks); C^T at ct (n-major, ld ldct fp32). */
+static void micro(const uint8_t *apk, const uint8_t *l0, const uint8_t *l1, int64_t nkc, int64_t kc0, int64_t nks,
+                  int64_t pp, int two, float *ct, int64_t ldct, int acc, b_prefetch *pf) {
+  const int64_t ldc = ldct * 4;
+  const uint8_t *r0 = apk + (pp * nkc + kc0) * 1024, *r1 = r0 + nkc * 1024;
+  if (acc) {
+    _tile_loadd(0, ct, ldc);
+    _tile_loadd(2, ct + TR * ldct, ldc);
+    if (two) {
+      _tile_loadd(1, ct + TR, ldc);
+      _tile_loadd(3, ct + TR * ldct + TR, ldc);
+    }
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  if (two) {
+    for (int64_t kc = 0; kc < nks; kc++) {
+      if (pf->base) prefetch_some(pf);
+      _tile_loadd(4, l0 + kc * 1024, TB);
+      _tile_loadd(6, r0 + kc * 1024, TB);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_loadd(5, l1 + kc * 1024, TB);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_loadd(7, r1 + kc * 1024, TB);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  } else {
+    for (int64_t kc = 0; kc < nks; kc++) {
+      if (pf->base) prefetch_some(pf);
+      _tile_loadd(4, l0 + kc * 1024, TB);
+      _tile_loadd(6, r0 + kc * 1024, TB);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_loadd(5, l1 + kc * 1024, TB);
+      _tile_dpbf16ps(2, 5, 6);
+    }
+  }
+  _tile_stored(0, ct, ldc);
+  _tile_stored(2, ct + TR * ldct, ldc);
+  if (two) {
+    _tile_stored(1, ct + TR, ldc);
+    _tile_stored(3, ct + TR * ldct + TR, ldc);
+  }
+  MEM_BARRIER();
+}
+
+/* One work item: row panels [p0, p1) of the packed block (rows ic..ic+mcur), columns [n0, n1). */
+static void run_item(const dec_tab *t, const w8a8_mm_problem *p, const uint8_t *apk, int64_t nkc, int64_t ic,
+                     int64_t mcur, int64_t p0, int64_t p1, int64_t n0, int64_t n1, char *slot) {
+  const int64_t ldct = (p1 - p0) * TR; /* <= AMC */
+  float *ct = (float *)slot;                                       /* [ANB][ldct] */
+  float *cr = (float *)(slot + (size_t)ANB * AMC * 4);             /* [8][ANB] */
+  uint8_t *bpk = (uint8_t *)(slot + (size_t)ANB * AMC * 4 + (size_t)8 * ANB * 4); /* 32 x AKS KiB */
+  const int64_t npairs = (p1 - p0 + 1) / 2;
+  for (int64_t kc0 = 0; kc0 < nkc; kc0 += AKS) {
+    const int64_t kc1 = kc0 + AKS < nkc ? kc0 + AKS : nkc;
+    for (int64_t n = n0; n < n1; n += 2 * TR) {
+      pack_b32(t, p, n, kc0, kc1, bpk);
+      MEM_BARRIER();
+      /* prefetch the block after this one (next 32 columns, else the next slice, else the
+       * columns after the item) while the tiles run */
+      int64_t nn = n + 2 * TR, nk0 = kc0, nk1 = kc1, nlim = n1;
+      if (nn >= n1) {
+        nn = n0, nk0 = kc1, nk1 = kc1 + AKS < nkc ? kc1 + AKS : nkc;
+        if (nk0 >= nkc) nn = n1, nk0 = 0, nk1 = AKS < nkc ? AKS : nkc, nlim = p->N;
+      }
+      b_prefetch pf;
+      pf.base = nn < nlim ? (const uint8_t *)p->b + nn * p->ldb + nk0 * KCH : NULL;
+      pf.ldb = p->ldb, pf.nln = ((nk1 - nk0) * KCH + 63) / 64, pf.next = 0;
+      pf.total = (nlim - nn < 2 * TR ? nlim - nn : 2 * TR) * pf.nln;
+      pf.per = (int)((pf.total + npairs * (kc1 - kc0) - 1) / (npairs * (kc1 - kc0)));
+      const uint8_t *l0 = bpk, *l1 = bpk + (kc1 - kc0) * 1024;
+      for (int64_t pp = p0; pp < p1; pp += 2)
+        micro(apk, l0, l1, nkc, kc0, kc1 - kc0, pp, pp + 1 < p1, ct + (n - n0) * ldct + (pp - p0) * TR, ldct,
+              kc0 > 0, &pf);
+    }
+  }
+  /* C^T -> row-major bands of 8 rows, each straight into the shared epilogue */
+  const int64_t r0 = p0 * TR, r1 = p1 * TR < mcur ? p1 * TR : mcur, ncols = n1 - n0;
+  for (int64_t r = 0; r < r1 - r0; r += 8) {
+    for (int64_t j = 0; j < ncols; j += 8) {
+      __m256 v[8];
+      for (int i = 0; i < 8; i++) v[i] = _mm256_loadu_ps(ct + (j + i) * ldct + r);
+      tr8x8(v);
+      for (int i = 0; i < 8; i++) _mm256_storeu_ps(cr + i * ANB + j, v[i]);
+    }
+    w8a8_avx2_epilogue(p, cr, ANB, ic + r0 + r, r1 - r0 - r < 8 ? r1 - r0 - r : 8, n0, ncols);
+  }
+}
+
+w8a8_status w8a8_gemm_amx_bf16(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads) {
+  const int64_t M = p->M, N = p->N, K = p->K;
+  if (M == 0 || N == 0) return W8A8_SUCCESS;
+  if (K == 0 || p->in_dtype != W8A8_DTYPE_FP8_E4M3) return W8A8_ERROR_UNSUPPORTED_DEVICE;
+  const int64_t nkc = (K + KCH - 1) / KCH, Kb = nkc * TB; /* bytes of one packed A row */
+  if ((size_t)ANB * AMC * 4 + (size_t)8 * ANB * 4 + (size_t)32 * AKS * TB > W8A8_CPU_SLOT_BYTES)
+    return W8A8_ERROR_UNSUPPORTED_DEVICE;
+  int64_t mc = AMC;
+  if ((int64_t)(W8A8_CPU_A_BYTES / (size_t)Kb) < mc) mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)Kb) / 32 * 32;
+  if (mc < 32) return W8A8_ERROR_UNSUPPORTED_DEVICE;
+  mc = w8a8_cpu_equal_blocks(M, mc, TR);
+  const int64_t items_n = (N + ANB - 1) / ANB;
+  const int T = w8a8_cpu_gemm_threads(p, ws, nthreads);
+#pragma omp parallel num_threads(T)
+  {
+#ifdef _OPENMP
+    const int tid = omp_get_thread_num();
+    const int nth = omp_get_num_threads();
+#else
+    const int tid = 0, nth = 1;
+#endif
+    const dec_tab tab = dec_tab_load();
+    char *slot = ws->slots + (size_t)tid * W8A8_CPU_SLOT_BYTES;
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette_id = 1;
+    for (int i = 0; i < 8; i++) cfg.colsb[i] = TB, cfg.rows[i] = TR;
+    _tile_loadconfig(&cfg);
+    for (int64_t ic = 0; ic < M; ic += mc) {
+      const int64_t mcur = M - ic < mc ? M - ic : mc, np = (mcur + TR - 1) / TR;
+      uint8_t *apk = (uint8_t *)ws->a;
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < np * nkc; i++) {
+        const int64_t pp = i / nkc, kc = i % nkc;
+        const int64_t rows = mcur - pp * TR < TR ? mcur - pp * TR : TR;
+        pack_a_tile(&tab, (const uint8_t *)p->a + (ic + pp * TR) * p->lda, p->lda, (int)rows, K, kc,
+                    apk + (size_t)i * 1024);
+      }
+      const int64_t npairs = (np + 1) / 2;
+      int64_t msplit = 1;
+      if (items_n < nth) {
+        msplit = (nth + items_n - 1) / items_n;
+        if (msplit > npairs) msplit = npairs;
+      }
+      const int64_t pps = (npairs + msplit - 1) / msplit * 2;
+#pragma omp for schedule(static)
+      for (int64_t it = 0; it < items_n * msplit; it++) {
+        const int64_t pn = it / msplit, ms = it % msplit;
+        const int64_t q0 = ms * pps, q1 = q0 + pps < np ? q0 + pps : np;
+        const int64_t n0 = pn * ANB, n1 = n0 + ANB < N ? n0 + ANB : N;
+        if (q0 < q1) run_item(&tab, p, apk, nkc, ic, mcur, q0, q1, n0, n1, slot);
+      }
+    }
+    _tile_release();
+  }
+  __atomic_fetch_add(&amx_bf16_runs, 1, __ATOMIC_RELAXED);
+  return W8A8_SUCCESS;
+}
+
+#endif /* !__clang__ */
