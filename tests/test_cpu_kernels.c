@@ -435,15 +435,15 @@ W8A8_TEST(cpu_gemm_int8_amx) {
   free_trio(&t);
 }
 
-/* On an AMX-BF16 CPU, fp8 runs gemm_amx_bf16.c at every M >= W8A8_CPU_AMXBF16_MMIN; the FMA
+/* On an AMX-BF16 CPU, fp8 runs gemm_amx.c at every M >= W8A8_CPU_AMXBF16_MMIN; the FMA
  * paths (dot, AVX-512 outer) are then covered here, on handles created with AMX off. */
 W8A8_TEST(cpu_gemm_fp8_all_modes_noamx) { without_amx(all_modes, W8A8_DTYPE_FP8_E4M3); }
 W8A8_TEST(cpu_gemm_fp8_shapes_noamx) { without_amx(shapes, W8A8_DTYPE_FP8_E4M3); }
 W8A8_TEST(cpu_gemm_fp8_outer_shapes_noamx) { without_amx(outer_shapes, W8A8_DTYPE_FP8_E4M3); }
 
-static int amx_bf16_usable(const trio *t) { return t->aut->cpu.amx && w8a8_cpu_has_amx_bf16(); }
+static int amx_bf16_usable(const trio *t) { return t->aut->cpu.amx_bf16; }
 
-/* The AMX-BF16 fp8 kernel (gemm_amx_bf16.c) on the shapes around its tiles (M around 16-row
+/* The AMX-BF16 fp8 kernel (gemm_amx.c) on the shapes around its tiles (M around 16-row
  * panels and the 256-row block, N around 16/32-column tiles, K around 32-k chunks: 13 one partial
  * chunk, 4096 two 2048-k slices), strided A, B and out, every scale / bias / output dtype cycled
  * over the shapes; every element against the reference within the fp8 tolerance of run_mm. The

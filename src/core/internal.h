@@ -56,6 +56,7 @@ typedef struct w8a8_cpu_features {
   bool avx512bw;
   bool avx512vnni;
   bool amx; /* AMX-TILE + AMX-INT8 in CPUID, tile state in XCR0, permission granted (Linux) */
+  bool amx_bf16; /* amx and AMX-BF16 in CPUID */
 } w8a8_cpu_features;
 
 struct w8a8_handle {

@@ -20,7 +20,7 @@
  * XTILEDATA state: without ARCH_REQ_XCOMP_PERM the first tile instruction raises SIGILL. The
  * permission is per process and asked for once. */
 static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
-static bool amx_ok;
+static bool amx_ok, amx_bf16_ok;
 static void amx_probe(void) {
   unsigned a, b, c, d;
   __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
@@ -29,18 +29,25 @@ static void amx_probe(void) {
   if (!((c >> 27) & 1u)) return; /* no OSXSAVE: xgetbv would fault */
   __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
   if (!((d >> 24) & 1u) || !((d >> 25) & 1u)) return;
+  const bool bf16 = (d >> 22) & 1u; /* AMX-BF16 */
   unsigned lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   if ((lo & (3u << 17)) != (3u << 17)) return;
   /* ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 */
   if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return;
   amx_ok = true;
+  amx_bf16_ok = bf16;
 }
-static bool amx_usable(void) {
-  return pthread_once(&amx_once, amx_probe) == 0 && amx_ok;
+static bool amx_usable(bool *bf16) {
+  const bool ok = pthread_once(&amx_once, amx_probe) == 0 && amx_ok;
+  *bf16 = ok && amx_bf16_ok;
+  return ok;
 }
 #else
-static bool amx_usable(void) { return false; }
+static bool amx_usable(bool *bf16) {
+  *bf16 = false;
+  return false;
+}
 #endif
 
 void w8a8_cpu_detect(w8a8_cpu_features *f) {
@@ -65,7 +72,9 @@ void w8a8_cpu_detect(w8a8_cpu_features *f) {
   const char *dis = getenv("W8A8_CPU_DISABLE");
   if (dis && strstr(dis, "avx2")) f->avx2 = f->fma = false;
   if (dis && strstr(dis, "avx512")) f->avx512f = f->avx512bw = f->avx512vnni = false;
-  f->amx = f->avx512f && f->avx512bw && !(dis && strstr(dis, "amx")) && amx_usable();
+  bool bf16 = false;
+  f->amx = f->avx512f && f->avx512bw && !(dis && strstr(dis, "amx")) && amx_usable(&bf16);
+  f->amx_bf16 = f->amx && bf16;
 #endif
 }
 

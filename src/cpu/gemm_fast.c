@@ -24,8 +24,9 @@ size_t w8a8_cpu_workspace_bytes(const w8a8_handle *h) {
   return W8A8_CPU_A_BYTES + (size_t)slot_count(h) * W8A8_CPU_SLOT_BYTES;
 }
 
-static long amx_runs;
+static long amx_runs, amx_bf16_runs;
 long w8a8_cpu_amx_runs(void) { return __atomic_load_n(&amx_runs, __ATOMIC_RELAXED); }
+long w8a8_cpu_amx_bf16_runs(void) { return __atomic_load_n(&amx_bf16_runs, __ATOMIC_RELAXED); }
 
 w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
   const w8a8_cpu_features *f = &h->cpu;
@@ -39,19 +40,16 @@ w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
   ws.nslots = (int)((h->cpu_ws_bytes - W8A8_CPU_A_BYTES) / W8A8_CPU_SLOT_BYTES);
   int threads = w8a8_cpu_threads(h);
   if (threads > ws.nslots) threads = ws.nslots;
-  /* int8 on AMX CPUs (Sapphire Rapids on): tdpbssd, exact s8 x s8; W8A8_CPU_DISABLE=amx (or
-   * avx512) turns it off. Below W8A8_CPU_AMX_MMIN (M = 1, 2) the raw decode path is as fast
-   * or faster (measured, NOTES.md). */
-  if (f->amx && f->avx512f && f->avx512bw && p->in_dtype == W8A8_DTYPE_INT8 && p->M >= W8A8_CPU_AMX_MMIN &&
+  /* AMX CPUs (Sapphire Rapids on): int8 with tdpbssd (exact s8 x s8), fp8 decoded to bf16 for
+   * tdpbf16ps (fp32 accumulation like the FMA paths) where AMX-BF16 is there too;
+   * W8A8_CPU_DISABLE=amx (or avx512) turns both off. Below W8A8_CPU_AMX_MMIN (int8 M = 1, 2) the
+   * raw decode path is as fast or faster (measured, NOTES.md). */
+  const bool int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  if (f->amx && (int8 ? p->M >= W8A8_CPU_AMX_MMIN : f->amx_bf16 && p->M >= W8A8_CPU_AMXBF16_MMIN) &&
       w8a8_gemm_amx(p, &ws, threads) == W8A8_SUCCESS) {
-    __atomic_fetch_add(&amx_runs, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(int8 ? &amx_runs : &amx_bf16_runs, 1, __ATOMIC_RELAXED);
     return W8A8_SUCCESS;
   }
-  /* fp8 on AMX-BF16 CPUs: decoded to bf16 (exact) for tdpbf16ps, fp32 accumulation like the FMA
-   * paths; turned off with AMX (W8A8_CPU_DISABLE=amx or avx512). Threshold measured (NOTES.md). */
-  if (f->amx && f->avx512f && f->avx512bw && p->in_dtype == W8A8_DTYPE_FP8_E4M3 &&
-      p->M >= W8A8_CPU_AMXBF16_MMIN && w8a8_cpu_has_amx_bf16() && w8a8_gemm_amx_bf16(p, &ws, threads) == W8A8_SUCCESS)
-    return W8A8_SUCCESS;
   /* int8 on AVX-512 VNNI CPUs (not CI's): vpdpbusd, 4x the products per instruction of the
    * AVX2 kernel; W8A8_CPU_DISABLE=avx512 turns it off. It declines K % 4 != 0. */
   if (f->avx512f && f->avx512bw && f->avx512vnni && p->in_dtype == W8A8_DTYPE_INT8 &&

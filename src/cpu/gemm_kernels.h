@@ -66,23 +66,17 @@ W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm
 #define W8A8_CPU_VNNI_MMIN 16
 W8A8_HIDDEN w8a8_status w8a8_gemm_avx512vnni(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
 
-/* The AMX int8 driver (gemm_amx.c, tdpbssd), used for int8 with M >= W8A8_CPU_AMX_MMIN on CPUs
- * where w8a8_cpu_detect found AMX usable (CPUID, XCR0 and the kernel's permission). Any K, any
- * strides. Returns W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it does not take (K == 0,
- * K too large for 32 rows of A in the workspace); the caller then runs the VNNI/AVX2 paths. */
+/* The AMX driver (gemm_amx.c): int8 with tdpbssd, used for M >= W8A8_CPU_AMX_MMIN where
+ * w8a8_cpu_detect found AMX usable (CPUID, XCR0 and the kernel's permission); fp8 with tdpbf16ps
+ * on fp8 decoded to bf16, used for M >= W8A8_CPU_AMXBF16_MMIN where it also found AMX-BF16. Any K,
+ * any strides. Returns W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it does not take
+ * (K == 0, K too large for 32 rows of A in the workspace); the caller then runs the other paths. */
 #define W8A8_CPU_AMX_MMIN 3 /* measured on the 8b shapes: M = 2 ties the raw decode path, M = 3 gains 0-10%, M >= 4 30-60% */
+#define W8A8_CPU_AMXBF16_MMIN 1 /* fp8: faster than the FMA paths from M = 1 (1.4-1.8x) */
 W8A8_HIDDEN w8a8_status w8a8_gemm_amx(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
-/* Calls the AMX driver completed in this process (tests check that the AMX path really ran). */
+/* Calls of the AMX driver completed in this process, int8 and fp8 (tests check that it really ran). */
 W8A8_HIDDEN long w8a8_cpu_amx_runs(void);
-
-/* The AMX-BF16 fp8 driver (gemm_amx_bf16.c, tdpbf16ps on fp8 decoded to bf16), used for fp8 with
- * M >= W8A8_CPU_AMXBF16_MMIN where AMX is usable (as above) and CPUID has AMX-BF16. Any K, any
- * strides; declines (UNSUPPORTED_DEVICE, no message) K == 0 and K too large for 32 rows of A in
- * the workspace, and then the FMA paths run. */
-#define W8A8_CPU_AMXBF16_MMIN 1
-W8A8_HIDDEN w8a8_status w8a8_gemm_amx_bf16(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads);
-W8A8_HIDDEN int w8a8_cpu_has_amx_bf16(void); /* CPUID.(7,0):EDX bit 22 (cached) */
-W8A8_HIDDEN long w8a8_cpu_amx_bf16_runs(void); /* calls the AMX-BF16 driver completed */
+W8A8_HIDDEN long w8a8_cpu_amx_bf16_runs(void);
 
 /* The fused epilogue (gemm_avx2.c; needs AVX2+FMA+F16C). c is int32 (int8 problems) or
  * fp32 (fp8) accumulators, row-major with ld ldc, for output rows m0.. and columns n0... */
