@@ -90,3 +90,16 @@ w8a8_status w8a8_cuda_check_pointer(const w8a8_handle *h, const char *fn, const 
                   "%s: %s (%p) is %s memory; a CUDA handle needs device memory of GPU %d (cudaMalloc or managed)", fn,
                   arg, ptr, at.type == cudaMemoryTypeHost ? "pinned host" : "ordinary host", h->device_index);
 }
+
+void *w8a8_cuda_driver_proc(const char *name, void **cache) {
+  void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+  if (f) return f;
+  enum cudaDriverEntryPointQueryResult q;
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess || !f) {
+    cudaGetLastError();
+    return NULL;
+  }
+  __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+  return f;
+}

@@ -17,6 +17,9 @@ typedef struct w8a8_cuda_state {
 } w8a8_cuda_state;
 
 W8A8_HIDDEN w8a8_status w8a8_cuda_error(const char *fn, const char *what, cudaError_t e);
+/* A CUDA driver function by name, through the runtime's entry points (no link-time libcuda),
+ * looked up once into *cache (racing first calls store the same pointer); NULL if unavailable. */
+W8A8_HIDDEN void *w8a8_cuda_driver_proc(const char *name, void **cache);
 /* Allocate the handle's workspaces and prepare the kernels (dispatch.c). */
 W8A8_HIDDEN w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st);
 W8A8_HIDDEN void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st);

@@ -79,23 +79,9 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-static encode_tiled_fn g_encode_tiled;
-
+static void *g_encode_tiled;
 static encode_tiled_fn get_encode_tiled(void) {
-  // Racing first calls resolve the same pointer: a plain atomic store is enough (and needs no
-  // C++ runtime for a guarded static, which the C link of the library does not bring).
-  encode_tiled_fn fn = __atomic_load_n(&g_encode_tiled, __ATOMIC_ACQUIRE);
-  if (fn) return fn;
-  void *p = NULL;
-  cudaDriverEntryPointQueryResult q;
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || !p) {
-    cudaGetLastError();
-    return NULL;
-  }
-  fn = (encode_tiled_fn)p;
-  __atomic_store_n(&g_encode_tiled, fn, __ATOMIC_RELEASE);
-  return fn;
+  return (encode_tiled_fn)w8a8_cuda_driver_proc("cuTensorMapEncodeTiled", &g_encode_tiled);
 }
 
 // K-major 8-bit operand [rows, K] with row stride ld (bytes), loaded in boxes of 128 x box_rows.

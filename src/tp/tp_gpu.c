@@ -335,20 +335,9 @@ static bool ag_same_gpu(const w8a8_comm *c, xport xp, int j) {
 
 /* cuStreamWriteValue32 through the runtime's driver entry points (no link-time libcuda). */
 typedef CUresult (*write_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-static write_value_fn g_write_value;
+static void *g_write_value;
 static write_value_fn get_write_value(void) {
-  write_value_fn f = __atomic_load_n(&g_write_value, __ATOMIC_ACQUIRE);
-  if (f) return f;
-  void *ptr = NULL;
-  enum cudaDriverEntryPointQueryResult q;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &ptr, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || !ptr) {
-    cudaGetLastError();
-    return NULL;
-  }
-  f = (write_value_fn)ptr;
-  __atomic_store_n(&g_write_value, f, __ATOMIC_RELEASE);
-  return f;
+  return (write_value_fn)w8a8_cuda_driver_proc("cuStreamWriteValue32", &g_write_value);
 }
 /* flag = 1 once everything before it on stream X is done (the write has a memory fence before it). */
 static w8a8_status w8a8_tp_write_flag(const char *fn, cudaStream_t X, unsigned int *flag) {
