@@ -12,10 +12,12 @@
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c \
  *       build-sm90/lib/libw8a8.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp \
  *       -o build-sm90/bin/sm90_dev
- * Run: sm90_dev [-a] [-d int8|fp8] [-m M[,M...]] [-s SHAPE[,SHAPE...]]
+ * Run: sm90_dev [-a] [-d int8|fp8] [-m M[,M...]] [-s SHAPE[,SHAPE...]] [-k SPLIT[,SPLIT...]]
  *   -a also times the other configurations; swap-AB ones with up to two token tiles (e.g. two
  *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of NOTES.md).
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
+ *   -k time the heuristic's configuration with each of these splits (split-K configurations only;
+ *      '*' rows, one per split): how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
  */
 #include <cuda_runtime.h>
@@ -33,6 +35,7 @@ const char *w8a8_sm90_config_name(int config);
 int w8a8_sm90_config_int8(int config);
 int w8a8_sm90_config_swap_bn(int config);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
+int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 
 #define CK(x)                                                                               \
   do {                                                                                      \
@@ -87,11 +90,14 @@ int main(int argc, char **argv) {
   char shape_filter[256] = "";
   int64_t ms[32] = {1, 16, 17, 32, 64, 65, 128, 129, 256, 512, 1024, 2048, 4096, 8192, 16384};
   int nm = 15;
+  int ks[8], nks = 0; /* -k: splits to time the heuristic's split-K configuration with */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-a")) all = 1;
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) snprintf(shape_filter, sizeof shape_filter, ",%s,", argv[++i]);
-    else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
+    else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
+      for (char *t = strtok(argv[++i], ","); t && nks < 8; t = strtok(NULL, ",")) ks[nks++] = atoi(t);
+    } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
       nm = 0;
       for (char *t = strtok(argv[++i], ","); t && nm < 32; t = strtok(NULL, ",")) ms[nm++] = atoll(t);
     }
@@ -173,8 +179,13 @@ int main(int argc, char **argv) {
             if (!bn && M < 64) continue;
             if (ci == hcfg) continue;  /* already timed as the heuristic's row */
           }
-          int cfg = ci < 0 ? hcfg : ci, split = ci < 0 ? hsplit : 0;
-          if (ci >= 0 && w8a8_sm90_config_swap_bn(ci)) split = hsplit; /* same split as the heuristic */
+          int cfg = ci < 0 ? hcfg : ci, split0 = ci < 0 ? hsplit : 0, max_split = 1;
+          if (ci >= 0 && w8a8_sm90_config_swap_bn(ci)) split0 = hsplit; /* same split as the heuristic */
+          w8a8_sm90_config_lookup(w8a8_sm90_config_name(cfg), NULL, NULL, &max_split);
+          const int nk = ci < 0 && nks && max_split > 1 ? nks : 1;
+          for (int kx = 0; kx < nk; kx++) {
+          int split = nk > 1 ? ks[kx] : split0;
+          if (split > max_split) continue;
           /* correctness: one call on copy 0, 256 sampled outputs against the host */
           CK(cudaMemsetAsync(dOut, 0xff, (size_t)(M * N * 2), st));
           w8a8_status s = w8a8_sm90_scaled_mm_config(h, &p, cfg, split);
@@ -246,6 +257,7 @@ int main(int argc, char **argv) {
           printf("  %-6s %-15s %6lld %6lld %6lld %-22s %5d %9.2f %8.1f %8.1f %6.1f %6d\n", int8 ? "int8" : "fp8",
                  SHAPES[si].name, (long long)M, (long long)N, (long long)K, cname, split, us, flops / us * 1e-6,
                  bytes / us * 1e-3, bytes / us * 1e-3 / 4300.0 * 100.0, wrong);
+          }
         }
       }
     }
