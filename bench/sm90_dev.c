@@ -16,8 +16,8 @@
  *   -a also times the other configurations; swap-AB ones with up to two token tiles (e.g. two
  *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of NOTES.md).
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
- *   -k time the heuristic's configuration with each of these splits (split-K configurations only;
- *      '*' rows, one per split): how a small-M time depends on the split.
+ *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
+ *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
  */
 #include <cuda_runtime.h>
@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
           int cfg = ci < 0 ? hcfg : ci, split0 = ci < 0 ? hsplit : 0, max_split = 1;
           if (ci >= 0 && w8a8_sm90_config_swap_bn(ci)) split0 = hsplit; /* same split as the heuristic */
           w8a8_sm90_config_lookup(w8a8_sm90_config_name(cfg), NULL, NULL, &max_split);
-          const int nk = ci < 0 && nks && max_split > 1 ? nks : 1;
+          const int nk = nks && max_split > 1 ? nks : 1;
           for (int kx = 0; kx < nk; kx++) {
           int split = nk > 1 ? ks[kx] : split0;
           if (split > max_split) continue;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # sm90_session.sh — one device-machine session for the Hopper fast path (issue 4), ~8 minutes:
-#   1. build with epilogue v2 (-DW8A8_SM90_EPILOGUE_V2, opt-in until proven) + a second library with v1
-#      (the default; -DW8A8_SM90_EPILOGUE_V1 is a no-op kept for clarity) for A/B
+#   1. build with epilogue v2 (the default since session 4; -DW8A8_SM90_EPILOGUE_V2 is a no-op now)
+#      + a second library with v1 (-DW8A8_SM90_EPILOGUE_V1) for A/B
 #   2. disassembly check (QGMMA/IGMMA, no LDL/STL) of both
 #   3. the wide-N small-M cases of the 2026-11-29 stall (sm90wide_*), EACH in its own process
 #      under `timeout`, first: a hang costs one case, not the session

@@ -14,7 +14,7 @@ if [ ! -x "$DEV" ]; then
 fi
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 res=""
-for spec in "int8 8b-qkv 8192" "fp8 8b-qkv 8192" "fp8 8b-o 16"; do
+for spec in "int8 8b-qkv 8192" "fp8 8b-qkv 8192" "fp8 70b-o 16"; do
   set -- $spec
   name="$1-$2-$3"
   rep="$L/ncusrc-$name"

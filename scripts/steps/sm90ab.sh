@@ -1,13 +1,11 @@
 #!/bin/bash
-# sm90ab.sh — step "sm90ab" of scripts/device_session.sh (issue 4, session 4): A/B timings of the
-# Hopper kernel's variants with bench/sm90_dev, the '*' row being the heuristic's choice:
-#   1. large M, every configuration (-a): the 2-CTA B-multicast configs (fp8_128x128_promote_mc2,
-#      int8_128x256_mc2) next to the plain tiles they would replace;
-#   2. small M: the heuristic's split-K configuration at splits 1, 2, 4, 8 (-k): how the fixed cost
-#      per GEMM depends on the split;
-#   3. when build-v2/lib/libw8a8.a exists (the same library built with -DW8A8_SM90_EPILOGUE_V2, e.g. in
-#      the background of the same device call), M <= 64 with both epilogues.
-# Env from device_session.sh: L, BUILD, LEFT_S. About 3 minutes. Last line: summary.
+# sm90ab.sh — step "sm90ab" of scripts/device_session.sh (issue 4): A/B timings of the Hopper
+# kernel's variants with bench/sm90_dev, the '*' row being the heuristic's choice. What it runs is
+# SM90AB_RUNS, ';'-separated sm90_dev argument lists, each logged to its own file (default below:
+# large M with every configuration, small M with the splits swept). When build-alt/lib/libw8a8.a
+# exists (the library built a second way, e.g. `make BUILD=build-alt NVCCEXTRA=-DW8A8_SM90_EPILOGUE_V1
+# lib` in the background of the same device call), SM90AB_ALT_RUNS run against both libraries.
+# Env from device_session.sh: L, BUILD, LEFT_S. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
@@ -18,26 +16,41 @@ devbuild() { # lib out
     -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ \
     $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) $(mpicc --showme:link 2>/dev/null) -o "$2"
 }
+RUNS=${SM90AB_RUNS:-"-a -d fp8 -s 8b-qkv,70b-qkv,8b-gateup,70b-o -m 1024,4096,8192;-d fp8 -m 1,16,32,64;-d fp8 -m 1,16 -k 1,2,3,4,6,8;-a -d fp8 -m 32,64 -k 1,2,4"}
+ALT_RUNS=${SM90AB_ALT_RUNS:-"-d fp8 -m 1,16,32,64;-d int8 -m 1,16,32,64"}
 DEV="$BUILD/bin/sm90_dev"
-devbuild "$BUILD/lib/libw8a8.a" "$DEV" >"$L/sm90ab-build.txt" 2>&1 || { echo "sm90ab: sm90_dev did not build"; exit 1; }
-timeout -k 5 "$(cap 100)" "$DEV" -a -d fp8 -s 8b-qkv,8b-o,8b-gateup,70b-qkv -m 1024,4096,8192 >"$L/sm90ab-mc-fp8.txt" 2>&1
-timeout -k 5 "$(cap 100)" "$DEV" -a -d int8 -s 8b-qkv,8b-o,8b-gateup,70b-qkv -m 1024,4096,8192 >"$L/sm90ab-mc-int8.txt" 2>&1
-timeout -k 5 "$(cap 60)" "$DEV" -d fp8 -s 8b-qkv,8b-o,70b-o,8b-down -m 1,16 -k 1,2,4,8 >"$L/sm90ab-split.txt" 2>&1
-r="mc/split done"
-if [ -f build-v2/lib/libw8a8.a ]; then
-  V2=build-v2/bin/sm90_dev
-  mkdir -p build-v2/bin
-  if devbuild build-v2/lib/libw8a8.a "$V2" >>"$L/sm90ab-build.txt" 2>&1; then
-    for d in fp8 int8; do
-      timeout -k 5 "$(cap 40)" "$DEV" -d $d -m 1,16,32,64 >"$L/sm90ab-epi-v1-$d.txt" 2>&1
-      timeout -k 5 "$(cap 40)" "$V2" -d $d -m 1,16,32,64 >"$L/sm90ab-epi-v2-$d.txt" 2>&1
-    done
-    timeout -k 5 "$(cap 40)" "$V2" -d fp8 -s 8b-qkv,8b-o,70b-o,8b-down -m 1,16 -k 1,2,4,8 >"$L/sm90ab-split-v2.txt" 2>&1
-    r="$r; epilogue v1/v2 done"
-  else
-    r="$r; v2 sm90_dev did not build"
-  fi
-else
-  r="$r; no build-v2 library"
+# Disassembly check of every sm90 kernel: wgmma count (QGMMA / IGMMA) and local-memory traffic.
+O="$BUILD/obj/src/cuda/sm90_gemm.cu.o"
+if command -v cuobjdump >/dev/null && [ -f "$O" ]; then
+  cuobjdump -sass "$O" | awk '/Function :/ {f = $3} /QGMMA/ {q[f]++} /IGMMA/ {i[f]++} /LDL|STL/ {l[f]++}
+    END {for (k in q) print "QGMMA", q[k], "LDL/STL", l[k] + 0, k; for (k in i) print "IGMMA", i[k], "LDL/STL", l[k] + 0, k}' \
+    >"$L/sm90ab-sass.txt" 2>&1
 fi
-echo "sm90ab: $r (logs/sm90ab-*.txt)"
+devbuild "$BUILD/lib/libw8a8.a" "$DEV" >"$L/sm90ab-build.txt" 2>&1 || { echo "sm90ab: sm90_dev did not build"; exit 1; }
+i=0
+IFS=';' read -r -a runs <<<"$RUNS"
+for r in "${runs[@]}"; do
+  i=$((i + 1))
+  echo "# sm90_dev $r" >"$L/sm90ab-run$i.txt"
+  timeout -k 5 "$(cap 120)" "$DEV" $r >>"$L/sm90ab-run$i.txt" 2>&1
+done
+res="$i runs"
+if [ -f build-alt/lib/libw8a8.a ]; then
+  ALT=build-alt/bin/sm90_dev
+  mkdir -p build-alt/bin
+  if devbuild build-alt/lib/libw8a8.a "$ALT" >>"$L/sm90ab-build.txt" 2>&1; then
+    j=0
+    IFS=';' read -r -a alts <<<"$ALT_RUNS"
+    for r in "${alts[@]}"; do
+      j=$((j + 1))
+      echo "# sm90_dev $r (default build)" >"$L/sm90ab-alt$j-base.txt"
+      timeout -k 5 "$(cap 60)" "$DEV" $r >>"$L/sm90ab-alt$j-base.txt" 2>&1
+      echo "# sm90_dev $r (build-alt)" >"$L/sm90ab-alt$j-alt.txt"
+      timeout -k 5 "$(cap 60)" "$ALT" $r >>"$L/sm90ab-alt$j-alt.txt" 2>&1
+    done
+    res="$res; $j A/B runs against build-alt"
+  else
+    res="$res; build-alt's sm90_dev did not build"
+  fi
+fi
+echo "sm90ab: $res (logs/sm90ab-*.txt)"

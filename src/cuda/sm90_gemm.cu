@@ -69,6 +69,11 @@ static const sm90_config CONFIGS[] = {
     // Reachable through the tuner and w8a8_sm90_scaled_mm_config until measured.
     SM90_CFG_MC("fp8_128x128_promote_mc2", 128, 6, false, true),
     SM90_CFG_MC("int8_128x256_mc2", 256, 4, true, false),
+    // Session 4: fp8 on int8's 128 x 256 tile with promotion, in two 128-column halves per K-block
+    // (the kernel's PROMOTE_HALF): the fast-accumulation 128 x 256 tile measured 10-18% faster
+    // than fp8_128x128_promote at M >= 1024 (h200x2-sm90-ab-2026-11-29-s4.txt), i.e. the tile
+    // size, not only the promotion, held fp8 back.
+    SM90_CFG("fp8_128x256_promote", 256, 4, false, false, true, false, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -158,34 +163,28 @@ static int find_config(const char *name) {
 
 // Small M (<= 64 tokens): the GEMM streams the weights once, so what matters is that every SM
 // streams its share: swap-AB with the token tile just above M (8, 16, 32, 64: tiles cost the same
-// bytes whatever their token count, so there is no cliff between buckets), and a split-K factor
-// that fills the CTA slots. Each CTA has a fixed cost of several microseconds (pipeline fill,
-// cluster barriers, reduction, epilogue: 6-10 us measured on the H200, NOTES.md), so the fewest
-// waves of CTAs win first; among the splits with that many waves, the one that fills the slots
-// most evenly (ties: the smaller split). v1 maximised the fill alone and chose split 8 for
-// N = 28672 (224 tiles: 7 waves of 4 K-blocks per CTA) where split 1 is one wave of 32.
+// bytes whatever their token count, so there is no cliff between buckets), and a split-K factor.
+// v2 (session 4): the largest split whose CTAs fit ONE per SM (tiles * split <= SMs), at least two
+// K-blocks per CTA. Measured on the H200 (bench/results/h200x2-sm90-ab-2026-11-29-s4.txt, M = 1 and
+// 16, splits 1..8): the best split was exactly that on every shape swept (70b-o-tp4: 64 tiles,
+// split 2, 7.9 us where v1's split 3 took 9.2 and split 8 17.3; 8b-qkv: 48 tiles, split 2, 10.2
+// vs 11.3 at v1's 4; 8b-down: 32 tiles, split 4). Filling the second CTA slot of each SM (v1:
+// fewest waves, then the most even fill of 2 CTAs/SM) adds cluster barriers, a longer DSMEM sum
+// and more partial tiles without adding bandwidth: two CTAs on one SM share its load path.
+// A second CTA per SM still runs where the weight tiles alone exceed the SMs (split 1).
 static sm90_plan plan_small(int dev, const w8a8_mm_problem *p, int num_sms) {
+  (void)dev;
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int bn = p->M <= 8 ? 8 : p->M <= 16 ? 16 : p->M <= 32 ? 32 : 64;
   char name[32];
   snprintf(name, sizeof name, "%s_swap_n%d", int8 ? "int8" : "fp8", bn);
   sm90_plan pl = {find_config(name), 1};
-  const int tiles = (int)((p->N + SM90_BM - 1) / SM90_BM);
+  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (pl.config < 0) return pl;
-  double best = -1.0;
-  long long best_waves = 0;
-  for (int s = 1; s <= SM90_MAX_SPLIT; s++) {
-    if (s > 1 && kblocks / s < 2) break;  // each CTA keeps at least two K-blocks
-    long long slots = (long long)max_active_clusters(dev, pl.config, s, num_sms) * s;
-    long long ctas = (long long)tiles * s;
-    long long waves = (ctas + slots - 1) / slots;
-    double eff = (double)ctas / ((double)waves * (double)slots);
-    if (best < 0 || waves < best_waves || (waves == best_waves && eff > best + 0.02)) {
-      best = eff;
-      best_waves = waves;
-      pl.split = s;
-    }
+  for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
+    if (kblocks / s < 2 || tiles * s > num_sms) break;
+    pl.split = s;
   }
   return pl;
 }

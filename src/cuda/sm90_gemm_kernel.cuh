@@ -42,17 +42,18 @@
 #define SM90_MAX_SPLIT 8   // split-K cluster size limit (portable cluster size)
 #define SM90_MAX_READY 8   // chunks of A that can arrive while the kernel runs (all-gather + GEMM)
 
-// Epilogue version. v2 (opt-in with -DW8A8_SM90_EPILOGUE_V2 until a device run has tested it;
-// branch sm90-epilogue-v2, 270ab8a, merged 2026-11-29; v1 is what ran on the H200): the
-// split-K reduction issues all SPLIT remote loads of an element before adding them (one DSMEM
-// round trip instead of SPLIT dependent ones; same rank-order sum, same bits), and the
-// non-split staging uses plain shared-memory accesses so the compiler can batch the loop's
-// per-element loads (the barriers' memory clobbers keep the order). scripts/sm90_session.sh
-// builds and times both; make v2 the default once its tests pass on the device.
-#ifdef W8A8_SM90_EPILOGUE_V2
-#define SM90_EPI_V2 1
-#else
+// Epilogue version of the split-K and swapped paths. v2 (default since session 4): the split-K
+// reduction issues all SPLIT remote loads of an element before adding them (one DSMEM round trip
+// instead of SPLIT dependent ones; same rank-order sum, same bits), and the swapped staging uses
+// plain shared-memory accesses so the compiler can batch the loop's per-element loads (the
+// barriers' memory clobbers keep the order). Measured against v1 on the H200 at M = 1..64 (the
+// same library built both ways, bench/results/h200x2-sm90-ab-2026-11-29-s4.txt): 0-15% faster
+// on the split-K shapes (70b-qkv-tp4 M = 32: 22.1 -> 19.0 us), never slower beyond noise.
+// -DW8A8_SM90_EPILOGUE_V1 builds v1 for A/B runs.
+#ifdef W8A8_SM90_EPILOGUE_V1
 #define SM90_EPI_V2 0
+#else
+#define SM90_EPI_V2 1
 #endif
 // Unroll factor of the non-split epilogue loop (a pragma argument is not macro-expanded).
 static constexpr int SM90_EPI_UNROLL = SM90_EPI_V2 ? 4 : 2;
@@ -405,6 +406,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // Double-buffered promotion where three accumulator sets fit the consumers' registers
   // (232 at 1 CTA/SM, 104 at 2).
   constexpr bool PROMOTE_DB = PROMOTE && (MINB == 1 ? C::NACC <= 64 : C::NACC <= 16);
+  // The 128 x 256 fp8 tile with promotion (session 4): 128 accumulators + a 128-register temporary
+  // do not fit, so each K-block is promoted in two halves of 128 columns through one 64-register
+  // temporary (see the loop below).
+  constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && C::NACC == 128 && !SWAP && !SPLITK;
+  static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
@@ -559,6 +565,41 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #undef SM90_ISSUE
 #undef SM90_ADVANCE
         prev = -1;
+      } else if constexpr (PROMOTE_HALF) {
+        // fp8 128 x 256 with promotion: per K-block and consumer warpgroup, columns 0..127 go into
+        // the temporary (4 wgmma m64n128k32 from zero), which is waited for and added to acc[0..63]
+        // (the m64n256 fragment's first 64 registers are exactly the m64n128 fragment of columns
+        // 0..127), then columns 128..255 into the same temporary and acc[64..127]. A warpgroup waits
+        // for its own half (wait_group 0) while the other warpgroup's half keeps the tensor pipe
+        // busy: a half is ~256 cycles of wgmma, the wait and 64 FADDs ~100. Same sums as the
+        // 128 x 128 tile (each 128-deep block from zero, then added in K order): same bits.
+        // Against fp8_128x128_promote it halves the A bytes per FLOP read from L2, whose
+        // bandwidth bounds the 128 x 128 tile's main loop (0.44 us per K-block measured vs the
+        // tensor pipe's 0.28).
+        for (int kb = kb_begin; kb < kb_end; kb++) {
+          sm90_mbar_wait(full0 + 8 * s, phase);
+          const uint64_t dx = sm90_desc_k128(smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK);
+          const uint32_t ys = smem0 + s * C::STAGE_BYTES + C::X_BYTES;
+          float tmp[C::NACC / 2];
+#pragma unroll
+          for (int hh = 0; hh < 2; hh++) {
+            const uint64_t dy = sm90_desc_k128(ys + hh * (BN / 2) * SM90_BK);
+            sm90_wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < SM90_BK / 32; kk++) sm90_wgmma_fp8<BN / 2>(tmp, dx + 2 * kk, dy + 2 * kk, kk > 0);
+            sm90_wgmma_commit();
+            sm90_wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < C::NACC / 2; i++) sm90_fence_reg(tmp[i]);
+            if (hh == 1 && tid == 0) sm90_release<MC>(empty0 + 8 * s);
+#pragma unroll
+            for (int i = 0; i < C::NACC / 2; i++) acc[hh * (C::NACC / 2) + i] += tmp[i];
+          }
+          if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+          }
+        }
       } else
       for (int kb = kb_begin; kb < kb_end; kb++) {
         sm90_mbar_wait(full0 + 8 * s, phase);
