@@ -182,8 +182,28 @@ static sm90_plan plan_small(int dev, const w8a8_mm_problem *p, int num_sms) {
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (pl.config < 0) return pl;
-  for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
+  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
     if (kblocks / s < 2 || tiles * s > num_sms) break;
+    pl.split = s;
+  }
+  return pl;
+}
+
+// 17..32 tokens (session 4). Where the weight tiles leave at least half the SMs free, swap-AB with
+// TWO n16 token tiles: twice the CTAs without a split-K reduction (the two CTAs of a weight tile run
+// side by side in the grouped order, so its second read comes from L2), then the largest
+// power-of-two split with one CTA per SM. Else n32 as plan_small. Measured at M = 32 against the
+// v4 heuristic (h200x2-sm90-ab-2026-11-29-s4.txt, section 4): 70b-qkv-tp4 13.9 us (was 18.0,
+// 128 x 128 split-K), 8b-qkv 15.0 (17.0, the 128 x 128 tile), 70b-o-tp4 11.2 (12.0), 8b-down 24.3
+// (31.7); 70b-down-tp4 loses, 25.3 against n32 split 2's 22.6.
+static sm90_plan plan_tokens32(int dev, const w8a8_mm_problem *p, int num_sms) {
+  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
+  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (tiles * 2 > num_sms) return plan_small(dev, p, num_sms);
+  sm90_plan pl = {find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n16" : "fp8_swap_n16"), 1};
+  if (pl.config < 0) return plan_small(dev, p, num_sms);
+  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
+    if (kblocks / s < 2 || tiles * 2 * s > num_sms) break;
     pl.split = s;
   }
   return pl;
@@ -197,21 +217,19 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // the 128 x 128 tile took 22.7 / 22.5 us at M = 128 (8b-qkv, 8b-o; h200-auto-2026-11-29.md);
   // at M = 64 the 128 x 128 tile does the same work as at M = 128 (one 128-row tile), so it
   // removes that cliff by construction.
-  // 17..128 tokens. Measured on the H200 (session 2, bench/results/h200-torch-compare-2026-11-29-
-  // v2/v3): one 128-row tile covers M <= 128, so the unsplit 128 x 128 tile runs on N / 128 SMs.
-  //  - Few weight tiles and a long K (8b-down: 32 tiles x 112 K-blocks; 70b-qkv-tp4: 20 x 64):
-  //    split K over a cluster until one wave fills the SMs: 42.9 -> 33.8 us and 26.0 -> 20.0 us.
-  //    With a shorter K the split's fixed cost (cluster barriers, DSMEM sum, per-element
-  //    epilogue) lost: 8b-qkv 17.5 -> 23.5, 8b-o 16.6 -> 20.0, 70b-o 12.6 -> 20.3 us.
-  //  - M <= 32: swap-AB n32 where the weight tiles alone (nearly) fill the SMs or K is long
-  //    (8b-gateup 36.8 us vs 53.5 for the tile, 70b-gateup 40.3 vs 48.1, 70b-down 29.1 vs 30.3);
-  //    elsewhere the unsplit tile beat n32 (8b-qkv 17.5 vs 22.4, 8b-o 16.6 vs 26.2, 70b-o 12.6
-  //    vs 19.1 us: the tile's time is the same at M = 32 as at M = 64).
-  // The combination was not measured as a whole (the device budget ran out): each shape's
-  // choice is the configuration that measured fastest for it in one of the two runs.
+  // 17..32 tokens: plan_tokens32 (session 4). 33..128 tokens, measured on the H200 (session 2,
+  // bench/results/h200-torch-compare-2026-11-29-v2/v3): one 128-row tile covers M <= 128, so the
+  // unsplit 128 x 128 tile runs on N / 128 SMs. Few weight tiles and a long K (8b-down: 32 tiles x
+  // 112 K-blocks; 70b-qkv-tp4: 20 x 64): split K over a cluster until one wave fills the SMs:
+  // 42.9 -> 33.8 us and 26.0 -> 20.0 us. With a shorter K the split's fixed cost (cluster
+  // barriers, DSMEM sum, per-element epilogue) lost: 8b-qkv 17.5 -> 23.5, 8b-o 16.6 -> 20.0,
+  // 70b-o 12.6 -> 20.3 us. Session 4 re-measured M = 64 against swap-AB n32 / n64 at splits 1, 2, 4
+  // (h200x2-sm90-ab-2026-11-29-s4.txt, section 4): these choices were fastest or within 5% on 6
+  // of 7 shapes; the seventh, 8b-gateup, now takes the 128 x 256 tile below (40.7 vs 50.0 us).
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (p->M <= 16) return plan_small(dev, p, num_sms);
+  if (p->M <= 32) return plan_tokens32(dev, p, num_sms);
   if (p->M <= 128 && tiles128 <= 32 && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
     if (pl.config >= 0) {
@@ -224,8 +242,11 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
       if (pl.split > 1) return pl;
     }
   }
-  if (p->M <= 32 && (tiles128 * 4 >= num_sms * 3 || kblocks_all >= 48)) return plan_small(dev, p, num_sms);
-  // 128 x 256 unless the narrower tile fills the SMs clearly better (few tiles).
+  // 128 x 256 unless the narrower tile fills the SMs clearly better (few tiles). fp8 too since
+  // session 4 (fp8_128x256_promote): measured against fp8_128x128_promote where this rule picks
+  // it, 70b-qkv-tp4 M = 8192 279.8 vs 300.9 us, 8b-gateup M = 4096 940 vs 1035, 8b-gateup M = 64
+  // 40.7 vs 50.0, 70b-o-tp4 M = 1024 42.7 vs 49.5; and where the rule keeps the 128 x 128 tile, the
+  // 128 x 256 one lost (70b-qkv-tp4 M = 4096 164.7 vs 150.7, 8b-qkv M = 1024 63.0 vs 51.9).
   int64_t tm = (p->M + 127) / 128;
   int64_t t256 = tm * ((p->N + 255) / 256), t128 = tm * ((p->N + 127) / 128);
   double e256 = (double)t256 / (double)(((t256 + num_sms - 1) / num_sms) * num_sms);
@@ -234,8 +255,8 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // fp8 always promotes: QGMMA's own accumulation measured an error of 1.1e-3 of sum|a||b| at
   // K = 429 on random e4m3 data (NOTES.md), over the 1e-3 the tests allow. fp8_128x256 (fast
   // accumulation) stays in the table for comparison but the heuristic never picks it.
-  (void)wide;
-  sm90_plan pl = {find_config(int8 ? (wide ? "int8_128x256" : "int8_128x128") : "fp8_128x128_promote"), 1};
+  const char *name = int8 ? (wide ? "int8_128x256" : "int8_128x128") : (wide ? "fp8_128x256_promote" : "fp8_128x128_promote");
+  sm90_plan pl = {find_config(name), 1};
   return pl;
 }
 
