@@ -226,6 +226,19 @@ typedef enum w8a8_kernel {
 } w8a8_kernel;
 W8A8_API w8a8_status w8a8_set_kernel(w8a8_handle *handle, w8a8_kernel kernel);
 
+/**
+ * CUDA handle: a promise that the weights (b of w8a8_scaled_mm) are not written by the work
+ * enqueued on the handle's stream right before a GEMM -- true of inference weights, written once
+ * at load time. With it (constant = 1) the Hopper kernel starts loading the first K-blocks of b
+ * while the kernel before it on the stream is still finishing (programmatic dependent launch),
+ * instead of after it: this hides most of the fixed latency of a small-M (decode) GEMM behind the
+ * previous kernel. Activations, scales, bias and the output are still read and written only after
+ * the previous kernel has completed. With the promise broken (b written by the previous kernel)
+ * results may be computed from the old b. 0 (the default) keeps every read after the previous
+ * kernel. Only 0 and 1 are accepted. CPU handles and the portable CUDA kernel ignore it.
+ */
+W8A8_API w8a8_status w8a8_set_weights_constant(w8a8_handle *handle, int constant);
+
 typedef struct w8a8_handle_info {
   w8a8_device_kind kind;
   int device_index;

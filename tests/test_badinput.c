@@ -641,3 +641,19 @@ W8A8_TEST(badinput_errors_per_thread) {
         w8a8_last_error());
   REQUIRE_OK(w8a8_destroy(h));
 }
+
+/* w8a8_set_weights_constant: only 0 and 1; a bad handle is refused; a CPU handle takes it (and ignores it). */
+W8A8_TEST(badinput_weights_constant) {
+  w8a8_handle *h = NULL;
+  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CPU, 0));
+  CHECK(w8a8_set_weights_constant(NULL, 1) != W8A8_SUCCESS, "NULL handle accepted");
+  CHECK(strstr(w8a8_last_error(), "w8a8_set_weights_constant") != NULL, "message: %s", w8a8_last_error());
+  CHECK(w8a8_set_weights_constant(h, 2) == W8A8_ERROR_INVALID_VALUE, "2 accepted");
+  CHECK(strstr(w8a8_last_error(), "constant is 2") != NULL, "message: %s", w8a8_last_error());
+  CHECK(w8a8_set_weights_constant(h, -1) == W8A8_ERROR_INVALID_VALUE, "-1 accepted");
+  CHECK(w8a8_set_weights_constant(h, 1) == W8A8_SUCCESS, "1 refused: %s", w8a8_last_error());
+  CHECK(w8a8_last_error()[0] == 0, "not cleared: %s", w8a8_last_error());
+  CHECK(w8a8_set_weights_constant(h, 0) == W8A8_SUCCESS, "0 refused: %s", w8a8_last_error());
+  REQUIRE_OK(w8a8_destroy(h));
+  CHECK(w8a8_set_weights_constant(h, 1) != W8A8_SUCCESS, "destroyed handle accepted");
+}

@@ -91,6 +91,8 @@ static int sm90_device(void) {
 
 /* Set when the public entry point is still the placeholder dispatcher (tests then SKIP). */
 static int skip_public;
+/* w8a8_set_weights_constant on the GPU handle of every case (the sm90_weights_constant_* tests). */
+static int g_weights_constant;
 
 /* Run one case (failures are reported through CHECK). */
 static void run_case(const mm_case *c, uint64_t seed) {
@@ -180,6 +182,7 @@ static void run_case(const mm_case *c, uint64_t seed) {
 
   REQUIRE_OK(w8a8_create(&gpu, W8A8_DEVICE_CUDA, dev));
   REQUIRE_OK(w8a8_set_kernel(gpu, W8A8_KERNEL_SM90));
+  if (g_weights_constant) REQUIRE_OK(w8a8_set_weights_constant(gpu, 1));
   w8a8_status s;
   if (c->config < 0) {
     s = w8a8_scaled_mm(gpu, &A, &B, &SA, &SB, c->bias ? &BI : NULL, c->azp ? &ZP : NULL, &O);
@@ -343,6 +346,18 @@ W8A8_TEST(sm90_int8_every_config) {
   all_configs(W8A8_DTYPE_INT8);
 }
 
+/* The weights-constant hint (w8a8_set_weights_constant): the producer loads the weight halves of
+ * its first tile's first stages before griddepcontrol.wait and skips them in its main loop. Every
+ * configuration (swap-AB, split-K with 1..8 K-blocks per CTA, the big tiles, persistent CTAs with
+ * several tiles) must give the same results as without it. */
+W8A8_TEST(sm90_weights_constant_every_config) {
+  NEED_SM90();
+  g_weights_constant = 1;
+  all_configs(W8A8_DTYPE_FP8_E4M3);
+  if (!w8a8_test_failed()) all_configs(W8A8_DTYPE_INT8);
+  g_weights_constant = 0;
+}
+
 /* The heuristic through the public API, forced to SM90: odd M around the bucket edges, N and K
  * that are multiples of no tile, every mode. */
 static void heuristic_sweep(w8a8_dtype in) {
@@ -372,6 +387,15 @@ W8A8_TEST(sm90_fp8_heuristic_odd_shapes) {
 W8A8_TEST(sm90_int8_heuristic_odd_shapes) {
   NEED_SM90();
   heuristic_sweep(W8A8_DTYPE_INT8);
+  PUBLIC_OR_SKIP();
+}
+
+W8A8_TEST(sm90_weights_constant_heuristic) {
+  NEED_SM90();
+  g_weights_constant = 1;
+  heuristic_sweep(W8A8_DTYPE_FP8_E4M3);
+  if (!w8a8_test_failed()) heuristic_sweep(W8A8_DTYPE_INT8);
+  g_weights_constant = 0;
   PUBLIC_OR_SKIP();
 }
 

@@ -240,6 +240,7 @@ def _declare(lib):
         "w8a8_get_stream": (c_int, [H, P(c_vp)]),
         "w8a8_set_num_threads": (c_int, [H, c_int]),
         "w8a8_set_kernel": (c_int, [H, c_int]),
+        "w8a8_set_weights_constant": (c_int, [H, c_int]),
         "w8a8_get_info": (c_int, [H, P(HandleInfo)]),
         "w8a8_cuda_device_count": (c_int, []),
         "w8a8_scaled_mm": (c_int, [H, P(Matrix), P(Matrix), P(Vector), P(Vector), P(Vector), P(ZeroPoint),
@@ -387,6 +388,12 @@ class Handle:
 
     def set_kernel(self, kernel):
         check(load().w8a8_set_kernel(self.ptr, int(kernel)), "w8a8_set_kernel")
+
+    def set_weights_constant(self, constant):
+        """w8a8_set_weights_constant: promise that b (the weights) is not written by the kernel
+        enqueued right before a GEMM on this handle's stream; the Hopper kernel may then start
+        loading it early (programmatic dependent launch)."""
+        check(load().w8a8_set_weights_constant(self.ptr, int(bool(constant))), "w8a8_set_weights_constant")
 
     def set_num_threads(self, n):
         check(load().w8a8_set_num_threads(self.ptr, int(n)), "w8a8_set_num_threads")

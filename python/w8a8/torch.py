@@ -48,6 +48,21 @@ def set_kernel(kernel):
                 h.set_kernel(kernel)
 
 
+_weights_constant = False
+
+
+def set_weights_constant(constant):
+    """w8a8_set_weights_constant on every CUDA handle, present and future: the weights passed to
+    scaled_mm are not written by the kernel right before each GEMM (inference weights)."""
+    global _weights_constant
+    with _handles_lock:
+        _weights_constant = bool(constant)
+        hs = list(_handles.values())
+    for h in hs:
+        with h.lock:
+            h.set_weights_constant(_weights_constant)
+
+
 class _RelaxedCapture:
     """cuThreadExchangeStreamCaptureMode(RELAXED) for the duration of a handle's creation."""
 
@@ -96,6 +111,8 @@ def handle_for(device):
             h.set_stream(stream)
             if _kernel != Kernel.AUTO:
                 h.set_kernel(_kernel)
+            if _weights_constant:
+                h.set_weights_constant(True)
             _handles[key] = h
     return h
 
@@ -397,4 +414,4 @@ def colsum(b):
 
 
 __all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8", "colsum",
-           "set_kernel", "handle_for", "HAVE_CUSTOM_OPS"]
+           "set_kernel", "set_weights_constant", "handle_for", "HAVE_CUSTOM_OPS"]

@@ -151,6 +151,17 @@ w8a8_status w8a8_set_kernel(w8a8_handle *h, w8a8_kernel kernel) {
   return W8A8_SUCCESS;
 }
 
+w8a8_status w8a8_set_weights_constant(w8a8_handle *h, int constant) {
+  static const char fn[] = "w8a8_set_weights_constant";
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_check_handle(fn, h));
+  if (constant != 0 && constant != 1)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: constant is %d; expected 0 (no promise) or 1 (weights constant)", fn,
+                    constant);
+  h->weights_constant = constant;
+  return W8A8_SUCCESS;
+}
+
 w8a8_status w8a8_get_info(const w8a8_handle *h, w8a8_handle_info *info) {
   w8a8_clear_error();
   W8A8_CHECK(w8a8_check_handle("w8a8_get_info", h));

@@ -74,6 +74,8 @@ struct w8a8_handle {
   void *cuda;
   /* Tuning table of the sm90 path (w8a8_tune_table, src/core/tune.h) or NULL. */
   void *tuning;
+  /* w8a8_set_weights_constant: b may be read before the previous kernel on the stream completes. */
+  int weights_constant;
 };
 
 /* Registry of live handles and communicators: lookups never dereference an

@@ -398,6 +398,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   size_t esz = a.out_kind == SM90_OUT_FP32 ? 4 : 2;
   a.pair_store = ((uintptr_t)p->out % (2 * esz)) == 0 && (p->ldo % 2) == 0;
   a.split = pl.split;
+  a.weights_constant = h->weights_constant && c->mcast != 2;
   if (p->ready) {
     a.ready = p->ready->flags;
     a.ready_n = p->ready->n;

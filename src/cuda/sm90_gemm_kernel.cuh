@@ -91,6 +91,9 @@ typedef struct sm90_args {
   int ready_n;
   int ready_end[SM90_MAX_READY];
   int rot_x, rot_y;
+  // w8a8_set_weights_constant: the producer loads the first K-blocks of the weights of its first
+  // tile before griddepcontrol.wait (they cannot be written by the kernel before this one).
+  int weights_constant;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -458,27 +461,53 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     //   1 CTA/SM:  384*168 = 64512 = 128*40 + 256*232
     //   2 CTAs/SM: 384*80  = 30720 = 128*32 + 256*104
     sm90_setmaxnreg_dec<MINB == 1 ? 40 : 32>();
-    // Programmatic dependent launch: everything above (launch, barrier init, descriptor prefetch,
-    // register split) overlapped the previous kernel's tail; no global memory is read before this.
-    if (tid == 0) sm90_grid_dep_wait();
     int s = 0;
     uint32_t phase = 0;
     unsigned seen = 0;
+    // Weights-constant hint (w8a8_set_weights_constant; never with MC = 2): the weight halves of
+    // the first min(STAGES, K-blocks) stages of this CTA's first tile are loaded BEFORE
+    // griddepcontrol.wait, i.e. while the previous kernel may still run; the token halves and
+    // everything else after it. Each such stage's full barrier expects the whole stage as usual
+    // (arrive_tx once, here), and the main loop below skips the empty-wait, the arrive and the
+    // weight load for them (fresh barriers: the first pass would not have waited anyway).
+    int npre = 0;
+    if (tid == 0) {
+      if (MC == 1 && a.weights_constant && item0 < items) {
+        int tx, ty;
+        sm90_item_coords<MC>(a, item0, crank, tx, ty);
+        npre = min(STAGES, kb_end - kb_begin);
+        for (int j = 0; j < npre; j++) {
+          const uint32_t full = full0 + 8 * j, dst = smem0 + j * C::STAGE_BYTES;
+          sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
+          if constexpr (SWAP)  // weights are X
+            sm90_tma_load_2d(dst, &tmap_x, full, (kb_begin + j) * SM90_BK, tx * SM90_BM);
+          else  // weights are Y
+            sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, (kb_begin + j) * SM90_BK, ty * BN);
+        }
+      }
+      // Programmatic dependent launch: everything above (launch, barrier init, descriptor
+      // prefetch, register split, the hinted weight loads) overlapped the previous kernel's
+      // tail; nothing else in global memory is read before this.
+      sm90_grid_dep_wait();
+    }
     for (int t = item0; t < items; t += tile_stride) {
       if (tid == 0) {
         int tx, ty;
         sm90_item_coords<MC>(a, t, crank, tx, ty);
         if (a.ready) sm90_wait_rows(a, SWAP ? ty * BN : tx * SM90_BM, SWAP ? BN : SM90_BM, seen);
         for (int kb = kb_begin; kb < kb_end; kb++) {
-          sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
+          const bool pre = t == item0 && kb - kb_begin < npre;  // weights already loading
           uint32_t full = full0 + 8 * s;
-          sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
+          if (!pre) {
+            sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
+            sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
+          }
           uint32_t dst = smem0 + s * C::STAGE_BYTES;
-          sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
+          if (!(SWAP && pre)) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
           if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
             sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
                                 ty * BN + crank * (BN / 2), (uint16_t)0x3);
-          else
+          else if (SWAP || !pre)
             sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
           if (++s == STAGES) {
             s = 0;

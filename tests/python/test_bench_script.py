@@ -27,8 +27,9 @@ class TorchCompareDryRun(unittest.TestCase):
                 rows = [json.loads(line) for line in f]
             with open(prefix + ".md") as f:
                 md = f.read()
-        # 4 shapes x 2 M x 6 impls, less torch._int_mm at M = 1
-        self.assertEqual(len(rows), 4 * 2 * 6 - 4)
+        # 4 shapes x 2 M x 7 impls (ours with the weights-constant hint included: M <= 256), less
+        # torch._int_mm at M = 1
+        self.assertEqual(len(rows), 4 * 2 * 7 - 4)
         keys = set()
         for r in rows:
             for k in FIELDS:
@@ -36,13 +37,14 @@ class TorchCompareDryRun(unittest.TestCase):
             keys.add((r["impl"], r["dtype"], r["shape"], r["M"]))
         self.assertEqual(len(keys), len(rows))
         impls = {r["impl"] for r in rows}
-        self.assertEqual(impls, {"w8a8_cuda", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensorwise",
-                                 "torch_int_mm", "torch_mm_bf16"})
+        self.assertEqual(impls, {"w8a8_cuda", "w8a8_cuda_weights_constant", "torch_scaled_mm_rowwise",
+                                 "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16"})
         ours = [r for r in rows if r["impl"] == "w8a8_cuda" and r["dtype"] == "fp8_e4m3"]
         self.assertTrue(all(r["baseline"] == "torch_scaled_mm_rowwise" and r["vs_baseline"] > 0 for r in ours))
         self.assertIn("## Summary against the issue-4 targets", md)
         self.assertIn("| 8b-gateup | 64 |", md)
         self.assertIn("FAKE", md)
+        self.assertIn("weights-constant hint", md)
 
 
 if __name__ == "__main__":
