@@ -84,8 +84,8 @@ class TorchRunner:
     def __init__(self, args):
         import torch
         import w8a8
-        import w8a8.torch as wt  # noqa: F401  (registers torch.ops.w8a8)
-        self.torch, self.w8a8 = torch, w8a8
+        import w8a8.torch as wt  # registers torch.ops.w8a8; set_weights_constant
+        self.torch, self.w8a8, self.w8a8_torch = torch, w8a8, wt
         if not torch.cuda.is_available():
             raise SystemExit("torch_compare: no CUDA device (use --dry-run to test the script without one)")
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -168,11 +168,11 @@ class TorchRunner:
     def measure(self, impl):
         """(us per call, number of wrong elements)."""
         if impl.endswith("_wc"):  # the hint is baked into the kernel parameters at capture
-            self.w8a8.set_weights_constant(True)
+            self.w8a8_torch.set_weights_constant(True)
             try:
                 return self._measure(impl)
             finally:
-                self.w8a8.set_weights_constant(False)
+                self.w8a8_torch.set_weights_constant(False)
         return self._measure(impl)
 
     def _measure(self, impl):
