@@ -19,7 +19,7 @@ static const char FN[] = "w8a8_scaled_mm";
 
 // ---- configurations -----------------------------------------------------------------------------
 
-typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const sm90_args);
+typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const sm90_args);
 
 typedef struct sm90_config {
   const char *name;
@@ -99,6 +99,21 @@ __attribute__((unused)) static CUresult make_tmap(CUtensorMap *m, const void *ba
   return get_encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, (void *)base, dims, strides, box, estr,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+// The output of the staged epilogue: 16-bit elements [M, N] with row stride ldo (elements), stored in
+// boxes of 64 rows x 64 columns (128 bytes, the swizzle span) from the 128-byte-swizzled buffers.
+// Returns 0 where TMA cannot take the output (base not 16-byte aligned, row stride not a multiple of
+// 16 bytes, or the encoder refuses it): the kernel then stores directly.
+__attribute__((unused)) static int make_out_tmap(CUtensorMap *m, void *out, int64_t M, int64_t N, int64_t ldo) {
+  if (((uintptr_t)out % 16) != 0 || (ldo * 2) % 16 != 0 || M < 1 || N < 1) return 0;
+  cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
+  cuuint64_t strides[1] = {(cuuint64_t)(ldo * 2)};
+  cuuint32_t box[2] = {64, 64};
+  cuuint32_t estr[2] = {1, 1};
+  return get_encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, out, dims, strides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // ---- per-device, per-configuration state (set once; host-side queries only) -----------------------
@@ -313,8 +328,19 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
 // one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
 // where a later step refused).
+static int g_staged = -1;  // W8A8_SM90_STAGED: 1 (default) staged epilogue where it applies, 0 never
+static int staged_enabled(void) {
+  int v = __atomic_load_n(&g_staged, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("W8A8_SM90_STAGED");
+    v = !(e && e[0] == '0');
+    __atomic_store_n(&g_staged, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
 static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
-                           sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty) {
+                           sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, int *tma_out) {
   W8A8_CHECK(accepts(h, p));
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int dev = h->device_index;
@@ -328,7 +354,8 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     if (pl->split > SM90_MAX_SPLIT)
       return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: split %d > %d", FN, pl->split, SM90_MAX_SPLIT);
     // Swap configs take several token tiles when forced (M > bn: tiles_y > 1), for the tuner and
-    // the dev bench to compare e.g. two n16 tiles with one n32 tile; the heuristic never does.
+    // the dev bench to compare e.g. two n16 tiles with one n32 tile (the heuristic uses two n16
+    // tiles at 17..32 tokens since session 4).
     if (CONFIGS[pl->config].swap && p->M > 8 * CONFIGS[pl->config].bn)
       return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: config %s takes M <= %d", FN, CONFIGS[pl->config].name,
                       8 * CONFIGS[pl->config].bn);
@@ -353,6 +380,12 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: cuTensorMapEncodeTiled refused the operands (error %d/%d)", FN,
                     (int)r1, (int)r2);
+  // The staged epilogue (unswapped unsplit tiles, bf16 / fp16 out) where TMA can store the output;
+  // W8A8_SM90_STAGED=0 keeps the direct epilogue (A/B runs).
+  memset(to, 0, sizeof *to);
+  *tma_out = 0;
+  if (!c->swap && !c->splitk && p->out_dtype != W8A8_DTYPE_FP32 && staged_enabled())
+    *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo);
   return W8A8_SUCCESS;
 }
 
@@ -367,8 +400,9 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: this libw8a8 was built without sm_90a (CUDA_ARCHS lacks 90a)", FN);
 #else
   sm90_plan pl;
-  CUtensorMap tx, ty;
-  W8A8_CHECK(prepare(h, p, forced_config, forced_split, &pl, &tx, &ty));
+  CUtensorMap tx, ty, to;
+  int tma_out = 0;
+  W8A8_CHECK(prepare(h, p, forced_config, forced_split, &pl, &tx, &ty, &to, &tma_out));
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int dev = h->device_index;
   const int num_sms = st->prop.multiProcessorCount;
@@ -399,6 +433,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.pair_store = ((uintptr_t)p->out % (2 * esz)) == 0 && (p->ldo % 2) == 0;
   a.split = pl.split;
   a.weights_constant = h->weights_constant && c->mcast != 2;
+  a.tma_out = tma_out;
   if (p->ready) {
     a.ready = p->ready->flags;
     a.ready_n = p->ready->n;
@@ -464,7 +499,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   lc.stream = (cudaStream_t)h->stream;
   lc.attrs = at;
   lc.numAttrs = nat;
-  cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, a);
+  cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, to, a);
   if (e != cudaSuccess) return w8a8_cuda_error(FN, "launch of the sm90 kernel", e);
   return W8A8_SUCCESS;
 #endif
@@ -478,8 +513,9 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm
   char saved[512];
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   sm90_plan pl;
-  CUtensorMap tx, ty;
-  int ok = prepare((w8a8_handle *)h, p, -1, 0, &pl, &tx, &ty) == W8A8_SUCCESS;
+  CUtensorMap tx, ty, to;
+  int tma_out;
+  int ok = prepare((w8a8_handle *)h, p, -1, 0, &pl, &tx, &ty, &to, &tma_out) == W8A8_SUCCESS;
   w8a8_err(W8A8_SUCCESS, "%s", saved); /* the caller's last error stays what it was */
   return ok;
 #else

@@ -94,6 +94,9 @@ typedef struct sm90_args {
   // w8a8_set_weights_constant: the producer loads the first K-blocks of the weights of its first
   // tile before griddepcontrol.wait (they cannot be written by the kernel before this one).
   int weights_constant;
+  // The staged epilogue (session 4, unswapped unsplit tiles, 16-bit outputs): tmap_o describes out
+  // and the tile leaves through shared memory and TMA stores. 0: the direct epilogue.
+  int tma_out;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -283,6 +286,92 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
   }
 }
 
+// Staged epilogue (session 4) for unswapped, unsplit tiles with 16-bit outputs: the same values as
+// sm90_epi_direct (same formula, same rounding, same bits), but instead of 4-byte stores straight
+// from the fragment (each warp store touched 8 rows x 16 bytes: half-filled 32-byte sectors, and
+// the whole CTA waited for them while the tensor pipe idled), each consumer warpgroup writes its
+// 64 rows x 64 columns at a time into a shared-memory buffer in TMA's 128-byte-swizzle layout
+// (conflict-free: the 8 rows of a warp's store land in 8 different 16-byte units) and one thread
+// sends it with a TMA store, which runs asynchronously while the next chunk is computed and the
+// next tile's main loop starts. Two buffers per warpgroup: before writing one, its previous store
+// must have read it (wait_group.read 1). TMA clips the M and N tails.
+template <bool INT8, int NACC, typename acc_t>
+SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs, int tid,
+                              int row0, int m_base, int n0) {
+  const int r0 = tid / 32 * 16 + (tid % 32) / 4, c0 = 2 * (tid % 4);  // fragment row / column in the chunk
+  const int m0 = m_base + r0, m1 = m0 + 8;
+  const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
+  const float sa0 = __ldcg(a.sa + (a.sa_per_token ? (ok0 ? m0 : 0) : 0));
+  const float sa1 = __ldcg(a.sa + (a.sa_per_token ? (ok1 ? m1 : 0) : 0));
+  int32_t zp0 = 1, zp1 = 1;
+  if (INT8 && a.azp_mode >= 2) {
+    zp0 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0));
+    zp1 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0));
+  }
+  const bool bf = a.out_kind == SM90_OUT_BF16;
+  const int bar = 1 + (row0 / 64);  // this warpgroup's named barrier
+  constexpr int J = NACC / 4;       // column groups of 8
+  static_assert(J % 8 == 0, "staged epilogue: chunks of 64 columns");
+#pragma unroll
+  for (int q = 0; q < J / 8; q++) {
+    const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
+    float sbA[8], sbB[8], bA[8], bB[8];
+    int32_t adjA[8], adjB[8];
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+      const int n = n0 + 64 * q + 8 * jj + c0;
+      const bool inb = n < a.N, two = n + 1 < a.N;
+      const int nA = inb ? n : 0, nB = two ? n + 1 : nA;
+      sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
+      sbB[jj] = __ldg(a.sb + (a.sb_per_channel ? nB : 0));
+      adjA[jj] = adjB[jj] = 0;
+      if (INT8 && a.azp_mode != 0) {
+        adjA[jj] = __ldg(a.azp_adj + nA);
+        adjB[jj] = __ldg(a.azp_adj + nB);
+      }
+      bA[jj] = bB[jj] = 0.0f;
+      if (a.bias) {
+        bA[jj] = sm90_ldg_bias(a, nA);
+        bB[jj] = sm90_ldg_bias(a, nB);
+      }
+    }
+    // the store that last read this buffer (two chunks ago, maybe of the previous tile) is done
+    if (tid == 0) sm90_bulk_wait_read<1>();
+    sm90_named_bar(bar, 128);
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+      const int j = 8 * q + jj;
+      const float v00 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 0]), zp0, adjA[jj]);
+      const float v01 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 1]), zp0, adjB[jj]);
+      const float v10 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 2]), zp1, adjA[jj]);
+      const float v11 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 3]), zp1, adjB[jj]);
+      float t00 = __fmul_rn(sa0, v00), t01 = __fmul_rn(sa0, v01), t10 = __fmul_rn(sa1, v10), t11 = __fmul_rn(sa1, v11);
+      float r00, r01, r10, r11;
+      if (a.bias) {
+        r00 = __fmaf_rn(sbA[jj], t00, bA[jj]), r01 = __fmaf_rn(sbB[jj], t01, bB[jj]);
+        r10 = __fmaf_rn(sbA[jj], t10, bA[jj]), r11 = __fmaf_rn(sbB[jj], t11, bB[jj]);
+      } else {
+        r00 = __fmul_rn(sbA[jj], t00), r01 = __fmul_rn(sbB[jj], t01);
+        r10 = __fmul_rn(sbA[jj], t10), r11 = __fmul_rn(sbB[jj], t11);
+      }
+      const uint32_t h00 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r00)) : __half_as_ushort(__float2half_rn(r00));
+      const uint32_t h01 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r01)) : __half_as_ushort(__float2half_rn(r01));
+      const uint32_t h10 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r10)) : __half_as_ushort(__float2half_rn(r10));
+      const uint32_t h11 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r11)) : __half_as_ushort(__float2half_rn(r11));
+      // row r (0..63) of the chunk, 16-byte unit jj of its 128 bytes, swizzled: unit jj ^ (r % 8)
+      const int ra = r0, rb = r0 + 8;
+      sm90_st_smem(buf + (uint32_t)(ra * 128 + ((jj ^ (ra & 7)) * 16) + c0 * 2), h00 | (h01 << 16));
+      sm90_st_smem(buf + (uint32_t)(rb * 128 + ((jj ^ (rb & 7)) * 16) + c0 * 2), h10 | (h11 << 16));
+    }
+    sm90_fence_proxy_async_smem();
+    sm90_named_bar(bar, 128);
+    if (tid == 0) {
+      sm90_tma_store_2d(tmap_o, buf, n0 - c0 + 64 * q, m_base);
+      sm90_bulk_commit();
+    }
+  }
+}
+
 // Tile t of the grouped order -> (tile_x, tile_y). Groups of SM90_GROUP tiles along X walk Y;
 // inside a group X moves fastest, so the CTAs running at one time share a few X tiles and a
 // band of Y tiles in L2.
@@ -350,7 +439,12 @@ struct sm90_cfg {
   static const int CW = BN < 32 ? BN : 32;
   static const int RED_STRIDE = BN + 1;
   static const int STG_STRIDE = SWAP ? CW + 1 : CW + 8;
-  static const int RED_BYTES = ((SPLITK ? SM90_BM * RED_STRIDE * 4 : 2 * 64 * STG_STRIDE * 4) + 15) / 16 * 16;
+  // Unswapped unsplit tiles: the staged epilogue's buffers, 2 per consumer warpgroup of 64 rows x
+  // 128 bytes (64 16-bit outputs), 1024-aligned (the TMA 128-byte swizzle period).
+  static const int OUT_BUF_BYTES = 64 * 128;
+  static const int RED_BYTES = SPLITK ? (SM90_BM * RED_STRIDE * 4 + 15) / 16 * 16
+                               : SWAP ? (2 * 64 * STG_STRIDE * 4 + 15) / 16 * 16
+                                      : 2 * 2 * OUT_BUF_BYTES;
   static const int BAR_BYTES = 2 * STAGES * 8;
   // +1024: the dynamic shared memory base is rounded up to the 1024-byte swizzle period.
   static const int SMEM_BYTES = STAGES * STAGE_BYTES + RED_BYTES + BAR_BYTES + 1024;
@@ -401,7 +495,7 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1>
 __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
-                     const sm90_args a) {
+                     const __grid_constant__ CUtensorMap tmap_o, const sm90_args a) {
 #if SM90_ENABLED
   typedef sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK> C;
   const int SPLIT = SPLITK ? a.split : 1;
@@ -724,7 +818,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // Nobody may overwrite or leave while others still read its partial tile.
         sm90_cluster_sync();
       } else if constexpr (!SWAP) {
-        sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0);
+        if (a.tma_out && (C::NACC / 4) % 8 == 0)
+          sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, cw * 64,
+                                         tx * SM90_BM + cw * 64, ty * BN + c0);
+        else
+          sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0);
       } else {
         // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
 #if SM90_EPI_V2
@@ -761,6 +859,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #undef SM90_STG_LD
       }
     }
+    // The staged epilogue's last TMA stores still read this CTA's shared memory: finish them.
+    if constexpr (!SWAP && !SPLITK)
+      if (a.tma_out && tid == 0) sm90_bulk_wait<0>();
   }
   // MC = 2: neither CTA may exit while the partner can still multicast into its shared memory or
   // arrive on its barriers.

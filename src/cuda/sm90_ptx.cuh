@@ -76,6 +76,27 @@ SM90_DEV void sm90_tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int
       : "memory");
 }
 
+// 2-D tile store (the staged epilogue): the box at shared-memory `src` to (c0 = inner coordinate,
+// c1 = row) of the tensor; parts of the box outside the tensor are not written (M and N tails).
+// Asynchronous: one bulk group per commit; wait_read<N> returns once at most N of this thread's
+// groups still read shared memory (the buffer may then be reused), wait<N> once they are complete.
+SM90_DEV void sm90_tma_store_2d(const void *tmap, uint32_t src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"((uint64_t)tmap),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+SM90_DEV void sm90_bulk_commit(void) { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+template <int N>
+SM90_DEV void sm90_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+template <int N>
+SM90_DEV void sm90_bulk_wait(void) {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+// Make this thread's shared-memory writes visible to the async proxy (TMA) before a barrier.
+SM90_DEV void sm90_fence_proxy_async_smem(void) { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 // ---- wgmma -------------------------------------------------------------------------------------
 SM90_DEV void sm90_wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 SM90_DEV void sm90_wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
