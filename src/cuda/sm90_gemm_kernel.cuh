@@ -319,7 +319,7 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
     int32_t adjA[8], adjB[8];
 #pragma unroll
     for (int jj = 0; jj < 8; jj++) {
-      const int n = n0 + 64 * q + 8 * jj + c0;
+      const int n = n0 + 64 * q + 8 * jj;  // n0 includes this thread's column offset c0
       const bool inb = n < a.N, two = n + 1 < a.N;
       const int nA = inb ? n : 0, nB = two ? n + 1 : nA;
       sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
