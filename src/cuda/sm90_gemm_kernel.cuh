@@ -7,7 +7,9 @@
 //   warpgroups 1, 2   consumers: each owns 64 rows of the CTA tile and issues wgmma.mma_async
 //                     (QGMMA for fp8, IGMMA for int8) on the buffer, then frees it.
 //   epilogue          in registers, straight from the accumulators: zero point (int32), scales,
-//                     bias, one rounding to bf16/fp16/fp32, predicated stores for M/N tails.
+//                     bias, one rounding to bf16/fp16/fp32; unswapped unsplit tiles with 16-bit
+//                     outputs leave through shared memory and asynchronous TMA stores (the staged
+//                     epilogue, session 4), the others through predicated stores.
 //
 // Operands. wgmma computes D[64 x BN] += X[64 x 32] * Y[32 x BN] with X and Y both K-major in
 // shared memory. Our A is [M,K] row-major and B is N rows of K, so both are K-major already:
