@@ -117,7 +117,7 @@ W8A8_TEST(tune_parse_malformed) {
       {HDR "int8 1 28672 99999999999 int8_swap_n8 1 2\n", 2, "K 99999999999"},
       {HDR "int8 1 28672 4096 int8_swap_n9 1 2\n", 2, "unknown configuration"},
       {HDR "fp8 1 28672 4096 int8_swap_n8 1 2\n", 2, "is for int8"},
-      {HDR "int8 1-16 28672 4096 int8_swap_n8 1 2\n", 2, "takes M <= 8"},
+      {HDR "int8 1-17 28672 4096 int8_swap_n8 1 2\n", 2, "takes M <= 16"},
       {HDR "int8 1 28672 4096 int8_swap_n8 0 2\n", 2, "split 0"},
       {HDR "int8 1 28672 4096 int8_swap_n8 9 2\n", 2, "split 9"},
       {HDR "int8 128 28672 4096 int8_128x256 2 2\n", 2, "takes 1..1"},
@@ -349,3 +349,16 @@ W8A8_TEST(tune_cuda_table_steers_sm90) {
   w8a8_destroy(h);
 }
 #endif
+
+/* A swap-AB configuration may cover two of its token tiles in an exact bucket (the heuristic runs two
+ * n16 tiles at 17..32 tokens and the tuner measures such candidates), but the nearest-bucket
+ * fallback only hands it an M that one tile takes. */
+W8A8_TEST(tune_two_token_tiles) {
+  w8a8_tune_table *t;
+  w8a8_status s = parse(HDR "int8 9-16 4096 4096 int8_swap_n8 2 9.5\nint8 64 4096 4096 int8_swap_n64 1 20\n", &t);
+  REQUIRE(s == W8A8_SUCCESS, "%s: %s", w8a8_status_name(s), w8a8_last_error());
+  CHECK(w8a8_tune_lookup(t, 1, 12, 4096, 4096) == &t->e[0], "M = 12 in 9-16 (two n8 tiles)");
+  CHECK(w8a8_tune_lookup(t, 1, 7, 4096, 4096) == &t->e[0], "M = 7 -> 9-16 (ratio 1.3; n8 takes 7 in one tile)");
+  CHECK(w8a8_tune_lookup(t, 1, 20, 4096, 4096) == &t->e[1], "M = 20 -> 64 (n8 takes at most 8 tokens per tile)");
+  w8a8_tune_free(t);
+}

@@ -3,7 +3,7 @@
  * (w8a8_load_tuning, or W8A8_TUNE_FILE at handle creation). Format: src/core/tune.h.
  *
  * For each dtype, shape (N, K) and M: every configuration that can take M (the swap-AB token
- * tile just above M with splits 1..8, and the 128-row tiles; never fp8 fast accumulation,
+ * tile just above M, or two tiles of half that, with splits 1..8, and the 128-row tiles; never fp8 fast accumulation,
  * which misses the library's error bound) is first checked against the portable kernel on the
  * same data (int8: bitwise on 64 sampled rows; fp8: within 2e-3 of K E|a| E|b| |sa sb|), then
  * timed: a CUDA graph of 10 calls over rotated weight copies (>= 192 MB, so the weights come
@@ -340,7 +340,8 @@ int w8a8_cli_tune(int argc, char **argv) {
           if (w8a8_sm90_config_int8(ci) != int8 || w8a8_sm90_config_fast_accum(ci)) continue;
           if (w8a8_sm90_config_experimental(ci) && !experimental) continue; /* not validated on a GPU yet */
           int bn = w8a8_sm90_config_swap_bn(ci);
-          if (bn && (M > bn || (bn > 8 && M <= bn / 2))) continue; /* the token tile just above M */
+          /* the token tile just above M, or two of half that (the heuristic's n16 x 2 at 17..32) */
+          if (bn && (M > 2 * bn || (bn > 8 && M <= bn / 2))) continue;
           for (int split = 1; split <= (bn ? 8 : 1); split++) {
             if (split > 1 && kblocks / split < 2) break;
             /* correctness first: one call on copy 0, sampled rows against the portable kernel */

@@ -159,9 +159,9 @@ static w8a8_status parse_entry(const tune_ctx *c, const char *s, const char *end
     return malformed(c, "configuration \"%s\" is for %s, the entry for %s", e->name, cint8 ? "int8" : "fp8",
                      e->int8 ? "int8" : "fp8");
   e->swap_bn = bn;
-  if (bn && e->m_hi > bn)
-    return malformed(c, "configuration \"%s\" takes M <= %d; the entry covers M up to %lld", e->name, bn,
-                     (long long)e->m_hi);
+  if (bn && e->m_hi > 2 * (int64_t)bn)
+    return malformed(c, "configuration \"%s\" takes M <= %d (two token tiles of %d); the entry covers M up to %lld",
+                     e->name, 2 * bn, bn, (long long)e->m_hi);
   int64_t split;
   if (!parse_int(tok[5], len[5], 1, max_split, &split))
     return malformed(c, "split " TOK_FMT "; configuration \"%s\" takes 1..%d", TOK_ARG(tok[5], len[5]), e->name,
@@ -293,7 +293,9 @@ const w8a8_tune_entry *w8a8_tune_lookup(const w8a8_tune_table *t, int int8, int6
     const w8a8_tune_entry *e = &t->e[i];
     if (e->int8 != int8 || e->n != N || e->k != K) continue;
     if (M >= e->m_lo && M <= e->m_hi) return e; /* buckets of one (dtype, N, K) never overlap */
-    if (e->swap_bn && M > e->swap_bn) continue;  /* this configuration cannot take M */
+    /* nearest bucket: only configurations that take M in one token tile (an exact bucket may hold
+     * up to two tiles: the loader allows it, and the tuner measured it) */
+    if (e->swap_bn && M > e->swap_bn) continue;
     double r = M < e->m_lo ? (double)e->m_lo / (double)M : (double)M / (double)e->m_hi;
     if (!best || r < best_ratio || (r == best_ratio && e->m_lo < best->m_lo)) {
       best = e;

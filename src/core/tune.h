@@ -17,7 +17,8 @@
  * (1 .. 2^31-1), the configuration's name from the sm90 table (src/cuda/sm90_gemm.cu), the
  * split-K factor (1 for configurations without split-K, else 1..8), and the time measured
  * in microseconds (> 0; informative: the loader does not use it). A swap-AB configuration
- * must cover only M up to its token tile. Two entries of one dtype, N and K may not share
+ * must cover only M up to two of its token tiles (e.g. fp8_swap_n16 up to M = 32: the built-in
+ * heuristic uses two n16 tiles at 17..32 tokens). Two entries of one dtype, N and K may not share
  * an M. Anything else — a wrong field count, a number that does not parse, an unknown
  * configuration, a line over 1023 characters — makes the whole file malformed.
  *
