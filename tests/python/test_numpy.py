@@ -654,6 +654,18 @@ class Misc(unittest.TestCase):
         with self.assertRaises(w8a8.W8A8Error):
             w8a8.shard_rows(10, 0, 0)
 
+    def test_weights_constant_binding(self):
+        """Handle.set_weights_constant reaches w8a8_set_weights_constant (a CPU handle takes and
+        ignores it); a value other than 0 or 1 at the C level is the library's INVALID_VALUE."""
+        h = w8a8._lib.Handle(w8a8.DeviceKind.CPU, 0)
+        h.set_weights_constant(True)
+        h.set_weights_constant(False)
+        st = w8a8._lib.load().w8a8_set_weights_constant(h.ptr, 2)
+        self.assertEqual(st, w8a8.Status.ERROR_INVALID_VALUE)
+        with self.assertRaises(w8a8.W8A8Error) as cm:
+            w8a8._lib.check(st, "w8a8_set_weights_constant")
+        self.assertIn("constant is 2", cm.exception.message)
+
     def test_library_not_found_is_an_error(self):
         code = ("import sys; sys.path.insert(0, %r); import w8a8\n"
                 "try:\n    w8a8.version()\nexcept w8a8.NotBuiltError as e:\n    print('OK', e.message)\n"
