@@ -324,10 +324,6 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
 #endif
 
 #if defined(W8A8_HAVE_SM90A)
-// Everything before the launch that can refuse the problem: the input checks, the plan, the
-// configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
-// one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
-// where a later step refused).
 static int g_staged = -1;  // W8A8_SM90_STAGED: 1 (default) staged epilogue where it applies, 0 never
 static int staged_enabled(void) {
   int v = __atomic_load_n(&g_staged, __ATOMIC_RELAXED);
@@ -339,6 +335,10 @@ static int staged_enabled(void) {
   return v;
 }
 
+// Everything before the launch that can refuse the problem: the input checks, the plan, the
+// configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
+// one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
+// where a later step refused).
 static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
                            sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, int *tma_out) {
   W8A8_CHECK(accepts(h, p));
