@@ -64,22 +64,6 @@ W8A8_DEV float silu_mul(float g, float u) {
 
 // ---- loads: one run of AQ_VEC y values starting at column k0 of row m ---------------------
 
-template <int IN_DT>
-W8A8_DEV void load8_vec(const void *base, int64_t i, float *v) {
-  if (IN_DT == W8A8_DTYPE_FP32) {
-    const float4 a = *(const float4 *)((const float *)base + i), b = *(const float4 *)((const float *)base + i + 4);
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    const uint4 w = *(const uint4 *)((const uint16_t *)base + i);
-    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      const uint16_t lo = (uint16_t)(u[j] & 0xffffu), hi = (uint16_t)(u[j] >> 16);
-      v[2 * j] = IN_DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(lo) : w8a8d_f16_to_f32(lo);
-      v[2 * j + 1] = IN_DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(hi) : w8a8d_f16_to_f32(hi);
-    }
-  }
-}
 
 /* y of columns k0 .. k0+7 of row m (values past K are 0 and must not be used). VEC: the run is
  * whole (K % 8 == 0) and 16-byte aligned in gate and up. */
@@ -88,8 +72,8 @@ W8A8_DEV void act_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, float 
   const int64_t row = m * p.ldx;
   if (VEC) {
     float g[AQ_VEC], u[AQ_VEC];
-    load8_vec<IN_DT>(p.x, row + k0, g);
-    load8_vec<IN_DT>(p.x, row + p.K + k0, u);
+    w8a8d_load8<IN_DT>(p.x, row + k0, g);
+    w8a8d_load8<IN_DT>(p.x, row + p.K + k0, u);
 #pragma unroll
     for (int j = 0; j < AQ_VEC; j++) y[j] = silu_mul(g[j], u[j]);
   } else {

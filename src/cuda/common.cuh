@@ -110,6 +110,25 @@ W8A8_DEV void w8a8d_store_float(int dt, void *base, int64_t i, float r) {
     ((float *)base)[i] = r;
 }
 
+/* Elements [i, i + 8) of a bf16 / fp16 / fp32 array (DT: a w8a8_dtype) as fp32, in one 16-byte
+ * (or two, fp32) load: the caller guarantees 16-byte alignment. act.cu and tp_kernels.cu. */
+template <int DT>
+W8A8_DEV void w8a8d_load8(const void *base, int64_t i, float *v) {
+  if (DT == W8A8_DTYPE_FP32) {
+    const float4 a = *(const float4 *)((const float *)base + i), b = *(const float4 *)((const float *)base + i + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+  } else {
+    const uint4 w = *(const uint4 *)((const uint16_t *)base + i);
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const uint16_t lo = (uint16_t)(u[j] & 0xffffu), hi = (uint16_t)(u[j] >> 16);
+      v[2 * j] = DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(lo) : w8a8d_f16_to_f32(lo);
+      v[2 * j + 1] = DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(hi) : w8a8d_f16_to_f32(hi);
+    }
+  }
+}
+
 
 // ---- the quantizers' shared rules (quant.cu, act.cu): bit-identical to the host reference ----
 

@@ -57,24 +57,9 @@ __global__ void tp_reduce_kernel(w8a8_tp_reduce_srcs srcs, int src_dtype, int W,
 // index per element and branches on the dtypes per element; this one divides once per 8 elements,
 // has the dtypes as template constants, and moves 16 or 32 bytes per load and 16 per 16-bit store.
 // The additions are the same __fadd_rn in the same (rank, then bias) order and the conversions the
-// same helpers: the same bits. Taken where every row of 8 elements is 16-byte aligned in every
-// array (N and ldo multiples of 8, bases 16-byte aligned); else the scalar kernel runs.
-template <int DT>
-__device__ __forceinline__ void tp_load8(const void *base, int64_t i, float (&v)[8]) {
-  if constexpr (DT == W8A8_DTYPE_FP32) {
-    const float4 a = ((const float4 *)((const float *)base + i))[0], b = ((const float4 *)((const float *)base + i))[1];
-    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-  } else {
-    const uint4 u = *(const uint4 *)((const uint16_t *)base + i);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-      const uint16_t lo = (uint16_t)(w[k] & 0xffffu), hi = (uint16_t)(w[k] >> 16);
-      v[2 * k] = DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(lo) : w8a8d_f16_to_f32(lo);
-      v[2 * k + 1] = DT == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(hi) : w8a8d_f16_to_f32(hi);
-    }
-  }
-}
+// same helpers (loads: common.cuh's w8a8d_load8, as act.cu): the same bits. Taken where every row
+// of 8 elements is 16-byte aligned in every array (N and ldo multiples of 8, bases 16-byte
+// aligned); else the scalar kernel runs.
 template <int DT>
 __device__ __forceinline__ void tp_store8(void *base, int64_t i, const float (&v)[8]) {
   if constexpr (DT == W8A8_DTYPE_FP32) {
@@ -100,14 +85,14 @@ __global__ void tp_reduce8_kernel(w8a8_tp_reduce_srcs srcs, int W, int64_t rows,
   for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
     const int64_t i = e / cpr, n = (e - i * cpr) * 8;
     float s[8], t[8];
-    tp_load8<SRC>(srcs.p[0], i * N + n, s);
+    w8a8d_load8<SRC>(srcs.p[0], i * N + n, s);
     for (int j = 1; j < W; j++) {
-      tp_load8<SRC>(srcs.p[j], i * N + n, t);
+      w8a8d_load8<SRC>(srcs.p[j], i * N + n, t);
 #pragma unroll
       for (int k = 0; k < 8; k++) s[k] = __fadd_rn(s[k], t[k]);
     }
     if (bias) {
-      tp_load8<OUT>(bias, n, t);
+      w8a8d_load8<OUT>(bias, n, t);
 #pragma unroll
       for (int k = 0; k < 8; k++) s[k] = __fadd_rn(s[k], t[k]);
     }
