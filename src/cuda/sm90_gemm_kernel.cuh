@@ -211,79 +211,110 @@ SM90_DEV float sm90_acc_value(const sm90_args &a, uint32_t raw, int32_t zp, int3
   }
 }
 
+// The pieces both epilogues below share (the same formula, the same rounding: the same bits).
+// Per-token vectors through L2 only (__ldcg): with ready flags they may arrive while the kernel
+// runs, and a line of them cached in L1 by an earlier tile could be stale (L1 is not coherent).
+typedef struct sm90_epi_rows {
+  float sa0, sa1;    // scale_a of the fragment's rows m0 and m0 + 8
+  int32_t zp0, zp1;  // their zero points (int8 per-tensor / per-token azp), else 1
+} sm90_epi_rows;
+template <bool INT8>
+SM90_DEV sm90_epi_rows sm90_epi_load_rows(const sm90_args &a, int m0) {
+  const int m1 = m0 + 8;
+  const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
+  sm90_epi_rows r;
+  r.sa0 = __ldcg(a.sa + (a.sa_per_token ? (ok0 ? m0 : 0) : 0));
+  r.sa1 = __ldcg(a.sa + (a.sa_per_token ? (ok1 ? m1 : 0) : 0));
+  r.zp0 = r.zp1 = 1;
+  if (INT8 && a.azp_mode >= 2) {
+    r.zp0 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0));
+    r.zp1 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0));
+  }
+  return r;
+}
+
+// Column parameters (scale_b, bias, azp_adj) of JB <= 8 column groups whose first column pair
+// starts at n (group jj at n + 8 jj), all loaded before any arithmetic or store. v2 loaded them
+// inside the store loop, where the compiler cannot move a load above an earlier store (out might
+// alias them, as far as it knows), so each of the BN/8 groups waited a full L2 round trip:
+// per-instruction stall sampling on the H200 put 16-25% of the consumers' samples on those waits
+// (session 3, 8b-qkv M = 8192, int8 and fp8), with the tensor pipe idle. __ldg: they are read-only
+// inputs (validation keeps out from overlapping them), which also lets the compiler batch them.
+typedef struct sm90_epi_cols {
+  float sbA[8], sbB[8], bA[8], bB[8];
+  int32_t adjA[8], adjB[8];
+} sm90_epi_cols;
+template <bool INT8, int JB>
+SM90_DEV void sm90_epi_load_cols(const sm90_args &a, int n, sm90_epi_cols &c) {
+#pragma unroll
+  for (int jj = 0; jj < JB; jj++) {
+    const int nj = n + 8 * jj;
+    const bool inb = nj < a.N, two = nj + 1 < a.N;
+    const int nA = inb ? nj : 0, nB = two ? nj + 1 : nA;
+    c.sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
+    c.sbB[jj] = __ldg(a.sb + (a.sb_per_channel ? nB : 0));
+    c.adjA[jj] = c.adjB[jj] = 0;
+    if (INT8 && a.azp_mode != 0) {
+      c.adjA[jj] = __ldg(a.azp_adj + nA);
+      c.adjB[jj] = __ldg(a.azp_adj + nB);
+    }
+    c.bA[jj] = c.bB[jj] = 0.0f;
+    if (a.bias) {
+      c.bA[jj] = sm90_ldg_bias(a, nA);
+      c.bB[jj] = sm90_ldg_bias(a, nB);
+    }
+  }
+}
+
+// The four outputs of column group jj of a batch from its accumulators q[0..3] (rows m0, m0 + 8 x
+// the column pair): t = sa*v; r = bias ? fma(sb, t, bias) : sb*t (w8a8.h), the _rn intrinsics as
+// sm90_epi_value. r[0], r[1]: row m0; r[2], r[3]: row m0 + 8.
+template <bool INT8, typename acc_t>
+SM90_DEV void sm90_epi_group(const sm90_args &a, const acc_t *q, const sm90_epi_rows &rw, const sm90_epi_cols &c,
+                             int jj, float (&r)[4]) {
+  const float v00 = sm90_acc_value<INT8>(a, sm90_bits(q[0]), rw.zp0, c.adjA[jj]);
+  const float v01 = sm90_acc_value<INT8>(a, sm90_bits(q[1]), rw.zp0, c.adjB[jj]);
+  const float v10 = sm90_acc_value<INT8>(a, sm90_bits(q[2]), rw.zp1, c.adjA[jj]);
+  const float v11 = sm90_acc_value<INT8>(a, sm90_bits(q[3]), rw.zp1, c.adjB[jj]);
+  const float t00 = __fmul_rn(rw.sa0, v00), t01 = __fmul_rn(rw.sa0, v01);
+  const float t10 = __fmul_rn(rw.sa1, v10), t11 = __fmul_rn(rw.sa1, v11);
+  if (a.bias) {
+    r[0] = __fmaf_rn(c.sbA[jj], t00, c.bA[jj]), r[1] = __fmaf_rn(c.sbB[jj], t01, c.bB[jj]);
+    r[2] = __fmaf_rn(c.sbA[jj], t10, c.bA[jj]), r[3] = __fmaf_rn(c.sbB[jj], t11, c.bB[jj]);
+  } else {
+    r[0] = __fmul_rn(c.sbA[jj], t00), r[1] = __fmul_rn(c.sbB[jj], t01);
+    r[2] = __fmul_rn(c.sbA[jj], t10), r[3] = __fmul_rn(c.sbB[jj], t11);
+  }
+}
+
 // Direct epilogue from the wgmma accumulator fragment (not swapped: rows are tokens). A consumer
 // thread holds, for column group j (8 columns), the pairs (m0, n..n+1) = acc[4j], acc[4j+1] and
 // (m0 + 8, n..n+1) = acc[4j+2], acc[4j+3], with n = n0 + 8j. v1 went through shared memory
 // (store, barrier, load, one element per thread and loop trip, its scales re-read per element):
 // on the H200 that cost ~18 us per 128 x 256 tile, as much as 30 K-blocks of the main loop
 // (fitted from 70b-qkv / 8b-qkv / 70b-o at M = 8192, h200-sm90-2026-11-29.md). Here each thread
-// reads its two rows' scale and zero point once, then per column pair one scale_b pair (L1), and
-// stores pairs. Same formula, same rounding: the same bits.
+// reads its two rows' scale and zero point once, the column parameters in batches of JB groups,
+// and stores pairs.
 template <bool INT8, int NACC, typename acc_t>
 SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int n0) {
   const int m1 = m0 + 8;
   const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
-  // Per-token vectors through L2 only (__ldcg): with ready flags they may arrive while the kernel
-  // runs, and a line of them cached in L1 by an earlier tile could be stale (L1 is not coherent).
-  const float sa0 = __ldcg(a.sa + (a.sa_per_token ? (ok0 ? m0 : 0) : 0));
-  const float sa1 = __ldcg(a.sa + (a.sa_per_token ? (ok1 ? m1 : 0) : 0));
-  int32_t zp0 = 1, zp1 = 1;
-  if (INT8 && a.azp_mode >= 2) {
-    zp0 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0));
-    zp1 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0));
-  }
-  // Column parameters (scale_b, bias, azp_adj) in batches of JB column groups: all the loads of a
-  // batch first, then its arithmetic and stores. v2 loaded them inside the store loop, where the
-  // compiler cannot move a load above an earlier store (out might alias them, as far as it knows),
-  // so each of the BN/8 groups waited a full L2 round trip: per-instruction stall sampling on the
-  // H200 put 16-25% of the consumers' samples on those waits (session 3, 8b-qkv M = 8192, int8
-  // and fp8), with the tensor pipe idle. __ldg: they are read-only inputs (validation keeps out
-  // from overlapping them), which also lets the compiler batch them.
+  const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m0);
   constexpr int J = NACC / 4;
   constexpr int JB = J < 8 ? J : 8;
 #pragma unroll
   for (int j0 = 0; j0 < J; j0 += JB) {
-    float sbA[JB], sbB[JB], bA[JB], bB[JB];
-    int32_t adjA[JB], adjB[JB];
-#pragma unroll
-    for (int jj = 0; jj < JB; jj++) {
-      const int n = n0 + 8 * (j0 + jj);
-      const bool inb = n < a.N, two = n + 1 < a.N;
-      const int nA = inb ? n : 0, nB = two ? n + 1 : nA;
-      sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
-      sbB[jj] = __ldg(a.sb + (a.sb_per_channel ? nB : 0));
-      adjA[jj] = adjB[jj] = 0;
-      if (INT8 && a.azp_mode != 0) {
-        adjA[jj] = __ldg(a.azp_adj + nA);
-        adjB[jj] = __ldg(a.azp_adj + nB);
-      }
-      bA[jj] = bB[jj] = 0.0f;
-      if (a.bias) {
-        bA[jj] = sm90_ldg_bias(a, nA);
-        bB[jj] = sm90_ldg_bias(a, nB);
-      }
-    }
+    sm90_epi_cols c;
+    sm90_epi_load_cols<INT8, JB>(a, n0 + 8 * j0, c);
 #pragma unroll
     for (int jj = 0; jj < JB; jj++) {
       const int j = j0 + jj;
       const int n = n0 + 8 * j;
       const bool inb = n < a.N, two = n + 1 < a.N;
-      const float v00 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 0]), zp0, adjA[jj]);
-      const float v01 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 1]), zp0, adjB[jj]);
-      const float v10 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 2]), zp1, adjA[jj]);
-      const float v11 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 3]), zp1, adjB[jj]);
-      // t = sa*v; r = bias ? fma(sb, t, bias) : sb*t (w8a8.h), the _rn intrinsics as sm90_epi_value
-      float t00 = __fmul_rn(sa0, v00), t01 = __fmul_rn(sa0, v01), t10 = __fmul_rn(sa1, v10), t11 = __fmul_rn(sa1, v11);
-      float r00, r01, r10, r11;
-      if (a.bias) {
-        r00 = __fmaf_rn(sbA[jj], t00, bA[jj]), r01 = __fmaf_rn(sbB[jj], t01, bB[jj]);
-        r10 = __fmaf_rn(sbA[jj], t10, bA[jj]), r11 = __fmaf_rn(sbB[jj], t11, bB[jj]);
-      } else {
-        r00 = __fmul_rn(sbA[jj], t00), r01 = __fmul_rn(sbB[jj], t01);
-        r10 = __fmul_rn(sbA[jj], t10), r11 = __fmul_rn(sbB[jj], t11);
-      }
-      if (ok0 && inb) sm90_store2(a, m0, n, r00, r01, two);
-      if (ok1 && inb) sm90_store2(a, m1, n, r10, r11, two);
+      float r[4];
+      sm90_epi_group<INT8>(a, acc + 4 * j, rw, c, jj, r);
+      if (ok0 && inb) sm90_store2(a, m0, n, r[0], r[1], two);
+      if (ok1 && inb) sm90_store2(a, m1, n, r[2], r[3], two);
     }
   }
 }
@@ -301,15 +332,7 @@ template <bool INT8, int NACC, typename acc_t>
 SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs, int tid,
                               int row0, int m_base, int n0) {
   const int r0 = tid / 32 * 16 + (tid % 32) / 4, c0 = 2 * (tid % 4);  // fragment row / column in the chunk
-  const int m0 = m_base + r0, m1 = m0 + 8;
-  const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
-  const float sa0 = __ldcg(a.sa + (a.sa_per_token ? (ok0 ? m0 : 0) : 0));
-  const float sa1 = __ldcg(a.sa + (a.sa_per_token ? (ok1 ? m1 : 0) : 0));
-  int32_t zp0 = 1, zp1 = 1;
-  if (INT8 && a.azp_mode >= 2) {
-    zp0 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0));
-    zp1 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok1 ? m1 : 0) : 0));
-  }
+  const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m_base + r0);
   const bool bf = a.out_kind == SM90_OUT_BF16;
   const int bar = 1 + (row0 / 64);  // this warpgroup's named barrier
   constexpr int J = NACC / 4;       // column groups of 8
@@ -317,53 +340,23 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
 #pragma unroll
   for (int q = 0; q < J / 8; q++) {
     const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
-    float sbA[8], sbB[8], bA[8], bB[8];
-    int32_t adjA[8], adjB[8];
-#pragma unroll
-    for (int jj = 0; jj < 8; jj++) {
-      const int n = n0 + 64 * q + 8 * jj;  // n0 includes this thread's column offset c0
-      const bool inb = n < a.N, two = n + 1 < a.N;
-      const int nA = inb ? n : 0, nB = two ? n + 1 : nA;
-      sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
-      sbB[jj] = __ldg(a.sb + (a.sb_per_channel ? nB : 0));
-      adjA[jj] = adjB[jj] = 0;
-      if (INT8 && a.azp_mode != 0) {
-        adjA[jj] = __ldg(a.azp_adj + nA);
-        adjB[jj] = __ldg(a.azp_adj + nB);
-      }
-      bA[jj] = bB[jj] = 0.0f;
-      if (a.bias) {
-        bA[jj] = sm90_ldg_bias(a, nA);
-        bB[jj] = sm90_ldg_bias(a, nB);
-      }
-    }
+    sm90_epi_cols c;
+    sm90_epi_load_cols<INT8, 8>(a, n0 + 64 * q, c);  // n0 includes this thread's column offset c0
     // the store that last read this buffer (two chunks ago, maybe of the previous tile) is done
     if (tid == 0) sm90_bulk_wait_read<1>();
     sm90_named_bar(bar, 128);
 #pragma unroll
     for (int jj = 0; jj < 8; jj++) {
-      const int j = 8 * q + jj;
-      const float v00 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 0]), zp0, adjA[jj]);
-      const float v01 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 1]), zp0, adjB[jj]);
-      const float v10 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 2]), zp1, adjA[jj]);
-      const float v11 = sm90_acc_value<INT8>(a, sm90_bits(acc[4 * j + 3]), zp1, adjB[jj]);
-      float t00 = __fmul_rn(sa0, v00), t01 = __fmul_rn(sa0, v01), t10 = __fmul_rn(sa1, v10), t11 = __fmul_rn(sa1, v11);
-      float r00, r01, r10, r11;
-      if (a.bias) {
-        r00 = __fmaf_rn(sbA[jj], t00, bA[jj]), r01 = __fmaf_rn(sbB[jj], t01, bB[jj]);
-        r10 = __fmaf_rn(sbA[jj], t10, bA[jj]), r11 = __fmaf_rn(sbB[jj], t11, bB[jj]);
-      } else {
-        r00 = __fmul_rn(sbA[jj], t00), r01 = __fmul_rn(sbB[jj], t01);
-        r10 = __fmul_rn(sbA[jj], t10), r11 = __fmul_rn(sbB[jj], t11);
-      }
-      const uint32_t h00 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r00)) : __half_as_ushort(__float2half_rn(r00));
-      const uint32_t h01 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r01)) : __half_as_ushort(__float2half_rn(r01));
-      const uint32_t h10 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r10)) : __half_as_ushort(__float2half_rn(r10));
-      const uint32_t h11 = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r11)) : __half_as_ushort(__float2half_rn(r11));
+      float r[4];
+      sm90_epi_group<INT8>(a, acc + 4 * (8 * q + jj), rw, c, jj, r);
+      uint32_t h[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        h[e] = bf ? __bfloat16_as_ushort(__float2bfloat16_rn(r[e])) : __half_as_ushort(__float2half_rn(r[e]));
       // row r (0..63) of the chunk, 16-byte unit jj of its 128 bytes, swizzled: unit jj ^ (r % 8)
       const int ra = r0, rb = r0 + 8;
-      sm90_st_smem(buf + (uint32_t)(ra * 128 + ((jj ^ (ra & 7)) * 16) + c0 * 2), h00 | (h01 << 16));
-      sm90_st_smem(buf + (uint32_t)(rb * 128 + ((jj ^ (rb & 7)) * 16) + c0 * 2), h10 | (h11 << 16));
+      sm90_st_smem(buf + (uint32_t)(ra * 128 + ((jj ^ (ra & 7)) * 16) + c0 * 2), h[0] | (h[1] << 16));
+      sm90_st_smem(buf + (uint32_t)(rb * 128 + ((jj ^ (rb & 7)) * 16) + c0 * 2), h[2] | (h[3] << 16));
     }
     sm90_fence_proxy_async_smem();
     sm90_named_bar(bar, 128);
