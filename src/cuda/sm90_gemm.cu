@@ -187,8 +187,7 @@ static int find_config(const char *name) {
 // fewest waves, then the most even fill of 2 CTAs/SM) adds cluster barriers, a longer DSMEM sum
 // and more partial tiles without adding bandwidth: two CTAs on one SM share its load path.
 // A second CTA per SM still runs where the weight tiles alone exceed the SMs (split 1).
-static sm90_plan plan_small(int dev, const w8a8_mm_problem *p, int num_sms) {
-  (void)dev;
+static sm90_plan plan_small(const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int bn = p->M <= 8 ? 8 : p->M <= 16 ? 16 : p->M <= 32 ? 32 : 64;
   char name[32];
@@ -211,12 +210,12 @@ static sm90_plan plan_small(int dev, const w8a8_mm_problem *p, int num_sms) {
 // v4 heuristic (h200x2-sm90-ab-2026-11-29-s4.txt, section 4): 70b-qkv-tp4 13.9 us (was 18.0,
 // 128 x 128 split-K), 8b-qkv 15.0 (17.0, the 128 x 128 tile), 70b-o-tp4 11.2 (12.0), 8b-down 24.3
 // (31.7); 70b-down-tp4 loses, 25.3 against n32 split 2's 22.6.
-static sm90_plan plan_tokens32(int dev, const w8a8_mm_problem *p, int num_sms) {
+static sm90_plan plan_tokens32(const w8a8_mm_problem *p, int num_sms) {
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (tiles * 2 > num_sms) return plan_small(dev, p, num_sms);
+  if (tiles * 2 > num_sms) return plan_small(p, num_sms);
   sm90_plan pl = {find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n16" : "fp8_swap_n16"), 1};
-  if (pl.config < 0) return plan_small(dev, p, num_sms);
+  if (pl.config < 0) return plan_small(p, num_sms);
   for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
     if (kblocks / s < 2 || tiles * 2 * s > num_sms) break;
     pl.split = s;
@@ -243,8 +242,8 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // of 7 shapes; the seventh, 8b-gateup, now takes the 128 x 256 tile below (40.7 vs 50.0 us).
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (p->M <= 16) return plan_small(dev, p, num_sms);
-  if (p->M <= 32) return plan_tokens32(dev, p, num_sms);
+  if (p->M <= 16) return plan_small(p, num_sms);
+  if (p->M <= 32) return plan_tokens32(p, num_sms);
   if (p->M <= 128 && tiles128 <= 32 && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
     if (pl.config >= 0) {
