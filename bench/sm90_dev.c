@@ -16,6 +16,8 @@
  *   -a also times the other configurations; swap-AB ones with up to two token tiles (e.g. two
  *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of NOTES.md).
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
+ *   -c NAME times that configuration instead of the heuristic's (skipped where its dtype differs;
+ *      e.g. -c fp8_128x128_promote_mc2 for a profile of one kernel).
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
@@ -88,6 +90,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int all = 0, only_int8 = -1;
   char shape_filter[256] = "";
+  const char *only_cfg = NULL; /* -c */
   int64_t ms[32] = {1, 16, 17, 32, 64, 65, 128, 129, 256, 512, 1024, 2048, 4096, 8192, 16384};
   int nm = 15;
   int ks[8], nks = 0; /* -k: splits to time the heuristic's split-K configuration with */
@@ -95,6 +98,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "-a")) all = 1;
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) snprintf(shape_filter, sizeof shape_filter, ",%s,", argv[++i]);
+    else if (!strcmp(argv[i], "-c") && i + 1 < argc) only_cfg = argv[++i];
     else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
       for (char *t = strtok(argv[++i], ","); t && nks < 8; t = strtok(NULL, ",")) ks[nks++] = atoi(t);
     } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
@@ -171,6 +175,12 @@ int main(int argc, char **argv) {
           return 1;
         }
         int hsplit = 0, hcfg = w8a8_sm90_plan(h, &p, &hsplit);
+        if (only_cfg) {
+          int ci8 = -1, msplit = 1, c = w8a8_sm90_config_lookup(only_cfg, &ci8, NULL, &msplit);
+          if (c < 0 || ci8 != int8) continue;
+          hcfg = c;
+          if (msplit <= 1) hsplit = 1;
+        }
         for (int ci = -1; ci < (all ? w8a8_sm90_num_configs() : 0); ci++) {
           if (ci >= 0) {
             if (w8a8_sm90_config_int8(ci) != int8) continue;
