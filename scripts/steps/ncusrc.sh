@@ -4,6 +4,8 @@
 # tensor pipe with "L1TEX scoreboard" the top stall; this samples the stalls per instruction and
 # prints the 30 instructions with the most samples (with their SASS) for one int8 and one fp8
 # large-M kernel. Env from device_session.sh: L, BUILD, LEFT_S. About 90 s.
+# NCUSRC_SPECS="dtype shape M [config]; ..." replaces the three default kernels (a config name
+# profiles that configuration through sm90_dev -c instead of the heuristic's).
 set -u
 : "${L:?}" "${BUILD:?}"
 DEV="$BUILD/bin/sm90_dev"
@@ -14,13 +16,18 @@ if [ ! -x "$DEV" ]; then
 fi
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 res=""
-for spec in "int8 8b-qkv 8192" "fp8 8b-qkv 8192" "fp8 70b-o 16"; do
+SPECS=${NCUSRC_SPECS:-"int8 8b-qkv 8192; fp8 8b-qkv 8192; fp8 70b-o 16"}
+IFS=';' read -ra SPECA <<<"$SPECS"
+for spec in "${SPECA[@]}"; do
   set -- $spec
-  name="$1-$2-$3"
+  [ $# -ge 3 ] || continue
+  name="$1-$2-$3${4:+-$4}"
+  cfg=()
+  [ $# -ge 4 ] && cfg=(-c "$4")
   rep="$L/ncusrc-$name"
   timeout -k 5 60 "$NCU" --kernel-name regex:sm90_gemm_kernel --launch-skip 3 --launch-count 1 \
     --section SourceCounters --section WarpStateStats --import-source no -o "$rep" -f \
-    "$DEV" -d "$1" -s "$2" -m "$3" >"$L/ncusrc-$name-run.txt" 2>&1
+    "$DEV" -d "$1" -s "$2" -m "$3" "${cfg[@]}" >"$L/ncusrc-$name-run.txt" 2>&1
   rc=$?
   timeout -k 5 60 "$NCU" -i "$rep.ncu-rep" --page source --csv --print-source sass >"$L/ncusrc-$name.csv" 2>&1
   timeout -k 5 30 "$NCU" -i "$rep.ncu-rep" --page details --print-details all >"$L/ncusrc-$name-details.txt" 2>&1
