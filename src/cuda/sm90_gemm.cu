@@ -74,6 +74,9 @@ static const sm90_config CONFIGS[] = {
     // than fp8_128x128_promote at M >= 1024 (h200x2-sm90-ab-2026-11-29-s4.txt), i.e. the tile
     // size, not only the promotion, held fp8 back.
     SM90_CFG("fp8_128x256_promote", 256, 4, false, false, true, false, 1),
+    // Session 5: the same with B multicast over 2-CTA clusters (measured once the remote arrive
+    // lost its GPU-scope fence; see sm90_mbar_arrive_cluster).
+    SM90_CFG_MC("fp8_128x256_promote_mc2", 256, 4, false, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64

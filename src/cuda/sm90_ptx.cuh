@@ -39,9 +39,15 @@ SM90_DEV void sm90_fence_mbar_init(void) { asm volatile("fence.mbarrier_init.rel
 SM90_DEV void sm90_mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
-// Arrive on a barrier of another CTA of the cluster (address from sm90_mapa), release at cluster scope.
+// Arrive on a barrier of another CTA of the cluster (address from sm90_mapa). Default semantics
+// (.release at .cta scope), as CUTLASS's ClusterBarrier::arrive(cta_id): what it orders is this
+// warpgroup's wgmma reads of the stage, already complete (wait_group) before the arrive, against
+// the partner producer's next TMA write into it. v1 said .release.cluster, which ptxas turns into
+// MEMBAR.ALL.GPU + ERRBAR + CGAERRBAR before the arrive: per K-block and consumer warpgroup a
+// GPU-scope fence, ~10% of the stall samples and the reason the *_mc2 configs ran at half speed
+// (ncusrc, fp8_128x128_promote_mc2, 8b-qkv M = 8192, session 5).
 SM90_DEV void sm90_mbar_arrive_cluster(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }
 SM90_DEV void sm90_mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
