@@ -806,16 +806,19 @@ W8A8_TEST(tp_gpu_rs_partials_out_w2) { sweep_partials_out(2); }
 W8A8_TEST(tp_gpu_rs_partials_out_w3) { sweep_partials_out(3); }
 W8A8_TEST(tp_gpu_rs_partials_out_w4) { sweep_partials_out(4); }
 
-/* The 8-wide reduce kernel (session 4, opt-in until it has run on a GPU: w8a8_tp_set_reduce_vec,
- * W8A8_TP_REDUCE_VEC=1): the same sweeps, bit for bit against the reference. Cases with N and ldo
- * multiples of 8 (N = 48, 64 unpadded; the >= 2048-row chunks with N = 64, 96) take it, the others
- * must fall back to the scalar kernel. */
-W8A8_TEST(tp_gpu_rs_reduce_vec) {
-  w8a8_tp_set_reduce_vec(1);
-  sweep(2, 0);
-  if (!w8a8_test_failed()) sweep(3, 0);
-  if (!w8a8_test_failed()) sweep_partials_out(2);
-  w8a8_tp_set_reduce_vec(0);
+/* The reduce kernels: the 8-wide one is the default since session 5 and so runs in every RS test
+ * above wherever N and ldo are multiples of 8 (N = 48, 64 unpadded; the >= 2048-row chunks with
+ * N = 64, 96), the scalar one elsewhere. This runs the same sweeps with the scalar kernel forced
+ * everywhere (W8A8_TP_REDUCE_VEC=0), bit for bit against the same reference, then the 8-wide one
+ * forced on (whatever the environment says). */
+W8A8_TEST(tp_gpu_rs_reduce_kernels) {
+  for (int v = 0; v <= 1 && !w8a8_test_failed(); v++) {
+    w8a8_tp_set_reduce_vec(v);
+    sweep(2, 0);
+    if (!w8a8_test_failed()) sweep(3, 0);
+    if (!w8a8_test_failed()) sweep_partials_out(2);
+  }
+  w8a8_tp_set_reduce_vec(-1);
 }
 
 /* Back to back: many calls without any host synchronization between them (the entry waits

@@ -337,6 +337,17 @@ static int staged_enabled(void) {
   return v;
 }
 
+static int g_prm = -1;  // W8A8_SM90_PRM: 1 (default) the epilogue's scales through the shared-memory slot, 0 from global
+static int prm_enabled(void) {
+  int v = __atomic_load_n(&g_prm, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("W8A8_SM90_PRM");
+    v = !(e && e[0] == '0');
+    __atomic_store_n(&g_prm, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
 // one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
@@ -436,6 +447,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.split = pl.split;
   a.weights_constant = h->weights_constant && c->mcast != 2;
   a.tma_out = tma_out;
+  a.prm = !c->swap && !c->splitk && prm_enabled();
   if (p->ready) {
     a.ready = p->ready->flags;
     a.ready_n = p->ready->n;

@@ -99,6 +99,10 @@ typedef struct sm90_args {
   // The staged epilogue (session 4, unswapped unsplit tiles, 16-bit outputs): tmap_o describes out
   // and the tile leaves through shared memory and TMA stores. 0: the direct epilogue.
   int tma_out;
+  // Unswapped unsplit tiles: the epilogue reads scale_a / scale_b from a shared-memory slot that an
+  // otherwise idle producer warp fills while the main loop runs (1), or from global memory (0:
+  // W8A8_SM90_PRM=0, for A/B).
+  int prm;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -218,13 +222,19 @@ typedef struct sm90_epi_rows {
   float sa0, sa1;    // scale_a of the fragment's rows m0 and m0 + 8
   int32_t zp0, zp1;  // their zero points (int8 per-tensor / per-token azp), else 1
 } sm90_epi_rows;
+// psa: the tile's scale_a slot (see sm90_args.prm) and lr0 the row's index in it, or psa = NULL.
 template <bool INT8>
-SM90_DEV sm90_epi_rows sm90_epi_load_rows(const sm90_args &a, int m0) {
+SM90_DEV sm90_epi_rows sm90_epi_load_rows(const sm90_args &a, int m0, const float *psa = nullptr, int lr0 = 0) {
   const int m1 = m0 + 8;
   const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
   sm90_epi_rows r;
-  r.sa0 = __ldcg(a.sa + (a.sa_per_token ? (ok0 ? m0 : 0) : 0));
-  r.sa1 = __ldcg(a.sa + (a.sa_per_token ? (ok1 ? m1 : 0) : 0));
+  if (psa) {
+    r.sa0 = psa[lr0];
+    r.sa1 = psa[lr0 + 8];
+  } else {
+    r.sa0 = __ldcg(a.sa + (a.sa_per_token ? (ok0 ? m0 : 0) : 0));
+    r.sa1 = __ldcg(a.sa + (a.sa_per_token ? (ok1 ? m1 : 0) : 0));
+  }
   r.zp0 = r.zp1 = 1;
   if (INT8 && a.azp_mode >= 2) {
     r.zp0 = __ldcg(a.azp + (a.azp_mode == 3 ? (ok0 ? m0 : 0) : 0));
@@ -244,15 +254,21 @@ typedef struct sm90_epi_cols {
   float sbA[8], sbB[8], bA[8], bB[8];
   int32_t adjA[8], adjB[8];
 } sm90_epi_cols;
+// psb: the tile's scale_b slot and lc the column n's index in it, or psb = NULL.
 template <bool INT8, int JB>
-SM90_DEV void sm90_epi_load_cols(const sm90_args &a, int n, sm90_epi_cols &c) {
+SM90_DEV void sm90_epi_load_cols(const sm90_args &a, int n, sm90_epi_cols &c, const float *psb = nullptr, int lc = 0) {
 #pragma unroll
   for (int jj = 0; jj < JB; jj++) {
     const int nj = n + 8 * jj;
     const bool inb = nj < a.N, two = nj + 1 < a.N;
     const int nA = inb ? nj : 0, nB = two ? nj + 1 : nA;
-    c.sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
-    c.sbB[jj] = __ldg(a.sb + (a.sb_per_channel ? nB : 0));
+    if (psb) {
+      c.sbA[jj] = psb[lc + 8 * jj];
+      c.sbB[jj] = psb[lc + 8 * jj + 1];
+    } else {
+      c.sbA[jj] = __ldg(a.sb + (a.sb_per_channel ? nA : 0));
+      c.sbB[jj] = __ldg(a.sb + (a.sb_per_channel ? nB : 0));
+    }
     c.adjA[jj] = c.adjB[jj] = 0;
     if (INT8 && a.azp_mode != 0) {
       c.adjA[jj] = __ldg(a.azp_adj + nA);
@@ -295,17 +311,19 @@ SM90_DEV void sm90_epi_group(const sm90_args &a, const acc_t *q, const sm90_epi_
 // (fitted from 70b-qkv / 8b-qkv / 70b-o at M = 8192, h200-sm90-2026-11-29.md). Here each thread
 // reads its two rows' scale and zero point once, the column parameters in batches of JB groups,
 // and stores pairs.
+// psa / psb: the tile's scale slots (NULL: global memory), lr0 / lc0: m0's and n0's index in them.
 template <bool INT8, int NACC, typename acc_t>
-SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int n0) {
+SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int n0, const float *psa = nullptr,
+                              const float *psb = nullptr, int lr0 = 0, int lc0 = 0) {
   const int m1 = m0 + 8;
   const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
-  const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m0);
+  const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m0, psa, lr0);
   constexpr int J = NACC / 4;
   constexpr int JB = J < 8 ? J : 8;
 #pragma unroll
   for (int j0 = 0; j0 < J; j0 += JB) {
     sm90_epi_cols c;
-    sm90_epi_load_cols<INT8, JB>(a, n0 + 8 * j0, c);
+    sm90_epi_load_cols<INT8, JB>(a, n0 + 8 * j0, c, psb, lc0 + 8 * j0);
 #pragma unroll
     for (int jj = 0; jj < JB; jj++) {
       const int j = j0 + jj;
@@ -328,11 +346,13 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
 // sends it with a TMA store, which runs asynchronously while the next chunk is computed and the
 // next tile's main loop starts. Two buffers per warpgroup: before writing one, its previous store
 // must have read it (wait_group.read 1). TMA clips the M and N tails.
+// psa / psb: the tile's scale slots (NULL: global memory); row0 is also the warpgroup's first row in
+// psa, and psb starts at the tile's first column.
 template <bool INT8, int NACC, typename acc_t>
 SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs, int tid,
-                              int row0, int m_base, int n0) {
+                              int row0, int m_base, int n0, const float *psa = nullptr, const float *psb = nullptr) {
   const int r0 = tid / 32 * 16 + (tid % 32) / 4, c0 = 2 * (tid % 4);  // fragment row / column in the chunk
-  const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m_base + r0);
+  const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m_base + r0, psa, row0 + r0);
   const bool bf = a.out_kind == SM90_OUT_BF16;
   const int bar = 1 + (row0 / 64);  // this warpgroup's named barrier
   constexpr int J = NACC / 4;       // column groups of 8
@@ -341,7 +361,7 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
   for (int q = 0; q < J / 8; q++) {
     const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
     sm90_epi_cols c;
-    sm90_epi_load_cols<INT8, 8>(a, n0 + 64 * q, c);  // n0 includes this thread's column offset c0
+    sm90_epi_load_cols<INT8, 8>(a, n0 + 64 * q, c, psb, c0 + 64 * q);  // n0 includes this thread's c0
     // the store that last read this buffer (two chunks ago, maybe of the previous tile) is done
     if (tid == 0) sm90_bulk_wait_read<1>();
     sm90_named_bar(bar, 128);
@@ -441,9 +461,14 @@ struct sm90_cfg {
                                : SWAP ? (2 * 64 * STG_STRIDE * 4 + 15) / 16 * 16
                                       : 2 * 2 * OUT_BUF_BYTES;
   static const int BAR_BYTES = 2 * STAGES * 8;
+  // Unswapped unsplit tiles: the epilogue's scale slot (sm90_args.prm): two barriers (full,
+  // empty), then scale_b of the tile's BN columns and scale_a of its 128 rows.
+  static const bool PRM = !SWAP && !SPLITK;
+  static const int PRM_BYTES = PRM ? 16 + (BN + SM90_BM) * 4 : 0;
   // +1024: the dynamic shared memory base is rounded up to the 1024-byte swizzle period.
-  static const int SMEM_BYTES = STAGES * STAGE_BYTES + RED_BYTES + BAR_BYTES + 1024;
+  static const int SMEM_BYTES = STAGES * STAGE_BYTES + RED_BYTES + BAR_BYTES + PRM_BYTES + 1024;
   static const int NACC = BN / 2;  // accumulator registers per consumer thread
+  static_assert(SMEM_BYTES <= 232448, "sm_90 allows 227 KB of shared memory per CTA");
 };
 
 // fp8 promotion with two temporaries (v2, session 2). v1 issued a K-block's wgmmas into one
@@ -514,6 +539,13 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   const uint32_t red0 = smem0 + STAGES * C::STAGE_BYTES;
   const uint32_t full0 = red0 + C::RED_BYTES;
   const uint32_t empty0 = full0 + STAGES * 8;
+  // The scale slot (C::PRM): pfull completes when the slot holds the current tile's scales (32
+  // arrivals, the lanes of producer warp 1), pempty when both consumer warpgroups are done with
+  // them (256 arrivals, every consumer thread after its epilogue).
+  const bool prm = C::PRM && a.prm;
+  const uint32_t pfull = empty0 + STAGES * 8, pempty = pfull + 8;
+  const float *psb = (const float *)(smem + (pempty + 8 - smem0));
+  const float *psa = psb + BN;
 
   const int wg = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
@@ -533,6 +565,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     for (int s = 0; s < STAGES; s++) {
       sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive + the TMA bytes
       sm90_mbar_init(empty0 + 8 * s, 2 * MC); // one arrive per consumer warpgroup (of both CTAs: MC = 2)
+    }
+    if (C::PRM) {
+      sm90_mbar_init(pfull, 32);
+      sm90_mbar_init(pempty, 256);
     }
     sm90_fence_mbar_init();
   }
@@ -578,6 +614,42 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       // prefetch, register split, the hinted weight loads) overlapped the previous kernel's
       // tail; nothing else in global memory is read before this.
       sm90_grid_dep_wait();
+    }
+    if constexpr (C::PRM) if (prm && tid / 32 == 1) {
+      // Producer warp 1: the epilogue's scales, one tile ahead of the consumers' epilogues (a tile's
+      // slot is filled as soon as both warpgroups are done with the previous tile's), so that the
+      // epilogue reads shared memory instead of waiting for L2 round trips. Per-token scales of
+      // rows that an all-gather delivers (ready flags) are read only once those rows are ready.
+      float *wsb = (float *)psb, *wsa = (float *)psa;
+      const int lane = tid % 32;
+      unsigned pseen = 0;
+      sm90_grid_dep_wait();  // the scales may be written by the previous kernel
+      int pn = 0;
+      for (int t = item0; t < items; t += tile_stride, pn++) {
+        int tx, ty;
+        sm90_item_coords<MC>(a, t, crank, tx, ty);
+        if (a.ready && a.sa_per_token) {
+          if (lane == 0) sm90_wait_rows(a, tx * SM90_BM, SM90_BM, pseen);
+          __syncwarp();
+        }
+        float vb[BN / 32], va[SM90_BM / 32];
+#pragma unroll
+        for (int i = 0; i < BN / 32; i++) {
+          const int n = ty * BN + 32 * i + lane;
+          vb[i] = __ldg(a.sb + (a.sb_per_channel && n < a.N ? n : 0));
+        }
+#pragma unroll
+        for (int i = 0; i < SM90_BM / 32; i++) {
+          const int m = tx * SM90_BM + 32 * i + lane;
+          va[i] = __ldcg(a.sa + (a.sa_per_token && m < a.M ? m : 0));
+        }
+        sm90_mbar_wait(pempty, (pn & 1) ^ 1);  // the consumers are done with the previous tile's
+#pragma unroll
+        for (int i = 0; i < BN / 32; i++) wsb[32 * i + lane] = vb[i];
+#pragma unroll
+        for (int i = 0; i < SM90_BM / 32; i++) wsa[32 * i + lane] = va[i];
+        sm90_mbar_arrive(pfull);  // release: the stores above are visible to whoever waits on it
+      }
     }
     for (int t = item0; t < items; t += tile_stride) {
       if (tid == 0) {
@@ -629,7 +701,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     int s = 0;
     uint32_t phase = 0;
     acc_t acc[C::NACC];
-    for (int t = item0; t < items; t += tile_stride) {
+    int pn = 0;  // tiles done: the scale slot's phase
+    for (int t = item0; t < items; t += tile_stride, pn++) {
       int tx, ty;
       sm90_item_coords<MC>(a, t, crank, tx, ty);
 #pragma unroll
@@ -813,11 +886,14 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // Nobody may overwrite or leave while others still read its partial tile.
         sm90_cluster_sync();
       } else if constexpr (!SWAP) {
+        if (prm) sm90_mbar_wait(pfull, pn & 1);  // acquire: the slot holds this tile's scales
+        const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
         if (a.tma_out && (C::NACC / 4) % 8 == 0)
           sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, cw * 64,
-                                         tx * SM90_BM + cw * 64, ty * BN + c0);
+                                         tx * SM90_BM + cw * 64, ty * BN + c0, qa, qb);
         else
-          sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0);
+          sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
+        if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
       } else {
         // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
 #if SM90_EPI_V2

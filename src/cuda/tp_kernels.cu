@@ -52,8 +52,9 @@ __global__ void tp_reduce_kernel(w8a8_tp_reduce_srcs srcs, int src_dtype, int W,
   }
 }
 
-// The same sum, 8 consecutive elements of a row per thread (session 4, opt-in until it has run on a
-// GPU: w8a8_tp_set_reduce_vec / W8A8_TP_REDUCE_VEC=1). The scalar kernel above divides a 64-bit
+// The same sum, 8 consecutive elements of a row per thread (session 4; the default since session 5,
+// when it first ran on 2 H200s: rs_o -12%, rs_down -5% in the TP = 2 layer stack at 8192 tokens,
+// h200x2-tp-stack-2026-11-29-s5-reduce-vec.txt; W8A8_TP_REDUCE_VEC=0 keeps the scalar kernel). The scalar kernel above divides a 64-bit
 // index per element and branches on the dtypes per element; this one divides once per 8 elements,
 // has the dtypes as template constants, and moves 16 or 32 bytes per load and 16 per 16-bit store.
 // The additions are the same __fadd_rn in the same (rank, then bias) order and the conversions the
@@ -101,12 +102,14 @@ __global__ void tp_reduce8_kernel(w8a8_tp_reduce_srcs srcs, int W, int64_t rows,
 }
 
 static int g_reduce_vec = -1;  // -1: not read yet (W8A8_TP_REDUCE_VEC), 0 scalar kernel, 1 the 8-wide one
-extern "C" W8A8_HIDDEN void w8a8_tp_set_reduce_vec(int on) { __atomic_store_n(&g_reduce_vec, on ? 1 : 0, __ATOMIC_RELAXED); }
+extern "C" W8A8_HIDDEN void w8a8_tp_set_reduce_vec(int on) {
+  __atomic_store_n(&g_reduce_vec, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
 static int reduce_vec(void) {
   int v = __atomic_load_n(&g_reduce_vec, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *e = getenv("W8A8_TP_REDUCE_VEC");
-    v = e && e[0] == '1';
+    v = !(e && e[0] == '0');
     __atomic_store_n(&g_reduce_vec, v, __ATOMIC_RELAXED);
   }
   return v;

@@ -41,7 +41,7 @@ W8A8_HIDDEN w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *sca
                                               cudaStream_t stream);
 /* out = round(((q_0 + q_1) + ... + q_{W-1}) + bias) with q_j = (float)srcs->p[j][e]: src_dtype is
  * fp32 (W8A8_TP_PARTIALS_FP32) or out's bf16/fp16 (W8A8_TP_PARTIALS_OUT). */
-/* Test and benchmark hook: the 8-wide reduce kernel on (1) or off (0); default W8A8_TP_REDUCE_VEC=1 or off. */
+/* Test and benchmark hook: the 8-wide reduce kernel on (1), off (0), or as W8A8_TP_REDUCE_VEC says (-1: on unless it is 0). */
 W8A8_HIDDEN void w8a8_tp_set_reduce_vec(int on);
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, w8a8_dtype src_dtype, int W,
                                               int64_t rows, int64_t N, void *out, int64_t ldo, w8a8_dtype out_dtype,
