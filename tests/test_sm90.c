@@ -371,6 +371,15 @@ static void heuristic_sweep(w8a8_dtype in) {
     v++;
     if (w8a8_test_failed() || skip_public) return;
   }
+  /* 33..48 tokens with K >= 7168 and few weight tiles: ceil(M / 16) n16 token tiles, split-K
+   * (plan_tokens48, session 5) */
+  static const int64_t LK[][3] = {{33, 136, 8200}, {40, 520, 7300}, {48, 1000, 7168}};
+  for (size_t i = 0; i < sizeof LK / sizeof LK[0]; i++) {
+    mm_case c = rotate(in, LK[i][0], LK[i][1], LK[i][2], v, -1, 0);
+    run_case(&c, 300 + (uint64_t)v);
+    v++;
+    if (w8a8_test_failed() || skip_public) return;
+  }
 }
 
 #define PUBLIC_OR_SKIP()                                                              \

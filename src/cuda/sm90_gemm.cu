@@ -226,6 +226,28 @@ static sm90_plan plan_tokens32(const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
+// 33..48 tokens with a long K and at most 64 weight tiles (session 5): swap-AB with ceil(M / 16) n16
+// token tiles and the largest power-of-two split with tiles x token tiles x split <= 1.5 x SMs (the
+// bound that the three shapes measured agree on; two CTAs fit per SM). Measured at M = 33 and 48
+// (bench/results/h200-sm90-tokens48-2026-11-29.txt), against the 128 x 128 tile (split-K where
+// K >= 8192): 70b-qkv-tp4 (20 tiles, K = 8192) 14.1 us at split 2 vs 18.0, 8b-down (32, 14336)
+// 27.2 at split 2 vs 32.1, 70b-down-tp4 (64, 7168) 27.6 at split 1 vs 33.8; int8 alike (14.4 vs
+// 19.3, 27.4 vs 34.8, 27.4 vs 36.8). Shorter K lost or tied (70b-o-tp4 K = 2048: 12.8 vs 10.7;
+// 8b-qkv K = 4096: 16.2 vs 16.9 at 33, 16.4 vs 15.2 at 48), and so did many weight tiles
+// (8b-gateup, 70b-gateup-tp4). Returns config -1 where the rule does not apply.
+static sm90_plan plan_tokens48(const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan pl = {-1, 1};
+  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM, ntok = (p->M + 15) / 16;
+  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (kblocks < 56 || tiles > 64) return pl;
+  pl.config = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n16" : "fp8_swap_n16");
+  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
+    if (kblocks / s < 2 || 2 * tiles * ntok * s > 3LL * num_sms) break;
+    pl.split = s;
+  }
+  return pl;
+}
+
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens: the 128 x 128 tile. int8: it measured faster than swap-AB n64 on 5 of 5 shapes
@@ -247,6 +269,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (p->M <= 16) return plan_small(p, num_sms);
   if (p->M <= 32) return plan_tokens32(p, num_sms);
+  if (p->M <= 48) {
+    const sm90_plan pl = plan_tokens48(p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
   if (p->M <= 128 && tiles128 <= 32 && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
     if (pl.config >= 0) {
