@@ -18,6 +18,9 @@
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
  *   -c NAME times that configuration instead of the heuristic's (skipped where its dtype differs;
  *      e.g. -c fp8_128x128_promote_mc2 for a profile of one kernel).
+ *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (persistent
+ *      unswapped kernels only): medians over CTAs and tiles of the main loop's cycles (and per
+ *      K-block), the epilogue's, and the gap from one tile's epilogue end to the next tile's start.
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
@@ -38,6 +41,7 @@ int w8a8_sm90_config_int8(int config);
 int w8a8_sm90_config_swap_bn(int config);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
+void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas);
 
 #define CK(x)                                                                               \
   do {                                                                                      \
@@ -55,7 +59,7 @@ typedef struct shape {
 static const shape SHAPES[] = {
     {"70b-qkv-tp4", 2560, 8192}, {"70b-o-tp4", 8192, 2048}, {"70b-gateup-tp4", 14336, 8192},
     {"70b-down-tp4", 8192, 7168}, {"8b-qkv", 6144, 4096},    {"8b-gateup", 28672, 4096},
-    {"8b-down", 4096, 14336},
+    {"8b-down", 4096, 14336}, {"8b-o", 4096, 4096},
 };
 
 static uint64_t rs = 88172645463325252ull;
@@ -86,11 +90,65 @@ static double median(double *v, int n) {
   return v[n / 2];
 }
 
+static int cmp_double(const void *x, const void *y) {
+  const double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+static double median_sorted(double *v, size_t n) {
+  if (!n) return 0.0;
+  qsort(v, n, sizeof *v, cmp_double);
+  return v[n / 2];
+}
+
+/* -T: one call with the kernel's timeline on; medians over every stamped (CTA, tile) of the main loop,
+ * the epilogue and the gap to the next tile (clock64: per SM, so only differences within a CTA). */
+static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, int split, cudaStream_t st,
+                            unsigned long long *dTL, unsigned long long *hTL, size_t tlbytes, int tiles, int ctas,
+                            int64_t K) {
+  CK(cudaMemsetAsync(dTL, 0, tlbytes, st));
+  w8a8_sm90_set_timeline(dTL, tiles, ctas);
+  w8a8_status s = w8a8_sm90_scaled_mm_config(h, p, cfg, split);
+  w8a8_sm90_set_timeline(NULL, 0, 0);
+  CK(cudaStreamSynchronize(st));
+  if (s != W8A8_SUCCESS) return;
+  CK(cudaMemcpy(hTL, dTL, tlbytes, cudaMemcpyDeviceToHost));
+  const size_t cap = (size_t)tiles * ctas;
+  double *mainv = malloc(sizeof(double) * cap), *epiv = malloc(sizeof(double) * cap),
+         *gapv = malloc(sizeof(double) * cap), *spanv = malloc(sizeof(double) * ctas);
+  size_t nm = 0, ng = 0, nspan = 0;
+  for (int c = 0; c < ctas; c++) {
+    const unsigned long long *t = hTL + (size_t)c * tiles * 3;
+    int last = -1;
+    for (int i = 0; i < tiles && t[3 * i] && t[3 * i + 2]; i++) {
+      mainv[nm] = (double)(t[3 * i + 1] - t[3 * i]);
+      epiv[nm++] = (double)(t[3 * i + 2] - t[3 * i + 1]);
+      if (i > 0) gapv[ng++] = (double)(t[3 * i] - t[3 * (i - 1) + 2]);
+      last = i;
+    }
+    if (last >= 0) spanv[nspan++] = (double)(t[3 * last + 2] - t[0]);
+  }
+  if (nm) {
+    const double kb = (double)((K + 127) / 128), mm = median_sorted(mainv, nm);
+    const double sp_max = (qsort(spanv, nspan, sizeof *spanv, cmp_double), spanv[nspan - 1]);
+    printf("#   timeline %s: %zu tiles on %zu CTAs; median cycles: main loop %.0f (%.0f per K-block), epilogue %.0f, "
+           "gap to the next tile %.0f; CTA span max %.0f, median %.0f\n",
+           w8a8_sm90_config_name(cfg), nm, nspan, mm, mm / kb, median_sorted(epiv, nm), median_sorted(gapv, ng), sp_max,
+           spanv[nspan / 2]);
+  } else {
+    printf("#   timeline %s: no stamps (swapped or split-K configuration)\n", w8a8_sm90_config_name(cfg));
+  }
+  free(mainv);
+  free(epiv);
+  free(gapv);
+  free(spanv);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int all = 0, only_int8 = -1;
   char shape_filter[256] = "";
   const char *only_cfg = NULL; /* -c */
+  int tl_on = 0;                /* -T */
   int64_t ms[32] = {1, 16, 17, 32, 64, 65, 128, 129, 256, 512, 1024, 2048, 4096, 8192, 16384};
   int nm = 15;
   int ks[8], nks = 0; /* -k: splits to time the heuristic's split-K configuration with */
@@ -99,6 +157,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) snprintf(shape_filter, sizeof shape_filter, ",%s,", argv[++i]);
     else if (!strcmp(argv[i], "-c") && i + 1 < argc) only_cfg = argv[++i];
+    else if (!strcmp(argv[i], "-T")) tl_on = 1;
     else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
       for (char *t = strtok(argv[++i], ","); t && nks < 8; t = strtok(NULL, ",")) ks[nks++] = atoi(t);
     } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
@@ -133,6 +192,13 @@ int main(int argc, char **argv) {
   uint8_t *hA = malloc((size_t)(maxM * maxK)), *hW = malloc(wpool);
   float *hSa = malloc(4 * maxM), *hSb = malloc(4 * maxN);
   uint16_t *hOut = malloc((size_t)(maxM * maxN * 2));
+  enum { TL_TILES = 128, TL_CTAS = 1024 };
+  unsigned long long *dTL = NULL, *hTL = NULL;
+  const size_t tlbytes = sizeof(unsigned long long) * 3 * TL_TILES * TL_CTAS;
+  if (tl_on) {
+    CK(cudaMalloc((void **)&dTL, tlbytes));
+    hTL = malloc(tlbytes);
+  }
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -267,6 +333,7 @@ int main(int argc, char **argv) {
           printf("  %-6s %-15s %6lld %6lld %6lld %-22s %5d %9.2f %8.1f %8.1f %6.1f %6d\n", int8 ? "int8" : "fp8",
                  SHAPES[si].name, (long long)M, (long long)N, (long long)K, cname, split, us, flops / us * 1e-6,
                  bytes / us * 1e-3, bytes / us * 1e-3 / 4300.0 * 100.0, wrong);
+          if (tl_on) timeline_report(h, &p, cfg, split, st, dTL, hTL, tlbytes, TL_TILES, TL_CTAS, K);
           }
         }
       }

@@ -103,6 +103,11 @@ typedef struct sm90_args {
   // otherwise idle producer warp fills while the main loop runs (1), or from global memory (0:
   // W8A8_SM90_PRM=0, for A/B).
   int prm;
+  // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
+  // to timeline_max tiles, consumer warpgroup 0's clock64() at the tile's main-loop start, main-loop
+  // end (accumulators complete) and epilogue end: timeline[(blockIdx.x * timeline_max + i) * 3 + k].
+  unsigned long long *timeline;
+  int timeline_max, timeline_ctas;  // tiles per CTA, CTAs (blockIdx.x >= timeline_ctas: no stamps)
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -702,9 +707,13 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     uint32_t phase = 0;
     acc_t acc[C::NACC];
     int pn = 0;  // tiles done: the scale slot's phase
+    const bool stamp = C::PRM && a.timeline && cw == 0 && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
+    unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 3 : nullptr;
     for (int t = item0; t < items; t += tile_stride, pn++) {
       int tx, ty;
       sm90_item_coords<MC>(a, t, crank, tx, ty);
+      const bool stamp_t = stamp && pn < a.timeline_max;
+      if (stamp_t) tl[3 * pn] = clock64();
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
 
@@ -839,6 +848,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       }
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
+      if (stamp_t) tl[3 * pn + 1] = clock64();
 
       // Epilogue. The accumulators go through shared memory first: the stores to global memory
       // can then be coalesced whatever the register layout (and, when swapped, transposed), and
@@ -894,6 +904,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         else
           sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
+        if (stamp_t) tl[3 * pn + 2] = clock64();
       } else {
         // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
 #if SM90_EPI_V2
