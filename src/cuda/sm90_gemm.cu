@@ -290,6 +290,15 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
       if (pl.split > 1) return pl;
     }
   }
+  // 113..128 tokens (one nearly full 128-row tile) with at most 64 weight tiles of 128 and K <= 4096:
+  // the 128 x 64 tile (twice the CTAs). Measured at M = 128 (session 5, h200-sm90-timeline-2026-11-29.txt):
+  // fp8 8b-o 11.0 us vs 14.7, 8b-qkv 11.4 vs 15.0, 70b-o-tp4 7.6 vs 10.0; int8 8b-o 10.4 vs 14.0. At
+  // M = 64 (half the tile's rows out of bounds) it lost on 8b-qkv (16.1 vs 15.0) and at M = 256 on
+  // 8b-qkv and 70b-o-tp4; M = 65..112 was not measured.
+  if (p->M > 112 && p->M <= 128 && (p->N + 127) / 128 <= 64 && kblocks_all <= 32) {
+    sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
+    if (pl.config >= 0) return pl;
+  }
   // 128 x 256 unless the narrower tile fills the SMs clearly better (few tiles). fp8 too since
   // session 4 (fp8_128x256_promote): measured against fp8_128x128_promote where this rule picks
   // it, 70b-qkv-tp4 M = 8192 279.8 vs 300.9 us, 8b-gateup M = 4096 940 vs 1035, 8b-gateup M = 64
