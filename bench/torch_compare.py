@@ -45,10 +45,13 @@ MS = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 # 129)". These M are measured too (--no-cliffs leaves them out) but kept out of the target summary, which
 # is defined on MS.
 CLIFF_MS = [17, 33, 65, 129]
-IMPLS = ["w8a8_cuda_fp8", "w8a8_cuda_fp8_wc", "w8a8_cuda_int8", "torch_scaled_mm_rowwise", "torch_scaled_mm_tensorwise", "torch_int_mm",
-         "torch_mm_bf16"]
+IMPLS = ["w8a8_cuda_fp8", "w8a8_cuda_fp8_wc", "w8a8_cuda_fp8_fast", "w8a8_cuda_int8", "torch_scaled_mm_rowwise",
+         "torch_scaled_mm_rowwise_fast", "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16"]
 HBM_BYTES_PER_S = 4.30e12
 WC_MAX_M = 256
+# fp8 with fast accumulation (w8a8_set_fp8_accum(FAST) against torch._scaled_mm(use_fast_accum=True)):
+# measured at M >= FAST_MIN_M, where the mode changes our kernel; checked at 1e-2 of sum|a||b|.
+FAST_MIN_M = 1024
 L2_BYTES = 60e6
 CALLS, REPLAYS = 20, 7
 
@@ -59,7 +62,9 @@ META = {
     # ours with w8a8_set_weights_constant(1) (the weight loads may start under the previous kernel):
     # measured at M <= WC_MAX_M, where a GEMM's fixed latency matters
     "w8a8_cuda_fp8_wc": ("w8a8_cuda_weights_constant", "fp8_e4m3", 1, "token*channel"),
+    "w8a8_cuda_fp8_fast": ("w8a8_cuda_fast_accum", "fp8_e4m3", 1, "token*channel"),
     "torch_scaled_mm_rowwise": ("torch_scaled_mm_rowwise", "fp8_e4m3", 1, "token*channel"),
+    "torch_scaled_mm_rowwise_fast": ("torch_scaled_mm_rowwise_fast_accum", "fp8_e4m3", 1, "token*channel"),
     "torch_scaled_mm_tensorwise": ("torch_scaled_mm_tensorwise", "fp8_e4m3", 1, "tensor"),
     "torch_int_mm": ("torch_int_mm", "int8", 1, "none"),
     "torch_mm_bf16": ("torch_mm_bf16", "bf16", 2, "none"),
@@ -137,7 +142,7 @@ class TorchRunner:
     def call(self, impl, i):
         """The i-th call of a graph (weights copy i % rotation); returns its output."""
         t, w8a8 = self.torch, self.w8a8
-        if impl in ("w8a8_cuda_fp8", "w8a8_cuda_fp8_wc"):
+        if impl in ("w8a8_cuda_fp8", "w8a8_cuda_fp8_wc", "w8a8_cuda_fp8_fast"):
             w = self.w["fp8"][i % self.rot["fp8"]]
             return w8a8.scaled_mm(self.a["fp8"], w.t(), self.sa, self.sb, out_dtype=t.bfloat16)
         if impl == "w8a8_cuda_int8":
@@ -146,6 +151,10 @@ class TorchRunner:
         if impl == "torch_scaled_mm_rowwise":
             w = self.w["fp8"][i % self.rot["fp8"]]
             return t._scaled_mm(self.a["fp8"], w.t(), scale_a=self.sa, scale_b=self.sb, out_dtype=t.bfloat16)
+        if impl == "torch_scaled_mm_rowwise_fast":
+            w = self.w["fp8"][i % self.rot["fp8"]]
+            return t._scaled_mm(self.a["fp8"], w.t(), scale_a=self.sa, scale_b=self.sb, out_dtype=t.bfloat16,
+                                use_fast_accum=True)
         if impl == "torch_scaled_mm_tensorwise":
             w = self.w["fp8"][i % self.rot["fp8"]]
             return t._scaled_mm(self.a["fp8"], w.t(), scale_a=self.sa_scalar, scale_b=self.sb_scalar,
@@ -163,6 +172,8 @@ class TorchRunner:
             return "torch._int_mm needs M > 16 and K, N multiples of 8"
         if impl == "w8a8_cuda_fp8_wc" and M > WC_MAX_M:
             return "the weights-constant hint is measured at M <= %d" % WC_MAX_M
+        if impl.endswith("_fast") and M < FAST_MIN_M:
+            return "fast accumulation is measured at M >= %d" % FAST_MIN_M
         return None
 
     def measure(self, impl):
@@ -173,6 +184,12 @@ class TorchRunner:
                 return self._measure(impl)
             finally:
                 self.w8a8_torch.set_weights_constant(False)
+        if impl == "w8a8_cuda_fp8_fast":  # read by the library when each call is enqueued (captured)
+            self.w8a8_torch.set_fp8_accum(self.w8a8.Fp8Accum.FAST)
+            try:
+                return self._measure(impl)
+            finally:
+                self.w8a8_torch.set_fp8_accum(self.w8a8.Fp8Accum.PRECISE)
         return self._measure(impl)
 
     def _measure(self, impl):
@@ -231,7 +248,7 @@ class TorchRunner:
             ref, mag = v * sa * sb, mag * sa * sb
         else:
             ref = v
-        bound = ref.abs() * 2.0 ** -8 + mag * 1e-3 + 1e-30
+        bound = ref.abs() * 2.0 ** -8 + mag * (1e-2 if impl.endswith("_fast") else 1e-3) + 1e-30
         return int(((got - ref).abs() > bound).sum() + got.isnan().sum())
 
 
@@ -262,11 +279,14 @@ class FakeRunner:
             return "torch._int_mm needs M > 16"
         if impl == "w8a8_cuda_fp8_wc" and M > WC_MAX_M:
             return "measured at M <= %d" % WC_MAX_M
+        if impl.endswith("_fast") and M < FAST_MIN_M:
+            return "measured at M >= %d" % FAST_MIN_M
         return None
 
     def measure(self, impl):
         es = META[impl][2]
-        peak = {"w8a8_cuda_fp8": 1300, "w8a8_cuda_fp8_wc": 1300, "w8a8_cuda_int8": 1200, "torch_scaled_mm_rowwise": 1150,
+        peak = {"w8a8_cuda_fp8": 1300, "w8a8_cuda_fp8_wc": 1300, "w8a8_cuda_fp8_fast": 1400, "w8a8_cuda_int8": 1200,
+                "torch_scaled_mm_rowwise": 1150, "torch_scaled_mm_rowwise_fast": 1250,
                 "torch_scaled_mm_tensorwise": 1250, "torch_int_mm": 850, "torch_mm_bf16": 680}[impl] * 1e12
         bw = {"w8a8_cuda_fp8": 0.8, "w8a8_cuda_fp8_wc": 0.9, "w8a8_cuda_int8": 0.8}.get(impl, 0.5) * HBM_BYTES_PER_S
         flops = 2.0 * self.M * self.N * self.K
@@ -452,6 +472,33 @@ def markdown(rows, args, runner, stamp, elapsed):
                      "fraction min %.2f (%s M=%d), median %.2f." % (geomean(hw), geomean(hr) if hr else float("nan"),
                                                                      WC_MAX_M, lo[0], lo[1], lo[2],
                                                                      statistics.median([h[0] for h in hh])))
+            L.append("")
+    # Fast accumulation: ours (w8a8_set_fp8_accum FAST) against torch's use_fast_accum=True, M >= FAST_MIN_M.
+    OFA, TFA = "w8a8_cuda_fast_accum", "torch_scaled_mm_rowwise_fast_accum"
+    fa = [(shape, M, d) for (shape, M), d in by.items() if OFA in d and TFA in d]
+    if fa:
+        L.append("## fp8 with fast accumulation (`w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_FAST)` vs "
+                 "`torch._scaled_mm(use_fast_accum=True)`), M >= %d" % FAST_MIN_M)
+        L.append("")
+        L.append("Checked at 1e-2 of sum|a||b| (the precise rows: 1e-3). Our precise fp8 and torch's precise rowwise "
+                 "are repeated for reference.")
+        L.append("")
+        L.append("| shape | M | ours fast us | TFLOP/s | torch fast us | ÷ | ours precise us | torch precise us | wrong |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        rs = []
+        for shape, M, d in fa:
+            of, tf = us(d, OFA), us(d, TFA)
+            N, K = d[OFA]["N"], d[OFA]["K"]
+            if of and tf:
+                rs.append(tf / of)
+            L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %d |" % (
+                shape, M, f(of), f(2.0 * M * N * K / (of * 1e-6) / 1e12 if of else None, "%.0f"), f(tf),
+                f(ratio(tf, of), "%.2fx"), f(us(d, OF)), f(us(d, "torch_scaled_mm_rowwise")),
+                d[OFA]["wrong"] + d[TFA]["wrong"]))
+        L.append("")
+        if rs:
+            L.append("Fast accumulation: geomean %.2fx over torch's fast rowwise (%d shapes, min %.2fx)." % (
+                geomean(rs), len(rs), min(rs)))
             L.append("")
     misses = sorted(v for v in sp["rowwise"] if v[0] < 1.0)
     if misses:

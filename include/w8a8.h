@@ -240,6 +240,21 @@ W8A8_API w8a8_status w8a8_set_kernel(w8a8_handle *handle, w8a8_kernel kernel);
  */
 W8A8_API w8a8_status w8a8_set_weights_constant(w8a8_handle *handle, int constant);
 
+/**
+ * How the CUDA Hopper kernel accumulates fp8 products (int8 is exact either way).
+ * W8A8_FP8_ACCUM_PRECISE (the default): the tensor core sums each 128-deep K-block from zero and
+ * the kernel adds the block into fp32 accumulators, as torch._scaled_mm with use_fast_accum=False
+ * and DeepGEMM do; the error stays within ~2.3e-4 of sum|a||b| (1e-3 is what the tests hold).
+ * W8A8_FP8_ACCUM_FAST: where the heuristic runs its large 128 x 256 tiles (large M and N), the
+ * tensor core accumulates the whole K range itself, as use_fast_accum=True and vLLM's CUTLASS fp8
+ * kernels do: 1.08-1.24x faster on an H200 at M >= 1024 (bench/results/h200-sm90-ncu-mc2-2026-11-29.txt,
+ * fp8_128x256 vs fp8_128x256_promote), at an error that grows with K (1.1e-3 of sum|a||b| was
+ * measured at K = 429 on random e4m3 data; the tests hold 1e-2). Other shapes keep promoting. CPU
+ * handles and the portable CUDA kernel accumulate in fp32 / exactly whatever the setting.
+ */
+typedef enum w8a8_fp8_accum { W8A8_FP8_ACCUM_PRECISE = 0, W8A8_FP8_ACCUM_FAST = 1 } w8a8_fp8_accum;
+W8A8_API w8a8_status w8a8_set_fp8_accum(w8a8_handle *handle, w8a8_fp8_accum accum);
+
 typedef struct w8a8_handle_info {
   w8a8_device_kind kind;
   int device_index;

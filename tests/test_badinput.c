@@ -642,6 +642,46 @@ W8A8_TEST(badinput_errors_per_thread) {
   REQUIRE_OK(w8a8_destroy(h));
 }
 
+/* w8a8_set_fp8_accum: only the two modes; a bad handle is refused; a CPU handle takes it (and computes
+ * exactly as before: the product below is compared bit for bit with the setting off and on). */
+W8A8_TEST(badinput_fp8_accum) {
+  w8a8_handle *h = NULL;
+  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CPU, 0));
+  CHECK(w8a8_set_fp8_accum(NULL, W8A8_FP8_ACCUM_FAST) != W8A8_SUCCESS, "NULL handle accepted");
+  CHECK(strstr(w8a8_last_error(), "w8a8_set_fp8_accum") != NULL, "message: %s", w8a8_last_error());
+  CHECK(w8a8_set_fp8_accum(h, (w8a8_fp8_accum)2) == W8A8_ERROR_INVALID_VALUE, "2 accepted");
+  CHECK(strstr(w8a8_last_error(), "accum is 2") != NULL, "message: %s", w8a8_last_error());
+  CHECK(w8a8_set_fp8_accum(h, (w8a8_fp8_accum)-1) == W8A8_ERROR_INVALID_VALUE, "-1 accepted");
+  enum { M = 5, N = 7, K = 300 };
+  uint8_t a[M * K], b[N * K];
+  float sa = 0.25f, sb = 0.5f;
+  uint16_t out0[M * N], out1[M * N];
+  uint64_t r = 12345;
+  /* finite e4m3 values of both signs, magnitudes 2^-3 .. 2^0 (never the NaN codes 0x7f / 0xff) */
+  for (int i = 0; i < M * K; i++) {
+    r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+    a[i] = (uint8_t)(((r >> 63) << 7) | 0x20 | ((r >> 40) & 0x1f));
+  }
+  for (int i = 0; i < N * K; i++) {
+    r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+    b[i] = (uint8_t)(((r >> 63) << 7) | 0x20 | ((r >> 40) & 0x1f));
+  }
+  w8a8_matrix A = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, K, K, a);
+  w8a8_matrix B = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, K, N, K, b);
+  w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &sa), SB = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &sb);
+  w8a8_matrix O0 = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, out0);
+  w8a8_matrix O1 = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, out1);
+  REQUIRE_OK(w8a8_scaled_mm(h, &A, &B, &SA, &SB, NULL, NULL, &O0));
+  CHECK(w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_FAST) == W8A8_SUCCESS, "FAST refused: %s", w8a8_last_error());
+  CHECK(w8a8_last_error()[0] == 0, "not cleared: %s", w8a8_last_error());
+  memset(out1, 0xff, sizeof out1);
+  REQUIRE_OK(w8a8_scaled_mm(h, &A, &B, &SA, &SB, NULL, NULL, &O1));
+  CHECK(memcmp(out0, out1, sizeof out0) == 0, "the CPU result changed with W8A8_FP8_ACCUM_FAST");
+  CHECK(w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_PRECISE) == W8A8_SUCCESS, "PRECISE refused: %s", w8a8_last_error());
+  REQUIRE_OK(w8a8_destroy(h));
+  CHECK(w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_FAST) != W8A8_SUCCESS, "destroyed handle accepted");
+}
+
 /* w8a8_set_weights_constant: only 0 and 1; a bad handle is refused; a CPU handle takes it (and ignores it). */
 W8A8_TEST(badinput_weights_constant) {
   w8a8_handle *h = NULL;

@@ -18,7 +18,7 @@ Every failure raises a W8A8Error subclass carrying the library's status and mess
 silu_mul_quantize_fp8 / _int8 take x [..., 2I] (gate, then up) and quantize silu(gate) * up in one pass.
 """
 from . import _lib
-from ._lib import (DeviceKind, DType, Kernel, Layout, QuantMode, Status, W8A8Error, cuda_device_count,
+from ._lib import (DeviceKind, DType, Fp8Accum, Kernel, Layout, QuantMode, Status, W8A8Error, cuda_device_count,
                    library_path, shard_rows, version, version_string)
 from ._lib import ERROR_CLASSES as _ERROR_CLASSES
 from ._tp import Comm
@@ -113,5 +113,5 @@ scaled_mm_reduce_scatter.__doc__ = _tp_mod.scaled_mm_reduce_scatter.__doc__
 
 __all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8",
            "colsum", "all_gather_scaled_mm", "scaled_mm_reduce_scatter", "Comm", "W8A8Error", "Status", "DType",
-           "Layout", "Kernel", "QuantMode", "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [
+           "Layout", "Kernel", "Fp8Accum", "QuantMode", "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [
     c.__name__ for c in _ERROR_CLASSES.values()]

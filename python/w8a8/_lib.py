@@ -76,6 +76,12 @@ class Kernel(enum.IntEnum):
     SM90 = 3
 
 
+class Fp8Accum(enum.IntEnum):
+    """w8a8_fp8_accum (w8a8_set_fp8_accum)."""
+    PRECISE = 0
+    FAST = 1
+
+
 class QuantMode(enum.IntEnum):
     STATIC_PER_TENSOR = 0
     DYNAMIC_PER_TENSOR = 1
@@ -241,6 +247,7 @@ def _declare(lib):
         "w8a8_set_num_threads": (c_int, [H, c_int]),
         "w8a8_set_kernel": (c_int, [H, c_int]),
         "w8a8_set_weights_constant": (c_int, [H, c_int]),
+        "w8a8_set_fp8_accum": (c_int, [H, c_int]),
         "w8a8_get_info": (c_int, [H, P(HandleInfo)]),
         "w8a8_cuda_device_count": (c_int, []),
         "w8a8_scaled_mm": (c_int, [H, P(Matrix), P(Matrix), P(Vector), P(Vector), P(Vector), P(ZeroPoint),
@@ -394,6 +401,12 @@ class Handle:
         enqueued right before a GEMM on this handle's stream; the Hopper kernel may then start
         loading it early (programmatic dependent launch)."""
         check(load().w8a8_set_weights_constant(self.ptr, int(bool(constant))), "w8a8_set_weights_constant")
+
+    def set_fp8_accum(self, accum):
+        """w8a8_set_fp8_accum: Fp8Accum.PRECISE (the default: fp32 promotion every 128-deep K-block) or
+        Fp8Accum.FAST (the Hopper kernel's large tiles accumulate in the tensor core, as
+        torch._scaled_mm(use_fast_accum=True)); w8a8.h states the precision of each."""
+        check(load().w8a8_set_fp8_accum(self.ptr, int(accum)), "w8a8_set_fp8_accum")
 
     def set_num_threads(self, n):
         check(load().w8a8_set_num_threads(self.ptr, int(n)), "w8a8_set_num_threads")

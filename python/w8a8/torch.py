@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 
 from . import _core
-from ._lib import DType, DeviceKind, Handle, Kernel, Status, make_error
+from ._lib import DType, DeviceKind, Fp8Accum, Handle, Kernel, Status, make_error
 
 Tensor = torch.Tensor
 
@@ -61,6 +61,22 @@ def set_weights_constant(constant):
     for h in hs:
         with h.lock:
             h.set_weights_constant(_weights_constant)
+
+
+_fp8_accum = 0
+
+
+def set_fp8_accum(accum):
+    """w8a8_set_fp8_accum on every CUDA handle, present and future: w8a8.Fp8Accum.PRECISE (the
+    default) or FAST (torch._scaled_mm's use_fast_accum=True; w8a8.h states the precision)."""
+    global _fp8_accum
+    accum = Fp8Accum(accum)
+    with _handles_lock:
+        _fp8_accum = int(accum)
+        hs = list(_handles.values())
+    for h in hs:
+        with h.lock:
+            h.set_fp8_accum(_fp8_accum)
 
 
 class _RelaxedCapture:
@@ -113,6 +129,8 @@ def handle_for(device):
                 h.set_kernel(_kernel)
             if _weights_constant:
                 h.set_weights_constant(True)
+            if _fp8_accum:
+                h.set_fp8_accum(_fp8_accum)
             _handles[key] = h
     return h
 
@@ -414,4 +432,4 @@ def colsum(b):
 
 
 __all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8", "colsum",
-           "set_kernel", "set_weights_constant", "handle_for", "HAVE_CUSTOM_OPS"]
+           "set_kernel", "set_weights_constant", "set_fp8_accum", "handle_for", "HAVE_CUSTOM_OPS"]

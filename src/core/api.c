@@ -162,6 +162,17 @@ w8a8_status w8a8_set_weights_constant(w8a8_handle *h, int constant) {
   return W8A8_SUCCESS;
 }
 
+w8a8_status w8a8_set_fp8_accum(w8a8_handle *h, w8a8_fp8_accum accum) {
+  static const char fn[] = "w8a8_set_fp8_accum";
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_check_handle(fn, h));
+  if (accum != W8A8_FP8_ACCUM_PRECISE && accum != W8A8_FP8_ACCUM_FAST)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE,
+                    "%s: accum is %d; expected W8A8_FP8_ACCUM_PRECISE (0) or W8A8_FP8_ACCUM_FAST (1)", fn, (int)accum);
+  h->fp8_accum = (int)accum;
+  return W8A8_SUCCESS;
+}
+
 w8a8_status w8a8_get_info(const w8a8_handle *h, w8a8_handle_info *info) {
   w8a8_clear_error();
   W8A8_CHECK(w8a8_check_handle("w8a8_get_info", h));

@@ -76,6 +76,8 @@ struct w8a8_handle {
   void *tuning;
   /* w8a8_set_weights_constant: b may be read before the previous kernel on the stream completes. */
   int weights_constant;
+  /* w8a8_set_fp8_accum: W8A8_FP8_ACCUM_FAST lets the sm90 heuristic take fast-accumulation tiles. */
+  int fp8_accum;
 };
 
 /* Registry of live handles and communicators: lookups never dereference an

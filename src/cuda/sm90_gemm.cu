@@ -317,6 +317,14 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
+// w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
+// fast-accumulation one (the same tile and pipeline without the per-K-block promotion). Other
+// configurations have no fast twin and keep promoting.
+static void apply_fp8_accum(const w8a8_handle *h, sm90_plan *pl) {
+  if (h->fp8_accum != W8A8_FP8_ACCUM_FAST || pl->config < 0) return;
+  if (pl->config == find_config("fp8_128x256_promote")) pl->config = find_config("fp8_128x256");
+}
+
 // The tuning table's plan for p, if the handle has a table with an entry that applies (exact
 // M, else the nearest M bucket of the same dtype, N and K whose configuration takes this M).
 static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl) {
@@ -423,12 +431,13 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     if (CONFIGS[pl->config].swap && p->M > 8 * CONFIGS[pl->config].bn)
       return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: config %s takes M <= %d", FN, CONFIGS[pl->config].name,
                       8 * CONFIGS[pl->config].bn);
-  } else if (!tuned_plan(h, p, pl)) {
-    *pl = plan(dev, p, num_sms);
+  } else {
+    if (!tuned_plan(h, p, pl)) *pl = plan(dev, p, num_sms);
     // The split-1 quarantine of session 1 is gone: the wide-N cases (sm90wide_*: N = 28672 at
     // M = 1..64, split 1 and 8, several token tiles, AUTO) all passed on the H200 on 2026-11-29
     // (session 2); the one that looked hung was the single-threaded CPU reference of a
     // 64 x 28672 x 4096 product outliving its 45 s step.
+    apply_fp8_accum(h, pl);
   }
   if (pl->config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl->config];
@@ -625,6 +634,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem 
   if (!st || st->cc != 90) return -1;
   sm90_plan pl;
   if (!tuned_plan(h, p, &pl)) pl = plan(h->device_index, p, st->prop.multiProcessorCount);
+  apply_fp8_accum(h, &pl);
   if (split) *split = pl.split;
   return pl.config;
 }

@@ -666,6 +666,20 @@ class Misc(unittest.TestCase):
             w8a8._lib.check(st, "w8a8_set_weights_constant")
         self.assertIn("constant is 2", cm.exception.message)
 
+    def test_fp8_accum_binding(self):
+        """Handle.set_fp8_accum reaches w8a8_set_fp8_accum: a CPU handle takes both modes (and ignores
+        them: test_badinput's badinput_fp8_accum checks its bits); another value is INVALID_VALUE."""
+        h = w8a8._lib.Handle(w8a8.DeviceKind.CPU, 0)
+        h.set_fp8_accum(w8a8.Fp8Accum.FAST)
+        h.set_fp8_accum(w8a8.Fp8Accum.PRECISE)
+        with self.assertRaises(ValueError):
+            w8a8.Fp8Accum(2)
+        st = w8a8._lib.load().w8a8_set_fp8_accum(h.ptr, 2)
+        self.assertEqual(st, w8a8.Status.ERROR_INVALID_VALUE)
+        with self.assertRaises(w8a8.W8A8Error) as cm:
+            w8a8._lib.check(st, "w8a8_set_fp8_accum")
+        self.assertIn("accum is 2", cm.exception.message)
+
     def test_library_not_found_is_an_error(self):
         code = ("import sys; sys.path.insert(0, %r); import w8a8\n"
                 "try:\n    w8a8.version()\nexcept w8a8.NotBuiltError as e:\n    print('OK', e.message)\n"
