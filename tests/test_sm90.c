@@ -468,6 +468,26 @@ W8A8_TEST(sm90_fp8_fast_accum) {
   PUBLIC_OR_SKIP();
 }
 
+/* The pingpong configurations (session 5) with more tiles than CTAs, so that both consumer
+ * warpgroups take tiles (the CTA's tile j goes to warpgroup j % 2) and the ring wraps inside a tile
+ * (K = 1000: 8 K-blocks on 6 stages) and across tiles (K = 200: 2 K-blocks); partial tiles at the M,
+ * N and K edges. every_config's small cases give each CTA one tile at most. */
+W8A8_TEST(sm90_pingpong_many_tiles) {
+  NEED_SM90();
+  static const char *names[] = {"int8_128x128_pp", "fp8_128x128_pp"};
+  static const int64_t shapes[][3] = {{2000, 3000, 200}, {1100, 2056, 1000}};
+  int v = 0;
+  for (int ni = 0; ni < 2; ni++) {
+    int i8 = 0;
+    const int ci = w8a8_sm90_config_lookup(names[ni], &i8, NULL, NULL);
+    REQUIRE(ci >= 0, "no configuration %s", names[ni]);
+    for (int si = 0; si < 2 && !w8a8_test_failed(); si++, v++) {
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, shapes[si][0], shapes[si][1], shapes[si][2], v, ci, 1);
+      run_case(&c, 700 + (uint64_t)v);
+    }
+  }
+}
+
 W8A8_TEST(sm90_int8_every_mode) {
   NEED_SM90();
   for (int v = 0; v < 24; v++) {

@@ -353,13 +353,14 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
 // must have read it (wait_group.read 1). TMA clips the M and N tails.
 // psa / psb: the tile's scale slots (NULL: global memory); row0 is also the warpgroup's first row in
 // psa, and psb starts at the tile's first column.
+// bar: the calling warpgroup's named barrier (128 threads).
 template <bool INT8, int NACC, typename acc_t>
 SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs, int tid,
-                              int row0, int m_base, int n0, const float *psa = nullptr, const float *psb = nullptr) {
+                              int bar, int row0, int m_base, int n0, const float *psa = nullptr,
+                              const float *psb = nullptr) {
   const int r0 = tid / 32 * 16 + (tid % 32) / 4, c0 = 2 * (tid % 4);  // fragment row / column in the chunk
   const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m_base + r0, psa, row0 + r0);
   const bool bf = a.out_kind == SM90_OUT_BF16;
-  const int bar = 1 + (row0 / 64);  // this warpgroup's named barrier
   constexpr int J = NACC / 4;       // column groups of 8
   static_assert(J % 8 == 0, "staged epilogue: chunks of 64 columns");
 #pragma unroll
@@ -449,7 +450,7 @@ SM90_DEV void sm90_wait_rows(const sm90_args &a, int lo, int n, unsigned &seen) 
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
-template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK>
+template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, bool PP = false>
 struct sm90_cfg {
   static const int X_BYTES = SM90_BM * SM90_BK;
   static const int Y_BYTES = BN * SM90_BK;
@@ -468,10 +469,12 @@ struct sm90_cfg {
   static const int BAR_BYTES = 2 * STAGES * 8;
   // Unswapped unsplit tiles: the epilogue's scale slot (sm90_args.prm): two barriers (full,
   // empty), then scale_b of the tile's BN columns and scale_a of its 128 rows.
-  static const bool PRM = !SWAP && !SPLITK;
+  static const bool PRM = !SWAP && !SPLITK && !PP;
   static const int PRM_BYTES = PRM ? 16 + (BN + SM90_BM) * 4 : 0;
+  // Pingpong: the mainloop-order barrier (same place as the scale slot's barriers, which PP lacks).
+  static const int ORD_BYTES = PP ? 16 : 0;
   // +1024: the dynamic shared memory base is rounded up to the 1024-byte swizzle period.
-  static const int SMEM_BYTES = STAGES * STAGE_BYTES + RED_BYTES + BAR_BYTES + PRM_BYTES + 1024;
+  static const int SMEM_BYTES = STAGES * STAGE_BYTES + RED_BYTES + BAR_BYTES + PRM_BYTES + ORD_BYTES + 1024;
   static const int NACC = BN / 2;  // accumulator registers per consumer thread
   static_assert(SMEM_BYTES <= 232448, "sm_90 allows 227 KB of shared memory per CTA");
 };
@@ -517,12 +520,21 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // Y tile crosses from L2 once per pair instead of twice (tmap_y's box is BN/2 rows then). Both CTAs
 // walk the same pairs of tiles in lockstep; a partner past the last X tile runs on zeros (TMA fills
 // out-of-bounds boxes) and stores nothing. Not with SWAP or SPLITK.
-template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1>
+// PP (session 5, NOT yet run on a GPU): pingpong. Each consumer warpgroup owns whole 128 x BN tiles,
+// alternating (the CTA's tile j goes to warpgroup j % 2), and issues the wgmmas of both 64-row halves;
+// the producer fills the ring in the same tile order as always. While one warpgroup runs its
+// epilogue, the other's main loop keeps the tensor pipe busy: the per-tile timeline of the
+// cooperative kernels (both warpgroups in the epilogue at once, the pipe idle) put the epilogue at
+// 14-19% of a tile. The mainloops need no explicit ordering: tile j + 1's stages are loaded only after
+// tile j's, so warpgroup (j + 1) % 2 starts as warpgroup j % 2 finishes its main loop. Accumulators
+// 2 x BN / 2 per thread, so fast accumulation only (int8, fp8 without promotion); no scale slot (the
+// epilogue's latency hides under the other warpgroup's main loop), no multicast, no split-K, no swap.
+template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1, bool PP = false>
 __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                      const __grid_constant__ CUtensorMap tmap_o, const sm90_args a) {
 #if SM90_ENABLED
-  typedef sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK> C;
+  typedef sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, PP> C;
   const int SPLIT = SPLITK ? a.split : 1;
   typedef typename sm90_acc_type<INT8>::type acc_t;
   // Double-buffered promotion where three accumulator sets fit the consumers' registers
@@ -537,6 +549,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
   static_assert(MC == 1 || (MC == 2 && !SWAP && !SPLITK && BN % 16 == 0), "multicast: plain tiles only");
+  static_assert(!PP || (MC == 1 && !SWAP && !SPLITK && !PROMOTE && MINB == 1 && (BN / 2 / 4) % 8 == 0),
+                "pingpong: plain unpromoted tiles of 64-column multiples, one CTA per SM");
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -551,6 +565,12 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   const uint32_t pfull = empty0 + STAGES * 8, pempty = pfull + 8;
   const float *psb = (const float *)(smem + (pempty + 8 - smem0));
   const float *psa = psb + BN;
+  // Pingpong: `pord` completes one phase per tile, when the warpgroup that owns tile j has waited for
+  // all of tile j's stages; the owner of tile j + 1 waits for that phase before its first stage. The
+  // full barriers' parity then never aliases: a warpgroup skipping the other's KB stages could
+  // otherwise wait on a stage whose previous use the producer has not even loaded yet (a parity two
+  // phases ahead reads as complete). CUTLASS's pingpong orders its math warpgroups the same way.
+  const uint32_t pord = empty0 + STAGES * 8;
 
   const int wg = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
@@ -569,12 +589,14 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_prefetch_tmap(&tmap_y);
     for (int s = 0; s < STAGES; s++) {
       sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive + the TMA bytes
-      sm90_mbar_init(empty0 + 8 * s, 2 * MC); // one arrive per consumer warpgroup (of both CTAs: MC = 2)
+      // one arrive per consumer warpgroup (of both CTAs: MC = 2); pingpong: the one warpgroup that used it
+      sm90_mbar_init(empty0 + 8 * s, PP ? 1 : 2 * MC);
     }
     if (C::PRM) {
       sm90_mbar_init(pfull, 32);
       sm90_mbar_init(pempty, 256);
     }
+    if (PP) sm90_mbar_init(pord, 1);
     sm90_fence_mbar_init();
   }
   // MC = 2: the partner's barriers must be initialised before anything lands in or arrives on them.
@@ -701,8 +723,62 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     // ---------------- consumers ----------------
     sm90_setmaxnreg_inc<MINB == 1 ? 232 : 104>();
     sm90_grid_dep_wait();  // scales, bias, zero points and out may belong to the previous kernel
-    const int cw = wg - 1;  // consumer index: rows 64*cw .. 64*cw+63 of the CTA tile
+    const int cw = wg - 1;  // consumer index: rows 64*cw .. 64*cw+63 of the CTA tile (pingpong: tiles j % 2 == cw)
     const int warp = tid / 32, lane = tid % 32;
+    if constexpr (PP) {
+      const int KB = kb_end - kb_begin;  // the same for every tile (no split-K)
+      const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+      acc_t acc[2 * C::NACC];  // rows 0..63 of the tile, then rows 64..127
+      int j = 0;               // the CTA's tile index: the producer loaded tile j's K-blocks at ring positions j*KB ..
+      for (int t = item0; t < items; t += tile_stride, j++) {
+        if ((j & 1) != cw) continue;
+        int tx, ty;
+        sm90_item_coords<MC>(a, t, crank, tx, ty);
+#pragma unroll
+        for (int i = 0; i < 2 * C::NACC; i++) acc[i] = 0;
+        if (j > 0) sm90_mbar_wait(pord, (uint32_t)((j - 1) & 1));  // the owner of tile j - 1 has all its stages
+        int prev = -1;
+        for (int i = 0; i < KB; i++) {
+          const long long pos = (long long)j * KB + i;
+          const int s = (int)(pos % STAGES);
+          sm90_mbar_wait(full0 + 8 * s, (uint32_t)((pos / STAGES) & 1));
+          if (i == KB - 1 && tid == 0) sm90_mbar_arrive(pord);  // tile j's stages have all arrived
+          const uint32_t st = smem0 + s * C::STAGE_BYTES;
+          const uint64_t dx0 = sm90_desc_k128(st), dx1 = sm90_desc_k128(st + 64 * SM90_BK);
+          const uint64_t dy = sm90_desc_k128(st + C::X_BYTES);
+          sm90_wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < SM90_BK / 32; kk++) {
+            if constexpr (INT8) {
+              sm90_wgmma_s8<BN>(acc, dx0 + 2 * kk, dy + 2 * kk, 1);
+              sm90_wgmma_s8<BN>(acc + C::NACC, dx1 + 2 * kk, dy + 2 * kk, 1);
+            } else {
+              sm90_wgmma_fp8<BN>(acc, dx0 + 2 * kk, dy + 2 * kk, 1);
+              sm90_wgmma_fp8<BN>(acc + C::NACC, dx1 + 2 * kk, dy + 2 * kk, 1);
+            }
+          }
+          sm90_wgmma_commit();
+          // this K-block's wgmmas stay in flight; the previous block's stage goes back to the producer
+          sm90_wgmma_wait<1>();
+          if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+          prev = s;
+        }
+        sm90_wgmma_wait<0>();
+        if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+#pragma unroll
+        for (int i = 0; i < 2 * C::NACC; i++) sm90_fence_reg(acc[i]);
+        // the tile's two 64-row halves through this warpgroup's buffers and named barrier
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          if (a.tma_out)
+            sm90_epi_staged<INT8, C::NACC>(a, acc + h * C::NACC, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
+                                           tid, 1 + cw, h * 64, tx * SM90_BM + h * 64, ty * BN + c0);
+          else
+            sm90_epi_direct<INT8, C::NACC>(a, acc + h * C::NACC, tx * SM90_BM + h * 64 + r0, ty * BN + c0);
+        }
+      }
+      if (a.tma_out && tid == 0) sm90_bulk_wait<0>();
+    } else {
     int s = 0;
     uint32_t phase = 0;
     acc_t acc[C::NACC];
@@ -899,8 +975,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (prm) sm90_mbar_wait(pfull, pn & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
         if (a.tma_out && (C::NACC / 4) % 8 == 0)
-          sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, cw * 64,
-                                         tx * SM90_BM + cw * 64, ty * BN + c0, qa, qb);
+          sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
+                                         cw * 64, tx * SM90_BM + cw * 64, ty * BN + c0, qa, qb);
         else
           sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
@@ -944,6 +1020,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     // The staged epilogue's last TMA stores still read this CTA's shared memory: finish them.
     if constexpr (!SWAP && !SPLITK)
       if (a.tma_out && tid == 0) sm90_bulk_wait<0>();
+    }  // !PP
   }
   // MC = 2: neither CTA may exit while the partner can still multicast into its shared memory or
   // arrive on its barriers.
