@@ -336,6 +336,32 @@ static void apply_fp8_accum(const w8a8_handle *h, sm90_plan *pl) {
   if (pl->config == find_config("fp8_128x256_promote")) pl->config = find_config("fp8_128x256");
 }
 
+// W8A8_SM90_PP=1 (opt-in until the pingpong tiles have run and been measured on a GPU): where the
+// plan is a cooperative unpromoted large tile (int8_128x256 / int8_128x128, or fp8_128x256 under
+// W8A8_FP8_ACCUM_FAST) and there are at least two 128 x 128 tiles per SM (each consumer warpgroup
+// then has tiles of its own; with fewer, one warpgroup would do a whole tile alone), take the
+// pingpong tile instead. For A/B runs: bench/torch_compare.py in a second process with it set.
+static int g_pp = -1;
+static int pp_enabled(void) {
+  int v = __atomic_load_n(&g_pp, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("W8A8_SM90_PP");
+    v = e && e[0] == '1';
+    __atomic_store_n(&g_pp, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+static void apply_pp(const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
+  if (!pp_enabled() || pl->config < 0) return;
+  const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
+  if (tiles128 < 2LL * num_sms) return;
+  const char *n = CONFIGS[pl->config].name;
+  int to = -1;
+  if (!strcmp(n, "int8_128x256") || !strcmp(n, "int8_128x128")) to = find_config("int8_128x128_pp");
+  if (!strcmp(n, "fp8_128x256")) to = find_config("fp8_128x128_pp");
+  if (to >= 0) pl->config = to;
+}
+
 // The tuning table's plan for p, if the handle has a table with an entry that applies (exact
 // M, else the nearest M bucket of the same dtype, N and K whose configuration takes this M).
 static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl) {
@@ -449,6 +475,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     // (session 2); the one that looked hung was the single-threaded CPU reference of a
     // 64 x 28672 x 4096 product outliving its 45 s step.
     apply_fp8_accum(h, pl);
+    apply_pp(p, pl, num_sms);
   }
   if (pl->config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl->config];
@@ -645,6 +672,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem 
   sm90_plan pl;
   if (!tuned_plan(h, p, &pl)) pl = plan(h->device_index, p, st->prop.multiProcessorCount);
   apply_fp8_accum(h, &pl);
+  apply_pp(p, &pl, st->prop.multiProcessorCount);
   if (split) *split = pl.split;
   return pl.config;
 }
