@@ -247,7 +247,7 @@ W8A8_API w8a8_status w8a8_set_weights_constant(w8a8_handle *handle, int constant
  * and DeepGEMM do; the error stays within ~2.3e-4 of sum|a||b| (1e-3 is what the tests hold).
  * W8A8_FP8_ACCUM_FAST: where the heuristic runs its large 128 x 256 tiles (large M and N), the
  * tensor core accumulates the whole K range itself, as use_fast_accum=True and vLLM's CUTLASS fp8
- * kernels do: 1.08-1.24x faster on an H200 at M >= 1024 (bench/results/h200-sm90-ncu-mc2-2026-11-29.txt,
+ * kernels do: 1.05-1.24x faster on an H200 at M >= 1024 (bench/results/h200-sm90-ncu-mc2-2026-11-29.txt,
  * fp8_128x256 vs fp8_128x256_promote), at an error that grows with K (1.1e-3 of sum|a||b| was
  * measured at K = 429 on random e4m3 data; the tests hold 1e-2). Other shapes keep promoting. CPU
  * handles and the portable CUDA kernel accumulate in fp32 / exactly whatever the setting.
