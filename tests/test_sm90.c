@@ -468,20 +468,22 @@ W8A8_TEST(sm90_fp8_fast_accum) {
   PUBLIC_OR_SKIP();
 }
 
-/* The pingpong configurations (session 5) with more tiles than CTAs, so that both consumer
- * warpgroups take tiles (the CTA's tile j goes to warpgroup j % 2) and the ring wraps inside a tile
- * (K = 1000: 8 K-blocks on 6 stages) and across tiles (K = 200: 2 K-blocks); partial tiles at the M,
- * N and K edges. every_config's small cases give each CTA one tile at most. */
-W8A8_TEST(sm90_pingpong_many_tiles) {
+/* Several tiles per CTA (every_config's small cases give each CTA one tile at most). The pingpong
+ * configurations (session 5): both consumer warpgroups take tiles (the CTA's tile j goes to
+ * warpgroup j % 2), the ring wraps inside a tile (K = 1000: 8 K-blocks on 6 stages), across tiles
+ * (K = 200: 2 K-blocks) and every tile is one K-block (K = 100); partial tiles at the M, N and K
+ * edges. The 128 x 64 tiles: one staged-epilogue chunk per tile, the case whose buffer reuse raced
+ * the previous tile's TMA store until session 5's review. */
+W8A8_TEST(sm90_many_tiles_per_cta) {
   NEED_SM90();
-  static const char *names[] = {"int8_128x128_pp", "fp8_128x128_pp"};
-  static const int64_t shapes[][3] = {{2000, 3000, 200}, {1100, 2056, 1000}};
+  static const char *names[] = {"int8_128x128_pp", "fp8_128x128_pp", "int8_128x64", "fp8_128x64_promote"};
+  static const int64_t shapes[][3] = {{2000, 3000, 200}, {1100, 2056, 1000}, {1500, 2600, 100}};
   int v = 0;
-  for (int ni = 0; ni < 2; ni++) {
+  for (int ni = 0; ni < 4; ni++) {
     int i8 = 0;
     const int ci = w8a8_sm90_config_lookup(names[ni], &i8, NULL, NULL);
     REQUIRE(ci >= 0, "no configuration %s", names[ni]);
-    for (int si = 0; si < 2 && !w8a8_test_failed(); si++, v++) {
+    for (int si = 0; si < 3 && !w8a8_test_failed(); si++, v++) {
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, shapes[si][0], shapes[si][1], shapes[si][2], v, ci, 1);
       run_case(&c, 700 + (uint64_t)v);
     }

@@ -301,12 +301,12 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
       if (pl.split > 1) return pl;
     }
   }
-  // 113..128 tokens (one nearly full 128-row tile) with at most 64 weight tiles of 128 and K <= 4096:
-  // the 128 x 64 tile (twice the CTAs). Measured at M = 128 (session 5, h200-sm90-timeline-2026-11-29.txt):
+  // 113..128 tokens (one nearly full 128-row tile) with at most SMs / 2 weight tiles of 128 (64 on
+  // the H200) and K <= 4096: the 128 x 64 tile (twice the CTAs, still one wave). Measured at M = 128 (session 5, h200-sm90-timeline-2026-11-29.txt):
   // fp8 8b-o 11.0 us vs 14.7, 8b-qkv 11.4 vs 15.0, 70b-o-tp4 7.6 vs 10.0; int8 8b-o 10.4 vs 14.0. At
   // M = 64 (half the tile's rows out of bounds) it lost on 8b-qkv (16.1 vs 15.0) and at M = 256 on
   // 8b-qkv and 70b-o-tp4; M = 65..112 was not measured.
-  if (p->M > 112 && p->M <= 128 && (p->N + 127) / 128 <= 64 && kblocks_all <= 32) {
+  if (p->M > 112 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && kblocks_all <= 32) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
@@ -337,8 +337,8 @@ static void apply_fp8_accum(const w8a8_handle *h, sm90_plan *pl) {
 }
 
 // W8A8_SM90_PP=1 (opt-in until the pingpong tiles have run and been measured on a GPU): where the
-// plan is a cooperative unpromoted large tile (int8_128x256 / int8_128x128, or fp8_128x256 under
-// W8A8_FP8_ACCUM_FAST) and there are at least two 128 x 128 tiles per SM (each consumer warpgroup
+// plan is a cooperative large int8 tile (int8_128x256 / int8_128x128), or fp8 under
+// W8A8_FP8_ACCUM_FAST (fp8_128x256, fp8_128x128_promote) and there are at least two 128 x 128 tiles per SM (each consumer warpgroup
 // then has tiles of its own; with fewer, one warpgroup would do a whole tile alone), take the
 // pingpong tile instead. For A/B runs: bench/torch_compare.py in a second process with it set.
 static int g_pp = -1;
@@ -351,14 +351,16 @@ static int pp_enabled(void) {
   }
   return v;
 }
-static void apply_pp(const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
+static void apply_pp(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   if (!pp_enabled() || pl->config < 0) return;
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   if (tiles128 < 2LL * num_sms) return;
   const char *n = CONFIGS[pl->config].name;
   int to = -1;
   if (!strcmp(n, "int8_128x256") || !strcmp(n, "int8_128x128")) to = find_config("int8_128x128_pp");
-  if (!strcmp(n, "fp8_128x256")) to = find_config("fp8_128x128_pp");
+  if (!strcmp(n, "fp8_128x256") ||
+      (!strcmp(n, "fp8_128x128_promote") && h->fp8_accum == W8A8_FP8_ACCUM_FAST))
+    to = find_config("fp8_128x128_pp");
   if (to >= 0) pl->config = to;
 }
 
@@ -475,7 +477,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     // (session 2); the one that looked hung was the single-threaded CPU reference of a
     // 64 x 28672 x 4096 product outliving its 45 s step.
     apply_fp8_accum(h, pl);
-    apply_pp(p, pl, num_sms);
+    apply_pp(h, p, pl, num_sms);
   }
   if (pl->config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl->config];
@@ -672,7 +674,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem 
   sm90_plan pl;
   if (!tuned_plan(h, p, &pl)) pl = plan(h->device_index, p, st->prop.multiProcessorCount);
   apply_fp8_accum(h, &pl);
-  apply_pp(p, &pl, st->prop.multiProcessorCount);
+  apply_pp(h, p, &pl, st->prop.multiProcessorCount);
   if (split) *split = pl.split;
   return pl.config;
 }

@@ -368,8 +368,15 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
     const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
     sm90_epi_cols c;
     sm90_epi_load_cols<INT8, 8>(a, n0 + 64 * q, c, psb, c0 + 64 * q);  // n0 includes this thread's c0
-    // the store that last read this buffer (two chunks ago, maybe of the previous tile) is done
-    if (tid == 0) sm90_bulk_wait_read<1>();
+    // the store that last read this buffer is done: two chunks ago normally; but with an odd number
+    // of chunks per call (BN = 64: one) the previous call's last chunk used this chunk 0's buffer,
+    // so nothing may still read (review, session 5: wait_read<1> let that store race the writes)
+    if (tid == 0) {
+      if ((J / 8) % 2 == 1 && q == 0)
+        sm90_bulk_wait_read<0>();
+      else
+        sm90_bulk_wait_read<1>();
+    }
     sm90_named_bar(bar, 128);
 #pragma unroll
     for (int jj = 0; jj < 8; jj++) {
@@ -525,8 +532,8 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // the producer fills the ring in the same tile order as always. While one warpgroup runs its
 // epilogue, the other's main loop keeps the tensor pipe busy: the per-tile timeline of the
 // cooperative kernels (both warpgroups in the epilogue at once, the pipe idle) put the epilogue at
-// 14-19% of a tile. The mainloops need no explicit ordering: tile j + 1's stages are loaded only after
-// tile j's, so warpgroup (j + 1) % 2 starts as warpgroup j % 2 finishes its main loop. Accumulators
+// 14-19% of a tile. The mainloops are ordered by the mbarrier `pord` (see there): warpgroup
+// (j + 1) % 2 starts tile j + 1 once warpgroup j % 2 has waited for all of tile j's stages. Accumulators
 // 2 x BN / 2 per thread, so fast accumulation only (int8, fp8 without promotion); no scale slot (the
 // epilogue's latency hides under the other warpgroup's main loop), no multicast, no split-K, no swap.
 template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1, bool PP = false>
@@ -549,8 +556,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
   static_assert(MC == 1 || (MC == 2 && !SWAP && !SPLITK && BN % 16 == 0), "multicast: plain tiles only");
-  static_assert(!PP || (MC == 1 && !SWAP && !SPLITK && !PROMOTE && MINB == 1 && (BN / 2 / 4) % 8 == 0),
-                "pingpong: plain unpromoted tiles of 64-column multiples, one CTA per SM");
+  static_assert(!PP || (MC == 1 && !SWAP && !SPLITK && !PROMOTE && MINB == 1 && BN % 128 == 0),
+                "pingpong: plain unpromoted tiles of 128-column multiples, one CTA per SM");
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
