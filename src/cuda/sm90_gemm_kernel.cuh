@@ -745,10 +745,12 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         for (int i = 0; i < 2 * C::NACC; i++) acc[i] = 0;
         if (j > 0) sm90_mbar_wait(pord, (uint32_t)((j - 1) & 1));  // the owner of tile j - 1 has all its stages
         int prev = -1;
+        // ring position of tile j's first K-block: j * KB (the producer's order); then one per block
+        const long long pos0 = (long long)j * KB;
+        int s = (int)(pos0 % STAGES);
+        uint32_t phase = (uint32_t)((pos0 / STAGES) & 1);
         for (int i = 0; i < KB; i++) {
-          const long long pos = (long long)j * KB + i;
-          const int s = (int)(pos % STAGES);
-          sm90_mbar_wait(full0 + 8 * s, (uint32_t)((pos / STAGES) & 1));
+          sm90_mbar_wait(full0 + 8 * s, phase);
           if (i == KB - 1 && tid == 0) sm90_mbar_arrive(pord);  // tile j's stages have all arrived
           const uint32_t st = smem0 + s * C::STAGE_BYTES;
           const uint64_t dx0 = sm90_desc_k128(st), dx1 = sm90_desc_k128(st + 64 * SM90_BK);
@@ -769,6 +771,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           sm90_wgmma_wait<1>();
           if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
           prev = s;
+          if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+          }
         }
         sm90_wgmma_wait<0>();
         if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
