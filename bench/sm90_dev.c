@@ -20,7 +20,8 @@
  *      e.g. -c fp8_128x128_promote_mc2 for a profile of one kernel).
  *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (persistent
  *      unswapped kernels only): medians over CTAs and tiles of the main loop's cycles (and per
- *      K-block), the epilogue's, and the gap from one tile's epilogue end to the next tile's start.
+ *      K-block), the epilogue's, and the gap from one tile's epilogue end to the next tile's start
+ *      (negative for the pingpong tiles: the next tile starts during the epilogue).
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
@@ -122,7 +123,7 @@ static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, i
     for (int i = 0; i < tiles && t[3 * i] && t[3 * i + 2]; i++) {
       mainv[nm] = (double)(t[3 * i + 1] - t[3 * i]);
       epiv[nm++] = (double)(t[3 * i + 2] - t[3 * i + 1]);
-      if (i > 0) gapv[ng++] = (double)(t[3 * i] - t[3 * (i - 1) + 2]);
+      if (i > 0) gapv[ng++] = (double)((long long)t[3 * i] - (long long)t[3 * (i - 1) + 2]); /* < 0: overlap (pingpong) */
       last = i;
     }
     if (last >= 0) spanv[nspan++] = (double)(t[3 * last + 2] - t[0]);

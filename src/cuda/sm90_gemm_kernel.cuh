@@ -106,6 +106,8 @@ typedef struct sm90_args {
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
   // to timeline_max tiles, consumer warpgroup 0's clock64() at the tile's main-loop start, main-loop
   // end (accumulators complete) and epilogue end: timeline[(blockIdx.x * timeline_max + i) * 3 + k].
+  // Pingpong: each warpgroup stamps its own tiles (entries i = the CTA's tile index), so a negative
+  // gap between consecutive tiles is the overlap of one tile's start with the other's epilogue.
   unsigned long long *timeline;
   int timeline_max, timeline_ctas;  // tiles per CTA, CTAs (blockIdx.x >= timeline_ctas: no stamps)
 } sm90_args;
@@ -736,6 +738,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       const int KB = kb_end - kb_begin;  // the same for every tile (no split-K)
       const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
       acc_t acc[2 * C::NACC];  // rows 0..63 of the tile, then rows 64..127
+      // timeline (sm90_dev -T): each warpgroup's thread 0 stamps its own tiles j (disjoint entries)
+      const bool stamp = a.timeline && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
+      unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 3 : nullptr;
       int j = 0;               // the CTA's tile index: the producer loaded tile j's K-blocks at ring positions j*KB ..
       for (int t = item0; t < items; t += tile_stride, j++) {
         if ((j & 1) != cw) continue;
@@ -744,6 +749,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #pragma unroll
         for (int i = 0; i < 2 * C::NACC; i++) acc[i] = 0;
         if (j > 0) sm90_mbar_wait(pord, (uint32_t)((j - 1) & 1));  // the owner of tile j - 1 has all its stages
+        const bool stamp_t = stamp && j < a.timeline_max;
+        if (stamp_t) tl[3 * j] = clock64();
         int prev = -1;
         // ring position of tile j's first K-block: j * KB (the producer's order); then one per block
         const long long pos0 = (long long)j * KB;
@@ -780,6 +787,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
 #pragma unroll
         for (int i = 0; i < 2 * C::NACC; i++) sm90_fence_reg(acc[i]);
+        if (stamp_t) tl[3 * j + 1] = clock64();
         // the tile's two 64-row halves through this warpgroup's buffers and named barrier
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -789,6 +797,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           else
             sm90_epi_direct<INT8, C::NACC>(a, acc + h * C::NACC, tx * SM90_BM + h * 64 + r0, ty * BN + c0);
         }
+        if (stamp_t) tl[3 * j + 2] = clock64();
       }
       if (a.tma_out && tid == 0) sm90_bulk_wait<0>();
     } else {
