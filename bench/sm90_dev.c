@@ -130,11 +130,11 @@ static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, i
   }
   if (nm) {
     const double kb = (double)((K + 127) / 128), mm = median_sorted(mainv, nm);
-    const double sp_max = (qsort(spanv, nspan, sizeof *spanv, cmp_double), spanv[nspan - 1]);
+    const double sp_med = median_sorted(spanv, nspan), sp_max = spanv[nspan - 1]; /* sorted by then */
     printf("#   timeline %s: %zu tiles on %zu CTAs; median cycles: main loop %.0f (%.0f per K-block), epilogue %.0f, "
            "gap to the next tile %.0f; CTA span max %.0f, median %.0f\n",
            w8a8_sm90_config_name(cfg), nm, nspan, mm, mm / kb, median_sorted(epiv, nm), median_sorted(gapv, ng), sp_max,
-           spanv[nspan / 2]);
+           sp_med);
   } else {
     printf("#   timeline %s: no stamps (swapped or split-K configuration)\n", w8a8_sm90_config_name(cfg));
   }

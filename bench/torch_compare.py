@@ -178,19 +178,18 @@ class TorchRunner:
 
     def measure(self, impl):
         """(us per call, number of wrong elements)."""
-        if impl.endswith("_wc"):  # the hint is baked into the kernel parameters at capture
-            self.w8a8_torch.set_weights_constant(True)
-            try:
-                return self._measure(impl)
-            finally:
-                self.w8a8_torch.set_weights_constant(False)
-        if impl == "w8a8_cuda_fp8_fast":  # read by the library when each call is enqueued (captured)
-            self.w8a8_torch.set_fp8_accum(self.w8a8.Fp8Accum.FAST)
-            try:
-                return self._measure(impl)
-            finally:
-                self.w8a8_torch.set_fp8_accum(self.w8a8.Fp8Accum.PRECISE)
-        return self._measure(impl)
+        # Our variants with a handle setting: on for this impl's warm-up and capture (the library
+        # reads it when each call is enqueued, so the graph keeps it), back to the default after.
+        setting = {"w8a8_cuda_fp8_wc": ("set_weights_constant", True, False),
+                   "w8a8_cuda_fp8_fast": ("set_fp8_accum", 1, 0)}.get(impl)  # Fp8Accum FAST / PRECISE
+        if setting is None:
+            return self._measure(impl)
+        setter = getattr(self.w8a8_torch, setting[0])
+        setter(setting[1])
+        try:
+            return self._measure(impl)
+        finally:
+            setter(setting[2])
 
     def _measure(self, impl):
         t = self.torch

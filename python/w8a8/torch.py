@@ -48,35 +48,29 @@ def set_kernel(kernel):
                 h.set_kernel(kernel)
 
 
-_weights_constant = False
+# Handle settings applied to every CUDA handle, present and future: Handle method name -> value.
+_cuda_settings = {}
+
+
+def _set_on_cuda_handles(method, value):
+    with _handles_lock:
+        _cuda_settings[method] = value
+        hs = list(_handles.values())
+    for h in hs:
+        with h.lock:
+            getattr(h, method)(value)
 
 
 def set_weights_constant(constant):
     """w8a8_set_weights_constant on every CUDA handle, present and future: the weights passed to
     scaled_mm are not written by the kernel right before each GEMM (inference weights)."""
-    global _weights_constant
-    with _handles_lock:
-        _weights_constant = bool(constant)
-        hs = list(_handles.values())
-    for h in hs:
-        with h.lock:
-            h.set_weights_constant(_weights_constant)
-
-
-_fp8_accum = 0
+    _set_on_cuda_handles("set_weights_constant", bool(constant))
 
 
 def set_fp8_accum(accum):
     """w8a8_set_fp8_accum on every CUDA handle, present and future: w8a8.Fp8Accum.PRECISE (the
     default) or FAST (torch._scaled_mm's use_fast_accum=True; w8a8.h states the precision)."""
-    global _fp8_accum
-    accum = Fp8Accum(accum)
-    with _handles_lock:
-        _fp8_accum = int(accum)
-        hs = list(_handles.values())
-    for h in hs:
-        with h.lock:
-            h.set_fp8_accum(_fp8_accum)
+    _set_on_cuda_handles("set_fp8_accum", int(Fp8Accum(accum)))
 
 
 class _RelaxedCapture:
@@ -127,10 +121,8 @@ def handle_for(device):
             h.set_stream(stream)
             if _kernel != Kernel.AUTO:
                 h.set_kernel(_kernel)
-            if _weights_constant:
-                h.set_weights_constant(True)
-            if _fp8_accum:
-                h.set_fp8_accum(_fp8_accum)
+            for method, value in _cuda_settings.items():
+                getattr(h, method)(value)
             _handles[key] = h
     return h
 

@@ -10,12 +10,9 @@
 set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-200}
-T0=$(date +%s)
-cap() { local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8)); [ "$t" -gt "$l" ] && t=$l; [ "$t" -lt 5 ] && t=5; echo "$t"; }
+. "$(dirname "$0")/common.sh"
 DEV="$BUILD/bin/sm90_dev"
-gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c "$BUILD/lib/libw8a8.a" \
-  -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) \
-  $(mpicc --showme:link 2>/dev/null) -o "$DEV" >"$L/ncucmp-build.txt" 2>&1 || { echo "ncucmp: sm90_dev did not build"; exit 1; }
+build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/ncucmp-build.txt" 2>&1 || { echo "ncucmp: sm90_dev did not build"; exit 1; }
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 SECT="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats"
 res=""

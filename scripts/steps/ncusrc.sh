@@ -8,11 +8,10 @@
 # profiles that configuration through sm90_dev -c instead of the heuristic's).
 set -u
 : "${L:?}" "${BUILD:?}"
+. "$(dirname "$0")/common.sh"
 DEV="$BUILD/bin/sm90_dev"
 if [ ! -x "$DEV" ]; then
-  gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c "$BUILD/lib/libw8a8.a" \
-    -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) \
-    $(mpicc --showme:link 2>/dev/null) -o "$DEV" >"$L/ncusrc-build.txt" 2>&1 || { echo "ncusrc: sm90_dev did not build"; exit 1; }
+  build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/ncusrc-build.txt" 2>&1 || { echo "ncusrc: sm90_dev did not build"; exit 1; }
 fi
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 res=""

@@ -7,8 +7,7 @@ set -u
 : "${OUT:?}" "${L:?}" "${BUILD:?}"
 NGPU=${NGPU:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 LEFT_S=${LEFT_S:-150}
-T0=$(date +%s)
-cap() { local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8)); [ "$t" -gt "$l" ] && t=$l; [ "$t" -lt 5 ] && t=5; echo "$t"; }
+. "$(dirname "$0")/common.sh"
 [ "$NGPU" -lt 2 ] && { echo "partials: skipped ($NGPU GPU)"; exit 0; }
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 W8A8_TP_IPC=1 W8A8_TP_TIMEOUT_S=40 timeout -k 5 "$(cap 60)" $MPIRUN -x W8A8_TP_IPC -x W8A8_TP_TIMEOUT_S -np "$NGPU" \

@@ -9,13 +9,7 @@
 set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
-T0=$(date +%s)
-cap() { local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 5)); [ "$t" -gt "$l" ] && t=$l; [ "$t" -lt 5 ] && t=5; echo "$t"; }
-devbuild() { # lib out
-  gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c "$1" \
-    -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ \
-    $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) $(mpicc --showme:link 2>/dev/null) -o "$2"
-}
+. "$(dirname "$0")/common.sh"
 RUNS=${SM90AB_RUNS:-"-a -d fp8 -s 8b-qkv,70b-qkv,8b-gateup,70b-o -m 1024,4096,8192;-d fp8 -m 1,16,32,64;-d fp8 -m 1,16 -k 1,2,3,4,6,8;-a -d fp8 -m 32,64 -k 1,2,4"}
 ALT_RUNS=${SM90AB_ALT_RUNS:-"-d fp8 -m 1,16,32,64;-d int8 -m 1,16,32,64"}
 DEV="$BUILD/bin/sm90_dev"
@@ -26,7 +20,7 @@ if command -v cuobjdump >/dev/null && [ -f "$O" ]; then
     END {for (k in q) print "QGMMA", q[k], "LDL/STL", l[k] + 0, k; for (k in i) print "IGMMA", i[k], "LDL/STL", l[k] + 0, k}' \
     >"$L/sm90ab-sass.txt" 2>&1
 fi
-devbuild "$BUILD/lib/libw8a8.a" "$DEV" >"$L/sm90ab-build.txt" 2>&1 || { echo "sm90ab: sm90_dev did not build"; exit 1; }
+build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/sm90ab-build.txt" 2>&1 || { echo "sm90ab: sm90_dev did not build"; exit 1; }
 i=0
 IFS=';' read -r -a runs <<<"$RUNS"
 for r in "${runs[@]}"; do
@@ -38,7 +32,7 @@ res="$i runs"
 if [ -f build-alt/lib/libw8a8.a ]; then
   ALT=build-alt/bin/sm90_dev
   mkdir -p build-alt/bin
-  if devbuild build-alt/lib/libw8a8.a "$ALT" >>"$L/sm90ab-build.txt" 2>&1; then
+  if build_sm90_dev build-alt/lib/libw8a8.a "$ALT" >>"$L/sm90ab-build.txt" 2>&1; then
     j=0
     IFS=';' read -r -a alts <<<"$ALT_RUNS"
     for r in "${alts[@]}"; do

@@ -11,14 +11,7 @@ set -u
 : "${OUT:?}" "${L:?}" "${BUILD:?}" "${T:?}"
 NGPU=${NGPU:-1}
 LEFT_S=${LEFT_S:-150}
-T0=$(date +%s)
-# seconds for the next command: at most $1, never past LEFT_S (minus a margin for the kill)
-cap() {
-  local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8))
-  [ "$t" -gt "$l" ] && t=$l
-  [ "$t" -lt 5 ] && t=5
-  echo "$t"
-}
+. "$(dirname "$0")/common.sh"
 
 W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 60)" stdbuf -oL "$T" act_ >"$L/stack-act-tests.txt" 2>&1
 arc=$?

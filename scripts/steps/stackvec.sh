@@ -7,8 +7,7 @@ set -u
 : "${OUT:?}" "${L:?}" "${BUILD:?}"
 NGPU=${NGPU:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 LEFT_S=${LEFT_S:-150}
-T0=$(date +%s)
-cap() { local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8)); [ "$t" -gt "$l" ] && t=$l; [ "$t" -lt 5 ] && t=5; echo "$t"; }
+. "$(dirname "$0")/common.sh"
 [ "$NGPU" -lt 2 ] && { echo "stackvec: skipped ($NGPU GPU)"; exit 0; }
 W=$NGPU; [ "$W" -gt 8 ] && W=8
 res=""

@@ -37,6 +37,16 @@ const char *w8a8_last_error(void) { return tls_error; }
 
 void w8a8_clear_error(void) { tls_error[0] = '\0'; }
 
+int w8a8_env_flag(int *cache, const char *name, int dflt) {
+  int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv(name);
+    v = dflt ? !(e && e[0] == '0') : (e && e[0] == '1');
+    __atomic_store_n(cache, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
 w8a8_status w8a8_verr(w8a8_status status, const char *fmt, va_list ap) {
   vsnprintf(tls_error, sizeof tls_error, fmt, ap);
   return status;

@@ -342,15 +342,7 @@ static void apply_fp8_accum(const w8a8_handle *h, sm90_plan *pl) {
 // then has tiles of its own; with fewer, one warpgroup would do a whole tile alone), take the
 // pingpong tile instead. For A/B runs: bench/torch_compare.py in a second process with it set.
 static int g_pp = -1;
-static int pp_enabled(void) {
-  int v = __atomic_load_n(&g_pp, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_SM90_PP");
-    v = e && e[0] == '1';
-    __atomic_store_n(&g_pp, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
+static int pp_enabled(void) { return w8a8_env_flag(&g_pp, "W8A8_SM90_PP", 0); }
 static void apply_pp(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   if (!pp_enabled() || pl->config < 0) return;
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
@@ -425,26 +417,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, 
 
 #if defined(W8A8_HAVE_SM90A)
 static int g_staged = -1;  // W8A8_SM90_STAGED: 1 (default) staged epilogue where it applies, 0 never
-static int staged_enabled(void) {
-  int v = __atomic_load_n(&g_staged, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_SM90_STAGED");
-    v = !(e && e[0] == '0');
-    __atomic_store_n(&g_staged, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
+static int staged_enabled(void) { return w8a8_env_flag(&g_staged, "W8A8_SM90_STAGED", 1); }
 
 static int g_prm = -1;  // W8A8_SM90_PRM: 1 (default) the epilogue's scales through the shared-memory slot, 0 from global
-static int prm_enabled(void) {
-  int v = __atomic_load_n(&g_prm, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_SM90_PRM");
-    v = !(e && e[0] == '0');
-    __atomic_store_n(&g_prm, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
+static int prm_enabled(void) { return w8a8_env_flag(&g_prm, "W8A8_SM90_PRM", 1); }
 
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
@@ -599,13 +575,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   // Programmatic dependent launch (the kernel waits with griddepcontrol.wait before it reads
   // anything): its launch and prologue overlap the tail of the kernel before it in the stream.
   // W8A8_SM90_PDL=0 turns it off (A/B measurements).
-  int pdl = __atomic_load_n(&g_pdl, __ATOMIC_RELAXED);
-  if (pdl < 0) {
-    const char *e = getenv("W8A8_SM90_PDL");
-    pdl = !(e && e[0] == '0');
-    __atomic_store_n(&g_pdl, pdl, __ATOMIC_RELAXED);
-  }
-  if (pdl) {
+  if (w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1)) {
     at[nat].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[nat].val.programmaticStreamSerializationAllowed = 1;
     nat++;

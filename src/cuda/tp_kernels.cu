@@ -105,15 +105,7 @@ static int g_reduce_vec = -1;  // -1: not read yet (W8A8_TP_REDUCE_VEC), 0 scala
 extern "C" W8A8_HIDDEN void w8a8_tp_set_reduce_vec(int on) {
   __atomic_store_n(&g_reduce_vec, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
-static int reduce_vec(void) {
-  int v = __atomic_load_n(&g_reduce_vec, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_TP_REDUCE_VEC");
-    v = !(e && e[0] == '0');
-    __atomic_store_n(&g_reduce_vec, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
+static int reduce_vec(void) { return w8a8_env_flag(&g_reduce_vec, "W8A8_TP_REDUCE_VEC", 1); }
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 template <int SRC, int OUT>
