@@ -23,13 +23,7 @@ export W8A8_TP_IPC=1
 # transport's collectives are MPI's and release failed peers at once).
 export W8A8_TP_TIMEOUT_S=40
 mkdir -p "$L" "$OUT"
-T0=$(date +%s)
-tmo() {
-  local want=$1 left=$((LEFT_S - ($(date +%s) - T0) - 5))
-  [ "$want" -gt "$left" ] && want=$left
-  [ "$want" -lt 5 ] && want=5
-  echo "$want"
-}
+. "$(dirname "$0")/common.sh"
 enough() { [ $((LEFT_S - ($(date +%s) - T0))) -gt 20 ]; }
 say() { echo "[tpipc $(($(date +%s) - T0)) s] $*"; }
 R1="-" R2="-"
@@ -42,7 +36,7 @@ fi
 
 # 1. the tests, IPC and NCCL transports side by side
 if [ -x "$BUILD/bin/w8a8_tp_tests" ] && enough; then
-  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(tmo 80)" $MPIRUN -x W8A8_TP_IPC -x W8A8_TP_TIMEOUT_S -x W8A8_TEST_VERBOSE \
+  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 80)" $MPIRUN -x W8A8_TP_IPC -x W8A8_TP_TIMEOUT_S -x W8A8_TEST_VERBOSE \
     -np "$NGPU" stdbuf -oL "$BUILD/bin/w8a8_tp_tests" tp_ipc_ tp_nccl_ >"$L/tpipc-tests.txt" 2>&1
   rc=$?
   R1="exit $rc $(grep -E '^[0-9]+ passed' "$L/tpipc-tests.txt" | tail -n 1)"
@@ -54,7 +48,7 @@ fi
 
 # 2. tp-bench over the IPC transport (the "comm" column is still the bench's own NCCL send/recv)
 if [ -x "$BUILD/bin/w8a8" ] && enough; then
-  timeout -k 5 "$(tmo 50)" $MPIRUN -x W8A8_TP_IPC -x W8A8_TP_TIMEOUT_S -np "$NGPU" stdbuf -oL "$BUILD/bin/w8a8" \
+  timeout -k 5 "$(cap 50)" $MPIRUN -x W8A8_TP_IPC -x W8A8_TP_TIMEOUT_S -np "$NGPU" stdbuf -oL "$BUILD/bin/w8a8" \
     tp-bench --nccl -m 1024,8192 -n 10 -w 2 -o "$OUT/tpipc-bench.jsonl" >"$L/tpipc-bench.txt" 2>&1
   rc=$?
   R2="exit $rc$([ $rc -ge 124 ] && echo ' TIMEOUT') $(grep -E '^# library transport' "$L/tpipc-bench.txt" | head -n 1)"

@@ -23,14 +23,7 @@ MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE 
 # waiting the default 300 s (longer than any timeout below).
 export W8A8_TP_TIMEOUT_S=40
 mkdir -p "$L" "$OUT"
-T0=$(date +%s)
-# timeout for the next command: its share, capped by what is left of LEFT_S (10 s margin)
-tmo() {
-  local want=$1 left=$((LEFT_S - ($(date +%s) - T0) - 10))
-  [ "$want" -gt "$left" ] && want=$left
-  [ "$want" -lt 5 ] && want=5
-  echo "$want"
-}
+. "$(dirname "$0")/common.sh"
 enough() { [ $((LEFT_S - ($(date +%s) - T0))) -gt 25 ]; }
 say() { echo "[tpmulti $(($(date +%s) - T0)) s] $*"; }
 W=$NGPU
@@ -41,7 +34,7 @@ R1="-" R2="-" R3="-" R4="-"
 
 # 1. in-process ranks across the GPUs
 if enough; then
-  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(tmo 90)" stdbuf -oL "$T" tp_gpu >"$L/tpmulti-tp_gpu.txt" 2>&1
+  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 90)" stdbuf -oL "$T" tp_gpu >"$L/tpmulti-tp_gpu.txt" 2>&1
   rc=$?
   R1="exit $rc $(grep -E '^[0-9]+ passed' "$L/tpmulti-tp_gpu.txt" | tail -n 1)"
   [ $rc -ge 124 ] && R1="$R1 TIMEOUT"
@@ -51,7 +44,7 @@ fi
 
 # 2. one process per GPU: NCCL
 if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8_tp_tests" ] && enough; then
-  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout -k 5 "$(tmo 60)" $MPIRUN -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS \
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout -k 5 "$(cap 60)" $MPIRUN -x NCCL_DEBUG -x NCCL_DEBUG_SUBSYS \
     -x W8A8_TP_TIMEOUT_S -np "$NGPU" "$BUILD/bin/w8a8_tp_tests" >"$L/tpmulti-nccl-tests.txt" 2>&1
   rc=$?
   R2="exit $rc $(grep -E '^[0-9]+ passed' "$L/tpmulti-nccl-tests.txt" | tail -n 1)"
@@ -66,7 +59,7 @@ fi
 # 3. tp-bench, threads (one GPU per rank; ranks share GPUs only when NGPU < W)
 BENCH_ARGS="-m 1024,8192 -n 10 -w 2"
 if [ -x "$BUILD/bin/w8a8" ] && enough; then
-  timeout -k 5 "$(tmo 40)" stdbuf -oL "$BUILD/bin/w8a8" tp-bench --local "$W" $BENCH_ARGS \
+  timeout -k 5 "$(cap 40)" stdbuf -oL "$BUILD/bin/w8a8" tp-bench --local "$W" $BENCH_ARGS \
     -o "$OUT/tpmulti-bench-local.jsonl" >"$L/tpmulti-bench-local.txt" 2>&1
   rc=$?
   R3="exit $rc$([ $rc -ge 124 ] && echo ' TIMEOUT')"
@@ -76,7 +69,7 @@ fi
 
 # 4. tp-bench, one process per GPU (NCCL)
 if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8" ] && enough; then
-  timeout -k 5 "$(tmo 40)" $MPIRUN -x W8A8_TP_TIMEOUT_S -np "$NGPU" "$BUILD/bin/w8a8" tp-bench --nccl $BENCH_ARGS \
+  timeout -k 5 "$(cap 40)" $MPIRUN -x W8A8_TP_TIMEOUT_S -np "$NGPU" "$BUILD/bin/w8a8" tp-bench --nccl $BENCH_ARGS \
     -o "$OUT/tpmulti-bench-nccl.jsonl" >"$L/tpmulti-bench-nccl.txt" 2>&1
   rc=$?
   R4="exit $rc$([ $rc -ge 124 ] && echo ' TIMEOUT')"
