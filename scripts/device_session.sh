@@ -90,7 +90,11 @@ run_tests() { # name timeout args...
   log "$name: exit $rc $([ $rc -ge 124 ] && echo '(TIMEOUT)') $(grep -E '^[0-9]+ passed' "$L/$name.txt" | tail -n 1)"
   grep -E 'FAIL|SKIP' "$L/$name.txt" | head -n 12 | tee -a "$S"
 }
-has sm90 && run_tests sm90-suite 300 sm90_ tune_
+if has sm90; then
+  # the several-tiles-per-CTA cases first, in their own process (a hang there must not cost the rest)
+  run_tests sm90-tiles 120 sm90_many_tiles
+  run_tests sm90-suite 300 sm90_ tune_ -sm90_many_tiles
+fi
 has gpu && run_tests gpu-suite 240 cuda_ sm90_ tune_ graph_
 has tpgpu && run_tests tpgpu 300 tp_gpu
 

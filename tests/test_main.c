@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -39,11 +40,25 @@ int w8a8_test_failed(void) { return cur_failed; }
 __attribute__((weak)) void w8a8_test_main_begin(int *argc, char ***argv);
 __attribute__((weak)) int w8a8_test_main_end(int *passed, int *failed, int *skipped);
 
+/* Arguments select tests by substring; one starting with '-' excludes the tests it matches
+ * (`w8a8_tests sm90_ -sm90_many`). No positive argument: every test not excluded. */
 static int selected(const char *name, int argc, char **argv) {
-  if (argc <= 1) return 1;
-  for (int i = 1; i < argc; i++)
-    if (strstr(name, argv[i])) return 1;
-  return 0;
+  int any_pos = 0, hit = 0;
+  for (int i = 1; i < argc; i++) {
+    if (argv[i][0] == '-') {
+      if (argv[i][1] && strstr(name, argv[i] + 1)) return 0;
+    } else {
+      any_pos = 1;
+      if (strstr(name, argv[i])) hit = 1;
+    }
+  }
+  return !any_pos || hit;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int main(int argc, char **argv) {
@@ -54,16 +69,18 @@ int main(int argc, char **argv) {
     if (!selected(t->name, argc, argv)) continue;
     cur_failed = cur_skipped = cur_fail_msgs = 0;
     printf("[ RUN  ] %s\n", t->name);
+    const double t0 = now_s();
     t->fn();
+    const double dt = now_s() - t0;
     if (cur_failed) {
       failed++;
-      printf("[ FAIL ] %s\n", t->name);
+      printf("[ FAIL ] %s (%.1f s)\n", t->name, dt);
     } else if (cur_skipped) {
       skipped++;
-      printf("[ SKIP ] %s\n", t->name);
+      printf("[ SKIP ] %s (%.1f s)\n", t->name, dt);
     } else {
       passed++;
-      printf("[  OK  ] %s\n", t->name);
+      printf("[  OK  ] %s (%.1f s)\n", t->name, dt);
     }
   }
   if (!w8a8_test_main_end || w8a8_test_main_end(&passed, &failed, &skipped))
