@@ -238,9 +238,13 @@ static void run_case(const mm_case *c, uint64_t seed) {
         double sabs = 0.0;
         for (int64_t k = 0; k < K; k++) sabs += fabs((double)fp8_to_f32(a[m * lda + k]) * fp8_to_f32(b[n * ldb + k]));
         double scale = fabs((double)sa[c->sa_per_token ? m : 0] * sb[c->sb_per_channel ? n : 0]);
-        /* fast-accumulation configs (picked only with W8A8_FP8_ACCUM_FAST) get 1e-2: the precision
-         * w8a8.h states for that mode */
-        double rel_tol = (c->config >= 0 && w8a8_sm90_config_fast_accum(c->config)) || g_fp8_fast ? 1e-2 : 1e-3;
+        /* Promoting configs: 2e-3. Inside one 128-deep K-block the tensor core's fp8 accumulation
+         * truncates (~13-14 mantissa bits, one-sided: toward zero) at each of its ~16 additions, so
+         * an element whose products mostly share a sign can lose ~16 x 2^-13 of its block's
+         * sum|ab|; measured 1.23e-3 at K = 100 (one block), 3 elements in 3.9M (session 6).
+         * Fast-accumulation configs (picked only with W8A8_FP8_ACCUM_FAST) get 1e-2: the precision
+         * w8a8.h states for that mode. */
+        double rel_tol = (c->config >= 0 && w8a8_sm90_config_fast_accum(c->config)) || g_fp8_fast ? 1e-2 : 2e-3;
         double tol = rel_tol * sabs * scale + ulp * fabs((double)rv) + 1e-30;
         if (sabs * scale > 0 && err - ulp * fabs((double)rv) > 0) {
           double rel = (err - ulp * fabs((double)rv)) / (sabs * scale);

@@ -103,6 +103,9 @@ typedef struct sm90_args {
   // otherwise idle producer warp fills while the main loop runs (1), or from global memory (0:
   // W8A8_SM90_PRM=0, for A/B).
   int prm;
+  // With prm and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
+  // (0: W8A8_SM90_LEAN=0, for A/B).
+  int lean;
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
   // to timeline_max tiles, consumer warpgroup 0's clock64() at the tile's main-loop start, main-loop
   // end (accumulators complete) and epilogue end: timeline[(blockIdx.x * timeline_max + i) * 3 + k].
@@ -397,6 +400,91 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
     sm90_named_bar(bar, 128);
     if (tid == 0) {
       sm90_tma_store_2d(tmap_o, buf, n0 - c0 + 64 * q, m_base);
+      sm90_bulk_commit();
+    }
+  }
+}
+
+// Lean staged epilogue (session 6): sm90_epi_staged's values (same formula, same roundings, same
+// bits) with what the common case does not need taken out. The per-tile timeline showed the
+// epilogue at 14-19% of a 128 x 256 tile (int8 7.8k cycles) and ncu's source counters why: ~2300
+// instructions per warp and tile, 18 per output, no hot spot (issue-bound). Each output paid for
+// the general code's run-time cases: bounds checks and clamps per column, bias and no-bias and
+// fp16 and bf16 computed under predicates, zero-point arithmetic, and generic-address loads of the
+// scale slot. Here: the output type is a template parameter; scale_a / scale_b come from the slot
+// through ld.shared (the producer warp already clamped the columns past N); no zero point (the
+// caller routes int8 with one to sm90_epi_staged); bias is an FFMA addend that is -0.0 without a
+// bias (x + -0.0 == x for every x, so fma(sb, t, -0.0) has fmul(sb, t)'s bits), its loads in one
+// uniform branch per chunk; the swizzled store address is one XOR per column group. Per group of
+// 4 outputs: 4 I2F (int8), 4 FMUL, 4 FFMA, 2 F2FP, 1 LOP3, 2 STS, 1 LDS.64.
+// psa_s / psb_s: the slot's scale_a / scale_b (shared-window addresses); row0 the warpgroup's first
+// row in the tile; n_tile0 the tile's first column.
+template <bool INT8, int NACC, bool BF16, typename acc_t>
+SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs, int tid,
+                            int bar, int row0, int m_base, int n_tile0, uint32_t psa_s, uint32_t psb_s) {
+  const int r0 = tid / 32 * 16 + (tid % 32) / 4, c0 = 2 * (tid % 4);  // fragment row / column in the chunk
+  const float sa0 = sm90_ld_smem_f32(psa_s + 4u * (uint32_t)(row0 + r0));
+  const float sa1 = sm90_ld_smem_f32(psa_s + 4u * (uint32_t)(row0 + r0 + 8));
+  // rows r0 and r0 + 8 share r0 % 8, hence the swizzle; bits 4..6 of r0 * 128 + c0 * 2 are zero
+  const uint32_t xr = (uint32_t)(r0 * 128 + c0 * 2) ^ ((uint32_t)(r0 & 7) << 4);
+  constexpr int J = NACC / 4;  // column groups of 8
+  static_assert(J % 8 == 0, "lean epilogue: chunks of 64 columns");
+#pragma unroll
+  for (int q = 0; q < J / 8; q++) {
+    const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
+    float sbA[8], sbB[8], bA[8], bB[8];
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) sm90_ld_smem_v2f32(psb_s + 4u * (uint32_t)(c0 + 64 * q + 8 * jj), sbA[jj], sbB[jj]);
+    if (a.bias) {
+      const unsigned short *bias = (const unsigned short *)a.bias;
+#pragma unroll
+      for (int jj = 0; jj < 8; jj++) {
+        const int n = n_tile0 + c0 + 64 * q + 8 * jj;
+        const unsigned short hA = __ldg(bias + min(n, a.N - 1)), hB = __ldg(bias + min(n + 1, a.N - 1));
+        bA[jj] = BF16 ? __uint_as_float((uint32_t)hA << 16) : __half2float(__ushort_as_half(hA));
+        bB[jj] = BF16 ? __uint_as_float((uint32_t)hB << 16) : __half2float(__ushort_as_half(hB));
+      }
+    } else {
+#pragma unroll
+      for (int jj = 0; jj < 8; jj++) bA[jj] = bB[jj] = -0.0f;
+    }
+    // the store that last read this buffer is done (see sm90_epi_staged)
+    if (tid == 0) {
+      if ((J / 8) % 2 == 1 && q == 0)
+        sm90_bulk_wait_read<0>();
+      else
+        sm90_bulk_wait_read<1>();
+    }
+    sm90_named_bar(bar, 128);
+    const uint32_t base = buf + xr;
+#pragma unroll
+    for (int jj = 0; jj < 8; jj++) {
+      const acc_t *g = acc + 4 * (8 * q + jj);
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) v[e] = INT8 ? __int2float_rn((int32_t)sm90_bits(g[e])) : __uint_as_float(sm90_bits(g[e]));
+      const float r00 = __fmaf_rn(sbA[jj], __fmul_rn(sa0, v[0]), bA[jj]);
+      const float r01 = __fmaf_rn(sbB[jj], __fmul_rn(sa0, v[1]), bB[jj]);
+      const float r10 = __fmaf_rn(sbA[jj], __fmul_rn(sa1, v[2]), bA[jj]);
+      const float r11 = __fmaf_rn(sbB[jj], __fmul_rn(sa1, v[3]), bB[jj]);
+      uint32_t h0, h1;
+      if constexpr (BF16) {
+        const __nv_bfloat162 p0 = __floats2bfloat162_rn(r00, r01), p1 = __floats2bfloat162_rn(r10, r11);
+        h0 = *(const uint32_t *)&p0;
+        h1 = *(const uint32_t *)&p1;
+      } else {
+        const __half2 p0 = __floats2half2_rn(r00, r01), p1 = __floats2half2_rn(r10, r11);
+        h0 = *(const uint32_t *)&p0;
+        h1 = *(const uint32_t *)&p1;
+      }
+      const uint32_t ad = base ^ ((uint32_t)jj << 4);  // row r0, 16-byte unit jj ^ (r0 % 8)
+      sm90_st_smem(ad, h0);
+      sm90_st_smem(ad + 1024u, h1);  // row r0 + 8
+    }
+    sm90_fence_proxy_async_smem();
+    sm90_named_bar(bar, 128);
+    if (tid == 0) {
+      sm90_tma_store_2d(tmap_o, buf, n_tile0 + 64 * q, m_base);
       sm90_bulk_commit();
     }
   }
@@ -996,7 +1084,15 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       } else if constexpr (!SWAP) {
         if (prm) sm90_mbar_wait(pfull, pn & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
-        if (a.tma_out && (C::NACC / 4) % 8 == 0)
+        if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
+          const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
+          if (a.out_kind == SM90_OUT_BF16)
+            sm90_epi_lean<INT8, C::NACC, true>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid,
+                                               1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s, psb_s);
+          else
+            sm90_epi_lean<INT8, C::NACC, false>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid,
+                                                1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s, psb_s);
+        } else if (a.tma_out && (C::NACC / 4) % 8 == 0)
           sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
                                          cw * 64, tx * SM90_BM + cw * 64, ty * BN + c0, qa, qb);
         else

@@ -150,6 +150,16 @@ SM90_DEV void sm90_tma_load_2d_mc(uint32_t dst, const void *tmap, uint32_t bar, 
       "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
       : "memory");
 }
+// Shared-memory loads for the epilogue's scale slot: volatile (kept after the slot's mbarrier wait,
+// an asm volatile too) but without a memory clobber, so the surrounding arithmetic can move.
+SM90_DEV float sm90_ld_smem_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+  return v;
+}
+SM90_DEV void sm90_ld_smem_v2f32(uint32_t addr, float &x, float &y) {
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr));
+}
 SM90_DEV uint32_t sm90_ld_smem(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
