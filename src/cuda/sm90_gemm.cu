@@ -93,6 +93,8 @@ static const sm90_config CONFIGS[] = {
     // fast accumulation (a candidate for W8A8_FP8_ACCUM_FAST once measured).
     SM90_CFG_PP("int8_128x128_pp", 128, 6, true),
     SM90_CFG_PP("fp8_128x128_pp", 128, 6, false),
+    // Session 6: int8's 128 x 128 tile with B multicast, for 129..256 tokens (see plan()).
+    SM90_CFG_MC("int8_128x128_mc2", 128, 6, true, false),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -264,6 +266,9 @@ static sm90_plan plan_tokens48(const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
+static int g_mc2m = -1;  // W8A8_SM90_MC2M: 1 (default) the multicast tiles for 129..255 tokens, 0 the plain ones
+static int mc2m_enabled(void) { return w8a8_env_flag(&g_mc2m, "W8A8_SM90_MC2M", 1); }
+
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens: the 128 x 128 tile. int8: it measured faster than swap-AB n64 on 5 of 5 shapes
@@ -324,6 +329,18 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // K = 429 on random e4m3 data (NOTES.md), over the 1e-3 the tests allow. fp8_128x256 (fast
   // accumulation) stays in the table for comparison but the heuristic never picks it.
   const char *name = int8 ? (wide ? "int8_128x256" : "int8_128x128") : (wide ? "fp8_128x256_promote" : "fp8_128x128_promote");
+  // 129..255 tokens (two 128-row tiles, the second partial): the same tile with B multicast over a
+  // 2-CTA cluster on the two M tiles. Measured (session 6, h200-sm90-partial-m-2026-11-30.txt): with
+  // separate CTAs the K-block of a weight tile whose second M tile is mostly out of bounds took
+  // 903 cycles instead of 721 (70b-o-tp4), 1044 instead of 604 (70b-down-tp4): M = 129 ran 1.4-1.6x
+  // slower than M = 256. The CTA with the partial tile reads few A bytes, runs ahead of its partner,
+  // and the two read the weight tile from HBM twice instead of sharing it in L2; the cluster reads
+  // it once for both and keeps them in step. Not with ready flags (all-gather + GEMM: plain tiles).
+  if (tm == 2 && (p->M % 128) != 0 && !p->ready && mc2m_enabled()) {
+    const char *mc = int8 ? (wide ? "int8_128x256_mc2" : "int8_128x128_mc2")
+                          : (wide ? "fp8_128x256_promote_mc2" : "fp8_128x128_promote_mc2");
+    if (find_config(mc) >= 0) name = mc;
+  }
   sm90_plan pl = {find_config(name), 1};
   return pl;
 }
