@@ -333,9 +333,11 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // 2-CTA cluster on the two M tiles. Measured (session 6, h200-sm90-partial-m-2026-11-30.txt): with
   // separate CTAs the K-block of a weight tile whose second M tile is mostly out of bounds took
   // 903 cycles instead of 721 (70b-o-tp4), 1044 instead of 604 (70b-down-tp4): M = 129 ran 1.4-1.6x
-  // slower than M = 256. The CTA with the partial tile reads few A bytes, runs ahead of its partner,
-  // and the two read the weight tile from HBM twice instead of sharing it in L2; the cluster reads
-  // it once for both and keeps them in step. Not with ready flags (all-gather + GEMM: plain tiles).
+  // slower than M = 256. The guess was that the two CTAs of a weight tile drift apart and read it
+  // from HBM twice; the multicast twin (one read, in step) won only 1.026x (geomean of 24 rows,
+  // 0.95x..1.11x) and M = 129 stays slower than M = 256, so the cause is elsewhere (the cost grows
+  // with the out-of-bounds rows: TMA's fill?). Kept for the small gain; not with ready flags
+  // (all-gather + GEMM keeps the plain tiles).
   if (tm == 2 && (p->M % 128) != 0 && !p->ready && mc2m_enabled()) {
     const char *mc = int8 ? (wide ? "int8_128x256_mc2" : "int8_128x128_mc2")
                           : (wide ? "fp8_128x256_promote_mc2" : "fp8_128x128_promote_mc2");
