@@ -18,10 +18,11 @@
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
  *   -c NAME times that configuration instead of the heuristic's (skipped where its dtype differs;
  *      e.g. -c fp8_128x128_promote_mc2 for a profile of one kernel).
- *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (persistent
- *      unswapped kernels only): medians over CTAs and tiles of the main loop's cycles (and per
- *      K-block), the epilogue's, and the gap from one tile's epilogue end to the next tile's start
- *      (negative for the pingpong tiles: the next tile starts during the epilogue).
+ *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (every
+ *      configuration since session 6): medians over CTAs and tiles of the wait for the first data
+ *      (the CTA's first tile from the kernel's entry; later tiles), the main loop's cycles (and per
+ *      K-block of the CTA's K range), the epilogue's (split-K: with the reduction), and the gap from
+ *      one tile's epilogue end to the next tile's start (negative for the pingpong tiles).
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
@@ -101,8 +102,12 @@ static double median_sorted(double *v, size_t n) {
   return v[n / 2];
 }
 
-/* -T: one call with the kernel's timeline on; medians over every stamped (CTA, tile) of the main loop,
- * the epilogue and the gap to the next tile (clock64: per SM, so only differences within a CTA). */
+/* -T: one call with the kernel's timeline on (4 clock64 stamps per (CTA, tile), see sm90_args.timeline:
+ * start, first K-block's data, main-loop end, epilogue end; the CTA's first tile starts at the kernel's
+ * entry). Medians over every stamped (CTA, tile): the wait for the first data of the CTA's first tile
+ * (prologue + griddepcontrol.wait + first load) and of later tiles, the main loop from the first data
+ * to the accumulators, the epilogue (split-K: with the reduction) and the gap to the next tile
+ * (clock64: per SM, so only differences within a CTA). */
 static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, int split, cudaStream_t st,
                             unsigned long long *dTL, unsigned long long *hTL, size_t tlbytes, int tiles, int ctas,
                             int64_t K) {
@@ -115,29 +120,44 @@ static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, i
   CK(cudaMemcpy(hTL, dTL, tlbytes, cudaMemcpyDeviceToHost));
   const size_t cap = (size_t)tiles * ctas;
   double *mainv = malloc(sizeof(double) * cap), *epiv = malloc(sizeof(double) * cap),
-         *gapv = malloc(sizeof(double) * cap), *spanv = malloc(sizeof(double) * ctas);
-  size_t nm = 0, ng = 0, nspan = 0;
+         *gapv = malloc(sizeof(double) * cap), *spanv = malloc(sizeof(double) * ctas),
+         *w0v = malloc(sizeof(double) * ctas), *wnv = malloc(sizeof(double) * cap);
+  size_t nm = 0, ng = 0, nspan = 0, nw0 = 0, nwn = 0;
   for (int c = 0; c < ctas; c++) {
-    const unsigned long long *t = hTL + (size_t)c * tiles * 3;
+    const unsigned long long *t = hTL + (size_t)c * tiles * 4;
     int last = -1;
-    for (int i = 0; i < tiles && t[3 * i] && t[3 * i + 2]; i++) {
-      mainv[nm] = (double)(t[3 * i + 1] - t[3 * i]);
-      epiv[nm++] = (double)(t[3 * i + 2] - t[3 * i + 1]);
-      if (i > 0) gapv[ng++] = (double)((long long)t[3 * i] - (long long)t[3 * (i - 1) + 2]); /* < 0: overlap (pingpong) */
+    for (int i = 0; i < tiles && t[4 * i] && t[4 * i + 3]; i++) {
+      if (t[4 * i + 1]) { /* 0: a CTA without K-blocks (split-K) */
+        const double w = (double)(t[4 * i + 1] - t[4 * i]);
+        if (i == 0)
+          w0v[nw0++] = w;
+        else
+          wnv[nwn++] = w;
+        mainv[nm] = (double)(t[4 * i + 2] - t[4 * i + 1]);
+      } else {
+        mainv[nm] = (double)(t[4 * i + 2] - t[4 * i]);
+      }
+      epiv[nm++] = (double)(t[4 * i + 3] - t[4 * i + 2]);
+      if (i > 0) gapv[ng++] = (double)((long long)t[4 * i] - (long long)t[4 * (i - 1) + 3]); /* < 0: overlap (pingpong) */
       last = i;
     }
-    if (last >= 0) spanv[nspan++] = (double)(t[3 * last + 2] - t[0]);
+    if (last >= 0) spanv[nspan++] = (double)(t[4 * last + 3] - t[0]);
   }
   if (nm) {
-    const double kb = (double)((K + 127) / 128), mm = median_sorted(mainv, nm);
+    const int sp = split > 0 ? split : 1;
+    const double kb = (double)((K + 127) / 128) / sp, mm = median_sorted(mainv, nm);
     const double sp_med = median_sorted(spanv, nspan), sp_max = spanv[nspan - 1]; /* sorted by then */
-    printf("#   timeline %s: %zu tiles on %zu CTAs; median cycles: main loop %.0f (%.0f per K-block), epilogue %.0f, "
-           "gap to the next tile %.0f; CTA span max %.0f, median %.0f\n",
-           w8a8_sm90_config_name(cfg), nm, nspan, mm, mm / kb, median_sorted(epiv, nm), median_sorted(gapv, ng), sp_max,
-           sp_med);
+    printf("#   timeline %s: %zu tiles on %zu CTAs; median cycles: first data %.0f (CTA's first tile, from the "
+           "kernel's entry) / %.0f (later tiles), main loop %.0f (%.0f per K-block), epilogue %.0f, gap to the next "
+           "tile %.0f; CTA span max %.0f, median %.0f\n",
+           w8a8_sm90_config_name(cfg), nm, nspan, nw0 ? median_sorted(w0v, nw0) : 0.0,
+           nwn ? median_sorted(wnv, nwn) : 0.0, mm, mm / kb, median_sorted(epiv, nm), ng ? median_sorted(gapv, ng) : 0.0,
+           sp_max, sp_med);
   } else {
-    printf("#   timeline %s: no stamps (swapped or split-K configuration)\n", w8a8_sm90_config_name(cfg));
+    printf("#   timeline %s: no stamps\n", w8a8_sm90_config_name(cfg));
   }
+  free(w0v);
+  free(wnv);
   free(mainv);
   free(epiv);
   free(gapv);
@@ -195,7 +215,7 @@ int main(int argc, char **argv) {
   uint16_t *hOut = malloc((size_t)(maxM * maxN * 2));
   enum { TL_TILES = 128, TL_CTAS = 1024 };
   unsigned long long *dTL = NULL, *hTL = NULL;
-  const size_t tlbytes = sizeof(unsigned long long) * 3 * TL_TILES * TL_CTAS;
+  const size_t tlbytes = sizeof(unsigned long long) * 4 * TL_TILES * TL_CTAS;
   if (tl_on) {
     CK(cudaMalloc((void **)&dTL, tlbytes));
     hTL = malloc(tlbytes);

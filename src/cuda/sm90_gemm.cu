@@ -442,6 +442,8 @@ static int g_prm = -1;  // W8A8_SM90_PRM: 1 (default) the epilogue's scales thro
 static int prm_enabled(void) { return w8a8_env_flag(&g_prm, "W8A8_SM90_PRM", 1); }
 static int g_lean = -1;  // W8A8_SM90_LEAN: 1 (default) sm90_epi_lean where it applies, 0 sm90_epi_staged
 static int lean_enabled(void) { return w8a8_env_flag(&g_lean, "W8A8_SM90_LEAN", 1); }
+static int g_early_pdl = -1;  // W8A8_SM90_EARLY_PDL: 1 the trigger for the next kernel at the start (see sm90_args), 0 (default) late
+static int early_pdl_enabled(void) { return w8a8_env_flag(&g_early_pdl, "W8A8_SM90_EARLY_PDL", 0); }
 
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
@@ -546,6 +548,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.tma_out = tma_out;
   a.prm = !c->swap && !c->splitk && prm_enabled();
   a.lean = lean_enabled();
+  a.early_pdl = early_pdl_enabled() && w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1);
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;

@@ -106,11 +106,23 @@ typedef struct sm90_args {
   // With prm and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
   // (0: W8A8_SM90_LEAN=0, for A/B).
   int lean;
+  // Programmatic dependent launch: 1 (W8A8_SM90_EARLY_PDL=1, opt-in until measured) every CTA lets
+  // the next kernel launch at its start instead of once its producer has issued every load. Safe
+  // whenever: a dependent launched early still waits (griddepcontrol.wait) for this grid to
+  // complete before it reads anything, and it launches only once EVERY CTA of this grid has
+  // triggered, i.e. is resident, so it cannot take the place of one of ours. What it buys: where a
+  // second CTA fits per SM (the swap-AB kernels of small M, one CTA per SM by plan), the next GEMM's
+  // CTAs start, initialise and, with w8a8_set_weights_constant, load their first weight stages
+  // while this grid still streams; with the late trigger only this grid's last moments overlapped.
+  int early_pdl;
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
-  // to timeline_max tiles, consumer warpgroup 0's clock64() at the tile's main-loop start, main-loop
-  // end (accumulators complete) and epilogue end: timeline[(blockIdx.x * timeline_max + i) * 3 + k].
-  // Pingpong: each warpgroup stamps its own tiles (entries i = the CTA's tile index), so a negative
-  // gap between consecutive tiles is the overlap of one tile's start with the other's epilogue.
+  // to timeline_max tiles, consumer warpgroup 0's clock64() at k = 0 the tile's start (the CTA's
+  // first tile: the kernel's entry), 1 its first K-block's data in shared memory, 2 its main-loop
+  // end (accumulators complete), 3 its epilogue end (split-K: with the cluster's reduction):
+  // timeline[(blockIdx.x * timeline_max + i) * 4 + k]. Every configuration stamps (session 6; the
+  // swapped and split-K ones did not). Pingpong: each warpgroup stamps its own tiles (entries i =
+  // the CTA's tile index), so a negative gap between consecutive tiles is the overlap of one
+  // tile's start with the other's epilogue.
   unsigned long long *timeline;
   int timeline_max, timeline_ctas;  // tiles per CTA, CTAs (blockIdx.x >= timeline_ctas: no stamps)
 } sm90_args;
@@ -681,6 +693,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   const int kb_begin = (int)((long long)a.kblocks * rank / SPLIT);
   const int kb_end = (int)((long long)a.kblocks * (rank + 1) / SPLIT);
 
+  if (a.early_pdl && threadIdx.x == 0) sm90_grid_dep_launch();  // see sm90_args.early_pdl
+  // timeline: the kernel's entry as the CTA's first tile's start (consumer warpgroup 0's thread 0)
+  if (a.timeline && threadIdx.x == 128 && (int)blockIdx.x < a.timeline_ctas && a.timeline_max > 0)
+    a.timeline[(size_t)blockIdx.x * a.timeline_max * 4] = clock64();
   if (threadIdx.x == 0) {
     sm90_prefetch_tmap(&tmap_x);
     sm90_prefetch_tmap(&tmap_y);
@@ -828,7 +844,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       acc_t acc[2 * C::NACC];  // rows 0..63 of the tile, then rows 64..127
       // timeline (sm90_dev -T): each warpgroup's thread 0 stamps its own tiles j (disjoint entries)
       const bool stamp = a.timeline && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
-      unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 3 : nullptr;
+      unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 4 : nullptr;
       int j = 0;               // the CTA's tile index: the producer loaded tile j's K-blocks at ring positions j*KB ..
       for (int t = item0; t < items; t += tile_stride, j++) {
         if ((j & 1) != cw) continue;
@@ -838,12 +854,16 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         for (int i = 0; i < 2 * C::NACC; i++) acc[i] = 0;
         if (j > 0) sm90_mbar_wait(pord, (uint32_t)((j - 1) & 1));  // the owner of tile j - 1 has all its stages
         const bool stamp_t = stamp && j < a.timeline_max;
-        if (stamp_t) tl[3 * j] = clock64();
+        if (stamp_t && j > 0) tl[4 * j] = clock64();
         int prev = -1;
         // ring position of tile j's first K-block: j * KB (the producer's order); then one per block
         const long long pos0 = (long long)j * KB;
         int s = (int)(pos0 % STAGES);
         uint32_t phase = (uint32_t)((pos0 / STAGES) & 1);
+        if (stamp_t && KB > 0) {  // (a wait on a completed phase returns at once: the loop's is unchanged)
+          sm90_mbar_wait(full0 + 8 * s, phase);
+          tl[4 * j + 1] = clock64();
+        }
         for (int i = 0; i < KB; i++) {
           sm90_mbar_wait(full0 + 8 * s, phase);
           if (i == KB - 1 && tid == 0) sm90_mbar_arrive(pord);  // tile j's stages have all arrived
@@ -875,7 +895,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
 #pragma unroll
         for (int i = 0; i < 2 * C::NACC; i++) sm90_fence_reg(acc[i]);
-        if (stamp_t) tl[3 * j + 1] = clock64();
+        if (stamp_t) tl[4 * j + 2] = clock64();
         // the tile's two 64-row halves through this warpgroup's buffers and named barrier
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -885,7 +905,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           else
             sm90_epi_direct<INT8, C::NACC>(a, acc + h * C::NACC, tx * SM90_BM + h * 64 + r0, ty * BN + c0);
         }
-        if (stamp_t) tl[3 * j + 2] = clock64();
+        if (stamp_t) tl[4 * j + 3] = clock64();
       }
       if (a.tma_out && tid == 0) sm90_bulk_wait<0>();
     } else {
@@ -893,13 +913,19 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     uint32_t phase = 0;
     acc_t acc[C::NACC];
     int pn = 0;  // tiles done: the scale slot's phase
-    const bool stamp = C::PRM && a.timeline && cw == 0 && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
-    unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 3 : nullptr;
+    const bool stamp = a.timeline && cw == 0 && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
+    unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 4 : nullptr;
     for (int t = item0; t < items; t += tile_stride, pn++) {
       int tx, ty;
       sm90_item_coords<MC>(a, t, crank, tx, ty);
       const bool stamp_t = stamp && pn < a.timeline_max;
-      if (stamp_t) tl[3 * pn] = clock64();
+      if (stamp_t && pn > 0) tl[4 * pn] = clock64();
+      // (a wait on a completed phase returns at once; a CTA with no K-block (split-K over fewer
+      // K-blocks than CTAs) has no stage to wait for)
+      if (stamp_t && kb_end > kb_begin) {
+        sm90_mbar_wait(full0 + 8 * s, phase);
+        tl[4 * pn + 1] = clock64();
+      }
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
 
@@ -1034,7 +1060,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       }
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
-      if (stamp_t) tl[3 * pn + 1] = clock64();
+      if (stamp_t) tl[4 * pn + 2] = clock64();
 
       // Epilogue. The accumulators go through shared memory first: the stores to global memory
       // can then be coalesced whatever the register layout (and, when swapped, transposed), and
@@ -1098,7 +1124,6 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         else
           sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
-        if (stamp_t) tl[3 * pn + 2] = clock64();
       } else {
         // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
 #if SM90_EPI_V2
@@ -1134,6 +1159,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #undef SM90_STG_ST
 #undef SM90_STG_LD
       }
+      if (stamp_t) tl[4 * pn + 3] = clock64();
     }
     // The staged epilogue's last TMA stores still read this CTA's shared memory: finish them.
     if constexpr (!SWAP && !SPLITK)
