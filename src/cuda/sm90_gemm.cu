@@ -444,6 +444,7 @@ static int g_lean = -1;  // W8A8_SM90_LEAN: 1 (default) sm90_epi_lean where it a
 static int lean_enabled(void) { return w8a8_env_flag(&g_lean, "W8A8_SM90_LEAN", 1); }
 static int g_early_pdl = -1;  // W8A8_SM90_EARLY_PDL: 1 the trigger for the next kernel at the start (see sm90_args), 0 (default) late
 static int early_pdl_enabled(void) { return w8a8_env_flag(&g_early_pdl, "W8A8_SM90_EARLY_PDL", 0); }
+static int g_l2pf = -1;  // W8A8_SM90_L2PF: 1 with the weights-constant hint, the first tile's other weight K-blocks prefetched into L2 early (see sm90_args)
 
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
@@ -549,6 +550,9 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.prm = !c->swap && !c->splitk && prm_enabled();
   a.lean = lean_enabled();
   a.early_pdl = early_pdl_enabled() && w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1);
+  // (only where all the weights fit in half the H200's L2: more would evict what it prefetched)
+  a.l2pf = a.weights_constant && (double)p->N * (double)p->K <= 24.0 * 1024 * 1024 &&
+           w8a8_env_flag(&g_l2pf, "W8A8_SM90_L2PF", 0);
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;

@@ -115,6 +115,11 @@ typedef struct sm90_args {
   // CTAs start, initialise and, with w8a8_set_weights_constant, load their first weight stages
   // while this grid still streams; with the late trigger only this grid's last moments overlapped.
   int early_pdl;
+  // With weights_constant: 1 (W8A8_SM90_L2PF=1, opt-in until measured) the producer also prefetches
+  // into L2 the rest of its first tile's weight K-blocks (those past the first STAGES) before
+  // griddepcontrol.wait, so that a GEMM launched early (a previous kernel's early trigger) streams
+  // its whole weight share under that kernel instead of only its first stages.
+  int l2pf;
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
   // to timeline_max tiles, consumer warpgroup 0's clock64() at k = 0 the tile's start (the CTA's
   // first tile: the kernel's entry), 1 its first K-block's data in shared memory, 2 its main-loop
@@ -749,6 +754,13 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           else  // weights are Y
             sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, (kb_begin + j) * SM90_BK, ty * BN);
         }
+        if (a.l2pf)  // the first tile's remaining weight K-blocks, into L2 only
+          for (int kb = kb_begin + npre; kb < kb_end; kb++) {
+            if constexpr (SWAP)
+              sm90_tma_prefetch_l2_2d(&tmap_x, kb * SM90_BK, tx * SM90_BM);
+            else
+              sm90_tma_prefetch_l2_2d(&tmap_y, kb * SM90_BK, ty * BN);
+          }
       }
       // Programmatic dependent launch: everything above (launch, barrier init, descriptor
       // prefetch, register split, the hinted weight loads) overlapped the previous kernel's

@@ -82,6 +82,12 @@ SM90_DEV void sm90_tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int
       : "memory");
 }
 
+// 2-D tile prefetch into L2 (no shared memory, no barrier): the box at (c0, c1) of the tensor map.
+SM90_DEV void sm90_tma_prefetch_l2_2d(const void *tmap, int c0, int c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"((uint64_t)tmap), "r"(c0), "r"(c1)
+               : "memory");
+}
+
 // 2-D tile store (the staged epilogue): the box at shared-memory `src` to (c0 = inner coordinate,
 // c1 = row) of the tensor; parts of the box outside the tensor are not written (M and N tails).
 // Asynchronous: one bulk group per commit; wait_read<N> returns once at most N of this thread's
