@@ -247,7 +247,7 @@ class TorchRunner:
             ref, mag = v * sa * sb, mag * sa * sb
         else:
             ref = v
-        bound = ref.abs() * 2.0 ** -8 + mag * (1e-2 if impl.endswith("_fast") else 1e-3) + 1e-30
+        bound = ref.abs() * 2.0 ** -8 + mag * (1e-2 if impl.endswith("_fast") else 2e-3) + 1e-30  # as tests/test_sm90.c
         return int(((got - ref).abs() > bound).sum() + got.isnan().sum())
 
 
@@ -479,7 +479,7 @@ def markdown(rows, args, runner, stamp, elapsed):
         L.append("## fp8 with fast accumulation (`w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_FAST)` vs "
                  "`torch._scaled_mm(use_fast_accum=True)`), M >= %d" % FAST_MIN_M)
         L.append("")
-        L.append("Checked at 1e-2 of sum|a||b| (the precise rows: 1e-3). Our precise fp8 and torch's precise rowwise "
+        L.append("Checked at 1e-2 of sum|a||b| (the precise rows: 2e-3). Our precise fp8 and torch's precise rowwise "
                  "are repeated for reference.")
         L.append("")
         L.append("| shape | M | ours fast us | TFLOP/s | torch fast us | ÷ | ours precise us | torch precise us | wrong |")

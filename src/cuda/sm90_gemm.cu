@@ -93,7 +93,7 @@ static const sm90_config CONFIGS[] = {
     // fast accumulation (a candidate for W8A8_FP8_ACCUM_FAST once measured).
     SM90_CFG_PP("int8_128x128_pp", 128, 6, true),
     SM90_CFG_PP("fp8_128x128_pp", 128, 6, false),
-    // Session 6: int8's 128 x 128 tile with B multicast, for 129..256 tokens (see plan()).
+    // Session 6: int8's 128 x 128 tile with B multicast, for 129..255 tokens (see apply_mc2m).
     SM90_CFG_MC("int8_128x128_mc2", 128, 6, true, false),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
@@ -266,9 +266,6 @@ static sm90_plan plan_tokens48(const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
-static int g_mc2m = -1;  // W8A8_SM90_MC2M: 1 (default) the multicast tiles for 129..255 tokens, 0 the plain ones
-static int mc2m_enabled(void) { return w8a8_env_flag(&g_mc2m, "W8A8_SM90_MC2M", 1); }
-
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens: the 128 x 128 tile. int8: it measured faster than swap-AB n64 on 5 of 5 shapes
@@ -325,26 +322,40 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   double e256 = (double)t256 / (double)(((t256 + num_sms - 1) / num_sms) * num_sms);
   double e128 = (double)t128 / (double)(((t128 + num_sms - 1) / num_sms) * num_sms);
   int wide = e256 >= e128 * 0.9;
-  // fp8 always promotes: QGMMA's own accumulation measured an error of 1.1e-3 of sum|a||b| at
-  // K = 429 on random e4m3 data (NOTES.md), over the 1e-3 the tests allow. fp8_128x256 (fast
-  // accumulation) stays in the table for comparison but the heuristic never picks it.
+  // fp8 always promotes (PRECISE): QGMMA's own accumulation over the whole K range measured an error
+  // of 1.1e-3 of sum|a||b| at K = 429 on random e4m3 data (NOTES.md), growing with K, where promotion
+  // keeps it to one 128-deep block's truncation. fp8_128x256 (fast accumulation) is what
+  // W8A8_FP8_ACCUM_FAST maps the wide tile to (apply_fp8_accum).
   const char *name = int8 ? (wide ? "int8_128x256" : "int8_128x128") : (wide ? "fp8_128x256_promote" : "fp8_128x128_promote");
-  // 129..255 tokens (two 128-row tiles, the second partial): the same tile with B multicast over a
-  // 2-CTA cluster on the two M tiles. Measured (session 6, h200-sm90-partial-m-2026-11-30.txt): with
-  // separate CTAs the K-block of a weight tile whose second M tile is mostly out of bounds took
-  // 903 cycles instead of 721 (70b-o-tp4), 1044 instead of 604 (70b-down-tp4): M = 129 ran 1.4-1.6x
-  // slower than M = 256. The guess was that the two CTAs of a weight tile drift apart and read it
-  // from HBM twice; the multicast twin (one read, in step) won only 1.026x (geomean of 24 rows,
-  // 0.95x..1.11x) and M = 129 stays slower than M = 256, so the cause is elsewhere (the cost grows
-  // with the out-of-bounds rows: TMA's fill?). Kept for the small gain; not with ready flags
-  // (all-gather + GEMM keeps the plain tiles).
-  if (tm == 2 && (p->M % 128) != 0 && !p->ready && mc2m_enabled()) {
-    const char *mc = int8 ? (wide ? "int8_128x256_mc2" : "int8_128x128_mc2")
-                          : (wide ? "fp8_128x256_promote_mc2" : "fp8_128x128_promote_mc2");
-    if (find_config(mc) >= 0) name = mc;
-  }
   sm90_plan pl = {find_config(name), 1};
   return pl;
+}
+
+// 129..255 tokens (two 128-row tiles, the second partial), heuristic plans only: the planned tile's
+// twin with B multicast over a 2-CTA cluster on the two M tiles. Measured (session 6,
+// h200-sm90-partial-m-2026-11-30.txt): with separate CTAs the K-block of a weight tile whose second M
+// tile is mostly out of bounds took 903 cycles instead of 721 (70b-o-tp4), 1044 instead of 604
+// (70b-down-tp4): M = 129 ran 1.4-1.6x slower than M = 256. The guess was that the two CTAs of a
+// weight tile drift apart and read it from HBM twice; the multicast twin (one read, in step) won only
+// 1.026x (geomean of 24 rows, 0.95x..1.11x) and M = 129 stays slower than M = 256, so the cause is
+// elsewhere (the cost grows with the out-of-bounds rows: TMA's fill?). Kept for the small gain. Not
+// with ready flags (all-gather + GEMM keeps the plain tiles), nor with the weights-constant hint
+// (multicast tiles do not take it, and the hint's gain there was not measured against this one).
+// Runs after apply_fp8_accum: under FAST the wide fp8 tile is fp8_128x256 already, which has no twin.
+static int g_mc2m = -1;  // W8A8_SM90_MC2M: 1 (default) the multicast twins for 129..255 tokens, 0 the plain tiles
+static int mc2m_enabled(void) { return w8a8_env_flag(&g_mc2m, "W8A8_SM90_MC2M", 1); }
+static void apply_mc2m(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl) {
+  if (pl->config < 0 || p->M <= 128 || p->M >= 256 || p->ready || h->weights_constant || !mc2m_enabled()) return;
+  static const char *const twins[][2] = {{"int8_128x128", "int8_128x128_mc2"},
+                                         {"int8_128x256", "int8_128x256_mc2"},
+                                         {"fp8_128x128_promote", "fp8_128x128_promote_mc2"},
+                                         {"fp8_128x256_promote", "fp8_128x256_promote_mc2"}};
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(CONFIGS[pl->config].name, twins[i][0])) {
+      const int to = find_config(twins[i][1]);
+      if (to >= 0) pl->config = to;
+      return;
+    }
 }
 
 // w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
@@ -386,6 +397,19 @@ static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan 
   pl->config = e->config;
   pl->split = c->splitk ? e->split : 1;
   return pl->split >= 1 && pl->split <= SM90_MAX_SPLIT;
+}
+
+// The plan of a launch without a forced configuration: the tuning table's, else the heuristic's
+// with the multicast twin at 129..255 tokens; then the handle's settings (fast accumulation, and
+// the opt-in pingpong tiles).
+static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan pl;
+  const int tuned = tuned_plan(h, p, &pl);
+  if (!tuned) pl = plan(h->device_index, p, num_sms);
+  apply_fp8_accum(h, &pl);
+  if (!tuned) apply_mc2m(h, p, &pl);
+  apply_pp(h, p, &pl, num_sms);
+  return pl;
 }
 
 // ---- entry points ------------------------------------------------------------------------------
@@ -449,7 +473,9 @@ static int g_l2pf = -1;  // W8A8_SM90_L2PF: 1 with the weights-constant hint, th
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
 // one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
-// where a later step refused).
+// where a later step refused). One difference: that path asks without its ready flags, so at
+// 129..255 tokens the probe plans the multicast twin and the launch the plain tile (apply_mc2m);
+// the two take the same problems (same tile, same tensor maps).
 static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
                            sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, int *tma_out) {
   W8A8_CHECK(accepts(h, p));
@@ -471,13 +497,11 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
       return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: config %s takes M <= %d", FN, CONFIGS[pl->config].name,
                       8 * CONFIGS[pl->config].bn);
   } else {
-    if (!tuned_plan(h, p, pl)) *pl = plan(dev, p, num_sms);
+    *pl = choose_plan(h, p, num_sms);
     // The split-1 quarantine of session 1 is gone: the wide-N cases (sm90wide_*: N = 28672 at
     // M = 1..64, split 1 and 8, several token tiles, AUTO) all passed on the H200 on 2026-11-29
     // (session 2); the one that looked hung was the single-threaded CPU reference of a
     // 64 x 28672 x 4096 product outliving its 45 s step.
-    apply_fp8_accum(h, pl);
-    apply_pp(h, p, pl, num_sms);
   }
   if (pl->config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   const sm90_config *c = &CONFIGS[pl->config];
@@ -503,6 +527,16 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 }
 
 #endif
+
+// Tests: 1 the lean epilogue where it applies, 0 sm90_epi_staged (overrides W8A8_SM90_LEAN; the
+// test that compares the two outputs bit for bit).
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) {
+#if defined(W8A8_HAVE_SM90A)
+  g_lean = on ? 1 : 0;
+#else
+  (void)on;
+#endif
+}
 
 static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
 #if !defined(W8A8_HAVE_SM90A)
@@ -670,10 +704,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
 extern "C" W8A8_HIDDEN int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   if (!st || st->cc != 90) return -1;
-  sm90_plan pl;
-  if (!tuned_plan(h, p, &pl)) pl = plan(h->device_index, p, st->prop.multiProcessorCount);
-  apply_fp8_accum(h, &pl);
-  apply_pp(h, p, &pl, st->prop.multiProcessorCount);
+  const sm90_plan pl = choose_plan(h, p, st->prop.multiProcessorCount);
   if (split) *split = pl.split;
   return pl.config;
 }

@@ -1122,7 +1122,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       } else if constexpr (!SWAP) {
         if (prm) sm90_mbar_wait(pfull, pn & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
-        if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
+        if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0) &&
+            a.out_kind != SM90_OUT_FP32) {  // (tma_out is 16-bit only already)
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
           if (a.out_kind == SM90_OUT_BF16)
             sm90_epi_lean<INT8, C::NACC, true>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid,
