@@ -32,7 +32,8 @@ typedef struct sm90_config {
   int smem;      // dynamic shared memory bytes
   sm90_kernel_fn fn;
   int mcast;     // 2: clusters of two CTAs on neighbouring M tiles multicasting the B tile; 0: none
-  int pp;        // pingpong (the kernel's PP); not yet run on a GPU: the tuner skips it
+  int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
+  int exp;       // not yet run on a GPU: the tuner skips it too
 } sm90_config;
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
@@ -48,6 +49,11 @@ typedef struct sm90_config {
 #define SM90_CFG_PP(NAME, BN, ST, I8)                                                                   \
   {NAME, I8, BN, 0, 0, 1, !(I8), sm90_cfg<BN, ST, I8, false, false, false, true>::SMEM_BYTES,                \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, false, false, 1, 1, true>, 0, 1}
+
+// An experimental plain configuration (the tuner skips it until it has run on a GPU).
+#define SM90_CFG_X(NAME, BN, ST, I8, SW, PR, SK, MB)                                                        \
+  {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB>, 0, 0, 1}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -95,6 +101,15 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_PP("fp8_128x128_pp", 128, 6, false),
     // Session 6: int8's 128 x 128 tile with B multicast, for 129..255 tokens (see apply_mc2m).
     SM90_CFG_MC("int8_128x128_mc2", 128, 6, true, false),
+    // Session 6, NOT yet run on a GPU (experimental): swap-AB n8 / n16 with one CTA per SM and 10
+    // stages of 17-18 KB instead of two CTAs per SM with 5. The small-M plans put one CTA per SM
+    // anyway (plan_small: tiles x split <= SMs), so half the shared memory sat idle; twice the weight
+    // bytes in flight per SM (160-180 KB) for when HBM latency under load, not the SM count, bounds
+    // the stream (Little's law: 32.6 GB/s per SM x 2-3 us). For sm90_dev -a against the plain ones.
+    SM90_CFG_X("fp8_swap_n8_deep", 8, 10, false, true, true, true, 1),
+    SM90_CFG_X("fp8_swap_n16_deep", 16, 10, false, true, true, true, 1),
+    SM90_CFG_X("int8_swap_n8_deep", 8, 10, true, true, false, true, 1),
+    SM90_CFG_X("int8_swap_n16_deep", 16, 10, true, true, false, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -695,7 +710,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // the tests run every configuration. Now the pingpong ones (session 5); the multicast ones (session 3)
 // have passed the sm90 suite since session 4 and run at the plain tiles' speed since session 5.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].pp;
+  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].exp);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;
