@@ -147,12 +147,15 @@ static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, i
     const int sp = split > 0 ? split : 1;
     const double kb = (double)((K + 127) / 128) / sp, mm = median_sorted(mainv, nm);
     const double sp_med = median_sorted(spanv, nspan), sp_max = spanv[nspan - 1]; /* sorted by then */
+    /* mainv is sorted by median_sorted: its 10th / 90th percentiles show a bimodal main loop (e.g.
+     * partial and full M tiles, or CTAs sharing an SM) that the median hides */
+    const double p10 = mainv[nm / 10], p90 = mainv[(nm * 9) / 10];
     printf("#   timeline %s: %zu tiles on %zu CTAs; median cycles: first data %.0f (CTA's first tile, from the "
-           "kernel's entry) / %.0f (later tiles), main loop %.0f (%.0f per K-block), epilogue %.0f, gap to the next "
-           "tile %.0f; CTA span max %.0f, median %.0f\n",
+           "kernel's entry) / %.0f (later tiles), main loop %.0f (%.0f per K-block; p10 %.0f, p90 %.0f), epilogue "
+           "%.0f, gap to the next tile %.0f; CTA span max %.0f, median %.0f\n",
            w8a8_sm90_config_name(cfg), nm, nspan, nw0 ? median_sorted(w0v, nw0) : 0.0,
-           nwn ? median_sorted(wnv, nwn) : 0.0, mm, mm / kb, median_sorted(epiv, nm), ng ? median_sorted(gapv, ng) : 0.0,
-           sp_max, sp_med);
+           nwn ? median_sorted(wnv, nwn) : 0.0, mm, mm / kb, p10 / kb, p90 / kb, median_sorted(epiv, nm),
+           ng ? median_sorted(gapv, ng) : 0.0, sp_max, sp_med);
   } else {
     printf("#   timeline %s: no stamps\n", w8a8_sm90_config_name(cfg));
   }
