@@ -104,6 +104,64 @@ static int g_weights_constant;
 /* w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST) on the GPU handle (sm90_fp8_fast_accum). */
 static int g_fp8_fast;
 
+/* What run_case's element check needs. */
+typedef struct check_ctx {
+  const mm_case *c;
+  const uint8_t *a, *b;
+  const float *sa, *sb;
+  const uint8_t *ref, *got;
+  int64_t lda, ldb, ldo;
+  size_t es;
+  int int8;
+  double rel_tol; /* fp8: the bound in units of sum|a||b| * |sa*sb| */
+} check_ctx;
+
+/* Element (m, n) of the output (n >= N: the row padding, which must stay poisoned): 1 if right.
+ * int8 and padding: the reference's bits; fp8: within rel_tol * sum|ab| * |sa sb| plus one rounding
+ * of the output type. *rel: the element's error in units of sum|ab| * |sa sb| beyond that rounding
+ * (fp8; 0 otherwise). msg (may be NULL): what was wrong. */
+static int check_elem(const check_ctx *x, int64_t m, int64_t n, double *rel, char *msg, size_t msgsz) {
+  const mm_case *c = x->c;
+  const size_t i = (size_t)c->out_offset + (size_t)(m * x->ldo + n), es = x->es;
+  const uint8_t *r = x->ref + es * i, *g = x->got + es * i;
+  *rel = 0.0;
+  if (n >= c->N || x->int8) { /* padding must stay poisoned; int8 must match bit for bit */
+    if (memcmp(r, g, es) == 0) return 1;
+    if (msg)
+      snprintf(msg, msgsz, "out[%lld,%lld] bits differ (ref %02x%02x.. got %02x%02x..)", (long long)m, (long long)n,
+               r[0], r[1], g[0], g[1]);
+    return 0;
+  }
+  float rv, gv;
+  if (es == 4) {
+    memcpy(&rv, r, 4);
+    memcpy(&gv, g, 4);
+  } else {
+    uint16_t rh, gh;
+    memcpy(&rh, r, 2);
+    memcpy(&gh, g, 2);
+    rv = half_bits_to_f32(rh, c->out == W8A8_DTYPE_BF16);
+    gv = half_bits_to_f32(gh, c->out == W8A8_DTYPE_BF16);
+  }
+  const double ulp = c->out == W8A8_DTYPE_BF16 ? 0x1p-7 : c->out == W8A8_DTYPE_FP16 ? 0x1p-10 : 0x1p-22;
+  const double err = fabs((double)gv - (double)rv), out_round = ulp * fabs((double)rv);
+  /* within the output's rounding: passes whatever sum|ab| is (tol >= out_round) and adds nothing to
+   * `worst`; only the other elements pay for the K-long sum below (NaN poison: NaN <= x
+   * is false, so it goes on to fail below) */
+  if (err <= out_round) return 1;
+  double sabs = 0.0;
+  for (int64_t k = 0; k < c->K; k++)
+    sabs += fabs((double)fp8_to_f32(x->a[m * x->lda + k]) * fp8_to_f32(x->b[n * x->ldb + k]));
+  const double scale = fabs((double)x->sa[c->sa_per_token ? m : 0] * x->sb[c->sb_per_channel ? n : 0]);
+  const double tol = x->rel_tol * sabs * scale + out_round + 1e-30;
+  if (sabs * scale > 0 && err - out_round > 0) *rel = (err - out_round) / (sabs * scale);
+  if (err <= tol) return 1;
+  if (msg)
+    snprintf(msg, msgsz, "out[%lld,%lld] = %g, reference %g (|err| %g > tol %g)", (long long)m, (long long)n,
+             (double)gv, (double)rv, err, tol);
+  return 0;
+}
+
 /* Run one case (failures are reported through CHECK). */
 static void run_case(const mm_case *c, uint64_t seed) {
   char what[256];
@@ -219,53 +277,37 @@ static void run_case(const mm_case *c, uint64_t seed) {
   }
 
   if (s == W8A8_SUCCESS && e == cudaSuccess) {
+    check_ctx x = {c, a, b, sa, sb, ref, got, lda, ldb, ldo, es, int8,
+                   /* Promoting configs: 2e-3. Inside one 128-deep K-block the tensor core's fp8
+                    * accumulation truncates (~13-14 mantissa bits, one-sided: toward zero) at each of
+                    * its ~16 additions, so an element whose products mostly share a sign can lose ~16 x
+                    * 2^-13 of its block's sum|ab|; measured 1.23e-3 at K = 100 (one block), 3 elements
+                    * in 3.9M (session 6). Fast-accumulation configs (picked only with
+                    * W8A8_FP8_ACCUM_FAST) get 1e-2: the precision w8a8.h states for that mode. */
+                   (c->config >= 0 && w8a8_sm90_config_fast_accum(c->config)) || g_fp8_fast ? 1e-2 : 2e-3};
+    /* every element, in parallel (the fp32 cases' K-long sums dominated the suite's time); then
+     * the first five failures again, serially, for their messages */
     int64_t bad = 0;
     double worst = 0.0; /* fp8: max |err| / (sum|a||b| * |sa*sb|) */
+#pragma omp parallel for reduction(+ : bad) reduction(max : worst) schedule(dynamic, 4)
     for (int64_t m = 0; m < M; m++) {
       for (int64_t n = 0; n < ldo; n++) {
-        size_t i = (size_t)c->out_offset + (size_t)(m * ldo + n);
-        const uint8_t *r = ref + es * i, *g = got + es * i;
-        if (n >= N || int8) { /* padding must stay poisoned; int8 must match bit for bit */
-          if (memcmp(r, g, es) != 0 && bad++ < 5)
-            CHECK(0, "%s: out[%lld,%lld] bits differ (ref %02x%02x.. got %02x%02x..)", what, (long long)m,
-                  (long long)n, r[0], r[1], g[0], g[1]);
-          continue;
-        }
-        float rv, gv;
-        if (es == 4) {
-          memcpy(&rv, r, 4);
-          memcpy(&gv, g, 4);
-        } else {
-          uint16_t rh, gh;
-          memcpy(&rh, r, 2);
-          memcpy(&gh, g, 2);
-          rv = half_bits_to_f32(rh, c->out == W8A8_DTYPE_BF16);
-          gv = half_bits_to_f32(gh, c->out == W8A8_DTYPE_BF16);
-        }
-        double ulp = c->out == W8A8_DTYPE_BF16 ? 0x1p-7 : c->out == W8A8_DTYPE_FP16 ? 0x1p-10 : 0x1p-22;
-        double err = fabs((double)gv - (double)rv);
-        /* within the output's rounding: passes whatever sum|ab| is (tol >= ulp |rv|) and does not
-         * raise `worst`; only the other elements pay for the K-long sum below */
-        if (err <= ulp * fabs((double)rv)) continue;
-        double sabs = 0.0;
-        for (int64_t k = 0; k < K; k++) sabs += fabs((double)fp8_to_f32(a[m * lda + k]) * fp8_to_f32(b[n * ldb + k]));
-        double scale = fabs((double)sa[c->sa_per_token ? m : 0] * sb[c->sb_per_channel ? n : 0]);
-        /* Promoting configs: 2e-3. Inside one 128-deep K-block the tensor core's fp8 accumulation
-         * truncates (~13-14 mantissa bits, one-sided: toward zero) at each of its ~16 additions, so
-         * an element whose products mostly share a sign can lose ~16 x 2^-13 of its block's
-         * sum|ab|; measured 1.23e-3 at K = 100 (one block), 3 elements in 3.9M (session 6).
-         * Fast-accumulation configs (picked only with W8A8_FP8_ACCUM_FAST) get 1e-2: the precision
-         * w8a8.h states for that mode. */
-        double rel_tol = (c->config >= 0 && w8a8_sm90_config_fast_accum(c->config)) || g_fp8_fast ? 1e-2 : 2e-3;
-        double tol = rel_tol * sabs * scale + ulp * fabs((double)rv) + 1e-30;
-        if (sabs * scale > 0 && err - ulp * fabs((double)rv) > 0) {
-          double rel = (err - ulp * fabs((double)rv)) / (sabs * scale);
-          if (rel > worst) worst = rel;
-        }
-        if (!(err <= tol) && bad++ < 5)
-          CHECK(0, "%s: out[%lld,%lld] = %g, reference %g (|err| %g > tol %g)", what, (long long)m, (long long)n,
-                (double)gv, (double)rv, err, tol);
+        double rel = 0.0;
+        if (!check_elem(&x, m, n, &rel, NULL, 0)) bad++;
+        if (rel > worst) worst = rel;
       }
+    }
+    if (bad) {
+      int shown = 0;
+      char msg[256];
+      for (int64_t m = 0; m < M && shown < 5; m++)
+        for (int64_t n = 0; n < ldo && shown < 5; n++) {
+          double rel = 0.0;
+          if (!check_elem(&x, m, n, &rel, msg, sizeof msg)) {
+            CHECK(0, "%s: %s", what, msg);
+            shown++;
+          }
+        }
     }
     CHECK(bad == 0, "%s: %lld wrong elements", what, (long long)bad);
     if (!int8 && getenv("W8A8_TEST_VERBOSE"))
