@@ -451,6 +451,57 @@ W8A8_TEST(cuda_kernel_selection) {
   w8a8_destroy(r);
 }
 
+/* Hooks of src/cuda/gemv.cu (hidden symbols, reachable from the static library). */
+void w8a8_cuda_set_gemv(int on);
+unsigned long long w8a8_cuda_gemv_launches(void);
+
+/* The CUDA-core kernel for the fewest tokens (gemv.cu; opt-in, switched on here through its hook):
+ * int8 M = 1..8 and fp8 M = 1 over odd N and K (K % 16 tails, K = 1), every output dtype, scale
+ * mode, bias and zero-point mode, row strides padded to multiples of 16 bytes, against the scalar
+ * reference (int8 bit for bit), each case proven to have run on that kernel (its launch counter);
+ * then inputs it declines (a row stride that is not a multiple of 16 bytes, M = 9, fp8 M = 2) run
+ * on the other kernels, still right. */
+W8A8_TEST(cuda_gemv_matches_reference) {
+  GPU_OR_SKIP();
+  w8a8_handle *g = gpu_handle(), *r = ref_handle();
+  REQUIRE(g && r, "handles: %s", w8a8_last_error());
+  const int cc = gpu_cc(g);
+  static const w8a8_dtype outs[3] = {W8A8_DTYPE_BF16, W8A8_DTYPE_FP16, W8A8_DTYPE_FP32};
+  static const int64_t NK[][2] = {{1, 16}, {7, 1}, {33, 15}, {33, 17}, {1000, 100}, {129, 4103}, {8, 4096}};
+  double worst = 0;
+  int n = 0;
+  w8a8_cuda_set_gemv(1);
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
+    if (dt && cc < 89) break;
+    for (int64_t M = 1; M <= (dt ? 1 : 8) && !w8a8_test_failed(); M++)
+      for (int i = 0; i < 7 && !w8a8_test_failed(); i++, n++) {
+        const int64_t N = NK[i][0], K = NK[i][1], k16 = (K + 15) / 16 * 16;
+        mm_case c = {M, N, K, in, outs[n % 3], n % 2, (n / 2) % 2, (n / 3) % 2, dt ? 0 : n % 4,
+                     k16 - K + 16 * (n % 2), k16 - K + 16 * ((n / 2) % 2), n % 3, 0, 0, 0};
+        const unsigned long long before = w8a8_cuda_gemv_launches();
+        CHECK(run_mm(g, r, &c, &worst) == 0, "M=%lld N=%lld K=%lld", (long long)M, (long long)N, (long long)K);
+        CHECK(w8a8_cuda_gemv_launches() == before + 1, "M=%lld N=%lld K=%lld %s: the CUDA-core kernel did not run",
+              (long long)M, (long long)N, (long long)K, w8a8_dtype_name(in));
+      }
+  }
+  /* declined: the other kernels run, and are right */
+  mm_case d1 = {3, 33, 17, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 1, 0, 0, 15, 0, 0, 0, 0}; /* lda = 17 */
+  mm_case d2 = {9, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_FP16, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0};  /* M = 9 */
+  mm_case d3 = {2, 33, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_FP32, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0}; /* fp8 M = 2 */
+  const mm_case *ds[3] = {&d1, &d2, &d3};
+  for (int i = 0; i < 3 && !w8a8_test_failed(); i++) {
+    if (ds[i]->in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
+    const unsigned long long before = w8a8_cuda_gemv_launches();
+    CHECK(run_mm(g, r, ds[i], &worst) == 0, "declined case %d", i);
+    CHECK(w8a8_cuda_gemv_launches() == before, "declined case %d ran on the CUDA-core kernel", i);
+  }
+  w8a8_cuda_set_gemv(0);
+  printf("    %d cases on the CUDA-core kernel, worst fp8 err/sum|ab| %.2e\n", n, worst);
+  w8a8_destroy(g);
+  w8a8_destroy(r);
+}
+
 W8A8_TEST(cuda_fp8_unsupported) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle();

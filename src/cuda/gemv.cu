@@ -1,0 +1,204 @@
+// gemv.cu — scaled_mm for the fewest tokens (decode at batch 1..8) on CUDA cores (session 6; NOT
+// yet run on a GPU, opt-in: W8A8_GEMV=1 or the tests' hook). Why: at M <= 8 the GEMM is a stream
+// of the weights, and the tensor-core kernels pay for a pipeline built for reuse (tensor maps,
+// mbarrier rings, a 2..8-CTA cluster and its DSMEM split-K sum): on the H200, 8b-o at M = 1 took
+// 11.4 us for 16.8 MB where the stream alone is 3.9 us and cuBLASLt's tensorwise kernel 8.4 us
+// (h200-torch-compare-2026-11-30-v9). Here one warp owns one weight row (an output column n): its
+// lanes read the row in 16-byte pieces (4 in flight per lane, 2048 threads per SM: 128 KB in
+// flight per SM), multiply them by every token's 16 activation bytes (L1-resident: all warps read
+// the same few KB), reduce over the warp, and the first M lanes apply the epilogue. int8: dp4a,
+// exact int32 (wrapping, as the reference), so the result is bit for bit the reference's; fp8 (one
+// token only: the conversions cost ~64 instructions per 16 bytes, which the stream hides at M = 1
+// but not at 2): e4m3 pairs converted exactly to f16x2, then fp32 FMAs in a fixed order (within
+// the tests' fp8 bound by orders of magnitude). Grid-stride over groups of 8 columns.
+//
+// Takes: M <= 8 (int8) or M = 1 (fp8), no ready flags, A and B 16-byte aligned with row strides
+// that are multiples of 16 bytes. Anything else: W8A8_ERROR_UNSUPPORTED_DEVICE, and the caller uses
+// the other kernels.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <string.h>
+
+#include "common.cuh"
+#include "cuda_backend.h"
+
+#define GEMV_WARPS 8     // warps (weight rows) per block
+#define GEMV_UNROLL 4    // 16-byte weight pieces in flight per lane
+#define GEMV_MAX_M_I8 8  // tokens per launch, int8
+#define GEMV_MAX_M_FP8 1 // fp8
+
+// 16 bytes of a weight row, streamed: read once, so no L1 allocation.
+W8A8_DEV uint4 gemv_ld_stream(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Two e4m3 values (low byte first) as floats, exactly (e4m3 fits in f16).
+W8A8_DEV float2 gemv_fp8x2(uint32_t two) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
+  __half2 hh;
+  memcpy(&hh, &h, sizeof hh);
+  return __half22float2(hh);
+}
+
+// acc += w . x over one 16-byte piece (4 words).
+template <bool INT8>
+W8A8_DEV void gemv_piece(const uint4 &w, const uint4 &x, int32_t &iacc, float &facc) {
+  if constexpr (INT8) {
+    iacc = __dp4a((int)w.x, (int)x.x, iacc);
+    iacc = __dp4a((int)w.y, (int)x.y, iacc);
+    iacc = __dp4a((int)w.z, (int)x.z, iacc);
+    iacc = __dp4a((int)w.w, (int)x.w, iacc);
+  } else {
+    const uint32_t ww[4] = {w.x, w.y, w.z, w.w}, xx[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      const float2 w0 = gemv_fp8x2(ww[j]), w1 = gemv_fp8x2(ww[j] >> 16);
+      const float2 x0 = gemv_fp8x2(xx[j]), x1 = gemv_fp8x2(xx[j] >> 16);
+      facc = __fmaf_rn(w0.x, x0.x, facc);
+      facc = __fmaf_rn(w0.y, x0.y, facc);
+      facc = __fmaf_rn(w1.x, x1.x, facc);
+      facc = __fmaf_rn(w1.y, x1.y, facc);
+    }
+  }
+}
+
+// MT: tokens per launch (compile time; rows m >= M are skipped).
+template <bool INT8, int MT>
+__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const w8a8_mm_problem p) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int M = (int)p.M;
+  const int64_t K = p.K, K16 = K / 16 * 16, pieces = K16 / 16;
+  const uint8_t *A = (const uint8_t *)p.a, *B = (const uint8_t *)p.b;
+  for (int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + warp; n < p.N; n += (int64_t)gridDim.x * GEMV_WARPS) {
+    const uint8_t *brow = B + n * p.ldb;
+    int32_t iacc[MT];
+    float facc[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) iacc[m] = 0, facc[m] = 0.0f;
+    // pieces lane, lane + 32, ...: GEMV_UNROLL loads issued before any is used
+    for (int64_t c0 = lane; c0 < pieces; c0 += 32 * GEMV_UNROLL) {
+      uint4 w[GEMV_UNROLL];
+#pragma unroll
+      for (int u = 0; u < GEMV_UNROLL; u++) {
+        const int64_t c = c0 + 32 * u;
+        if (c < pieces) w[u] = gemv_ld_stream(brow + 16 * c);
+      }
+#pragma unroll
+      for (int u = 0; u < GEMV_UNROLL; u++) {
+        const int64_t c = c0 + 32 * u;
+        if (c >= pieces) break;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+          if (m < M) {
+            const uint4 x = __ldg((const uint4 *)(A + m * p.lda + 16 * c));
+            gemv_piece<INT8>(w[u], x, iacc[m], facc[m]);
+          }
+      }
+    }
+    // the last K % 16 bytes, one per lane
+    if (K16 + lane < K) {
+      const uint8_t wb = brow[K16 + lane];
+#pragma unroll
+      for (int m = 0; m < MT; m++)
+        if (m < M) {
+          const uint8_t xb = A[m * p.lda + K16 + lane];
+          if constexpr (INT8)
+            iacc[m] += (int32_t)(int8_t)wb * (int32_t)(int8_t)xb;
+          else
+            facc[m] = __fmaf_rn(w8a8d_fp8_to_f32(wb), w8a8d_fp8_to_f32(xb), facc[m]);
+        }
+    }
+    // the warp's sums (a butterfly: every lane ends with the total, in the same order)
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) {
+        if constexpr (INT8)
+          iacc[m] = (int32_t)((uint32_t)iacc[m] + (uint32_t)__shfl_xor_sync(0xffffffffu, iacc[m], o));
+        else
+          facc[m] += __shfl_xor_sync(0xffffffffu, facc[m], o);
+      }
+    }
+    // lane m writes token m's output (register arrays indexed by a compile-time m only)
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+      if (lane != m || m >= M) continue;
+      float v;
+      if constexpr (INT8) {
+        int32_t d = iacc[m];
+        if (p.azp_mode != W8A8_AZP_NONE) {
+          const int32_t azp = p.azp_mode == W8A8_AZP_ADJ_ONLY ? 1 : p.azp_mode == W8A8_AZP_PER_TENSOR ? p.azp[0] : p.azp[m];
+          d = (int32_t)((uint32_t)d - (uint32_t)azp * (uint32_t)p.azp_adj[n]); /* wraps, as the reference */
+        }
+        v = __int2float_rn(d);
+      } else {
+        v = facc[m];
+      }
+      const float sa = p.scale_a[p.scale_a_per_token ? m : 0], sb = p.scale_b[p.scale_b_per_channel ? n : 0];
+      const bool has_bias = p.bias != NULL;
+      const float bias = has_bias ? w8a8d_load_float((int)p.out_dtype, p.bias, n) : 0.0f;
+      w8a8d_store_float((int)p.out_dtype, p.out, (int64_t)m * p.ldo + n, w8a8d_epilogue(v, sa, sb, has_bias, bias));
+    }
+  }
+}
+
+static int g_gemv = -1;  // W8A8_GEMV (1: on; default 0 until measured), or the tests' hook
+static unsigned long long g_gemv_launches;  // for the tests: proof that this kernel ran
+extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv(int on) { g_gemv = on ? 1 : 0; }
+extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_enabled(void) { return w8a8_env_flag(&g_gemv, "W8A8_GEMV", 0); }
+extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_gemv_launches(void) {
+  return __atomic_load_n(&g_gemv_launches, __ATOMIC_RELAXED);
+}
+
+// Whether the kernel takes p (see the top of the file).
+extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
+  const bool int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  if (p->ready || p->M < 1 || p->N < 1 || p->M > (int8 ? GEMV_MAX_M_I8 : GEMV_MAX_M_FP8)) return 0;
+  if ((uintptr_t)p->a % 16 || (uintptr_t)p->b % 16 || p->lda % 16 || p->ldb % 16) return 0;
+  return 1;
+}
+
+// One launch of gemv_kernel<INT8, MT>: a grid of at most one wave (blocks per SM from the occupancy
+// query, once per instantiation; the kernel strides over the column groups).
+template <bool INT8, int MT>
+static void gemv_launch(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, int64_t groups) {
+  static int per_sm;  // 0: not asked yet (a benign race: every thread stores the same answer)
+  if (!per_sm) {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_kernel<INT8, MT>, GEMV_WARPS * 32, 0) != cudaSuccess ||
+        b < 1) {
+      cudaGetLastError();
+      b = 4;
+    }
+    per_sm = b;
+  }
+  const int64_t cap = (int64_t)num_sms * per_sm;
+  gemv_kernel<INT8, MT><<<(unsigned)(groups < cap ? groups : cap), GEMV_WARPS * 32, 0, stream>>>(*p);
+}
+
+extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms) {
+  if (!w8a8_cuda_gemv_takes(p))
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: the CUDA-core kernel does not take this problem");
+  const int64_t groups = (p->N + GEMV_WARPS - 1) / GEMV_WARPS;
+  if (p->in_dtype == W8A8_DTYPE_INT8) {
+    if (p->M == 1)
+      gemv_launch<true, 1>(p, stream, num_sms, groups);
+    else if (p->M <= 2)
+      gemv_launch<true, 2>(p, stream, num_sms, groups);
+    else if (p->M <= 4)
+      gemv_launch<true, 4>(p, stream, num_sms, groups);
+    else
+      gemv_launch<true, 8>(p, stream, num_sms, groups);
+  } else {
+    gemv_launch<false, 1>(p, stream, num_sms, groups);
+  }
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return w8a8_cuda_error("w8a8_scaled_mm", "launch of the CUDA-core kernel", e);
+  __atomic_add_fetch(&g_gemv_launches, 1ull, __ATOMIC_RELAXED);
+  return W8A8_SUCCESS;
+}
