@@ -467,7 +467,11 @@ W8A8_TEST(cuda_gemv_matches_reference) {
   REQUIRE(g && r, "handles: %s", w8a8_last_error());
   const int cc = gpu_cc(g);
   static const w8a8_dtype outs[3] = {W8A8_DTYPE_BF16, W8A8_DTYPE_FP16, W8A8_DTYPE_FP32};
-  static const int64_t NK[][2] = {{1, 16}, {7, 1}, {33, 15}, {33, 17}, {1000, 100}, {129, 4103}, {8, 4096}};
+  /* K % 16 tails, K = 1, partial unrolled groups (62 and 131 pieces of 16 bytes), several columns
+   * per warp (N = 9000: more column groups than one wave of blocks) */
+  static const int64_t NK[][2] = {{1, 16},     {7, 1},       {33, 15},  {33, 17}, {1000, 100},
+                                  {129, 4103}, {8, 4096},    {40, 1000}, {24, 2100}, {9000, 64}};
+  const int nk = (int)(sizeof NK / sizeof NK[0]);
   double worst = 0;
   int n = 0;
   w8a8_cuda_set_gemv(1);
@@ -475,10 +479,10 @@ W8A8_TEST(cuda_gemv_matches_reference) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
     if (dt && cc < 89) break;
     for (int64_t M = 1; M <= (dt ? 1 : 8) && !w8a8_test_failed(); M++)
-      for (int i = 0; i < 7 && !w8a8_test_failed(); i++, n++) {
+      for (int i = 0; i < nk && !w8a8_test_failed(); i++, n++) {
         const int64_t N = NK[i][0], K = NK[i][1], k16 = (K + 15) / 16 * 16;
-        mm_case c = {M, N, K, in, outs[n % 3], n % 2, (n / 2) % 2, (n / 3) % 2, dt ? 0 : n % 4,
-                     k16 - K + 16 * (n % 2), k16 - K + 16 * ((n / 2) % 2), n % 3, 0, 0, 0};
+        mm_case c = {M, N, K, in, outs[n % 3], n % 2, (n / 2) % 2, (n / 3) % 2, dt ? 0 : (n / 6) % 4,
+                     k16 - K + 16 * ((n / 5) % 2), k16 - K + 16 * ((n / 7) % 2), n % 3, 0, 0, 0};
         const unsigned long long before = w8a8_cuda_gemv_launches();
         CHECK(run_mm(g, r, &c, &worst) == 0, "M=%lld N=%lld K=%lld", (long long)M, (long long)N, (long long)K);
         CHECK(w8a8_cuda_gemv_launches() == before + 1, "M=%lld N=%lld K=%lld %s: the CUDA-core kernel did not run",
@@ -489,14 +493,23 @@ W8A8_TEST(cuda_gemv_matches_reference) {
   mm_case d1 = {3, 33, 17, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 1, 0, 0, 15, 0, 0, 0, 0}; /* lda = 17 */
   mm_case d2 = {9, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_FP16, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0};  /* M = 9 */
   mm_case d3 = {2, 33, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_FP32, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0}; /* fp8 M = 2 */
-  const mm_case *ds[3] = {&d1, &d2, &d3};
-  for (int i = 0; i < 3 && !w8a8_test_failed(); i++) {
+  mm_case d4 = {1, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0};    /* A at +8 bytes */
+  const mm_case *ds[4] = {&d1, &d2, &d3, &d4};
+  for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
     if (ds[i]->in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
     const unsigned long long before = w8a8_cuda_gemv_launches();
     CHECK(run_mm(g, r, ds[i], &worst) == 0, "declined case %d", i);
     CHECK(w8a8_cuda_gemv_launches() == before, "declined case %d ran on the CUDA-core kernel", i);
   }
-  w8a8_cuda_set_gemv(0);
+  /* a forced kernel is what it names, never this one */
+  if (!w8a8_test_failed()) {
+    mm_case f = {1, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    REQUIRE_OK(w8a8_set_kernel(g, W8A8_KERNEL_GENERIC));
+    const unsigned long long before = w8a8_cuda_gemv_launches();
+    CHECK(run_mm(g, r, &f, &worst) == 0, "GENERIC kernel, M = 1");
+    CHECK(w8a8_cuda_gemv_launches() == before, "W8A8_KERNEL_GENERIC ran on the CUDA-core kernel");
+  }
+  w8a8_cuda_set_gemv(-1);
   printf("    %d cases on the CUDA-core kernel, worst fp8 err/sum|ab| %.2e\n", n, worst);
   w8a8_destroy(g);
   w8a8_destroy(r);
@@ -693,11 +706,11 @@ done:
 
 /* ---- CUDA graph: quantize -> scaled_mm captured on a non-default stream ----------- */
 
-static void graph_test(w8a8_kernel kernel) {
+static void graph_test(w8a8_kernel kernel, int64_t M) {
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
   REQUIRE(g && r, "%s", w8a8_last_error());
   REQUIRE_OK(w8a8_set_kernel(g, kernel));
-  const int64_t M = 96, N = 200, K = 512;
+  const int64_t N = 200, K = 512;
   const w8a8_dtype qt = W8A8_DTYPE_INT8; /* exact end to end */
   cudaStream_t st;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -761,8 +774,14 @@ static void graph_test(w8a8_kernel kernel) {
 
 W8A8_TEST(cuda_graph_quantize_scaled_mm) {
   GPU_OR_SKIP();
-  graph_test(W8A8_KERNEL_GENERIC);
-  graph_test(W8A8_KERNEL_AUTO);
+  graph_test(W8A8_KERNEL_GENERIC, 96);
+  graph_test(W8A8_KERNEL_AUTO, 96);
+  /* the CUDA-core kernel of the fewest tokens (opt-in: switched on through its hook) */
+  w8a8_cuda_set_gemv(1);
+  const unsigned long long before = w8a8_cuda_gemv_launches();
+  graph_test(W8A8_KERNEL_AUTO, 4);
+  CHECK(w8a8_cuda_gemv_launches() > before, "the M = 4 capture did not use the CUDA-core kernel");
+  w8a8_cuda_set_gemv(-1);
 }
 
 /* ---- device-side validation ---------------------------------------------------------- */

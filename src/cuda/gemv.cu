@@ -4,9 +4,10 @@
 // mbarrier rings, a 2..8-CTA cluster and its DSMEM split-K sum): on the H200, 8b-o at M = 1 took
 // 11.4 us for 16.8 MB where the stream alone is 3.9 us and cuBLASLt's tensorwise kernel 8.4 us
 // (h200-torch-compare-2026-11-30-v9). Here one warp owns one weight row (an output column n): its
-// lanes read the row in 16-byte pieces (4 in flight per lane, 2048 threads per SM: 128 KB in
-// flight per SM), multiply them by every token's 16 activation bytes (L1-resident: all warps read
-// the same few KB), reduce over the warp, and the first M lanes apply the epilogue. int8: dp4a,
+// lanes read the row in 16-byte pieces (4 in flight per lane), multiply them by every token's 16 activation bytes (L1-resident: all warps read
+// the same few KB), reduce over the warp, and the first M lanes apply the epilogue. (ptxas: 40-48
+// registers, so 5-6 blocks of 256 threads per SM, 80-96 KB in flight: ~3x what hides HBM's latency
+// at the H200's 32.6 GB/s per SM.) int8: dp4a,
 // exact int32 (wrapping, as the reference), so the result is bit for bit the reference's; fp8 (one
 // token only: the conversions cost ~64 instructions per 16 bytes, which the stream hides at M = 1
 // but not at 2): e4m3 pairs converted exactly to f16x2, then fp32 FMAs in a fixed order (within
@@ -149,7 +150,10 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const w8a8_mm_pro
 
 static int g_gemv = -1;  // W8A8_GEMV (1: on; default 0 until measured), or the tests' hook
 static unsigned long long g_gemv_launches;  // for the tests: proof that this kernel ran
-extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv(int on) { g_gemv = on ? 1 : 0; }
+// Tests: 1 on, 0 off, -1 back to W8A8_GEMV (read again on the next call).
+extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv(int on) {
+  __atomic_store_n(&g_gemv, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
 extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_enabled(void) { return w8a8_env_flag(&g_gemv, "W8A8_GEMV", 0); }
 extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_gemv_launches(void) {
   return __atomic_load_n(&g_gemv_launches, __ATOMIC_RELAXED);
@@ -164,20 +168,27 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
 }
 
 // One launch of gemv_kernel<INT8, MT>: a grid of at most one wave (blocks per SM from the occupancy
-// query, once per instantiation; the kernel strides over the column groups).
+// query, once per instantiation and device; the kernel strides over the column groups). The caller
+// made the handle's device current.
+#define GEMV_MAX_DEVICES 64
 template <bool INT8, int MT>
 static void gemv_launch(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, int64_t groups) {
-  static int per_sm;  // 0: not asked yet (a benign race: every thread stores the same answer)
-  if (!per_sm) {
-    int b = 0;
+  static int per_sm[GEMV_MAX_DEVICES];  // 0: not asked yet (every thread that asks stores the same answer)
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= GEMV_MAX_DEVICES) {
+    cudaGetLastError();
+    dev = -1;
+  }
+  int b = dev >= 0 ? __atomic_load_n(&per_sm[dev], __ATOMIC_RELAXED) : 0;
+  if (!b) {
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_kernel<INT8, MT>, GEMV_WARPS * 32, 0) != cudaSuccess ||
         b < 1) {
       cudaGetLastError();
       b = 4;
     }
-    per_sm = b;
+    if (dev >= 0) __atomic_store_n(&per_sm[dev], b, __ATOMIC_RELAXED);
   }
-  const int64_t cap = (int64_t)num_sms * per_sm;
+  const int64_t cap = (int64_t)num_sms * b;
   gemv_kernel<INT8, MT><<<(unsigned)(groups < cap ? groups : cap), GEMV_WARPS * 32, 0, stream>>>(*p);
 }
 
