@@ -110,6 +110,14 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_X("fp8_swap_n16_deep", 16, 10, false, true, true, true, 1),
     SM90_CFG_X("int8_swap_n8_deep", 8, 10, true, true, false, true, 1),
     SM90_CFG_X("int8_swap_n16_deep", 16, 10, true, true, false, true, 1),
+    // The same for n32 / n64, where the plain configurations hold only 4 / 3 stages (64 / 48 KB of
+    // weights in flight per SM at one CTA per SM: below the ~65 KB that 32.6 GB/s x 2 us of loaded
+    // HBM latency needs, a guess at why swap n32 / n64 measured slower than n16 and the 128 x 128
+    // tile). 9 and 7 stages: 144 / 112 KB of weights in flight.
+    SM90_CFG_X("fp8_swap_n32_deep", 32, 9, false, true, true, true, 1),
+    SM90_CFG_X("fp8_swap_n64_deep", 64, 7, false, true, true, true, 1),
+    SM90_CFG_X("int8_swap_n32_deep", 32, 9, true, true, false, true, 1),
+    SM90_CFG_X("int8_swap_n64_deep", 64, 7, true, true, false, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
