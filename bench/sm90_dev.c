@@ -41,6 +41,7 @@ int w8a8_sm90_num_configs(void);
 const char *w8a8_sm90_config_name(int config);
 int w8a8_sm90_config_int8(int config);
 int w8a8_sm90_config_swap_bn(int config);
+int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas);
@@ -122,39 +123,37 @@ static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, i
   double *mainv = malloc(sizeof(double) * cap), *epiv = malloc(sizeof(double) * cap),
          *gapv = malloc(sizeof(double) * cap), *spanv = malloc(sizeof(double) * ctas),
          *w0v = malloc(sizeof(double) * ctas), *wnv = malloc(sizeof(double) * cap);
-  size_t nm = 0, ng = 0, nspan = 0, nw0 = 0, nwn = 0;
+  size_t nm = 0, ne = 0, ng = 0, nspan = 0, nw0 = 0, nwn = 0;
   for (int c = 0; c < ctas; c++) {
     const unsigned long long *t = hTL + (size_t)c * tiles * 4;
     int last = -1;
     for (int i = 0; i < tiles && t[4 * i] && t[4 * i + 3]; i++) {
-      if (t[4 * i + 1]) { /* 0: a CTA without K-blocks (split-K) */
+      if (t[4 * i + 1]) { /* 0: a CTA without K-blocks (split-K over fewer K-blocks than CTAs): no main loop */
         const double w = (double)(t[4 * i + 1] - t[4 * i]);
         if (i == 0)
           w0v[nw0++] = w;
         else
           wnv[nwn++] = w;
-        mainv[nm] = (double)(t[4 * i + 2] - t[4 * i + 1]);
-      } else {
-        mainv[nm] = (double)(t[4 * i + 2] - t[4 * i]);
+        mainv[nm++] = (double)(t[4 * i + 2] - t[4 * i + 1]);
       }
-      epiv[nm++] = (double)(t[4 * i + 3] - t[4 * i + 2]);
+      epiv[ne++] = (double)(t[4 * i + 3] - t[4 * i + 2]);
       if (i > 0) gapv[ng++] = (double)((long long)t[4 * i] - (long long)t[4 * (i - 1) + 3]); /* < 0: overlap (pingpong) */
       last = i;
     }
     if (last >= 0) spanv[nspan++] = (double)(t[4 * last + 3] - t[0]);
   }
-  if (nm) {
+  if (ne) {
     const int sp = split > 0 ? split : 1;
     const double kb = (double)((K + 127) / 128) / sp, mm = median_sorted(mainv, nm);
     const double sp_med = median_sorted(spanv, nspan), sp_max = spanv[nspan - 1]; /* sorted by then */
     /* mainv is sorted by median_sorted: its 10th / 90th percentiles show a bimodal main loop (e.g.
      * partial and full M tiles, or CTAs sharing an SM) that the median hides */
-    const double p10 = mainv[nm / 10], p90 = mainv[(nm * 9) / 10];
+    const double p10 = nm ? mainv[nm / 10] : 0.0, p90 = nm ? mainv[(nm * 9) / 10] : 0.0;
     printf("#   timeline %s: %zu tiles on %zu CTAs; median cycles: first data %.0f (CTA's first tile, from the "
            "kernel's entry) / %.0f (later tiles), main loop %.0f (%.0f per K-block; p10 %.0f, p90 %.0f), epilogue "
            "%.0f, gap to the next tile %.0f; CTA span max %.0f, median %.0f\n",
-           w8a8_sm90_config_name(cfg), nm, nspan, nw0 ? median_sorted(w0v, nw0) : 0.0,
-           nwn ? median_sorted(wnv, nwn) : 0.0, mm, mm / kb, p10 / kb, p90 / kb, median_sorted(epiv, nm),
+           w8a8_sm90_config_name(cfg), ne, nspan, nw0 ? median_sorted(w0v, nw0) : 0.0,
+           nwn ? median_sorted(wnv, nwn) : 0.0, mm, mm / kb, p10 / kb, p90 / kb, median_sorted(epiv, ne),
            ng ? median_sorted(gapv, ng) : 0.0, sp_max, sp_med);
   } else {
     printf("#   timeline %s: no stamps\n", w8a8_sm90_config_name(cfg));
@@ -357,6 +356,19 @@ int main(int argc, char **argv) {
           printf("  %-6s %-15s %6lld %6lld %6lld %-22s %5d %9.2f %8.1f %8.1f %6.1f %6d\n", int8 ? "int8" : "fp8",
                  SHAPES[si].name, (long long)M, (long long)N, (long long)K, cname, split, us, flops / us * 1e-6,
                  bytes / us * 1e-3, bytes / us * 1e-3 / 4300.0 * 100.0, wrong);
+          {
+            /* a swap-AB (split-K cluster) grid is one CTA per (weight tile, token tile, split): flag
+             * one that needs more than a wave (e.g. the one-CTA-per-SM deep configurations at the
+             * split the heuristic chose for two CTAs per SM) */
+            const int sbn = w8a8_sm90_config_swap_bn(cfg);
+            if (sbn > 0) {
+              const long long ctas = ((N + 127) / 128) * ((M + sbn - 1) / sbn) * (long long)(split > 0 ? split : 1);
+              const int cap_ctas = w8a8_sm90_config_max_ctas(h, cfg, split);
+              if (cap_ctas > 0 && ctas > cap_ctas)
+                printf("#   %s split %d: %lld CTAs, at most %d at once: more than one wave\n", w8a8_sm90_config_name(cfg),
+                       split, ctas, cap_ctas);
+            }
+          }
           if (tl_on) timeline_report(h, &p, cfg, split, st, dTL, hTL, tlbytes, TL_TILES, TL_CTAS, K);
           }
         }

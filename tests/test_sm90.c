@@ -593,6 +593,25 @@ W8A8_TEST(sm90_lean_matches_staged) {
   PUBLIC_OR_SKIP();
 }
 
+/* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM): every_config's K = 1192
+ * (10 K-blocks) never wraps their ring; here K = 3917 (31 K-blocks: the ring wraps three times at
+ * split 1, once or twice at split 2) and two token tiles (M = 2 bn). */
+W8A8_TEST(sm90_deep_swap_ring) {
+  NEED_SM90();
+  static const char *names[] = {"fp8_swap_n8_deep",  "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
+                                "int8_swap_n8_deep", "int8_swap_n16_deep", "int8_swap_n32_deep", "int8_swap_n64_deep"};
+  int v = 0;
+  for (int ni = 0; ni < 8 && !w8a8_test_failed(); ni++) {
+    int i8 = 0, bn = 0;
+    const int ci = w8a8_sm90_config_lookup(names[ni], &i8, &bn, NULL);
+    REQUIRE(ci >= 0 && bn > 0, "no configuration %s", names[ni]);
+    for (int split = 1; split <= 2 && !w8a8_test_failed(); split++, v++) {
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, 2 * bn, 300, 3917, v, ci, split);
+      run_case(&c, 1300 + (uint64_t)v);
+    }
+  }
+}
+
 /* Several tiles per CTA (every_config's small cases give each CTA one tile at most). The pingpong
  * configurations (session 5): both consumer warpgroups take tiles (the CTA's tile j goes to
  * warpgroup j % 2), the ring wraps inside a tile (K = 1000: 8 K-blocks on 6 stages), across tiles

@@ -473,8 +473,8 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
 // bench/sm90_dev -T: the per-tile clock64 timeline (sm90_args.timeline) of the next launches; NULL: off.
 __attribute__((unused)) static unsigned long long *g_timeline;
 __attribute__((unused)) static int g_timeline_max, g_timeline_ctas;
-// Stamps come from the unswapped unsplit (persistent) kernels only; dev_buf holds max_ctas x
-// max_tiles_per_cta x 3 values.
+// Every configuration stamps (session 6); dev_buf holds max_ctas x max_tiles_per_cta x 4 values
+// (sm90_args.timeline).
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas) {
   g_timeline = max_tiles_per_cta > 0 && max_ctas > 0 ? dev_buf : NULL;
   g_timeline_max = max_tiles_per_cta;
@@ -608,8 +608,10 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.lean = lean_enabled();
   a.early_pdl = early_pdl_enabled() && w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1);
   // (only where all the weights fit in half the H200's L2: more would evict what it prefetched)
+  // and with PDL: without it the previous kernel is done before this one starts, and the prefetch
+  // only delays it
   a.l2pf = a.weights_constant && (double)p->N * (double)p->K <= 24.0 * 1024 * 1024 &&
-           w8a8_env_flag(&g_l2pf, "W8A8_SM90_L2PF", 0);
+           w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1) && w8a8_env_flag(&g_l2pf, "W8A8_SM90_L2PF", 0);
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;
@@ -724,6 +726,15 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;
+}
+// How many CTAs of config at this split can run at once on the handle's GPU (whole clusters; the
+// occupancy query): sm90_dev flags a forced split-K grid that needs more than one wave.
+extern "C" W8A8_HIDDEN int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split) {
+  const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
+  if (!st || st->cc != 90 || config < 0 || config >= SM90_NUM_CONFIGS) return 0;
+  if (split < 1) split = 1;
+  if (split > SM90_MAX_SPLIT) split = SM90_MAX_SPLIT;
+  return max_active_clusters(h->device_index, config, split, st->prop.multiProcessorCount) * split;
 }
 // Which configuration and split the heuristic picks (for the benchmark's table); -1 if none.
 extern "C" W8A8_HIDDEN int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split) {

@@ -107,10 +107,13 @@ typedef struct sm90_args {
   // (0: W8A8_SM90_LEAN=0, for A/B).
   int lean;
   // Programmatic dependent launch: 1 (W8A8_SM90_EARLY_PDL=1, opt-in until measured) every CTA lets
-  // the next kernel launch at its start instead of once its producer has issued every load. Safe
-  // whenever: a dependent launched early still waits (griddepcontrol.wait) for this grid to
-  // complete before it reads anything, and it launches only once EVERY CTA of this grid has
-  // triggered, i.e. is resident, so it cannot take the place of one of ours. What it buys: where a
+  // the next kernel launch at its start instead of once its producer has issued every load. A
+  // dependent launched early still waits (griddepcontrol.wait) for this grid to complete before it
+  // reads anything, and it launches only once EVERY CTA of this grid has triggered, i.e. is
+  // resident, so it cannot take the place of one of ours. One widening (review, session 6): the
+  // weights-constant hint's loads, made BEFORE the wait, may now overlap not only the kernel right
+  // before but every earlier one still in flight (this grid may itself still wait on its
+  // predecessor), so with this switch the hint promises that no in-flight work writes the weights. What it buys: where a
   // second CTA fits per SM (the swap-AB kernels of small M, one CTA per SM by plan), the next GEMM's
   // CTAs start, initialise and, with w8a8_set_weights_constant, load their first weight stages
   // while this grid still streams; with the late trigger only this grid's last moments overlapped.
@@ -754,19 +757,27 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           else  // weights are Y
             sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, (kb_begin + j) * SM90_BK, ty * BN);
         }
-        if (a.l2pf)  // the first tile's remaining weight K-blocks, into L2 only
-          for (int kb = kb_begin + npre; kb < kb_end; kb++) {
-            if constexpr (SWAP)
-              sm90_tma_prefetch_l2_2d(&tmap_x, kb * SM90_BK, tx * SM90_BM);
-            else
-              sm90_tma_prefetch_l2_2d(&tmap_y, kb * SM90_BK, ty * BN);
-          }
       }
       // Programmatic dependent launch: everything above (launch, barrier init, descriptor
       // prefetch, register split, the hinted weight loads) overlapped the previous kernel's
       // tail; nothing else in global memory is read before this.
       sm90_grid_dep_wait();
     }
+    // W8A8_SM90_L2PF (the host sets l2pf only with the weights-constant hint and PDL): the idle
+    // producer warp 2 prefetches the first tile's weight K-blocks past the first STAGES into L2,
+    // 32 at a time across its lanes, beside thread 0's stage loads (review, session 6: thread 0
+    // alone issued up to ~100 prefetches in series before its first token load).
+    if constexpr (MC == 1)
+      if (a.l2pf && tid / 32 == 2 && item0 < items) {
+        int tx, ty;
+        sm90_item_coords<MC>(a, item0, crank, tx, ty);
+        for (int kb = kb_begin + min(STAGES, kb_end - kb_begin) + tid % 32; kb < kb_end; kb += 32) {
+          if constexpr (SWAP)
+            sm90_tma_prefetch_l2_2d(&tmap_x, kb * SM90_BK, tx * SM90_BM);
+          else
+            sm90_tma_prefetch_l2_2d(&tmap_y, kb * SM90_BK, ty * BN);
+        }
+      }
     if constexpr (C::PRM) if (prm && tid / 32 == 1) {
       // Producer warp 1: the epilogue's scales, one tile ahead of the consumers' epilogues (a tile's
       // slot is filled as soon as both warpgroups are done with the previous tile's), so that the
@@ -876,6 +887,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           sm90_mbar_wait(full0 + 8 * s, phase);
           tl[4 * j + 1] = clock64();
         }
+        if (a.timeline) __syncwarp();  // reconverge before the .aligned wgmmas
         for (int i = 0; i < KB; i++) {
           sm90_mbar_wait(full0 + 8 * s, phase);
           if (i == KB - 1 && tid == 0) sm90_mbar_arrive(pord);  // tile j's stages have all arrived
@@ -938,6 +950,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         sm90_mbar_wait(full0 + 8 * s, phase);
         tl[4 * pn + 1] = clock64();
       }
+      if (a.timeline) __syncwarp();  // reconverge before the .aligned wgmmas
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
 
