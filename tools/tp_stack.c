@@ -97,7 +97,8 @@ typedef struct rank_ctx {
   layer_w *lw;
   void *x, *o, *xq, *sx, *qkv, *aq, *saq, *gu, *mq, *smq, *afull, *sfull, *partial;
   cudaEvent_t *ev; /* L * NOPS + 1 */
-  double *tot, *ops; /* per timed iteration: the stack, and each op summed over the layers (ms) */
+  double *tot, *ops; /* per mode and timed iteration: the stack, and each op summed over the layers (ms);
+                      * entry (mode * iters + it), ops times NOPS */
   int failed;
   char err[512];
 } rank_ctx;
@@ -210,8 +211,8 @@ static int rank_alloc(rank_ctx *c, int64_t maxM, int iters) {
   }
   if (cudaStreamSynchronize(c->st) != cudaSuccess) return 0;
   c->ev = calloc((size_t)(c->L * NOPS + 1), sizeof *c->ev);
-  c->tot = calloc((size_t)iters, sizeof *c->tot);
-  c->ops = calloc((size_t)iters * NOPS, sizeof *c->ops);
+  c->tot = calloc((size_t)NMODES * (size_t)iters, sizeof *c->tot);
+  c->ops = calloc((size_t)NMODES * (size_t)iters * NOPS, sizeof *c->ops);
   if (!c->ev || !c->tot || !c->ops) return 0;
   for (int i = 0; i <= c->L * NOPS; i++)
     if (cudaEventCreate(&c->ev[i]) != cudaSuccess) return 0;
@@ -311,10 +312,17 @@ static void barrier(rank_ctx *c) {
 #endif
 }
 
-/* warmup + iters passes; each starts with every rank idle and together. */
-static void run_mode(rank_ctx *c, int64_t M, int mode, int warmup, int iters) {
+/* The modes take turns in ROUNDS rounds of iters / ROUNDS timed iterations each (session 6): run one
+ * after the other, gemm_only (first) met a cooler GPU than fused (last): the H200's clock sinks under
+ * its power limit as a run goes on, which flattered the fused / gemm_only ratios (session 5). */
+#define ROUNDS 3
+static int round_begin(int iters, int rounds, int k) { return (int)((int64_t)iters * k / rounds); }
+
+/* warmup + n passes, timed ones stored at iterations it0 .. it0 + n - 1 of `mode` (of `iters`); each
+ * starts with every rank idle and together. */
+static void run_mode(rank_ctx *c, int64_t M, int mode, int warmup, int it0, int n, int iters) {
   cudaSetDevice(c->device);
-  for (int it = -warmup; it < iters; it++) {
+  for (int it = -warmup; it < n; it++) {
     cudaStreamSynchronize(c->st);
     barrier(c);
     stack_once(c, M, mode);
@@ -324,9 +332,10 @@ static void run_mode(rank_ctx *c, int64_t M, int mode, int warmup, int iters) {
       snprintf(c->err, sizeof c->err, "rank %d: device error: %s", c->rank, cudaGetErrorString(ce));
     }
     if (it < 0) continue;
+    const size_t at = (size_t)mode * (size_t)iters + (size_t)(it0 + it);
     float ms = 0;
     cudaEventElapsedTime(&ms, c->ev[0], c->ev[c->L * NOPS]);
-    c->tot[it] = ms;
+    c->tot[at] = ms;
     for (int k = 0; k < NOPS; k++) {
       double s = 0;
       for (int l = 0; l < c->L; l++) {
@@ -334,7 +343,7 @@ static void run_mode(rank_ctx *c, int64_t M, int mode, int warmup, int iters) {
         cudaEventElapsedTime(&t, c->ev[l * NOPS + k], c->ev[l * NOPS + k + 1]);
         s += t;
       }
-      c->ops[(size_t)it * NOPS + k] = s;
+      c->ops[at * NOPS + k] = s;
     }
   }
 }
@@ -342,11 +351,11 @@ static void run_mode(rank_ctx *c, int64_t M, int mode, int warmup, int iters) {
 typedef struct job {
   rank_ctx *c;
   int64_t M;
-  int mode, warmup, iters;
+  int mode, warmup, it0, n, iters;
 } job;
 static void *worker(void *v) {
   job *j = v;
-  run_mode(j->c, j->M, j->mode, j->warmup, j->iters);
+  run_mode(j->c, j->M, j->mode, j->warmup, j->it0, j->n, j->iters);
   return NULL;
 }
 
@@ -358,7 +367,7 @@ typedef struct result {
   int failed;
 } result;
 
-static result reduce_local(rank_ctx *cs, int W, int iters) {
+static result reduce_local(rank_ctx *cs, int W, int iters, int mode) {
   result r;
   memset(&r, 0, sizeof r);
   double *v = malloc(sizeof(double) * (size_t)iters);
@@ -366,37 +375,39 @@ static result reduce_local(rank_ctx *cs, int W, int iters) {
     r.failed = 1;
     return r;
   }
+  const size_t base = (size_t)mode * (size_t)iters;
   for (int it = 0; it < iters; it++) {
     v[it] = 0;
-    for (int q = 0; q < W; q++) v[it] = cs[q].tot[it] > v[it] ? cs[q].tot[it] : v[it];
+    for (int q = 0; q < W; q++) v[it] = cs[q].tot[base + it] > v[it] ? cs[q].tot[base + it] : v[it];
   }
   r.total = median(v, iters);
   for (int k = 0; k < NOPS; k++) {
     for (int it = 0; it < iters; it++) {
       v[it] = 0;
       for (int q = 0; q < W; q++) {
-        double t = cs[q].ops[(size_t)it * NOPS + k];
+        double t = cs[q].ops[(base + (size_t)it) * NOPS + k];
         v[it] = t > v[it] ? t : v[it];
       }
     }
     r.ops[k] = median(v, iters) / cs[0].L;
   }
-  for (int q = 0; q < W; q++) r.failed |= cs[q].failed;
   free(v);
   return r;
 }
 
 #ifdef W8A8_HAVE_MPI
-static result reduce_mpi(rank_ctx *c, int iters) {
+/* failed: whether this rank saw a failure in any of the mode's rounds. */
+static result reduce_mpi(rank_ctx *c, int iters, int mode, int failed) {
   result r;
   memset(&r, 0, sizeof r);
   double *v = malloc(sizeof(double) * (size_t)iters), *o = malloc(sizeof(double) * (size_t)iters * NOPS);
-  int f = c->failed, any = 0;
+  int f = failed, any = 0;
   MPI_Allreduce(&f, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   r.failed = any || !v || !o;
   if (v && o) {
-    MPI_Allreduce(c->tot, v, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(c->ops, o, iters * NOPS, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    const size_t base = (size_t)mode * (size_t)iters;
+    MPI_Allreduce(c->tot + base, v, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(c->ops + base * NOPS, o, iters * NOPS, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     r.total = median(v, iters);
     for (int k = 0; k < NOPS; k++) {
       for (int it = 0; it < iters; it++) v[it] = o[(size_t)it * NOPS + k];
@@ -430,8 +441,9 @@ static void print_header(const run_info *ri, const args *ar) {
   printf("# ATTENTION IS LEFT OUT (quant_attn quantizes the Q columns of the QKV output in its place); residual adds "
          "and RMSNorms left out\n");
   printf("# fp8 e4m3 dummy weights and activations, per-token x per-channel scales, bf16 outputs; %d layers; "
-         "median of %d iterations (after %d warm-up) of the slowest rank\n",
-         ri->L, ri->iters, ri->warmup);
+         "median of %d iterations (after %d warm-up) of the slowest rank; the three modes take turns in up to %d "
+         "rounds\n",
+         ri->L, ri->iters, ri->warmup, ROUNDS);
   printf("# comm_est = unfused - gemm_only (the API has no collective-only call): an estimate, overheads "
          "included\n");
   printf("# rs partials: %s\n", ri->partials == W8A8_TP_PARTIALS_OUT
@@ -667,25 +679,33 @@ static int run_local(const args *ar, int ndev) {
     print_columns();
     pthread_barrier_init(&g.bar, NULL, (unsigned)W);
     static result all[MAXT][NMODES];
+    const int rounds = ar->iters < ROUNDS ? ar->iters : ROUNDS;
     for (int t = 0; t < ar->nT; t++) {
       result *res = all[t];
-      for (int m = 0; m < NMODES; m++) {
-        pthread_t th[MAXW_LOCAL];
-        job jb[MAXW_LOCAL];
-        for (int r = 0; r < W; r++) {
-          jb[r].c = &cs[r], jb[r].M = ar->tokens[t], jb[r].mode = m, jb[r].warmup = ar->warmup,
-          jb[r].iters = ar->iters;
-          pthread_create(&th[r], NULL, worker, &jb[r]);
-        }
-        for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
-        res[m] = reduce_local(cs, W, ar->iters);
-        print_mode(ar->tokens[t], &ri, m, &res[m], json);
-        for (int r = 0; r < W; r++)
-          if (cs[r].failed) {
-            fprintf(stderr, "w8a8 tp-stack: %s\n", cs[r].err);
-            cs[r].failed = 0;
-            rc = CLI_EXIT_FAIL;
+      int failed[NMODES] = {0};
+      for (int k = 0; k < rounds; k++)
+        for (int m = 0; m < NMODES; m++) {
+          pthread_t th[MAXW_LOCAL];
+          job jb[MAXW_LOCAL];
+          const int it0 = round_begin(ar->iters, rounds, k), it1 = round_begin(ar->iters, rounds, k + 1);
+          for (int r = 0; r < W; r++) {
+            jb[r].c = &cs[r], jb[r].M = ar->tokens[t], jb[r].mode = m, jb[r].warmup = k == 0 ? ar->warmup : 1,
+            jb[r].it0 = it0, jb[r].n = it1 - it0, jb[r].iters = ar->iters;
+            pthread_create(&th[r], NULL, worker, &jb[r]);
           }
+          for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+          for (int r = 0; r < W; r++)
+            if (cs[r].failed) {
+              fprintf(stderr, "w8a8 tp-stack: %s\n", cs[r].err);
+              cs[r].failed = 0;
+              failed[m] = 1;
+              rc = CLI_EXIT_FAIL;
+            }
+        }
+      for (int m = 0; m < NMODES; m++) {
+        res[m] = reduce_local(cs, W, ar->iters, m);
+        res[m].failed |= failed[m];
+        print_mode(ar->tokens[t], &ri, m, &res[m], json);
       }
       print_summary(ar->tokens[t], &ri, res, json);
     }
@@ -762,13 +782,20 @@ static int run_nccl(const args *ar, int ndev) {
       print_columns();
     }
     static result all[MAXT][NMODES];
+    const int rounds = ar->iters < ROUNDS ? ar->iters : ROUNDS;
     for (int t = 0; t < ar->nT; t++) {
       result *res = all[t];
+      int failed[NMODES] = {0};
+      for (int k = 0; k < rounds; k++)
+        for (int m = 0; m < NMODES; m++) {
+          const int it0 = round_begin(ar->iters, rounds, k), it1 = round_begin(ar->iters, rounds, k + 1);
+          run_mode(&c, ar->tokens[t], m, k == 0 ? ar->warmup : 1, it0, it1 - it0, ar->iters);
+          if (c.failed) fprintf(stderr, "w8a8 tp-stack: %s\n", c.err);
+          failed[m] |= c.failed;
+          c.failed = 0;
+        }
       for (int m = 0; m < NMODES; m++) {
-        run_mode(&c, ar->tokens[t], m, ar->warmup, ar->iters);
-        if (c.failed) fprintf(stderr, "w8a8 tp-stack: %s\n", c.err);
-        res[m] = reduce_mpi(&c, ar->iters);
-        c.failed = 0;
+        res[m] = reduce_mpi(&c, ar->iters, m, failed[m]);
         if (res[m].failed) rc = CLI_EXIT_FAIL;
         if (rank == 0) print_mode(ar->tokens[t], &ri, m, &res[m], json);
       }
