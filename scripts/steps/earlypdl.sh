@@ -18,4 +18,6 @@ for v in 1 0; do
     -o "$OUT/h200-torch-compare-$suf" >"$L/$suf.txt" 2>&1
   res="$res $suf: exit $? $(grep -E 'With the hint|HBM' "$OUT/h200-torch-compare-$suf.md" 2>/dev/null | head -n 2 | tr '\n' ' ')"
 done
+python3 bench/ab_compare.py "$OUT/h200-torch-compare-earlypdl-off.jsonl" "$OUT/h200-torch-compare-earlypdl.jsonl" --impls all \
+  >"$L/earlypdl-ab.txt" 2>&1 && grep -E "^w8a8" "$L/earlypdl-ab.txt" | head -n 4
 echo "earlypdl:$res"

@@ -18,4 +18,6 @@ if [ "$tb" -ge 15 ]; then
     res="$res; $suf: exit $?"
   done
 fi
+python3 bench/ab_compare.py "$OUT/h200-torch-compare-gemv-off.jsonl" "$OUT/h200-torch-compare-gemv.jsonl" --impls all \
+  >"$L/gemv-ab.txt" 2>&1 && grep -E "^w8a8" "$L/gemv-ab.txt" | head -n 4
 echo "gemv: $res"

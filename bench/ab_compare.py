@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""ab_compare.py — side by side of two bench/torch_compare.py runs (A/B of a switch, e.g. the device
+steps gemv and earlypdl: W8A8_GEMV=1 or W8A8_SM90_EARLY_PDL=1 in run B, off in run A).
+
+    python3 bench/ab_compare.py A.jsonl B.jsonl [--impls w8a8_cuda,w8a8_cuda_weights_constant]
+
+For every row present in both (impl, dtype, shape, M): time in A, time in B, and A / B (> 1: B faster),
+then the geometric mean per impl and dtype. torch's rows are listed too (--impls all): they did not
+change between the runs, so their ratio shows how much of a difference is the machine (clocks)."""
+import argparse
+import json
+import math
+import sys
+
+
+def load(path):
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            r = json.loads(line)
+            rows[(r["impl"], r["dtype"], r["shape"], int(r["M"]))] = float(r["us"])
+    return rows
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--impls", default="w8a8_cuda,w8a8_cuda_weights_constant",
+                    help="comma list of impl names, or 'all'")
+    args = ap.parse_args(argv)
+    A, B = load(args.a), load(args.b)
+    keys = sorted(k for k in A if k in B and (args.impls == "all" or k[0] in args.impls.split(",")))
+    if not keys:
+        print("no rows in common")
+        return 1
+    print("| impl | dtype | shape | M | A us | B us | A / B |")
+    print("|---|---|---|---|---|---|---|")
+    groups = {}
+    for k in keys:
+        a, b = A[k], B[k]
+        if a <= 0 or b <= 0:
+            continue
+        print("| %s | %s | %s | %d | %.1f | %.1f | %.3f |" % (k[0], k[1], k[2], k[3], a, b, a / b))
+        groups.setdefault((k[0], k[1]), []).append(math.log(a / b))
+    print()
+    for (impl, dt), v in sorted(groups.items()):
+        print("%s %s: geomean A/B %.3f over %d rows (min %.3f, max %.3f)" %
+              (impl, dt, math.exp(sum(v) / len(v)), len(v), math.exp(min(v)), math.exp(max(v))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
