@@ -367,6 +367,32 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
   }
 }
 
+// The staged epilogues' buffer protocol (sm90_epi_staged, sm90_epi_lean): each consumer warpgroup
+// has two 8 KB buffers, chunk q of a call in buffer q % 2. Before writing one, the TMA store that
+// last read it must be done: two chunks ago normally; but with an odd number of chunks per call
+// (BN = 64: one) the previous call's last chunk used this chunk 0's buffer, so nothing may still
+// read (review, session 5: wait_read<1> let that store race the writes).
+template <int NCHUNK>
+SM90_DEV void sm90_epi_chunk_acquire(int tid, int bar, int q) {
+  if (tid == 0) {
+    if (NCHUNK % 2 == 1 && q == 0)
+      sm90_bulk_wait_read<0>();
+    else
+      sm90_bulk_wait_read<1>();
+  }
+  sm90_named_bar(bar, 128);
+}
+// The chunk is written: make it visible to the async proxy, then one thread stores the 64 x 64 box
+// at (x = column, y = row) and commits it.
+SM90_DEV void sm90_epi_chunk_release(const CUtensorMap *tmap_o, uint32_t buf, int x, int y, int tid, int bar) {
+  sm90_fence_proxy_async_smem();
+  sm90_named_bar(bar, 128);
+  if (tid == 0) {
+    sm90_tma_store_2d(tmap_o, buf, x, y);
+    sm90_bulk_commit();
+  }
+}
+
 // Staged epilogue (session 4) for unswapped, unsplit tiles with 16-bit outputs: the same values as
 // sm90_epi_direct (same formula, same rounding, same bits), but instead of 4-byte stores straight
 // from the fragment (each warp store touched 8 rows x 16 bytes: half-filled 32-byte sectors, and
@@ -374,8 +400,8 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
 // 64 rows x 64 columns at a time into a shared-memory buffer in TMA's 128-byte-swizzle layout
 // (conflict-free: the 8 rows of a warp's store land in 8 different 16-byte units) and one thread
 // sends it with a TMA store, which runs asynchronously while the next chunk is computed and the
-// next tile's main loop starts. Two buffers per warpgroup: before writing one, its previous store
-// must have read it (wait_group.read 1). TMA clips the M and N tails.
+// next tile's main loop starts. Two buffers per warpgroup (sm90_epi_chunk_acquire / _release).
+// TMA clips the M and N tails.
 // psa / psb: the tile's scale slots (NULL: global memory); row0 is also the warpgroup's first row in
 // psa, and psb starts at the tile's first column.
 // bar: the calling warpgroup's named barrier (128 threads).
@@ -393,16 +419,7 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
     const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
     sm90_epi_cols c;
     sm90_epi_load_cols<INT8, 8>(a, n0 + 64 * q, c, psb, c0 + 64 * q);  // n0 includes this thread's c0
-    // the store that last read this buffer is done: two chunks ago normally; but with an odd number
-    // of chunks per call (BN = 64: one) the previous call's last chunk used this chunk 0's buffer,
-    // so nothing may still read (review, session 5: wait_read<1> let that store race the writes)
-    if (tid == 0) {
-      if ((J / 8) % 2 == 1 && q == 0)
-        sm90_bulk_wait_read<0>();
-      else
-        sm90_bulk_wait_read<1>();
-    }
-    sm90_named_bar(bar, 128);
+    sm90_epi_chunk_acquire<J / 8>(tid, bar, q);
 #pragma unroll
     for (int jj = 0; jj < 8; jj++) {
       float r[4];
@@ -416,12 +433,7 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
       sm90_st_smem(buf + (uint32_t)(ra * 128 + ((jj ^ (ra & 7)) * 16) + c0 * 2), h[0] | (h[1] << 16));
       sm90_st_smem(buf + (uint32_t)(rb * 128 + ((jj ^ (rb & 7)) * 16) + c0 * 2), h[2] | (h[3] << 16));
     }
-    sm90_fence_proxy_async_smem();
-    sm90_named_bar(bar, 128);
-    if (tid == 0) {
-      sm90_tma_store_2d(tmap_o, buf, n0 - c0 + 64 * q, m_base);
-      sm90_bulk_commit();
-    }
+    sm90_epi_chunk_release(tmap_o, buf, n0 - c0 + 64 * q, m_base, tid, bar);
   }
 }
 
@@ -468,14 +480,7 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
 #pragma unroll
       for (int jj = 0; jj < 8; jj++) bA[jj] = bB[jj] = -0.0f;
     }
-    // the store that last read this buffer is done (see sm90_epi_staged)
-    if (tid == 0) {
-      if ((J / 8) % 2 == 1 && q == 0)
-        sm90_bulk_wait_read<0>();
-      else
-        sm90_bulk_wait_read<1>();
-    }
-    sm90_named_bar(bar, 128);
+    sm90_epi_chunk_acquire<J / 8>(tid, bar, q);
     const uint32_t base = buf + xr;
 #pragma unroll
     for (int jj = 0; jj < 8; jj++) {
@@ -501,12 +506,7 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
       sm90_st_smem(ad, h0);
       sm90_st_smem(ad + 1024u, h1);  // row r0 + 8
     }
-    sm90_fence_proxy_async_smem();
-    sm90_named_bar(bar, 128);
-    if (tid == 0) {
-      sm90_tma_store_2d(tmap_o, buf, n_tile0 + 64 * q, m_base);
-      sm90_bulk_commit();
-    }
+    sm90_epi_chunk_release(tmap_o, buf, n_tile0 + 64 * q, m_base, tid, bar);
   }
 }
 
