@@ -12,11 +12,7 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-150}
 . "$(dirname "$0")/common.sh"
-DEV="$BUILD/bin/sm90_dev"
-build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/ncu-build.txt" 2>&1 || {
-  echo "ncu: sm90_dev did not build (see ncu-build.txt)"
-  exit 1
-}
+need_sm90_dev ncu
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 res=""
 run() { # name dtype shape M

@@ -11,8 +11,7 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-200}
 . "$(dirname "$0")/common.sh"
-DEV="$BUILD/bin/sm90_dev"
-build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/ncucmp-build.txt" 2>&1 || { echo "ncucmp: sm90_dev did not build"; exit 1; }
+need_sm90_dev ncucmp
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 SECT="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats"
 res=""

@@ -9,10 +9,7 @@
 set -u
 : "${L:?}" "${BUILD:?}"
 . "$(dirname "$0")/common.sh"
-DEV="$BUILD/bin/sm90_dev"
-if [ ! -x "$DEV" ]; then
-  build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/ncusrc-build.txt" 2>&1 || { echo "ncusrc: sm90_dev did not build"; exit 1; }
-fi
+need_sm90_dev ncusrc
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 res=""
 SPECS=${NCUSRC_SPECS:-"int8 8b-qkv 8192; fp8 8b-qkv 8192; fp8 70b-o 16"}

@@ -6,8 +6,7 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-200}
 . "$(dirname "$0")/common.sh"
-DEV="$BUILD/bin/sm90_dev"
-build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/prmab-build.txt" 2>&1 || { echo "prmab: sm90_dev did not build"; exit 1; }
+need_sm90_dev prmab
 ARGS=${PRMAB_ARGS:-"-s 8b-qkv,70b-o,8b-gateup,70b-qkv,8b-down -m 256,1024,4096,8192"}
 res=""
 for run in a b; do

@@ -12,7 +12,6 @@ LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
 RUNS=${SM90AB_RUNS:-"-a -d fp8 -s 8b-qkv,70b-qkv,8b-gateup,70b-o -m 1024,4096,8192;-d fp8 -m 1,16,32,64;-d fp8 -m 1,16 -k 1,2,3,4,6,8;-a -d fp8 -m 32,64 -k 1,2,4"}
 ALT_RUNS=${SM90AB_ALT_RUNS:-"-d fp8 -m 1,16,32,64;-d int8 -m 1,16,32,64"}
-DEV="$BUILD/bin/sm90_dev"
 # Disassembly check of every sm90 kernel: wgmma count (QGMMA / IGMMA) and local-memory traffic.
 O="$BUILD/obj/src/cuda/sm90_gemm.cu.o"
 if command -v cuobjdump >/dev/null && [ -f "$O" ]; then
@@ -20,7 +19,7 @@ if command -v cuobjdump >/dev/null && [ -f "$O" ]; then
     END {for (k in q) print "QGMMA", q[k], "LDL/STL", l[k] + 0, k; for (k in i) print "IGMMA", i[k], "LDL/STL", l[k] + 0, k}' \
     >"$L/sm90ab-sass.txt" 2>&1
 fi
-build_sm90_dev "$BUILD/lib/libw8a8.a" "$DEV" >"$L/sm90ab-build.txt" 2>&1 || { echo "sm90ab: sm90_dev did not build"; exit 1; }
+need_sm90_dev sm90ab
 i=0
 IFS=';' read -r -a runs <<<"$RUNS"
 for r in "${runs[@]}"; do
