@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ab_compare.py — side by side of two bench/torch_compare.py runs (A/B of a switch, e.g. the device
-steps gemv and earlypdl: W8A8_GEMV=1 or W8A8_SM90_EARLY_PDL=1 in run B, off in run A).
+step gemv: W8A8_GEMV=2 (the default rule) or 1 in run B, 0 in run A).
 
     python3 bench/ab_compare.py A.jsonl B.jsonl [--impls w8a8_cuda,w8a8_cuda_weights_constant]
 

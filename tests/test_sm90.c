@@ -29,6 +29,7 @@ int w8a8_sm90_config_fast_accum(int config);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 void w8a8_sm90_set_lean(int on);
+void w8a8_sm90_set_split_quad(int on);
 
 /* run_case keeps a copy of the GPU output here while g_capture_on is set (sm90_lean_matches_staged). */
 static int g_capture_on;
@@ -591,6 +592,50 @@ W8A8_TEST(sm90_lean_matches_staged) {
   w8a8_sm90_set_lean(1);
   g_capture_on = 0;
   PUBLIC_OR_SKIP();
+}
+
+/* The split-K reduction in quads (session 7, the default) against the element-wise one it replaces:
+ * the same bits. Swap-AB and 128 x 128 split-K configurations, splits 1..8, N with a partial quad (N
+ * % 4 = 1, 2, 3), several tiles per cluster (N > 132 weight tiles for the swapped n8), every output
+ * type with and without pair stores, bias, scale modes, int8 zero points; each case runs twice on
+ * the same data (quads off, then on), both checked against the reference, and the outputs compared
+ * byte for byte. */
+W8A8_TEST(sm90_split_quad_matches_elementwise) {
+  NEED_SM90();
+  static const char *names[] = {"fp8_swap_n8", "int8_swap_n16", "fp8_swap_n32", "int8_swap_n64",
+                                "fp8_128x128_promote_splitk", "int8_128x128_splitk"};
+  static const int splits[] = {1, 2, 3, 4, 8};
+  int v = 0;
+  for (int ni = 0; ni < 6 && !w8a8_test_failed(); ni++) {
+    int i8 = 0, bn = 0;
+    const int ci = w8a8_sm90_config_lookup(names[ni], &i8, &bn, NULL);
+    REQUIRE(ci >= 0, "no configuration %s", names[ni]);
+    for (int si = 0; si < 5 && !w8a8_test_failed(); si++, v++) {
+      const int64_t M = bn ? (si % 2 ? bn : bn / 2 + 1) : (si % 2 ? 77 : 130);
+      const int64_t N = ni == 0 && si == 4 ? 17000 + 3 : 300 + 97 * si + 1 + si % 3; /* N % 4 = 1..3 */
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, 128 * 9 + 40, v, ci, splits[si]);
+      uint8_t *first = NULL;
+      size_t bytes = 0;
+      g_capture_on = 1;
+      w8a8_sm90_set_split_quad(0);
+      run_case(&c, 1500 + (uint64_t)v);
+      first = g_capture;
+      bytes = g_capture_bytes;
+      g_capture = NULL;
+      w8a8_sm90_set_split_quad(1);
+      if (!w8a8_test_failed()) run_case(&c, 1500 + (uint64_t)v);
+      g_capture_on = 0;
+      if (!w8a8_test_failed())
+        CHECK(first && g_capture && bytes == g_capture_bytes && memcmp(first, g_capture, bytes) == 0,
+              "%s M=%lld N=%lld split=%d v=%d: the quad reduction's output differs from the element-wise one's",
+              names[ni], (long long)c.M, (long long)c.N, splits[si], v);
+      free(first);
+      free(g_capture);
+      g_capture = NULL;
+    }
+  }
+  w8a8_sm90_set_split_quad(1);
+  g_capture_on = 0;
 }
 
 /* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM): every_config's K = 1192

@@ -489,9 +489,7 @@ static int g_prm = -1;  // W8A8_SM90_PRM: 1 (default) the epilogue's scales thro
 static int prm_enabled(void) { return w8a8_env_flag(&g_prm, "W8A8_SM90_PRM", 1); }
 static int g_lean = -1;  // W8A8_SM90_LEAN: 1 (default) sm90_epi_lean where it applies, 0 sm90_epi_staged
 static int lean_enabled(void) { return w8a8_env_flag(&g_lean, "W8A8_SM90_LEAN", 1); }
-static int g_early_pdl = -1;  // W8A8_SM90_EARLY_PDL: 1 the trigger for the next kernel at the start (see sm90_args), 0 (default) late
-static int early_pdl_enabled(void) { return w8a8_env_flag(&g_early_pdl, "W8A8_SM90_EARLY_PDL", 0); }
-static int g_l2pf = -1;  // W8A8_SM90_L2PF: 1 with the weights-constant hint, the first tile's other weight K-blocks prefetched into L2 early (see sm90_args)
+static int g_split_quad = -1;  // W8A8_SM90_SPLIT_QUAD: 1 (default) the split-K reduction in quads, 0 element by element (see sm90_args)
 
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
@@ -551,6 +549,16 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 
 #endif
 
+// Tests: 1 the split-K reduction in quads, 0 element by element (overrides W8A8_SM90_SPLIT_QUAD; the
+// test that compares the two outputs bit for bit).
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) {
+#if defined(W8A8_HAVE_SM90A)
+  g_split_quad = on ? 1 : 0;
+#else
+  (void)on;
+#endif
+}
+
 // Tests: 1 the lean epilogue where it applies, 0 sm90_epi_staged (overrides W8A8_SM90_LEAN; the
 // test that compares the two outputs bit for bit).
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) {
@@ -606,12 +614,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.tma_out = tma_out;
   a.prm = !c->swap && !c->splitk && prm_enabled();
   a.lean = lean_enabled();
-  a.early_pdl = early_pdl_enabled() && w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1);
-  // (only where all the weights fit in half the H200's L2: more would evict what it prefetched)
-  // and with PDL: without it the previous kernel is done before this one starts, and the prefetch
-  // only delays it
-  a.l2pf = a.weights_constant && (double)p->N * (double)p->K <= 24.0 * 1024 * 1024 &&
-           w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1) && w8a8_env_flag(&g_l2pf, "W8A8_SM90_L2PF", 0);
+  a.split_quad = w8a8_env_flag(&g_split_quad, "W8A8_SM90_SPLIT_QUAD", 1);
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;

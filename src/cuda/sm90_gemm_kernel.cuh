@@ -106,23 +106,11 @@ typedef struct sm90_args {
   // With prm and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
   // (0: W8A8_SM90_LEAN=0, for A/B).
   int lean;
-  // Programmatic dependent launch: 1 (W8A8_SM90_EARLY_PDL=1, opt-in until measured) every CTA lets
-  // the next kernel launch at its start instead of once its producer has issued every load. A
-  // dependent launched early still waits (griddepcontrol.wait) for this grid to complete before it
-  // reads anything, and it launches only once EVERY CTA of this grid has triggered, i.e. is
-  // resident, so it cannot take the place of one of ours. One widening (review, session 6): the
-  // weights-constant hint's loads, made BEFORE the wait, may now overlap not only the kernel right
-  // before but every earlier one still in flight (this grid may itself still wait on its
-  // predecessor), so with this switch the hint promises that no in-flight work writes the weights. What it buys: where a
-  // second CTA fits per SM (the swap-AB kernels of small M, one CTA per SM by plan), the next GEMM's
-  // CTAs start, initialise and, with w8a8_set_weights_constant, load their first weight stages
-  // while this grid still streams; with the late trigger only this grid's last moments overlapped.
-  int early_pdl;
-  // With weights_constant: 1 (W8A8_SM90_L2PF=1, opt-in until measured) the producer also prefetches
-  // into L2 the rest of its first tile's weight K-blocks (those past the first STAGES) before
-  // griddepcontrol.wait, so that a GEMM launched early (a previous kernel's early trigger) streams
-  // its whole weight share under that kernel instead of only its first stages.
-  int l2pf;
+  // Split-K reduction (swap-AB and 128 x 128 split-K tiles): 1 (default, session 7) in quads of four
+  // consecutive output channels, one 16-byte DSMEM load per cluster CTA, the quad's scales, bias and
+  // zero-point terms loaded before the cluster barrier; 0 (W8A8_SM90_SPLIT_QUAD=0, for A/B) element by
+  // element as in session 4 (its scales read after the DSMEM loads). The same bits either way.
+  int split_quad;
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
   // to timeline_max tiles, consumer warpgroup 0's clock64() at k = 0 the tile's start (the CTA's
   // first tile: the kernel's entry), 1 its first K-block's data in shared memory, 2 its main-loop
@@ -330,6 +318,84 @@ SM90_DEV void sm90_epi_group(const sm90_args &a, const acc_t *q, const sm90_epi_
   } else {
     r[0] = __fmul_rn(c.sbA[jj], t00), r[1] = __fmul_rn(c.sbB[jj], t01);
     r[2] = __fmul_rn(c.sbA[jj], t10), r[3] = __fmul_rn(c.sbB[jj], t11);
+  }
+}
+
+// Split-K reduction in quads (sm90_args.split_quad): the parameters of the four outputs (m, n..n+3),
+// loaded beside the quad's DSMEM loads. Out-of-range m / n read index 0 (stored nowhere).
+typedef struct sm90_quad {
+  float sa;
+  int32_t zp;  // int8 zero point of row m (1 without one, see sm90_epi_load_rows)
+  float sb[4], bias[4];
+  int32_t adj[4];
+} sm90_quad;
+template <bool INT8>
+SM90_DEV void sm90_quad_load(const sm90_args &a, int m, int n, sm90_quad &p) {
+  const int mm = a.sa_per_token && m < a.M ? m : 0;
+  p.sa = __ldcg(a.sa + mm);
+  p.zp = 1;
+  if (INT8 && a.azp_mode >= 2) p.zp = __ldcg(a.azp + (a.azp_mode == 3 && m < a.M ? m : 0));
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const int nn = n + j < a.N ? n + j : 0;
+    p.sb[j] = __ldg(a.sb + (a.sb_per_channel ? nn : 0));
+    p.adj[j] = INT8 && a.azp_mode != 0 ? __ldg(a.azp_adj + nn) : 0;
+    p.bias[j] = a.bias ? sm90_ldg_bias(a, nn) : 0.0f;
+  }
+}
+// Makes the quad's parameters opaque values (an empty asm per value, no instruction): without it the
+// compiler folded them (bias 0, adj 0 ...) into constants shared with the main loop, and ptxas then
+// serialised the fp8 swap-AB kernels' wgmmas (C7519 / C7520, session 7; cause found by bisection).
+SM90_DEV void sm90_quad_fence(sm90_quad &p) {
+  asm volatile("" : "+f"(p.sa), "+r"(p.zp));
+#pragma unroll
+  for (int j = 0; j < 4; j++) asm volatile("" : "+f"(p.sb[j]), "+f"(p.bias[j]), "+r"(p.adj[j]));
+}
+// The quad's four sums (raw bits) -> outputs, the formula and roundings of sm90_epi_value, stored
+// as two pairs (n is a multiple of 4: pair stores stay aligned where a.pair_store allows them).
+template <bool INT8>
+SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad &p, const uint32_t (&raw)[4]) {
+  if (m >= a.M || n >= a.N) return;
+  float r[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const float t = __fmul_rn(p.sa, sm90_acc_value<INT8>(a, raw[j], p.zp, p.adj[j]));
+    r[j] = a.bias ? __fmaf_rn(p.sb[j], t, p.bias[j]) : __fmul_rn(p.sb[j], t);
+  }
+  sm90_store2(a, m, n, r[0], r[1], n + 1 < a.N);
+  if (n + 2 < a.N) sm90_store2(a, m, n + 2, r[2], r[3], n + 3 < a.N);
+}
+
+// The split-K reduction in quads (sm90_args.split_quad), after the cluster barrier: quads q0, q0 +
+// 256 SPLIT, ... of the partial tile (NQ quads, lines of NL accumulators STRIDE words apart), each
+// summed over the cluster's CTAs in rank order with one 16-byte DSMEM load per CTA (up to four in
+// flight), its parameters loaded beside them. The sum's order and the epilogue's formula are those
+// of the element-wise path (sm90_epi_elem): the same bits.
+template <bool INT8, int NL, int STRIDE, int NQ>
+SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int q0, int split, int m_base, int n_base) {
+  typedef typename sm90_acc_type<INT8>::type acc_t;
+  for (int q = q0; q < NQ; q += split * 256) {
+    const int ml = q / (NL / 4), nl = q % (NL / 4) * 4;
+    const uint32_t off = red0 + (uint32_t)(ml * STRIDE + nl) * 4;
+    sm90_quad p;
+    sm90_quad_load<INT8>(a, m_base + ml, n_base + nl, p);
+    acc_t v[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int r0 = 0; r0 < SM90_MAX_SPLIT; r0 += 4) {
+      uint4 part[4];
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        if (r0 + r < split) part[r] = sm90_ld_dsmem_v4(sm90_mapa(off, r0 + r));
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        if (r0 + r < split) {
+          v[0] += sm90_from_bits<acc_t>(part[r].x), v[1] += sm90_from_bits<acc_t>(part[r].y);
+          v[2] += sm90_from_bits<acc_t>(part[r].z), v[3] += sm90_from_bits<acc_t>(part[r].w);
+        }
+    }
+    const uint32_t raw[4] = {sm90_bits(v[0]), sm90_bits(v[1]), sm90_bits(v[2]), sm90_bits(v[3])};
+    sm90_quad_fence(p);
+    sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw);
   }
 }
 
@@ -575,12 +641,17 @@ struct sm90_cfg {
   // Epilogue staging. Split-K: the whole partial tile, odd row stride (conflict-free column
   // reads). Otherwise: per consumer warpgroup 64 rows x CW columns, padded.
   static const int CW = BN < 32 ? BN : 32;
-  static const int RED_STRIDE = BN + 1;
+  // Split-K partial tile: RED_ML lines of RED_NL accumulators along n (the output's contiguous
+  // dimension: X rows when swapped, Y columns otherwise), lines RED_NL + 4 words apart (16-byte
+  // aligned quads; the publishing stores of a warp hit at most 2 ways per bank).
+  static const int RED_NL = SWAP ? SM90_BM : BN;
+  static const int RED_ML = SWAP ? BN : SM90_BM;
+  static const int RED_STRIDE = RED_NL + 4;
   static const int STG_STRIDE = SWAP ? CW + 1 : CW + 8;
   // Unswapped unsplit tiles: the staged epilogue's buffers, 2 per consumer warpgroup of 64 rows x
   // 128 bytes (64 16-bit outputs), 1024-aligned (the TMA 128-byte swizzle period).
   static const int OUT_BUF_BYTES = 64 * 128;
-  static const int RED_BYTES = SPLITK ? (SM90_BM * RED_STRIDE * 4 + 15) / 16 * 16
+  static const int RED_BYTES = SPLITK ? RED_ML * RED_STRIDE * 4
                                : SWAP ? (2 * 64 * STG_STRIDE * 4 + 15) / 16 * 16
                                       : 2 * 2 * OUT_BUF_BYTES;
   static const int BAR_BYTES = 2 * STAGES * 8;
@@ -701,7 +772,6 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   const int kb_begin = (int)((long long)a.kblocks * rank / SPLIT);
   const int kb_end = (int)((long long)a.kblocks * (rank + 1) / SPLIT);
 
-  if (a.early_pdl && threadIdx.x == 0) sm90_grid_dep_launch();  // see sm90_args.early_pdl
   // timeline: the kernel's entry as the CTA's first tile's start (consumer warpgroup 0's thread 0)
   if (a.timeline && threadIdx.x == 128 && (int)blockIdx.x < a.timeline_ctas && a.timeline_max > 0)
     a.timeline[(size_t)blockIdx.x * a.timeline_max * 4] = clock64();
@@ -763,21 +833,6 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       // tail; nothing else in global memory is read before this.
       sm90_grid_dep_wait();
     }
-    // W8A8_SM90_L2PF (the host sets l2pf only with the weights-constant hint and PDL): the idle
-    // producer warp 2 prefetches the first tile's weight K-blocks past the first STAGES into L2,
-    // 32 at a time across its lanes, beside thread 0's stage loads (review, session 6: thread 0
-    // alone issued up to ~100 prefetches in series before its first token load).
-    if constexpr (MC == 1)
-      if (a.l2pf && tid / 32 == 2 && item0 < items) {
-        int tx, ty;
-        sm90_item_coords<MC>(a, item0, crank, tx, ty);
-        for (int kb = kb_begin + min(STAGES, kb_end - kb_begin) + tid % 32; kb < kb_end; kb += 32) {
-          if constexpr (SWAP)
-            sm90_tma_prefetch_l2_2d(&tmap_x, kb * SM90_BK, tx * SM90_BM);
-          else
-            sm90_tma_prefetch_l2_2d(&tmap_y, kb * SM90_BK, ty * BN);
-        }
-      }
     if constexpr (C::PRM) if (prm && tid / 32 == 1) {
       // Producer warp 1: the epilogue's scales, one tile ahead of the consumers' epilogues (a tile's
       // slot is filled as soon as both warpgroups are done with the previous tile's), so that the
@@ -1092,43 +1147,48 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       // the epilogue is one compact loop instead of BN/2 unrolled copies.
       const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
       if constexpr (SPLITK) {
-        // Publish this CTA's partial tile (all 128 rows), then each CTA of the cluster sums a
-        // 1/SPLIT share of the elements over the cluster's CTAs in rank order (deterministic).
+        // Publish this CTA's partial tile (all 128 rows, lines along n: see sm90_cfg), then each
+        // CTA of the cluster sums a 1/SPLIT share of it over the cluster's CTAs in rank order
+        // (deterministic: int32 sums are exact in any order, fp32 ones are added in rank order).
 #pragma unroll
         for (int i = 0; i < C::NACC; i++) {
           int row = cw * 64 + r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;
-          sm90_st_smem(red0 + (uint32_t)(row * C::RED_STRIDE + col) * 4, sm90_bits(acc[i]));
+          int off = SWAP ? col * C::RED_STRIDE + row : row * C::RED_STRIDE + col;
+          sm90_st_smem(red0 + (uint32_t)off * 4, sm90_bits(acc[i]));
         }
-        sm90_cluster_sync();
         const int ct = cw * 128 + tid;
-        for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
-          int row = SWAP ? idx % SM90_BM : idx / BN, col = SWAP ? idx / SM90_BM : idx % BN;
-          uint32_t off = red0 + (uint32_t)(row * C::RED_STRIDE + col) * 4;
+        const int m_base = SWAP ? ty * BN : tx * SM90_BM, n_base = SWAP ? tx * SM90_BM : ty * BN;
+        if (a.split_quad) {
+          sm90_cluster_sync();
+          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, SM90_BM * BN / 4>(a, red0, rank * 256 + ct, SPLIT, m_base, n_base);
+        } else {
+          sm90_cluster_sync();
+          for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
+            const int ml = idx / C::RED_NL, nl = idx % C::RED_NL;
+            const uint32_t off = red0 + (uint32_t)(ml * C::RED_STRIDE + nl) * 4;
 #if SM90_EPI_V2
-          // All remote loads first, then the adds: one DSMEM round trip per element instead of
-          // SPLIT dependent ones (the loads are ordered asm; an add between them would wait).
-          uint32_t part[SM90_MAX_SPLIT];
+            // All remote loads first, then the adds: one DSMEM round trip per element instead of
+            // SPLIT dependent ones (the loads are ordered asm; an add between them would wait).
+            uint32_t part[SM90_MAX_SPLIT];
 #pragma unroll
-          for (int q = 0; q < SM90_MAX_SPLIT; q++)
-            if (q < SPLIT) part[q] = sm90_ld_dsmem_u32(sm90_mapa(off, q));
-          // int32 partial sums are exact in any order; fp32 ones are added in rank order
-          acc_t v = 0;
+            for (int r = 0; r < SM90_MAX_SPLIT; r++)
+              if (r < SPLIT) part[r] = sm90_ld_dsmem_u32(sm90_mapa(off, r));
+            acc_t v = 0;
 #pragma unroll
-          for (int q = 0; q < SM90_MAX_SPLIT; q++)
-            if (q < SPLIT) v += sm90_from_bits<acc_t>(part[q]);
+            for (int r = 0; r < SM90_MAX_SPLIT; r++)
+              if (r < SPLIT) v += sm90_from_bits<acc_t>(part[r]);
 #else
-          acc_t v = 0;
-          for (int q = 0; q < SPLIT; q++) {
-            // int32 partial sums are exact in any order; fp32 ones are added in rank order
-            if constexpr (INT8)
-              v += sm90_ld_dsmem_s32(sm90_mapa(off, q));
-            else
-              v += sm90_ld_dsmem_f32(sm90_mapa(off, q));
-          }
+            acc_t v = 0;
+            for (int r = 0; r < SPLIT; r++) {
+              if constexpr (INT8)
+                v += sm90_ld_dsmem_s32(sm90_mapa(off, r));
+              else
+                v += sm90_ld_dsmem_f32(sm90_mapa(off, r));
+            }
 #endif
-          int gx = tx * SM90_BM + row, gy = ty * BN + col;
-          int m = SWAP ? gy : gx, n = SWAP ? gx : gy;
-          if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, sm90_bits(v));
+            const int m = m_base + ml, n = n_base + nl;
+            if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, sm90_bits(v));
+          }
         }
         // Nobody may overwrite or leave while others still read its partial tile.
         sm90_cluster_sync();

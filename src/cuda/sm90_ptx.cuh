@@ -82,12 +82,6 @@ SM90_DEV void sm90_tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int
       : "memory");
 }
 
-// 2-D tile prefetch into L2 (no shared memory, no barrier): the box at (c0, c1) of the tensor map.
-SM90_DEV void sm90_tma_prefetch_l2_2d(const void *tmap, int c0, int c1) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"((uint64_t)tmap), "r"(c0), "r"(c1)
-               : "memory");
-}
-
 // 2-D tile store (the staged epilogue): the box at shared-memory `src` to (c0 = inner coordinate,
 // c1 = row) of the tensor; parts of the box outside the tensor are not written (M and N tails).
 // Asynchronous: one bulk group per commit; wait_read<N> returns once at most N of this thread's
@@ -200,6 +194,16 @@ SM90_DEV float sm90_ld_dsmem_f32(uint32_t addr) {
 SM90_DEV uint32_t sm90_ld_dsmem_u32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared::cluster.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+// Four consecutive 32-bit words (addr 16-byte aligned) of a cluster CTA's shared memory: one DSMEM
+// round trip for four elements (the split-K reduction's quads).
+SM90_DEV uint4 sm90_ld_dsmem_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared::cluster.v4.b32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
   return v;
 }
 SM90_DEV int32_t sm90_ld_dsmem_s32(uint32_t addr) {
