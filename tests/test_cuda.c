@@ -455,12 +455,12 @@ W8A8_TEST(cuda_kernel_selection) {
 void w8a8_cuda_set_gemv(int on);
 unsigned long long w8a8_cuda_gemv_launches(void);
 
-/* The CUDA-core kernel for the fewest tokens (gemv.cu; opt-in, switched on here through its hook):
+/* The CUDA-core kernel for the fewest tokens (gemv.cu; switched on everywhere it takes here, through its hook):
  * int8 M = 1..8 and fp8 M = 1 over odd N and K (K % 16 tails, K = 1), every output dtype, scale
  * mode, bias and zero-point mode, row strides padded to multiples of 16 bytes, against the scalar
  * reference (int8 bit for bit), each case proven to have run on that kernel (its launch counter);
  * then inputs it declines (a row stride that is not a multiple of 16 bytes, M = 9, fp8 M = 2) run
- * on the other kernels, still right. */
+ * on the other kernels, still right; then the default rule picks it exactly where it should. */
 W8A8_TEST(cuda_gemv_matches_reference) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
@@ -501,6 +501,23 @@ W8A8_TEST(cuda_gemv_matches_reference) {
     CHECK(run_mm(g, r, ds[i], &worst) == 0, "declined case %d", i);
     CHECK(w8a8_cuda_gemv_launches() == before, "declined case %d ran on the CUDA-core kernel", i);
   }
+  /* the default rule (w8a8_cuda_gemv_wanted): one token of int8, or of fp8 with N <= 4096 */
+  w8a8_cuda_set_gemv(2);
+  mm_case a1 = {1, 5000, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  mm_case a2 = {2, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  mm_case a3 = {1, 4096, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  mm_case a4 = {1, 4097, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  const mm_case *as[4] = {&a1, &a2, &a3, &a4};
+  static const int want[4] = {1, 0, 1, 0};
+  for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+    if (as[i]->in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
+    const unsigned long long before = w8a8_cuda_gemv_launches();
+    CHECK(run_mm(g, r, as[i], &worst) == 0, "default-rule case %d", i);
+    CHECK(w8a8_cuda_gemv_launches() == before + (unsigned long long)want[i],
+          "default-rule case %d (M=%lld N=%lld %s): the CUDA-core kernel %s", i, (long long)as[i]->M,
+          (long long)as[i]->N, w8a8_dtype_name(as[i]->in), want[i] ? "did not run" : "ran");
+  }
+  w8a8_cuda_set_gemv(1);
   /* a forced kernel is what it names, never this one */
   if (!w8a8_test_failed()) {
     mm_case f = {1, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};

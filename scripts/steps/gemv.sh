@@ -1,7 +1,8 @@
 #!/bin/bash
-# gemv.sh — step "gemv" (session 6's CUDA-core kernel for the fewest tokens, src/cuda/gemv.cu, opt-in): the
-# gemv tests first (cuda_gemv_matches_reference), then bench/torch_compare.py at M = 1 (and 2, 4, 8 where the
-# script takes them) with W8A8_GEMV=1 and without, one after the other in this step. Writes
+# gemv.sh — step "gemv" (the CUDA-core kernel for the fewest tokens, src/cuda/gemv.cu): the gemv tests first
+# (cuda_gemv_matches_reference), then bench/torch_compare.py at M = 1, 2, 4, 8 with W8A8_GEMV=${GEMV_ON:-2}
+# (2, anything but 0 or 1: the default rule; 1: wherever it takes) and with W8A8_GEMV=0, one after the
+# other in this step. Writes
 # $OUT/h200-torch-compare-gemv{,-off}.{md,jsonl}. Env: OUT, L, BUILD, LEFT_S.
 set -u
 : "${OUT:?}" "${L:?}" "${BUILD:?}"
@@ -11,8 +12,8 @@ timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8_tests" cuda_gemv >"$L/gemv-tests.txt" 
 res="tests: exit $? $(grep -E '^[0-9]+ passed' "$L/gemv-tests.txt" | tail -n 1)"
 tb=$(((LEFT_S - 80) / 2)); [ "$tb" -gt 60 ] && tb=60
 if [ "$tb" -ge 15 ]; then
-  for v in 1 0; do
-    suf=$([ $v = 1 ] && echo gemv || echo gemv-off)
+  for v in "${GEMV_ON:-2}" 0; do
+    suf=$([ "$v" != 0 ] && echo gemv || echo gemv-off)
     W8A8_GEMV=$v W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHONPATH=python timeout -k 5 $((tb + 20)) python3 -u \
       bench/torch_compare.py --budget-s "$tb" --m 1,2,4,8 --no-cliffs -o "$OUT/h200-torch-compare-$suf" >"$L/$suf.txt" 2>&1
     res="$res; $suf: exit $?"

@@ -38,8 +38,8 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_gemm_setup(void);
 /* ws: the handle's workspace (split-K partial sums); the launcher never uses more than ws_bytes. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, void *ws,
                                               size_t ws_bytes);
-/* gemv.cu: the CUDA-core kernel for M <= 8 (int8) / M = 1 (fp8); opt-in (W8A8_GEMV=1) until measured. */
-W8A8_HIDDEN int w8a8_cuda_gemv_enabled(void);
+/* gemv.cu: the CUDA-core kernel for M <= 8 (int8) / M = 1 (fp8); wanted: W8A8_GEMV and the measured rule. */
+W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p);
 W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms);

@@ -1,5 +1,5 @@
-// gemv.cu — scaled_mm for the fewest tokens (decode at batch 1..8) on CUDA cores (session 6; NOT
-// yet run on a GPU, opt-in: W8A8_GEMV=1 or the tests' hook). Why: at M <= 8 the GEMM is a stream
+// gemv.cu — scaled_mm for the fewest tokens (decode at batch 1..8) on CUDA cores (session 6; run
+// and measured in session 7: the default for one token where it won, see w8a8_cuda_gemv_wanted). Why: at M <= 8 the GEMM is a stream
 // of the weights, and the tensor-core kernels pay for a pipeline built for reuse (tensor maps,
 // mbarrier rings, a 2..8-CTA cluster and its DSMEM split-K sum): on the H200, 8b-o at M = 1 took
 // 11.4 us for 16.8 MB where the stream alone is 3.9 us and cuBLASLt's tensorwise kernel 8.4 us
@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common.cuh"
@@ -148,13 +149,25 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const w8a8_mm_pro
   }
 }
 
-static int g_gemv = -1;  // W8A8_GEMV (1: on; default 0 until measured), or the tests' hook
+// W8A8_GEMV: 0 never, 1 wherever the kernel takes the problem, unset (or anything else) the measured
+// rule of w8a8_cuda_gemv_wanted; the tests' hook overrides it.
+enum { GEMV_OFF = 0, GEMV_ON = 1, GEMV_AUTO = 2 };
+static int g_gemv = -1;  // -1: W8A8_GEMV not read yet
 static unsigned long long g_gemv_launches;  // for the tests: proof that this kernel ran
-// Tests: 1 on, 0 off, -1 back to W8A8_GEMV (read again on the next call).
+// Tests: 1 wherever it takes the problem, 0 never, 2 the default rule, -1 back to W8A8_GEMV (read
+// again on the next call).
 extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv(int on) {
-  __atomic_store_n(&g_gemv, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_gemv, on < 0 ? -1 : on == 1 ? GEMV_ON : on == 2 ? GEMV_AUTO : GEMV_OFF, __ATOMIC_RELAXED);
 }
-extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_enabled(void) { return w8a8_env_flag(&g_gemv, "W8A8_GEMV", 0); }
+static int gemv_mode(void) {
+  int v = __atomic_load_n(&g_gemv, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("W8A8_GEMV");
+    v = e && e[0] == '0' ? GEMV_OFF : e && e[0] == '1' ? GEMV_ON : GEMV_AUTO;
+    __atomic_store_n(&g_gemv, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
 extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_gemv_launches(void) {
   return __atomic_load_n(&g_gemv_launches, __ATOMIC_RELAXED);
 }
@@ -165,6 +178,17 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
   if (p->ready || p->M < 1 || p->N < 1 || p->M > (int8 ? GEMV_MAX_M_I8 : GEMV_MAX_M_FP8)) return 0;
   if ((uintptr_t)p->a % 16 || (uintptr_t)p->b % 16 || p->lda % 16 || p->ldb % 16) return 0;
   return 1;
+}
+
+// Whether the dispatcher should run this kernel for p. The default rule, from the interleaved A/B of
+// session 7 (h200-torch-compare-gemv-2026-11-30.md, this kernel against the tensor-core kernels,
+// weights from HBM): one token of int8 (1.01-1.48x on all 8 shapes) or of fp8 with N <= 4096 (1.03-
+// 1.23x on the 3 such shapes; 0.92-1.01x at N = 6144..28672, where the swap-AB kernel's split is
+// smaller). From 2 tokens on, int8 lost on 6 of 8 shapes and 17-67% from 4 on.
+extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p) {
+  const int mode = gemv_mode();
+  if (mode == GEMV_OFF || !w8a8_cuda_gemv_takes(p)) return 0;
+  return mode == GEMV_ON || (p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || p->N <= 4096));
 }
 
 // One launch of gemv_kernel<INT8, MT>: a grid of at most one wave (blocks per SM from the occupancy
