@@ -18,7 +18,8 @@
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
  *   -c NAME times that configuration instead of the heuristic's (skipped where its dtype differs;
  *      e.g. -c fp8_128x128_promote_mc2 for a profile of one kernel).
- *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (every
+ *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (a library
+ *      built with NVCCEXTRA=-DW8A8_SM90_TIMELINE only, since session 7; every
  *      configuration since session 6): medians over CTAs and tiles of the wait for the first data
  *      (the CTA's first tile from the kernel's entry; later tiles), the main loop's cycles (and per
  *      K-block of the CTA's K range), the epilogue's (split-K: with the reduction), and the gap from
@@ -45,6 +46,7 @@ int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas);
+int w8a8_sm90_timeline_built(void);
 
 #define CK(x)                                                                               \
   do {                                                                                      \
@@ -180,7 +182,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) snprintf(shape_filter, sizeof shape_filter, ",%s,", argv[++i]);
     else if (!strcmp(argv[i], "-c") && i + 1 < argc) only_cfg = argv[++i];
-    else if (!strcmp(argv[i], "-T")) tl_on = 1;
+    else if (!strcmp(argv[i], "-T")) {
+      tl_on = w8a8_sm90_timeline_built();
+      if (!tl_on)
+        printf("# -T: the library's kernels have no timeline (build it with NVCCEXTRA=-DW8A8_SM90_TIMELINE; the "
+               "sm90ab step does for runs with -T): timings only\n");
+    }
     else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
       for (char *t = strtok(argv[++i], ","); t && nks < 8; t = strtok(NULL, ",")) ks[nks++] = atoi(t);
     } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {

@@ -20,12 +20,25 @@ if command -v cuobjdump >/dev/null && [ -f "$O" ]; then
     >"$L/sm90ab-sass.txt" 2>&1
 fi
 need_sm90_dev sm90ab
+# Runs with -T need kernels that carry the timeline (compiled out of the normal build since session 7):
+# the library a second time with -DW8A8_SM90_TIMELINE in build-tl (~40 s), and sm90_dev against it.
+DEV_TL=""
+case ";$RUNS;" in
+  *-T*)
+    if timeout -k 5 "$(cap 150)" make BUILD=build-tl CUDA_ARCHS=90a NVCCEXTRA=-DW8A8_SM90_TIMELINE -j"$(nproc)" lib \
+        >"$L/sm90ab-tl-build.txt" 2>&1 && build_sm90_dev build-tl/lib/libw8a8.a build-tl/sm90_dev >>"$L/sm90ab-tl-build.txt" 2>&1; then
+      DEV_TL=build-tl/sm90_dev
+    fi
+    ;;
+esac
 i=0
 IFS=';' read -r -a runs <<<"$RUNS"
 for r in "${runs[@]}"; do
   i=$((i + 1))
   echo "# sm90_dev $r" >"$L/sm90ab-run$i.txt"
-  timeout -k 5 "$(cap 120)" "$DEV" $r >>"$L/sm90ab-run$i.txt" 2>&1
+  d="$DEV"
+  case " $r " in *" -T "*) [ -n "$DEV_TL" ] && d="$DEV_TL" ;; esac
+  timeout -k 5 "$(cap 120)" "$d" $r >>"$L/sm90ab-run$i.txt" 2>&1
 done
 res="$i runs"
 if [ -f build-alt/lib/libw8a8.a ]; then

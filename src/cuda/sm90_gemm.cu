@@ -33,7 +33,6 @@ typedef struct sm90_config {
   sm90_kernel_fn fn;
   int mcast;     // 2: clusters of two CTAs on neighbouring M tiles multicasting the B tile; 0: none
   int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
-  int exp;       // not yet run on a GPU: the tuner skips it too
 } sm90_config;
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
@@ -49,11 +48,6 @@ typedef struct sm90_config {
 #define SM90_CFG_PP(NAME, BN, ST, I8)                                                                   \
   {NAME, I8, BN, 0, 0, 1, !(I8), sm90_cfg<BN, ST, I8, false, false, false, true>::SMEM_BYTES,                \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, false, false, 1, 1, true>, 0, 1}
-
-// An experimental plain configuration (the tuner skips it until it has run on a GPU).
-#define SM90_CFG_X(NAME, BN, ST, I8, SW, PR, SK, MB)                                                        \
-  {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
-   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB>, 0, 0, 1}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -101,23 +95,23 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_PP("fp8_128x128_pp", 128, 6, false),
     // Session 6: int8's 128 x 128 tile with B multicast, for 129..255 tokens (see apply_mc2m).
     SM90_CFG_MC("int8_128x128_mc2", 128, 6, true, false),
-    // Session 6, NOT yet run on a GPU (experimental): swap-AB n8 / n16 with one CTA per SM and 10
-    // stages of 17-18 KB instead of two CTAs per SM with 5. The small-M plans put one CTA per SM
+    // Session 6 (run since session 7; n32 / n64 planned at 17..64 tokens since then, see plan_deep):
+    // swap-AB n8 / n16 with one CTA per SM and 10 stages of 17-18 KB instead of two CTAs per SM with 5. The small-M plans put one CTA per SM
     // anyway (plan_small: tiles x split <= SMs), so half the shared memory sat idle; twice the weight
     // bytes in flight per SM (160-180 KB) for when HBM latency under load, not the SM count, bounds
     // the stream (Little's law: 32.6 GB/s per SM x 2-3 us). For sm90_dev -a against the plain ones.
-    SM90_CFG_X("fp8_swap_n8_deep", 8, 10, false, true, true, true, 1),
-    SM90_CFG_X("fp8_swap_n16_deep", 16, 10, false, true, true, true, 1),
-    SM90_CFG_X("int8_swap_n8_deep", 8, 10, true, true, false, true, 1),
-    SM90_CFG_X("int8_swap_n16_deep", 16, 10, true, true, false, true, 1),
+    SM90_CFG("fp8_swap_n8_deep", 8, 10, false, true, true, true, 1),
+    SM90_CFG("fp8_swap_n16_deep", 16, 10, false, true, true, true, 1),
+    SM90_CFG("int8_swap_n8_deep", 8, 10, true, true, false, true, 1),
+    SM90_CFG("int8_swap_n16_deep", 16, 10, true, true, false, true, 1),
     // The same for n32 / n64, where the plain configurations hold only 4 / 3 stages (64 / 48 KB of
     // weights in flight per SM at one CTA per SM: below the ~65 KB that 32.6 GB/s x 2 us of loaded
     // HBM latency needs, a guess at why swap n32 / n64 measured slower than n16 and the 128 x 128
     // tile). 9 and 7 stages: 144 / 112 KB of weights in flight.
-    SM90_CFG_X("fp8_swap_n32_deep", 32, 9, false, true, true, true, 1),
-    SM90_CFG_X("fp8_swap_n64_deep", 64, 7, false, true, true, true, 1),
-    SM90_CFG_X("int8_swap_n32_deep", 32, 9, true, true, false, true, 1),
-    SM90_CFG_X("int8_swap_n64_deep", 64, 7, true, true, false, true, 1),
+    SM90_CFG("fp8_swap_n32_deep", 32, 9, false, true, true, true, 1),
+    SM90_CFG("fp8_swap_n64_deep", 64, 7, false, true, true, true, 1),
+    SM90_CFG("int8_swap_n32_deep", 32, 9, true, true, false, true, 1),
+    SM90_CFG("int8_swap_n64_deep", 64, 7, true, true, false, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -289,6 +283,35 @@ static sm90_plan plan_tokens48(const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
+// 17..64 tokens (session 7, after the split-K reduction in quads): swap-AB with ONE token tile (n32
+// up to 32 tokens, n64 above), the deep ring (one CTA per SM, 9 / 7 stages: 144 / 112 KB of weights in
+// flight per SM), and the largest power-of-two split whose clusters all run at once (the occupancy
+// query: clusters of 4 fit only 120 CTAs on the H200, so 32 tiles x 4 is two waves) with at least 4
+// K-blocks per CTA. Only where the weight tiles alone fit at once, and above 32 tokens only with K
+// >= 4096 (70b-o-tp4, K = 2048: the 128 x 128 tile was 3-12% faster). Measured (sm90_dev, every
+// configuration x splits 1, 2, 4, 8 at M = 17..128 on all 8 shapes, both dtypes,
+// h200-sm90-small-m-sweep-2026-11-30.txt): this rule's pick was the fastest or within 8% of it at
+// every M = 17..64 row it applies to, and 1.05-1.48x faster than the plans it replaces (fp8 8b-o M =
+// 33..64 9.9-10.8 us where the 128 x 128 tile took 14.5; 70b-qkv-tp4 M = 64 10.9 vs 15.9 of the
+// 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). Returns config -1 where it does not
+// apply.
+static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan pl = {-1, 1};
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
+  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (p->M > 32 && kblocks < 32) return pl;
+  const int ci = find_config(p->M <= 32 ? (int8 ? "int8_swap_n32_deep" : "fp8_swap_n32_deep")
+                                        : (int8 ? "int8_swap_n64_deep" : "fp8_swap_n64_deep"));
+  if (ci < 0 || tiles > max_active_clusters(dev, ci, 1, num_sms)) return pl;
+  pl.config = ci;
+  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
+    if (kblocks / s < 4 || tiles > max_active_clusters(dev, ci, s, num_sms)) break;
+    pl.split = s;
+  }
+  return pl;
+}
+
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens: the 128 x 128 tile. int8: it measured faster than swap-AB n64 on 5 of 5 shapes
@@ -297,6 +320,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // the 128 x 128 tile took 22.7 / 22.5 us at M = 128 (8b-qkv, 8b-o; h200-auto-2026-11-29.md);
   // at M = 64 the 128 x 128 tile does the same work as at M = 128 (one 128-row tile), so it
   // removes that cliff by construction.
+  // 17..64 tokens: plan_deep first (session 7); where it does not apply, the rules below.
   // 17..32 tokens: plan_tokens32 (session 4). 33..128 tokens, measured on the H200 (session 2,
   // bench/results/h200-torch-compare-2026-11-29-v2/v3): one 128-row tile covers M <= 128, so the
   // unsplit 128 x 128 tile runs on N / 128 SMs. Few weight tiles and a long K (8b-down: 32 tiles x
@@ -309,6 +333,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (p->M <= 16) return plan_small(p, num_sms);
+  if (p->M <= 64) {
+    const sm90_plan pl = plan_deep(dev, p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
   if (p->M <= 32) return plan_tokens32(p, num_sms);
   if (p->M <= 48) {
     const sm90_plan pl = plan_tokens48(p, num_sms);
@@ -326,12 +354,15 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
       if (pl.split > 1) return pl;
     }
   }
-  // 113..128 tokens (one nearly full 128-row tile) with at most SMs / 2 weight tiles of 128 (64 on
-  // the H200) and K <= 4096: the 128 x 64 tile (twice the CTAs, still one wave). Measured at M = 128 (session 5, h200-sm90-timeline-2026-11-29.txt):
-  // fp8 8b-o 11.0 us vs 14.7, 8b-qkv 11.4 vs 15.0, 70b-o-tp4 7.6 vs 10.0; int8 8b-o 10.4 vs 14.0. At
-  // M = 64 (half the tile's rows out of bounds) it lost on 8b-qkv (16.1 vs 15.0) and at M = 256 on
-  // 8b-qkv and 70b-o-tp4; M = 65..112 was not measured.
-  if (p->M > 112 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && kblocks_all <= 32) {
+  // 89..128 tokens (one 128-row tile, at most 39 rows out of bounds) with at most SMs / 2 weight tiles
+  // of 128 (64 on the H200) and K <= 4096: the 128 x 64 tile (twice the CTAs, still one wave).
+  // Measured at M = 128 (session 5, h200-sm90-timeline-2026-11-29.txt): fp8 8b-o 11.0 us vs 14.7,
+  // 8b-qkv 11.4 vs 15.0, 70b-o-tp4 7.6 vs 10.0; int8 8b-o 10.4 vs 14.0. At M = 96 (session 7, the
+  // small-M sweep): fp8 8b-o 11.3 vs 14.6, 8b-qkv 14.0 vs 14.9, 70b-o-tp4 8.3 vs 9.5; int8 8b-o 10.7
+  // vs 12.8, 70b-o-tp4 8.2 vs 8.7, 8b-qkv 13.9 vs 13.1 (the one loss). At M = 64 (half the tile's
+  // rows out of bounds) it lost on 8b-qkv (16.1 vs 15.0; M <= 64 is plan_deep's now), and at M =
+  // 256 on 8b-qkv and 70b-o-tp4; the edge at 88 lies between those, unmeasured.
+  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && kblocks_all <= 32) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
@@ -473,8 +504,16 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
 // bench/sm90_dev -T: the per-tile clock64 timeline (sm90_args.timeline) of the next launches; NULL: off.
 __attribute__((unused)) static unsigned long long *g_timeline;
 __attribute__((unused)) static int g_timeline_max, g_timeline_ctas;
+// Whether the kernels carry the timeline (built with -DW8A8_SM90_TIMELINE, see SM90_TL).
+extern "C" W8A8_HIDDEN int w8a8_sm90_timeline_built(void) {
+#if defined(W8A8_HAVE_SM90A)
+  return SM90_TL;
+#else
+  return 0;
+#endif
+}
 // Every configuration stamps (session 6); dev_buf holds max_ctas x max_tiles_per_cta x 4 values
-// (sm90_args.timeline).
+// (sm90_args.timeline). Without W8A8_SM90_TIMELINE in the build the kernels ignore it.
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas) {
   g_timeline = max_tiles_per_cta > 0 && max_ctas > 0 ? dev_buf : NULL;
   g_timeline_max = max_tiles_per_cta;
@@ -721,11 +760,11 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 }
 // Configurations the tuner skips unless W8A8_TUNE_EXPERIMENTAL=1 (the tests run every configuration):
 // the pingpong ones (passed on a GPU in session 6, measured slower or even: not worth the tuner's
-// time) and those not yet run on a GPU (`exp`: the deep swap-AB ones of session 6). The multicast
+// time). The deep swap-AB ones (session 6) ran in session 7 and the tuner times them. The multicast
 // ones (session 3) have passed the sm90 suite since session 4 and run at the plain tiles' speed
 // since session 5.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].exp);
+  return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].pp;
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

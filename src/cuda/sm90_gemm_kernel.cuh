@@ -57,6 +57,18 @@
 #else
 #define SM90_EPI_V2 1
 #endif
+// The development timeline (sm90_args.timeline, bench/sm90_dev -T) is compiled in only with
+// -DW8A8_SM90_TIMELINE (NVCCEXTRA; the sm90ab step builds such a library for its -T runs). Session 7:
+// its stamps, dead at run time, still moved ptxas's schedule of the fp8 128 x 256 tiles: a
+// conditional __syncwarp for them cost 4-5% (bisected: v9-era source, the same with the stamps'
+// __syncwarp, HEAD without it), and the fp8 tiles stayed ~5% slower than v9 in torch_compare with
+// a warp-uniform form. Production kernels now carry none of it.
+#ifdef W8A8_SM90_TIMELINE
+static constexpr bool SM90_TL = true;
+#else
+static constexpr bool SM90_TL = false;
+#endif
+
 // Unroll factor of the non-split epilogue loop (a pragma argument is not macro-expanded).
 static constexpr int SM90_EPI_UNROLL = SM90_EPI_V2 ? 4 : 2;
 
@@ -773,7 +785,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   const int kb_end = (int)((long long)a.kblocks * (rank + 1) / SPLIT);
 
   // timeline: the kernel's entry as the CTA's first tile's start (consumer warpgroup 0's thread 0)
-  if (a.timeline && threadIdx.x == 128 && (int)blockIdx.x < a.timeline_ctas && a.timeline_max > 0)
+  if (SM90_TL && a.timeline && threadIdx.x == 128 && (int)blockIdx.x < a.timeline_ctas && a.timeline_max > 0)
     a.timeline[(size_t)blockIdx.x * a.timeline_max * 4] = clock64();
   if (threadIdx.x == 0) {
     sm90_prefetch_tmap(&tmap_x);
@@ -921,7 +933,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
       acc_t acc[2 * C::NACC];  // rows 0..63 of the tile, then rows 64..127
       // timeline (sm90_dev -T): each warpgroup's thread 0 stamps its own tiles j (disjoint entries)
-      const bool stamp = a.timeline && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
+      const bool stamp = SM90_TL && a.timeline && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
       unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 4 : nullptr;
       int j = 0;               // the CTA's tile index: the producer loaded tile j's K-blocks at ring positions j*KB ..
       for (int t = item0; t < items; t += tile_stride, j++) {
@@ -932,17 +944,19 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         for (int i = 0; i < 2 * C::NACC; i++) acc[i] = 0;
         if (j > 0) sm90_mbar_wait(pord, (uint32_t)((j - 1) & 1));  // the owner of tile j - 1 has all its stages
         const bool stamp_t = stamp && j < a.timeline_max;
+        const bool stamp_t_w = SM90_TL && a.timeline && warp == 0 && (int)blockIdx.x < a.timeline_ctas && j < a.timeline_max;
         if (stamp_t && j > 0) tl[4 * j] = clock64();
         int prev = -1;
         // ring position of tile j's first K-block: j * KB (the producer's order); then one per block
         const long long pos0 = (long long)j * KB;
         int s = (int)(pos0 % STAGES);
         uint32_t phase = (uint32_t)((pos0 / STAGES) & 1);
-        if (stamp_t && KB > 0) {  // (a wait on a completed phase returns at once: the loop's is unchanged)
+        // (a wait on a completed phase returns at once: the loop's is unchanged). The whole warp
+        // waits, so that it reaches the .aligned wgmmas converged without a __syncwarp (see SM90_TL).
+        if (stamp_t_w && KB > 0) {
           sm90_mbar_wait(full0 + 8 * s, phase);
-          tl[4 * j + 1] = clock64();
+          if (lane == 0) tl[4 * j + 1] = clock64();
         }
-        if (a.timeline) __syncwarp();  // reconverge before the .aligned wgmmas
         for (int i = 0; i < KB; i++) {
           sm90_mbar_wait(full0 + 8 * s, phase);
           if (i == KB - 1 && tid == 0) sm90_mbar_arrive(pord);  // tile j's stages have all arrived
@@ -992,20 +1006,21 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     uint32_t phase = 0;
     acc_t acc[C::NACC];
     int pn = 0;  // tiles done: the scale slot's phase
-    const bool stamp = a.timeline && cw == 0 && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
+    const bool stamp = SM90_TL && a.timeline && cw == 0 && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
     unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 4 : nullptr;
     for (int t = item0; t < items; t += tile_stride, pn++) {
       int tx, ty;
       sm90_item_coords<MC>(a, t, crank, tx, ty);
       const bool stamp_t = stamp && pn < a.timeline_max;
+      const bool stamp_t_w = SM90_TL && a.timeline && cw == 0 && warp == 0 && (int)blockIdx.x < a.timeline_ctas && pn < a.timeline_max;
       if (stamp_t && pn > 0) tl[4 * pn] = clock64();
       // (a wait on a completed phase returns at once; a CTA with no K-block (split-K over fewer
       // K-blocks than CTAs) has no stage to wait for)
-      if (stamp_t && kb_end > kb_begin) {
+      // (the whole warp waits: see the pingpong loop's stamp)
+      if (stamp_t_w && kb_end > kb_begin) {
         sm90_mbar_wait(full0 + 8 * s, phase);
-        tl[4 * pn + 1] = clock64();
+        if (lane == 0) tl[4 * pn + 1] = clock64();
       }
-      if (a.timeline) __syncwarp();  // reconverge before the .aligned wgmmas
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
 
