@@ -181,7 +181,7 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
 }
 
 // Whether the dispatcher should run this kernel for p. The default rule, from the interleaved A/B of
-// session 7 (h200-torch-compare-gemv-2026-11-30.md, this kernel against the tensor-core kernels,
+// session 7 (h200-gemv-ab-2026-11-30.txt, this kernel against the tensor-core kernels,
 // weights from HBM): one token of int8 (1.01-1.48x on all 8 shapes) or of fp8 with N <= 4096 (1.03-
 // 1.23x on the 3 such shapes; 0.92-1.01x at N = 6144..28672, where the swap-AB kernel's split is
 // smaller). From 2 tokens on, int8 lost on 6 of 8 shapes and 17-67% from 4 on.
