@@ -12,7 +12,7 @@
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c \
  *       build-sm90/lib/libw8a8.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp \
  *       -o build-sm90/bin/sm90_dev
- * Run: sm90_dev [-a] [-d int8|fp8] [-m M[,M...]] [-s SHAPE[,SHAPE...]] [-k SPLIT[,SPLIT...]]
+ * Run: sm90_dev [-a] [-P] [-T] [-c NAME] [-d int8|fp8] [-m M[,M...]] [-s SHAPE[,SHAPE...]] [-k SPLIT[,SPLIT...]]
  *   -a also times the other configurations; swap-AB ones with up to two token tiles (e.g. two
  *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of NOTES.md).
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
@@ -24,6 +24,9 @@
  *      (the CTA's first tile from the kernel's entry; later tiles), the main loop's cycles (and per
  *      K-block of the CTA's K range), the epilogue's (split-K: with the reduction), and the gap from
  *      one tile's epilogue end to the next tile's start (negative for the pingpong tiles).
+ *   -P development only: A's tensor map covers whole token tiles (M rounded up to the tile), so the
+ *      rows of a partial tile past M come from the buffer (allocated for 16384 rows) instead of TMA's
+ *      out-of-bounds fill: is the partial-M cost (NOTES, session 6) the fill? Outputs past M are not stored.
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
@@ -47,6 +50,7 @@ int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas);
 int w8a8_sm90_timeline_built(void);
+void w8a8_sm90_set_pad_tokens(int on);
 
 #define CK(x)                                                                               \
   do {                                                                                      \
@@ -182,7 +186,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) snprintf(shape_filter, sizeof shape_filter, ",%s,", argv[++i]);
     else if (!strcmp(argv[i], "-c") && i + 1 < argc) only_cfg = argv[++i];
-    else if (!strcmp(argv[i], "-T")) {
+    else if (!strcmp(argv[i], "-P")) {
+      w8a8_sm90_set_pad_tokens(1);
+      printf("# -P: A's tensor map covers whole token tiles (rows past M read from the buffer, not filled by TMA)\n");
+    } else if (!strcmp(argv[i], "-T")) {
       tl_on = w8a8_sm90_timeline_built();
       if (!tl_on)
         printf("# -T: the library's kernels have no timeline (build it with NVCCEXTRA=-DW8A8_SM90_TIMELINE; the "

@@ -3,15 +3,17 @@
 // of the weights, and the tensor-core kernels pay for a pipeline built for reuse (tensor maps,
 // mbarrier rings, a 2..8-CTA cluster and its DSMEM split-K sum): on the H200, 8b-o at M = 1 took
 // 11.4 us for 16.8 MB where the stream alone is 3.9 us and cuBLASLt's tensorwise kernel 8.4 us
-// (h200-torch-compare-2026-11-30-v9). Here one warp owns one weight row (an output column n): its
-// lanes read the row in 16-byte pieces (4 in flight per lane), multiply them by every token's 16 activation bytes (L1-resident: all warps read
-// the same few KB), reduce over the warp, and the first M lanes apply the epilogue. (ptxas: 40-48
-// registers, so 5-6 blocks of 256 threads per SM, 80-96 KB in flight: ~3x what hides HBM's latency
-// at the H200's 32.6 GB/s per SM.) int8: dp4a,
+// (h200-torch-compare-2026-11-30-v9). Here a warp owns R weight rows (output columns) per pass, R = 1
+// for one token and 4 from two tokens on (session 7, not yet measured): its lanes read the rows in
+// 16-byte pieces (4 in flight per lane at R = 1, 2 per row at R = 4), multiply them by every token's
+// 16 activation bytes (L1-resident: all warps read the same few KB; one load shared by the R rows),
+// reduce over the warp, and lanes m R + r apply the epilogue. (ptxas: 45-46 registers at one token,
+// so 5 blocks of 256 threads per SM, 80 KB in flight: ~3x what hides HBM's latency at the H200's
+// 32.6 GB/s per SM; 64-104 with four rows.) int8: dp4a,
 // exact int32 (wrapping, as the reference), so the result is bit for bit the reference's; fp8 (one
 // token only: the conversions cost ~64 instructions per 16 bytes, which the stream hides at M = 1
 // but not at 2): e4m3 pairs converted exactly to f16x2, then fp32 FMAs in a fixed order (within
-// the tests' fp8 bound by orders of magnitude). Grid-stride over groups of 8 columns.
+// the tests' fp8 bound by orders of magnitude). Grid-stride over groups of 8 R columns.
 //
 // Takes: M <= 8 (int8) or M = 1 (fp8), no ready flags, A and B 16-byte aligned with row strides
 // that are multiples of 16 bytes. Anything else: W8A8_ERROR_UNSUPPORTED_DEVICE, and the caller uses
@@ -26,7 +28,7 @@
 #include "cuda_backend.h"
 
 #define GEMV_WARPS 8     // warps (weight rows) per block
-#define GEMV_UNROLL 4    // 16-byte weight pieces in flight per lane
+#define GEMV_UNROLL 4    // 16-byte weight pieces in flight per lane (one token; see gemv_kernel U)
 #define GEMV_MAX_M_I8 8  // tokens per launch, int8
 #define GEMV_MAX_M_FP8 1 // fp8
 
@@ -69,83 +71,106 @@ W8A8_DEV void gemv_piece(const uint4 &w, const uint4 &x, int32_t &iacc, float &f
   }
 }
 
-// MT: tokens per launch (compile time; rows m >= M are skipped).
-template <bool INT8, int MT>
+// MT: tokens per launch (compile time; rows m >= M are skipped). R: weight rows (output columns) per
+// warp pass, sharing each token's 16-byte activation piece (session 7, NOT yet run on a GPU): with R = 1
+// every token's piece is re-read from L1 for every weight row, M x the weight bytes through L1, which
+// measured 0.33-0.87x of the tensor-core kernels from 4 tokens on (h200-gemv-ab-2026-11-30.txt); R = 4
+// cuts that by 4. U: weight pieces in flight per lane and row (R x U pieces per lane in all).
+template <bool INT8, int MT, int R, int U>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const w8a8_mm_problem p) {
+  static_assert(MT * R <= 32, "one lane per output of a warp pass");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int M = (int)p.M;
   const int64_t K = p.K, K16 = K / 16 * 16, pieces = K16 / 16;
   const uint8_t *A = (const uint8_t *)p.a, *B = (const uint8_t *)p.b;
-  for (int64_t n = (int64_t)blockIdx.x * GEMV_WARPS + warp; n < p.N; n += (int64_t)gridDim.x * GEMV_WARPS) {
-    const uint8_t *brow = B + n * p.ldb;
-    int32_t iacc[MT];
-    float facc[MT];
+  const int64_t step = (int64_t)gridDim.x * GEMV_WARPS * R;
+  for (int64_t n0 = ((int64_t)blockIdx.x * GEMV_WARPS + warp) * R; n0 < p.N; n0 += step) {
+    // rows past N repeat row n0 (loaded, summed, never stored): no bounds test in the inner loops
+    const uint8_t *brow[R];
 #pragma unroll
-    for (int m = 0; m < MT; m++) iacc[m] = 0, facc[m] = 0.0f;
-    // pieces lane, lane + 32, ...: GEMV_UNROLL loads issued before any is used
-    for (int64_t c0 = lane; c0 < pieces; c0 += 32 * GEMV_UNROLL) {
-      uint4 w[GEMV_UNROLL];
+    for (int r = 0; r < R; r++) brow[r] = B + (n0 + r < p.N ? n0 + r : n0) * p.ldb;
+    int32_t iacc[MT][R];
+    float facc[MT][R];
 #pragma unroll
-      for (int u = 0; u < GEMV_UNROLL; u++) {
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int r = 0; r < R; r++) iacc[m][r] = 0, facc[m][r] = 0.0f;
+    // pieces lane, lane + 32, ...: U loads per row issued before any is used
+    for (int64_t c0 = lane; c0 < pieces; c0 += 32 * U) {
+      uint4 w[U][R];
+#pragma unroll
+      for (int u = 0; u < U; u++) {
         const int64_t c = c0 + 32 * u;
-        if (c < pieces) w[u] = gemv_ld_stream(brow + 16 * c);
+        if (c < pieces)
+#pragma unroll
+          for (int r = 0; r < R; r++) w[u][r] = gemv_ld_stream(brow[r] + 16 * c);
       }
 #pragma unroll
-      for (int u = 0; u < GEMV_UNROLL; u++) {
+      for (int u = 0; u < U; u++) {
         const int64_t c = c0 + 32 * u;
         if (c >= pieces) break;
 #pragma unroll
         for (int m = 0; m < MT; m++)
           if (m < M) {
             const uint4 x = __ldg((const uint4 *)(A + m * p.lda + 16 * c));
-            gemv_piece<INT8>(w[u], x, iacc[m], facc[m]);
+#pragma unroll
+            for (int r = 0; r < R; r++) gemv_piece<INT8>(w[u][r], x, iacc[m][r], facc[m][r]);
           }
       }
     }
     // the last K % 16 bytes, one per lane
     if (K16 + lane < K) {
-      const uint8_t wb = brow[K16 + lane];
 #pragma unroll
-      for (int m = 0; m < MT; m++)
-        if (m < M) {
-          const uint8_t xb = A[m * p.lda + K16 + lane];
-          if constexpr (INT8)
-            iacc[m] += (int32_t)(int8_t)wb * (int32_t)(int8_t)xb;
-          else
-            facc[m] = __fmaf_rn(w8a8d_fp8_to_f32(wb), w8a8d_fp8_to_f32(xb), facc[m]);
-        }
+      for (int r = 0; r < R; r++) {
+        const uint8_t wb = brow[r][K16 + lane];
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+          if (m < M) {
+            const uint8_t xb = A[m * p.lda + K16 + lane];
+            if constexpr (INT8)
+              iacc[m][r] += (int32_t)(int8_t)wb * (int32_t)(int8_t)xb;
+            else
+              facc[m][r] = __fmaf_rn(w8a8d_fp8_to_f32(wb), w8a8d_fp8_to_f32(xb), facc[m][r]);
+          }
+      }
     }
     // the warp's sums (a butterfly: every lane ends with the total, in the same order)
 #pragma unroll
     for (int m = 0; m < MT; m++) {
+      if (m >= M) continue;
 #pragma unroll
-      for (int o = 16; o > 0; o /= 2) {
-        if constexpr (INT8)
-          iacc[m] = (int32_t)((uint32_t)iacc[m] + (uint32_t)__shfl_xor_sync(0xffffffffu, iacc[m], o));
-        else
-          facc[m] += __shfl_xor_sync(0xffffffffu, facc[m], o);
-      }
-    }
-    // lane m writes token m's output (register arrays indexed by a compile-time m only)
+      for (int r = 0; r < R; r++)
 #pragma unroll
-    for (int m = 0; m < MT; m++) {
-      if (lane != m || m >= M) continue;
-      float v;
-      if constexpr (INT8) {
-        int32_t d = iacc[m];
-        if (p.azp_mode != W8A8_AZP_NONE) {
-          const int32_t azp = p.azp_mode == W8A8_AZP_ADJ_ONLY ? 1 : p.azp_mode == W8A8_AZP_PER_TENSOR ? p.azp[0] : p.azp[m];
-          d = (int32_t)((uint32_t)d - (uint32_t)azp * (uint32_t)p.azp_adj[n]); /* wraps, as the reference */
+        for (int o = 16; o > 0; o /= 2) {
+          if constexpr (INT8)
+            iacc[m][r] = (int32_t)((uint32_t)iacc[m][r] + (uint32_t)__shfl_xor_sync(0xffffffffu, iacc[m][r], o));
+          else
+            facc[m][r] += __shfl_xor_sync(0xffffffffu, facc[m][r], o);
         }
-        v = __int2float_rn(d);
-      } else {
-        v = facc[m];
-      }
-      const float sa = p.scale_a[p.scale_a_per_token ? m : 0], sb = p.scale_b[p.scale_b_per_channel ? n : 0];
-      const bool has_bias = p.bias != NULL;
-      const float bias = has_bias ? w8a8d_load_float((int)p.out_dtype, p.bias, n) : 0.0f;
-      w8a8d_store_float((int)p.out_dtype, p.out, (int64_t)m * p.ldo + n, w8a8d_epilogue(v, sa, sb, has_bias, bias));
     }
+    // lane m R + r writes output (m, n0 + r) (register arrays indexed by compile-time m, r only)
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        const int64_t n = n0 + r;
+        if (lane != m * R + r || m >= M || n >= p.N) continue;
+        float v;
+        if constexpr (INT8) {
+          int32_t d = iacc[m][r];
+          if (p.azp_mode != W8A8_AZP_NONE) {
+            const int32_t azp = p.azp_mode == W8A8_AZP_ADJ_ONLY ? 1 : p.azp_mode == W8A8_AZP_PER_TENSOR ? p.azp[0] : p.azp[m];
+            d = (int32_t)((uint32_t)d - (uint32_t)azp * (uint32_t)p.azp_adj[n]); /* wraps, as the reference */
+          }
+          v = __int2float_rn(d);
+        } else {
+          v = facc[m][r];
+        }
+        const float sa = p.scale_a[p.scale_a_per_token ? m : 0], sb = p.scale_b[p.scale_b_per_channel ? n : 0];
+        const bool has_bias = p.bias != NULL;
+        const float bias = has_bias ? w8a8d_load_float((int)p.out_dtype, p.bias, n) : 0.0f;
+        w8a8d_store_float((int)p.out_dtype, p.out, (int64_t)m * p.ldo + n, w8a8d_epilogue(v, sa, sb, has_bias, bias));
+      }
   }
 }
 
@@ -191,12 +216,13 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p) {
   return mode == GEMV_ON || (p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || p->N <= 4096));
 }
 
-// One launch of gemv_kernel<INT8, MT>: a grid of at most one wave (blocks per SM from the occupancy
+// One launch of gemv_kernel<INT8, MT, R, U>: a grid of at most one wave (blocks per SM from the occupancy
 // query, once per instantiation and device; the kernel strides over the column groups). The caller
 // made the handle's device current.
 #define GEMV_MAX_DEVICES 64
-template <bool INT8, int MT>
-static void gemv_launch(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, int64_t groups) {
+template <bool INT8, int MT, int R, int U>
+static void gemv_launch(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms) {
+  const int64_t groups = (p->N + (int64_t)GEMV_WARPS * R - 1) / ((int64_t)GEMV_WARPS * R);
   static int per_sm[GEMV_MAX_DEVICES];  // 0: not asked yet (every thread that asks stores the same answer)
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= GEMV_MAX_DEVICES) {
@@ -205,7 +231,7 @@ static void gemv_launch(const w8a8_mm_problem *p, cudaStream_t stream, int num_s
   }
   int b = dev >= 0 ? __atomic_load_n(&per_sm[dev], __ATOMIC_RELAXED) : 0;
   if (!b) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_kernel<INT8, MT>, GEMV_WARPS * 32, 0) != cudaSuccess ||
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, gemv_kernel<INT8, MT, R, U>, GEMV_WARPS * 32, 0) != cudaSuccess ||
         b < 1) {
       cudaGetLastError();
       b = 4;
@@ -213,24 +239,25 @@ static void gemv_launch(const w8a8_mm_problem *p, cudaStream_t stream, int num_s
     if (dev >= 0) __atomic_store_n(&per_sm[dev], b, __ATOMIC_RELAXED);
   }
   const int64_t cap = (int64_t)num_sms * b;
-  gemv_kernel<INT8, MT><<<(unsigned)(groups < cap ? groups : cap), GEMV_WARPS * 32, 0, stream>>>(*p);
+  gemv_kernel<INT8, MT, R, U><<<(unsigned)(groups < cap ? groups : cap), GEMV_WARPS * 32, 0, stream>>>(*p);
 }
 
 extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms) {
   if (!w8a8_cuda_gemv_takes(p))
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: the CUDA-core kernel does not take this problem");
-  const int64_t groups = (p->N + GEMV_WARPS - 1) / GEMV_WARPS;
+  // one token: one weight row per warp pass, 4 pieces in flight (measured, session 7); more tokens: 4
+  // rows per pass sharing the activations, 2 pieces per row in flight (not yet measured)
   if (p->in_dtype == W8A8_DTYPE_INT8) {
     if (p->M == 1)
-      gemv_launch<true, 1>(p, stream, num_sms, groups);
+      gemv_launch<true, 1, 1, GEMV_UNROLL>(p, stream, num_sms);
     else if (p->M <= 2)
-      gemv_launch<true, 2>(p, stream, num_sms, groups);
+      gemv_launch<true, 2, 4, 2>(p, stream, num_sms);
     else if (p->M <= 4)
-      gemv_launch<true, 4>(p, stream, num_sms, groups);
+      gemv_launch<true, 4, 4, 2>(p, stream, num_sms);
     else
-      gemv_launch<true, 8>(p, stream, num_sms, groups);
+      gemv_launch<true, 8, 4, 2>(p, stream, num_sms);
   } else {
-    gemv_launch<false, 1>(p, stream, num_sms, groups);
+    gemv_launch<false, 1, 1, GEMV_UNROLL>(p, stream, num_sms);
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return w8a8_cuda_error("w8a8_scaled_mm", "launch of the CUDA-core kernel", e);

@@ -504,6 +504,13 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
 // bench/sm90_dev -T: the per-tile clock64 timeline (sm90_args.timeline) of the next launches; NULL: off.
 __attribute__((unused)) static unsigned long long *g_timeline;
 __attribute__((unused)) static int g_timeline_max, g_timeline_ctas;
+// bench/sm90_dev -P only (session 7, the partial-M question): 1 = A's tensor map covers whole token
+// tiles (M rounded up to 128, or to the token tile when swapped), so a partial tile's rows past M are
+// read from memory instead of being filled by TMA. This READS PAST THE CALLER'S A: only for a caller
+// whose A buffer has those rows (sm90_dev allocates 16384); the outputs past M are still not stored.
+static int g_pad_tokens;
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_pad_tokens(int on) { g_pad_tokens = on != 0; }
+
 // Whether the kernels carry the timeline (built with -DW8A8_SM90_TIMELINE, see SM90_TL).
 extern "C" W8A8_HIDDEN int w8a8_sm90_timeline_built(void) {
 #if defined(W8A8_HAVE_SM90A)
@@ -572,6 +579,12 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   const void *yp = c->swap ? p->a : p->b;
   int64_t rows_x = c->swap ? p->N : p->M, rows_y = c->swap ? p->M : p->N;
   int64_t ldx = c->swap ? p->ldb : p->lda, ldy = c->swap ? p->lda : p->ldb;
+  if (g_pad_tokens) {  // development only (w8a8_sm90_set_pad_tokens): A's map covers whole token tiles
+    if (c->swap)
+      rows_y = (rows_y + c->bn - 1) / c->bn * c->bn;
+    else
+      rows_x = (rows_x + SM90_BM - 1) / SM90_BM * SM90_BM;
+  }
   CUresult r1 = make_tmap(tx, xp, rows_x, p->K, ldx, SM90_BM);
   CUresult r2 = make_tmap(ty, yp, rows_y, p->K, ldy, c->mcast == 2 ? c->bn / 2 : c->bn);
   if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
