@@ -120,8 +120,9 @@ typedef struct sm90_args {
   int lean;
   // Split-K reduction (swap-AB and 128 x 128 split-K tiles): 1 (default, session 7) in quads of four
   // consecutive output channels, one 16-byte DSMEM load per cluster CTA, the quad's scales, bias and
-  // zero-point terms loaded before the cluster barrier; 0 (W8A8_SM90_SPLIT_QUAD=0, for A/B) element by
-  // element as in session 4 (its scales read after the DSMEM loads). The same bits either way.
+  // zero-point terms loaded beside them, only the lines (tokens) below M, spread over the cluster's
+  // CTAs; 0 (W8A8_SM90_SPLIT_QUAD=0, for A/B) element by element as in session 4 (its parameters read
+  // after the DSMEM loads, every line), on session 7's layout of the partial tile. The same bits.
   int split_quad;
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
   // to timeline_max tiles, consumer warpgroup 0's clock64() at k = 0 the tile's start (the CTA's
@@ -378,16 +379,19 @@ SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad 
   if (n + 2 < a.N) sm90_store2(a, m, n + 2, r[2], r[3], n + 3 < a.N);
 }
 
-// The split-K reduction in quads (sm90_args.split_quad), after the cluster barrier: quads q0, q0 +
-// 256 SPLIT, ... of the partial tile (NQ quads, lines of NL accumulators STRIDE words apart), each
-// summed over the cluster's CTAs in rank order with one 16-byte DSMEM load per CTA (up to four in
-// flight), its parameters loaded beside them. The sum's order and the epilogue's formula are those
-// of the element-wise path (sm90_epi_elem): the same bits.
-template <bool INT8, int NL, int STRIDE, int NQ>
-SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int q0, int split, int m_base, int n_base) {
+// The split-K reduction in quads (sm90_args.split_quad), after the cluster barrier. The partial tile
+// has `lines` lines (tokens below M) of NL accumulators, STRIDE words apart; a line is 32 quads, one
+// per lane of a warp. Line l goes to warp l / split % 8 of cluster rank l % split, so that every CTA
+// of the cluster takes a share however few the lines (n8 has 8). Each quad: one 16-byte DSMEM load
+// per cluster CTA (up to four in flight), its parameters loaded beside them, the sum in rank order,
+// the epilogue formula of the element-wise path (sm90_epi_elem): the same bits.
+template <bool INT8, int NL, int STRIDE>
+SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, int warp8, int lane, int rank, int split,
+                                int m_base, int n_base) {
+  static_assert(NL / 4 == 32, "a line of quads is one warp");
   typedef typename sm90_acc_type<INT8>::type acc_t;
-  for (int q = q0; q < NQ; q += split * 256) {
-    const int ml = q / (NL / 4), nl = q % (NL / 4) * 4;
+  for (int ml = warp8 * split + rank; ml < lines; ml += 8 * split) {
+    const int nl = lane * 4;
     const uint32_t off = red0 + (uint32_t)(ml * STRIDE + nl) * 4;
     sm90_quad p;
     sm90_quad_load<INT8>(a, m_base + ml, n_base + nl, p);
@@ -650,8 +654,8 @@ struct sm90_cfg {
   static const int X_BYTES = SM90_BM * SM90_BK;
   static const int Y_BYTES = BN * SM90_BK;
   static const int STAGE_BYTES = X_BYTES + Y_BYTES;
-  // Epilogue staging. Split-K: the whole partial tile, odd row stride (conflict-free column
-  // reads). Otherwise: per consumer warpgroup 64 rows x CW columns, padded.
+  // Epilogue staging. Split-K: the whole partial tile (see RED_* below). Otherwise: per consumer
+  // warpgroup 64 rows x CW columns, padded.
   static const int CW = BN < 32 ? BN : 32;
   // Split-K partial tile: RED_ML lines of RED_NL accumulators along n (the output's contiguous
   // dimension: X rows when swapped, Y columns otherwise), lines RED_NL + 4 words apart (16-byte
@@ -1173,11 +1177,13 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         }
         const int ct = cw * 128 + tid;
         const int m_base = SWAP ? ty * BN : tx * SM90_BM, n_base = SWAP ? tx * SM90_BM : ty * BN;
+        sm90_cluster_sync();
         if (a.split_quad) {
-          sm90_cluster_sync();
-          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, SM90_BM * BN / 4>(a, red0, rank * 256 + ct, SPLIT, m_base, n_base);
+          // lines = tokens in both layouts: those at or past M are summed by nobody
+          const int lines = min(C::RED_ML, a.M - m_base);
+          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT, m_base,
+                                                           n_base);
         } else {
-          sm90_cluster_sync();
           for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
             const int ml = idx / C::RED_NL, nl = idx % C::RED_NL;
             const uint32_t off = red0 + (uint32_t)(ml * C::RED_STRIDE + nl) * 4;
