@@ -501,7 +501,7 @@ W8A8_TEST(cuda_gemv_matches_reference) {
     CHECK(run_mm(g, r, ds[i], &worst) == 0, "declined case %d", i);
     CHECK(w8a8_cuda_gemv_launches() == before, "declined case %d ran on the CUDA-core kernel", i);
   }
-  /* the default rule (w8a8_cuda_gemv_wanted): one token of int8, or of fp8 with N <= 4096 */
+  /* the default rule (w8a8_cuda_gemv_wanted): on sm_90, one token of int8, or of fp8 with N <= 4096 */
   w8a8_cuda_set_gemv(2);
   mm_case a1 = {1, 5000, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   mm_case a2 = {2, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -513,9 +513,10 @@ W8A8_TEST(cuda_gemv_matches_reference) {
     if (as[i]->in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
     const unsigned long long before = w8a8_cuda_gemv_launches();
     CHECK(run_mm(g, r, as[i], &worst) == 0, "default-rule case %d", i);
-    CHECK(w8a8_cuda_gemv_launches() == before + (unsigned long long)want[i],
+    const int w = want[i] && cc == 90;
+    CHECK(w8a8_cuda_gemv_launches() == before + (unsigned long long)w,
           "default-rule case %d (M=%lld N=%lld %s): the CUDA-core kernel %s", i, (long long)as[i]->M,
-          (long long)as[i]->N, w8a8_dtype_name(as[i]->in), want[i] ? "did not run" : "ran");
+          (long long)as[i]->N, w8a8_dtype_name(as[i]->in), w ? "did not run" : "ran");
   }
   w8a8_cuda_set_gemv(1);
   /* a forced kernel is what it names, never this one */
@@ -793,7 +794,8 @@ W8A8_TEST(cuda_graph_quantize_scaled_mm) {
   GPU_OR_SKIP();
   graph_test(W8A8_KERNEL_GENERIC, 96);
   graph_test(W8A8_KERNEL_AUTO, 96);
-  /* the CUDA-core kernel of the fewest tokens (opt-in: switched on through its hook) */
+  graph_test(W8A8_KERNEL_AUTO, 20); /* on sm_90: plan_deep (swap-AB n32, deep ring; its occupancy query may run here first) */
+  /* the CUDA-core kernel of the fewest tokens at M = 4 (not its default there: forced through its hook) */
   w8a8_cuda_set_gemv(1);
   const unsigned long long before = w8a8_cuda_gemv_launches();
   graph_test(W8A8_KERNEL_AUTO, 4);

@@ -438,9 +438,10 @@ static void heuristic_sweep(w8a8_dtype in) {
     v++;
     if (w8a8_test_failed() || skip_public) return;
   }
-  /* 33..48 tokens with K >= 7168 and few weight tiles: ceil(M / 16) n16 token tiles, split-K
-   * (plan_tokens48, session 5) */
-  static const int64_t LK[][3] = {{33, 136, 8200}, {40, 520, 7300}, {48, 1000, 7168}};
+  /* 17..64 tokens with a long K and few weight tiles: plan_deep (session 7: swap-AB n32 / n64 on the
+   * deep ring, split-K up to 8), N with partial quads */
+  static const int64_t LK[][3] = {{33, 136, 8200}, {40, 520, 7300}, {48, 1000, 7168}, {32, 1001, 4096}, {64, 1003, 4100},
+                                  {20, 130, 9000}};
   for (size_t i = 0; i < sizeof LK / sizeof LK[0]; i++) {
     mm_case c = rotate(in, LK[i][0], LK[i][1], LK[i][2], v, -1, 0);
     run_case(&c, 300 + (uint64_t)v);
@@ -589,30 +590,32 @@ W8A8_TEST(sm90_lean_matches_staged) {
       }
     }
   }
-  w8a8_sm90_set_lean(1);
+  w8a8_sm90_set_lean(-1); /* back to W8A8_SM90_LEAN */
   g_capture_on = 0;
   PUBLIC_OR_SKIP();
 }
 
 /* The split-K reduction in quads (session 7, the default) against the element-wise one it replaces:
- * the same bits. Swap-AB and 128 x 128 split-K configurations, splits 1..8, N with a partial quad (N
- * % 4 = 1, 2, 3), several tiles per cluster (N > 132 weight tiles for the swapped n8), every output
- * type with and without pair stores, bias, scale modes, int8 zero points; each case runs twice on
- * the same data (quads off, then on), both checked against the reference, and the outputs compared
- * byte for byte. */
+ * the same bits. Swap-AB (plain and deep) and 128 x 128 split-K configurations, splits 1, 2, 3, 4, 8,
+ * N % 4 = 0..3 varied independently of the split, token lines past M (the quads skip them), more
+ * clusters than fit at once (N = 17003 for n8); every output type with and without pair stores, bias,
+ * scale modes, int8 zero points. Each case runs twice on the same data (quads off, then on), both
+ * checked against the reference, and the outputs are compared byte for byte. (The host launches one
+ * tile per cluster, so the two-barrier protocol across tiles of one cluster is not reached here.) */
 W8A8_TEST(sm90_split_quad_matches_elementwise) {
   NEED_SM90();
-  static const char *names[] = {"fp8_swap_n8", "int8_swap_n16", "fp8_swap_n32", "int8_swap_n64",
-                                "fp8_128x128_promote_splitk", "int8_128x128_splitk"};
+  static const char *names[] = {"fp8_swap_n8",        "int8_swap_n16",       "fp8_swap_n32", "int8_swap_n64",
+                                "fp8_swap_n64_deep", "int8_swap_n32_deep", "fp8_128x128_promote_splitk",
+                                "int8_128x128_splitk"};
   static const int splits[] = {1, 2, 3, 4, 8};
   int v = 0;
-  for (int ni = 0; ni < 6 && !w8a8_test_failed(); ni++) {
+  for (int ni = 0; ni < 8 && !w8a8_test_failed(); ni++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(names[ni], &i8, &bn, NULL);
     REQUIRE(ci >= 0, "no configuration %s", names[ni]);
     for (int si = 0; si < 5 && !w8a8_test_failed(); si++, v++) {
       const int64_t M = bn ? (si % 2 ? bn : bn / 2 + 1) : (si % 2 ? 77 : 130);
-      const int64_t N = ni == 0 && si == 4 ? 17000 + 3 : 300 + 97 * si + 1 + si % 3; /* N % 4 = 1..3 */
+      const int64_t N = ni == 0 && si == 4 ? 17003 : 300 + 97 * si + (si + ni) % 4; /* N % 4 = 0..3 */
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, 128 * 9 + 40, v, ci, splits[si]);
       uint8_t *first = NULL;
       size_t bytes = 0;
@@ -634,7 +637,7 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
       g_capture = NULL;
     }
   }
-  w8a8_sm90_set_split_quad(1);
+  w8a8_sm90_set_split_quad(-1); /* back to W8A8_SM90_SPLIT_QUAD */
   g_capture_on = 0;
 }
 

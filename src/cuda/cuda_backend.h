@@ -39,7 +39,7 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_gemm_setup(void);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, void *ws,
                                               size_t ws_bytes);
 /* gemv.cu: the CUDA-core kernel for M <= 8 (int8) / M = 1 (fp8); wanted: W8A8_GEMV and the measured rule. */
-W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p);
+W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc);
 W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms);

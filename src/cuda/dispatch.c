@@ -86,7 +86,7 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   w8a8_status s;
   /* the fewest tokens on CUDA cores (where measured faster: gemv.cu; AUTO only: the forced kernels
    * stay what they name) */
-  if (h->kernel == W8A8_KERNEL_AUTO && w8a8_cuda_gemv_wanted(p)) {
+  if (h->kernel == W8A8_KERNEL_AUTO && w8a8_cuda_gemv_wanted(p, st->cc)) {
     s = w8a8_cuda_launch_gemv(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
     guard_exit(&g);
     return s;

@@ -188,8 +188,10 @@ static int gemv_mode(void) {
   int v = __atomic_load_n(&g_gemv, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *e = getenv("W8A8_GEMV");
-    v = e && e[0] == '0' ? GEMV_OFF : e && e[0] == '1' ? GEMV_ON : GEMV_AUTO;
-    __atomic_store_n(&g_gemv, v, __ATOMIC_RELAXED);
+    int want = e && e[0] == '0' ? GEMV_OFF : e && e[0] == '1' ? GEMV_ON : GEMV_AUTO, unread = -1;
+    // only over "not read yet": a hook's value stored meanwhile wins
+    if (!__atomic_compare_exchange_n(&g_gemv, &unread, want, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return unread;
+    v = want;
   }
   return v;
 }
@@ -209,11 +211,14 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
 // session 7 (h200-gemv-ab-2026-11-30.txt, this kernel against the tensor-core kernels,
 // weights from HBM): one token of int8 (1.01-1.48x on all 8 shapes) or of fp8 with N <= 4096 (1.03-
 // 1.23x on the 3 such shapes; 0.92-1.01x at N = 6144..28672, where the swap-AB kernel's split is
-// smaller). From 2 tokens on, int8 lost on 6 of 8 shapes and 17-67% from 4 on.
-extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p) {
+// smaller; after the split-K quads 1.00-1.07x, within the runs' noise of ~5%). From 2 tokens on,
+// int8 lost on 5 of 8 shapes at M = 2 and by 13-67% from 4 on (one weight row per warp pass then).
+// The rule holds on sm_90 only, where it was measured against the Hopper kernels; elsewhere
+// W8A8_GEMV=1 asks for the kernel.
+extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc) {
   const int mode = gemv_mode();
   if (mode == GEMV_OFF || !w8a8_cuda_gemv_takes(p)) return 0;
-  return mode == GEMV_ON || (p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || p->N <= 4096));
+  return mode == GEMV_ON || (cc == 90 && p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || p->N <= 4096));
 }
 
 // One launch of gemv_kernel<INT8, MT, R, U>: a grid of at most one wave (blocks per SM from the occupancy

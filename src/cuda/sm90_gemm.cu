@@ -170,11 +170,15 @@ static w8a8_status prepare_config(int dev, int ci) {
   return W8A8_SUCCESS;
 }
 
-// How many clusters of `split` CTAs of config ci fit on the device at once (the plain estimate
-// num_sms * minb / split if the query fails). The kernel's shared-memory attribute is set first:
-// v1 queried before it (the heuristic runs before the launch prepares the config), with the
-// default 48 KB limit below the kernel's need, so every answer was the fallback.
+// How many clusters of `split` CTAs of config ci fit on the device at once. The kernel's
+// shared-memory attribute is set first: v1 queried before it (the heuristic runs before the launch
+// prepares the config), with the default 48 KB limit below the kernel's need, so every answer was
+// the fallback. If the query fails: an estimate below the plain num_sms * minb / split for clusters
+// of more than 2 (GPC granularity: 4-CTA clusters of one CTA per SM fit 30, not 33, on the H200),
+// not cached, so a later call asks again (review, session 7: a cached overestimate would have made
+// plan_deep pick two-wave splits for good).
 static int max_active_clusters(int dev, int ci, int split, int num_sms) {
+  if (dev < 0 || dev >= SM90_MAX_DEVICES || split < 1 || split > SM90_MAX_SPLIT) return 1;
   int v = __atomic_load_n(&g_max_clusters[ci][dev][split], __ATOMIC_ACQUIRE);
   if (v) return v;
   const sm90_config *c = &CONFIGS[ci];
@@ -194,8 +198,9 @@ static int max_active_clusters(int dev, int ci, int split, int num_sms) {
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, (const void *)c->fn, &lc) != cudaSuccess || n <= 0) {
     cudaGetLastError();
-    n = num_sms * c->minb / split; /* the plain estimate */
-    if (n < 1) n = 1;
+    n = num_sms * c->minb / split;
+    if (split > 2) n = n * 9 / 10;
+    return n < 1 ? 1 : n;
   }
   __atomic_store_n(&g_max_clusters[ci][dev][split], n, __ATOMIC_RELEASE);
   return n;
@@ -241,60 +246,25 @@ static sm90_plan plan_small(const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
-// 17..32 tokens (session 4). Where the weight tiles leave at least half the SMs free, swap-AB with
-// TWO n16 token tiles: twice the CTAs without a split-K reduction (the two CTAs of a weight tile run
-// side by side in the grouped order, so its second read comes from L2), then the largest
-// power-of-two split with one CTA per SM. Else n32 as plan_small. Measured at M = 32 against the
-// v4 heuristic (h200x2-sm90-ab-2026-11-29-s4.txt, section 4): 70b-qkv-tp4 13.9 us (was 18.0,
-// 128 x 128 split-K), 8b-qkv 15.0 (17.0, the 128 x 128 tile), 70b-o-tp4 11.2 (12.0), 8b-down 24.3
-// (31.7); 70b-down-tp4 loses, 25.3 against n32 split 2's 22.6.
-static sm90_plan plan_tokens32(const w8a8_mm_problem *p, int num_sms) {
-  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
-  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (tiles * 2 > num_sms) return plan_small(p, num_sms);
-  sm90_plan pl = {find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n16" : "fp8_swap_n16"), 1};
-  if (pl.config < 0) return plan_small(p, num_sms);
-  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
-    if (kblocks / s < 2 || tiles * 2 * s > num_sms) break;
-    pl.split = s;
-  }
-  return pl;
-}
-
-// 33..48 tokens with a long K and at most 64 weight tiles (session 5): swap-AB with ceil(M / 16) n16
-// token tiles and the largest power-of-two split with tiles x token tiles x split <= 1.5 x SMs (the
-// bound that the three shapes measured agree on; two CTAs fit per SM). Measured at M = 33 and 48
-// (bench/results/h200-sm90-tokens48-2026-11-29.txt), against the 128 x 128 tile (split-K where
-// K >= 8192): 70b-qkv-tp4 (20 tiles, K = 8192) 14.1 us at split 2 vs 18.0, 8b-down (32, 14336)
-// 27.2 at split 2 vs 32.1, 70b-down-tp4 (64, 7168) 27.6 at split 1 vs 33.8; int8 alike (14.4 vs
-// 19.3, 27.4 vs 34.8, 27.4 vs 36.8). Shorter K lost or tied (70b-o-tp4 K = 2048: 12.8 vs 10.7;
-// 8b-qkv K = 4096: 16.2 vs 16.9 at 33, 16.4 vs 15.2 at 48), and so did many weight tiles
-// (8b-gateup, 70b-gateup-tp4). Returns config -1 where the rule does not apply.
-static sm90_plan plan_tokens48(const w8a8_mm_problem *p, int num_sms) {
-  sm90_plan pl = {-1, 1};
-  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM, ntok = (p->M + 15) / 16;
-  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (kblocks < 56 || tiles > 64) return pl;
-  pl.config = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n16" : "fp8_swap_n16");
-  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
-    if (kblocks / s < 2 || 2 * tiles * ntok * s > 3LL * num_sms) break;
-    pl.split = s;
-  }
-  return pl;
-}
+// Session 4's plan_tokens32 (two n16 token tiles at 17..32 tokens where the weight tiles leave half
+// the SMs free) and session 5's plan_tokens48 (ceil(M / 16) n16 tiles at 33..48 tokens, long K, at
+// most 64 weight tiles) were removed in session 7: plan_deep takes every problem they took (review,
+// helper-28); their measurements are in NOTES.md.
 
 // 17..64 tokens (session 7, after the split-K reduction in quads): swap-AB with ONE token tile (n32
 // up to 32 tokens, n64 above), the deep ring (one CTA per SM, 9 / 7 stages: 144 / 112 KB of weights in
 // flight per SM), and the largest power-of-two split whose clusters all run at once (the occupancy
 // query: clusters of 4 fit only 120 CTAs on the H200, so 32 tiles x 4 is two waves) with at least 4
-// K-blocks per CTA. Only where the weight tiles alone fit at once, and above 32 tokens only with K
-// >= 4096 (70b-o-tp4, K = 2048: the 128 x 128 tile was 3-12% faster). Measured (sm90_dev, every
-// configuration x splits 1, 2, 4, 8 at M = 17..128 on all 8 shapes, both dtypes,
-// h200-sm90-small-m-sweep-2026-11-30.txt): this rule's pick was the fastest or within 8% of it at
-// every M = 17..64 row it applies to, and 1.05-1.48x faster than the plans it replaces (fp8 8b-o M =
-// 33..64 9.9-10.8 us where the 128 x 128 tile took 14.5; 70b-qkv-tp4 M = 64 10.9 vs 15.9 of the
-// 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). Returns config -1 where it does not
-// apply.
+// K-blocks per CTA. Only where the weight tiles alone fit at once, and above 32 tokens only with at
+// least 32 K-blocks (K > 3968; 70b-o-tp4, K = 2048, kept the 128 x 128 tile: -2%..+16% against the
+// deep n64). Measured (sm90_dev, every configuration x splits 1, 2, 4, 8 at M = 17..128 on all 8
+// shapes, both dtypes, h200-sm90-small-m-sweep-2026-11-30.txt): this rule's pick was the fastest or
+// within 9% of it at every M = 17..64 row it applies to, and 1.01-1.47x faster than the plans it
+// replaces (fp8 8b-o M = 33..64 10.5-10.8 us where the 128 x 128 tile took 14.5; 70b-qkv-tp4 M = 64
+// 10.9 vs 15.9 of the 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). Not taken: at
+// 33..64 tokens the deep n32 with two token tiles beat it by up to 9% on 8b-o and 8b-down (32 weight
+// tiles; the rule's n64 gives 64 CTAs at split 2, n32 x 2 tiles 128). Returns config -1 where it
+// does not apply.
 static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan pl = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -314,14 +284,16 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  // 33..64 tokens: the 128 x 128 tile. int8: it measured faster than swap-AB n64 on 5 of 5 shapes
+  // 33..64 tokens where plan_deep does not apply: the 128 x 128 tile (history: before the deep ring
+  // and the quad reduction, session 1-6). int8: it measured faster than swap-AB n64 on 5 of 5 shapes
   // at M = 64 (H200, 2026-11-29, bench/results/h200-sm90-2026-11-29.md), and it is what M = 65
   // gets, so there is no step at 64 -> 65. fp8: swap-AB n64 took 48.7 / 63.1 us at M = 64 where
   // the 128 x 128 tile took 22.7 / 22.5 us at M = 128 (8b-qkv, 8b-o; h200-auto-2026-11-29.md);
   // at M = 64 the 128 x 128 tile does the same work as at M = 128 (one 128-row tile), so it
   // removes that cliff by construction.
-  // 17..64 tokens: plan_deep first (session 7); where it does not apply, the rules below.
-  // 17..32 tokens: plan_tokens32 (session 4). 33..128 tokens, measured on the H200 (session 2,
+  // 17..64 tokens: plan_deep first (session 7); where it does not apply (more weight tiles than
+  // SMs; 33..64 tokens with a short K), plan_small up to 32 tokens and the rules below. 33..128
+  // tokens, measured on the H200 (session 2,
   // bench/results/h200-torch-compare-2026-11-29-v2/v3): one 128-row tile covers M <= 128, so the
   // unsplit 128 x 128 tile runs on N / 128 SMs. Few weight tiles and a long K (8b-down: 32 tiles x
   // 112 K-blocks; 70b-qkv-tp4: 20 x 64): split K over a cluster until one wave fills the SMs:
@@ -337,11 +309,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     const sm90_plan pl = plan_deep(dev, p, num_sms);
     if (pl.config >= 0) return pl;
   }
-  if (p->M <= 32) return plan_tokens32(p, num_sms);
-  if (p->M <= 48) {
-    const sm90_plan pl = plan_tokens48(p, num_sms);
-    if (pl.config >= 0) return pl;
-  }
+  if (p->M <= 32) return plan_small(p, num_sms);
   if (p->M <= 128 && tiles128 <= 32 && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
     if (pl.config >= 0) {
@@ -602,20 +570,20 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 #endif
 
 // Tests: 1 the split-K reduction in quads, 0 element by element (overrides W8A8_SM90_SPLIT_QUAD; the
-// test that compares the two outputs bit for bit).
+// test that compares the two outputs bit for bit), -1 back to the variable (read on the next call).
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) {
 #if defined(W8A8_HAVE_SM90A)
-  g_split_quad = on ? 1 : 0;
+  g_split_quad = on < 0 ? -1 : on ? 1 : 0;
 #else
   (void)on;
 #endif
 }
 
 // Tests: 1 the lean epilogue where it applies, 0 sm90_epi_staged (overrides W8A8_SM90_LEAN; the
-// test that compares the two outputs bit for bit).
+// test that compares the two outputs bit for bit), -1 back to the variable (read on the next call).
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) {
 #if defined(W8A8_HAVE_SM90A)
-  g_lean = on ? 1 : 0;
+  g_lean = on < 0 ? -1 : on ? 1 : 0;
 #else
   (void)on;
 #endif
