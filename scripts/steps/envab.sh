@@ -10,7 +10,8 @@ set -u
 LEFT_S=${LEFT_S:-150}
 . "$(dirname "$0")/common.sh"
 A=${ENVAB_A:-0} B=${ENVAB_B:-1} R=${ENVAB_ROUNDS:-2} MS=${ENVAB_M:-1,16,32,64,128}
-tb=$(((LEFT_S - 20) / (2 * R) - 15)); [ "$tb" -gt 40 ] && tb=40
+case "$R" in '' | *[!0-9]* | 0) echo "envab: ENVAB_ROUNDS must be a positive integer (got '$R')"; exit 1 ;; esac
+tb=$(((LEFT_S - 20) / (2 * R) - 25)); [ "$tb" -gt 40 ] && tb=40
 [ "$tb" -lt 8 ] && { echo "envab: skipped (${LEFT_S} s left)"; exit 0; }
 res=""
 for r in $(seq 1 "$R"); do

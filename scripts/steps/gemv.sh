@@ -10,11 +10,13 @@ LEFT_S=${LEFT_S:-150}
 . "$(dirname "$0")/common.sh"
 timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8_tests" cuda_gemv >"$L/gemv-tests.txt" 2>&1
 res="tests: exit $? $(grep -E '^[0-9]+ passed' "$L/gemv-tests.txt" | tail -n 1)"
-tb=$(((LEFT_S - 80) / 2)); [ "$tb" -gt 60 ] && tb=60
+left=$((LEFT_S - ($(date +%s) - T0)))
+tb=$(((left - 60) / 2)); [ "$tb" -gt 60 ] && tb=60
+[ "${GEMV_ON:-2}" = 0 ] && { echo "gemv: GEMV_ON=0 would compare off with off"; exit 1; }
 if [ "$tb" -ge 15 ]; then
   for v in "${GEMV_ON:-2}" 0; do
     suf=$([ "$v" != 0 ] && echo gemv || echo gemv-off)
-    W8A8_GEMV=$v W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHONPATH=python timeout -k 5 $((tb + 20)) python3 -u \
+    W8A8_GEMV=$v W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHONPATH=python timeout -k 5 "$(cap $((tb + 20)))" python3 -u \
       bench/torch_compare.py --budget-s "$tb" --m 1,2,4,8 --no-cliffs -o "$OUT/h200-torch-compare-$suf" >"$L/$suf.txt" 2>&1
     res="$res; $suf: exit $?"
   done

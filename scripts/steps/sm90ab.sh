@@ -23,11 +23,14 @@ need_sm90_dev sm90ab
 # Runs with -T need kernels that carry the timeline (compiled out of the normal build since session 7):
 # the library a second time with -DW8A8_SM90_TIMELINE in build-tl (~40 s), and sm90_dev against it.
 DEV_TL=""
-case ";$RUNS;" in
-  *-T*)
+tl_note=""
+case " ${RUNS//;/ ; } " in
+  *" -T "*)
     if timeout -k 5 "$(cap 150)" make BUILD=build-tl CUDA_ARCHS=90a NVCCEXTRA=-DW8A8_SM90_TIMELINE -j"$(nproc)" lib \
         >"$L/sm90ab-tl-build.txt" 2>&1 && build_sm90_dev build-tl/lib/libw8a8.a build-tl/sm90_dev >>"$L/sm90ab-tl-build.txt" 2>&1; then
       DEV_TL=build-tl/sm90_dev
+    else
+      tl_note="; the timeline library did not build (sm90ab-tl-build.txt): -T runs timed only"
     fi
     ;;
 esac
@@ -40,7 +43,7 @@ for r in "${runs[@]}"; do
   case " $r " in *" -T "*) [ -n "$DEV_TL" ] && d="$DEV_TL" ;; esac
   timeout -k 5 "$(cap 120)" "$d" $r >>"$L/sm90ab-run$i.txt" 2>&1
 done
-res="$i runs"
+res="$i runs$tl_note"
 if [ -f build-alt/lib/libw8a8.a ]; then
   ALT=build-alt/bin/sm90_dev
   mkdir -p build-alt/bin
