@@ -439,9 +439,10 @@ static void heuristic_sweep(w8a8_dtype in) {
     if (w8a8_test_failed() || skip_public) return;
   }
   /* 17..64 tokens with a long K and few weight tiles: plan_deep (session 7: swap-AB n32 / n64 on the
-   * deep ring, split-K up to 8), N with partial quads */
-  static const int64_t LK[][3] = {{33, 136, 8200}, {40, 520, 7300}, {48, 1000, 7168}, {32, 1001, 4096}, {64, 1003, 4100},
-                                  {20, 130, 9000}};
+   * deep ring, split-K up to 8; two n32 token tiles at 33..64 where that doubles the CTAs, e.g. 32
+   * weight tiles: M = 40, N = 4001), N with partial quads */
+  static const int64_t LK[][3] = {{33, 136, 8200},   {40, 520, 7300},  {48, 1000, 7168}, {32, 1001, 4096},
+                                  {64, 1003, 4100}, {20, 130, 9000}, {40, 4001, 4096}};
   for (size_t i = 0; i < sizeof LK / sizeof LK[0]; i++) {
     mm_case c = rotate(in, LK[i][0], LK[i][1], LK[i][2], v, -1, 0);
     run_case(&c, 300 + (uint64_t)v);

@@ -251,35 +251,50 @@ static sm90_plan plan_small(const w8a8_mm_problem *p, int num_sms) {
 // most 64 weight tiles) were removed in session 7: plan_deep takes every problem they took (review,
 // helper-28); their measurements are in NOTES.md.
 
+// A deep swap-AB configuration ci over `clusters` tiles (weight tiles x token tiles): the largest
+// power-of-two split whose clusters all run at once with >= 4 K-blocks per CTA; config -1 if even
+// split 1 does not fit.
+static sm90_plan deep_split(int dev, int ci, long long clusters, int kblocks, int num_sms) {
+  sm90_plan pl = {-1, 1};
+  if (ci < 0 || clusters > max_active_clusters(dev, ci, 1, num_sms)) return pl;
+  pl.config = ci;
+  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
+    if (kblocks / s < 4 || clusters > max_active_clusters(dev, ci, s, num_sms)) break;
+    pl.split = s;
+  }
+  return pl;
+}
+
 // 17..64 tokens (session 7, after the split-K reduction in quads): swap-AB with ONE token tile (n32
-// up to 32 tokens, n64 above), the deep ring (one CTA per SM, 9 / 7 stages: 144 / 112 KB of weights in
-// flight per SM), and the largest power-of-two split whose clusters all run at once (the occupancy
-// query: clusters of 4 fit only 120 CTAs on the H200, so 32 tiles x 4 is two waves) with at least 4
-// K-blocks per CTA. Only where the weight tiles alone fit at once, and above 32 tokens only with at
+// up to 32 tokens, n64 above; or two n32 tiles, see below), the deep ring (one CTA per SM, 9 / 7
+// stages: 144 / 112 KB of weights in flight per SM), and the largest power-of-two split whose
+// clusters all run at once (the occupancy query: clusters of 4 fit only 120 CTAs on the H200, so 32
+// tiles x 4 is two waves) with at least 4 K-blocks per CTA. Only where the weight tiles alone fit at once, and above 32 tokens only with at
 // least 32 K-blocks (K > 3968; 70b-o-tp4, K = 2048, kept the 128 x 128 tile: -2%..+16% against the
 // deep n64). Measured (sm90_dev, every configuration x splits 1, 2, 4, 8 at M = 17..128 on all 8
 // shapes, both dtypes, h200-sm90-small-m-sweep-2026-11-30.txt): this rule's pick was the fastest or
 // within 9% of it at every M = 17..64 row it applies to, and 1.01-1.47x faster than the plans it
 // replaces (fp8 8b-o M = 33..64 10.5-10.8 us where the 128 x 128 tile took 14.5; 70b-qkv-tp4 M = 64
-// 10.9 vs 15.9 of the 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). Not taken: at
-// 33..64 tokens the deep n32 with two token tiles beat it by up to 9% on 8b-o and 8b-down (32 weight
-// tiles; the rule's n64 gives 64 CTAs at split 2, n32 x 2 tiles 128). Returns config -1 where it
-// does not apply.
+// 10.9 vs 15.9 of the 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). At 33..64 tokens
+// two n32 tiles beat one n64 tile by up to 9% on 8b-o: taken where they double the CTAs (below; not
+// yet run as a plan). Returns config -1 where it does not apply.
 static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
-  sm90_plan pl = {-1, 1};
+  sm90_plan none = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (p->M > 32 && kblocks < 32) return pl;
-  const int ci = find_config(p->M <= 32 ? (int8 ? "int8_swap_n32_deep" : "fp8_swap_n32_deep")
-                                        : (int8 ? "int8_swap_n64_deep" : "fp8_swap_n64_deep"));
-  if (ci < 0 || tiles > max_active_clusters(dev, ci, 1, num_sms)) return pl;
-  pl.config = ci;
-  for (int s = 2; s <= SM90_MAX_SPLIT; s *= 2) {
-    if (kblocks / s < 4 || tiles > max_active_clusters(dev, ci, s, num_sms)) break;
-    pl.split = s;
-  }
-  return pl;
+  const int n32 = find_config(int8 ? "int8_swap_n32_deep" : "fp8_swap_n32_deep");
+  if (p->M <= 32) return deep_split(dev, n32, tiles, kblocks, num_sms);
+  if (kblocks < 32) return none;
+  const sm90_plan a = deep_split(dev, find_config(int8 ? "int8_swap_n64_deep" : "fp8_swap_n64_deep"), tiles, kblocks,
+                                 num_sms);
+  // Two n32 token tiles instead where that doubles the CTAs (each weight tile's second read hits L2):
+  // sweep rows at 33..64 tokens, 8b-o (32 weight tiles, n64 split 2 = 64 CTAs, n32 x 2 split 2 =
+  // 128): 9.9 vs 10.5-10.8 us; 8b-down (the same counts, K = 14336): 21.9-24.4 vs 22.1-24.2, even.
+  // Where both give the same CTAs (70b-qkv-tp4, 70b-down-tp4, 8b-qkv) n64 was even or better.
+  const sm90_plan b = deep_split(dev, n32, 2 * tiles, kblocks, num_sms);
+  if (a.config >= 0 && b.config >= 0 && b.split >= a.split) return b;  // 2 x tiles x b.split CTAs >= 2 x n64's
+  return a;
 }
 
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
