@@ -15,6 +15,7 @@
 #   tpgpu     tp_gpu_ tests: W ranks as threads (spread over every visible GPU; one GPU: emulated)
 #   tpmpi     the MPI+NCCL GPU tests, one process per GPU (mpirun -np NGPU; needs 2+ GPUs)
 #   memcheck  tp_gpu_ small shapes under compute-sanitizer memcheck
+#   memcheck90  the split-K quad test and the gemv test under compute-sanitizer memcheck (session 7's kernels)
 #   python    tests/run_python.sh (the torch tests run where torch sees a GPU)
 #   torchcmp  bench/torch_compare.py (issue 4's side-by-side) -> $OUT/h200-torch-compare.{jsonl,md}
 #   tpbench   w8a8 tp-bench --local W for W = 2, 4 (and the real GPUs when there are 2+)
@@ -110,6 +111,11 @@ if has tpmpi; then
   fi
 fi
 
+if has memcheck90 && ok_budget memcheck90; then
+  timeout -k 5 "$(tmo 240)" compute-sanitizer --tool memcheck --error-exitcode 99 "$T" sm90_split_quad cuda_gemv \
+    >"$L/memcheck90.txt" 2>&1
+  log "memcheck90: exit $? $(grep -E '^[0-9]+ passed' "$L/memcheck90.txt" | tail -n 1) $(grep 'ERROR SUMMARY' "$L/memcheck90.txt" | tail -n 1)"
+fi
 if has memcheck && ok_budget memcheck; then
   W8A8_GPU_TEST_SMALL=1 timeout -k 5 "$(tmo 150)" compute-sanitizer --tool memcheck --error-exitcode 99 "$T" tp_gpu_ag \
     tp_gpu_rs tp_gpu_graph tp_gpu_bad tp_gpu_back >"$L/memcheck.txt" 2>&1
