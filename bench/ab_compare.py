@@ -33,6 +33,8 @@ def main(argv):
     ap.add_argument("b")
     ap.add_argument("--impls", default="w8a8_cuda,w8a8_cuda_weights_constant",
                     help="comma list of impl names, or 'all'")
+    ap.add_argument("--ranges", default="1-16,17-64,65-256,257-",
+                    help="M ranges for the per-range geomeans printed last ('' for none)")
     args = ap.parse_args(argv)
     A, B = load(args.a), load(args.b)
     keys = sorted(k for k in A if k in B and (args.impls == "all" or k[0] in args.impls.split(",")))
@@ -55,6 +57,18 @@ def main(argv):
     for (impl, dt), v in sorted(groups.items()):
         print("%s %s: geomean A/B %.3f over %d rows (min %.3f, max %.3f)" %
               (impl, dt, math.exp(sum(v) / len(v)), len(v), math.exp(min(v)), math.exp(max(v))))
+    if args.ranges:
+        print()
+        for rg in args.ranges.split(","):
+            lo, _, hi = rg.partition("-")
+            lo, hi = int(lo), (int(hi) if hi else 1 << 62)
+            per = {}
+            for k in keys:
+                a, b = A[k], B[k]
+                if lo <= k[3] <= hi and a == a and b == b and a > 0 and b > 0:
+                    per.setdefault((k[0], k[1]), []).append(math.log(a / b))
+            for (impl, dt), v in sorted(per.items()):
+                print("M %s: %s %s: geomean A/B %.3f over %d rows" % (rg, impl, dt, math.exp(sum(v) / len(v)), len(v)))
     return 0
 
 
