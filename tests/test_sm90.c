@@ -546,6 +546,29 @@ W8A8_TEST(sm90_fp8_fast_accum) {
   PUBLIC_OR_SKIP();
 }
 
+/* An A/B of a hidden switch on the same data: c runs with set(0), then with set(1), each checked
+ * against the reference; returns 1 when both ran and their outputs are byte for byte the same, 0 when
+ * they differ, -1 when there is nothing to compare (a run failed, or the public API is not wired).
+ * The switch is left at 1. */
+static int run_ab_same_bits(const mm_case *c, uint64_t seed, void (*set)(int)) {
+  g_capture_on = 1;
+  set(0);
+  run_case(c, seed);
+  uint8_t *first = g_capture;
+  const size_t bytes = g_capture_bytes;
+  g_capture = NULL;
+  set(1);
+  if (!w8a8_test_failed()) run_case(c, seed);
+  g_capture_on = 0;
+  int r = -1;
+  if (!w8a8_test_failed() && !(c->config < 0 && skip_public))
+    r = first && g_capture && bytes == g_capture_bytes && memcmp(first, g_capture, bytes) == 0;
+  free(first);
+  free(g_capture);
+  g_capture = NULL;
+  return r;
+}
+
 /* The lean epilogue (sm90_epi_lean) against the one it replaces where it applies (sm90_epi_staged):
  * the same bits. Each case runs twice on the same data, lean off then on, through the public API
  * (the heuristic's unswapped tiles with the scale slot), and the two outputs are compared byte for
@@ -568,25 +591,9 @@ W8A8_TEST(sm90_lean_matches_staged) {
         c.sa_per_token = v / 2;
         c.sb_per_channel = (v + si) % 2;
         c.bias = (v + si + dt) % 2;
-        uint8_t *off = NULL;
-        size_t bytes = 0;
-        g_capture_on = 1;
-        w8a8_sm90_set_lean(0);
-        run_case(&c, 1000 + (uint64_t)n);
-        off = g_capture;
-        bytes = g_capture_bytes;
-        g_capture = NULL;
-        w8a8_sm90_set_lean(1);
-        if (!w8a8_test_failed()) run_case(&c, 1000 + (uint64_t)n);
-        g_capture_on = 0;
-        if (!w8a8_test_failed() && !skip_public) {
-          CHECK(off && g_capture && bytes == g_capture_bytes && memcmp(off, g_capture, bytes) == 0,
-                "%s M=%lld N=%lld K=%lld v=%d: the lean epilogue's output differs from the staged one's",
-                dt ? "int8" : "fp8", (long long)c.M, (long long)c.N, (long long)c.K, v);
-        }
-        free(off);
-        free(g_capture);
-        g_capture = NULL;
+        CHECK(run_ab_same_bits(&c, 1000 + (uint64_t)n, w8a8_sm90_set_lean) != 0,
+              "%s M=%lld N=%lld K=%lld v=%d: the lean epilogue's output differs from the staged one's",
+              dt ? "int8" : "fp8", (long long)c.M, (long long)c.N, (long long)c.K, v);
         n++;
       }
     }
@@ -618,24 +625,9 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
       const int64_t M = bn ? (si % 2 ? bn : bn / 2 + 1) : (si % 2 ? 77 : 130);
       const int64_t N = ni == 0 && si == 4 ? 17003 : 300 + 97 * si + (si + ni) % 4; /* N % 4 = 0..3 */
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, 128 * 9 + 40, v, ci, splits[si]);
-      uint8_t *first = NULL;
-      size_t bytes = 0;
-      g_capture_on = 1;
-      w8a8_sm90_set_split_quad(0);
-      run_case(&c, 1500 + (uint64_t)v);
-      first = g_capture;
-      bytes = g_capture_bytes;
-      g_capture = NULL;
-      w8a8_sm90_set_split_quad(1);
-      if (!w8a8_test_failed()) run_case(&c, 1500 + (uint64_t)v);
-      g_capture_on = 0;
-      if (!w8a8_test_failed())
-        CHECK(first && g_capture && bytes == g_capture_bytes && memcmp(first, g_capture, bytes) == 0,
-              "%s M=%lld N=%lld split=%d v=%d: the quad reduction's output differs from the element-wise one's",
-              names[ni], (long long)c.M, (long long)c.N, splits[si], v);
-      free(first);
-      free(g_capture);
-      g_capture = NULL;
+      CHECK(run_ab_same_bits(&c, 1500 + (uint64_t)v, w8a8_sm90_set_split_quad) != 0,
+            "%s M=%lld N=%lld split=%d v=%d: the quad reduction's output differs from the element-wise one's",
+            names[ni], (long long)c.M, (long long)c.N, splits[si], v);
     }
   }
   w8a8_sm90_set_split_quad(-1); /* back to W8A8_SM90_SPLIT_QUAD */

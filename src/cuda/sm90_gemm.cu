@@ -584,25 +584,18 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 
 #endif
 
-// Tests: 1 the split-K reduction in quads, 0 element by element (overrides W8A8_SM90_SPLIT_QUAD; the
-// test that compares the two outputs bit for bit), -1 back to the variable (read on the next call).
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) {
+// Tests' hooks for the switches whose two sides a test compares bit for bit: 1 on, 0 off, -1 back to
+// the environment variable (read on the next call). set_split_quad: the split-K reduction in quads
+// (W8A8_SM90_SPLIT_QUAD) or element by element; set_lean: the lean epilogue where it applies
+// (W8A8_SM90_LEAN) or sm90_epi_staged.
 #if defined(W8A8_HAVE_SM90A)
-  g_split_quad = on < 0 ? -1 : on ? 1 : 0;
+static void set_switch(int *g, int on) { *g = on < 0 ? -1 : on ? 1 : 0; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { set_switch(&g_split_quad, on); }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on); }
 #else
-  (void)on;
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 #endif
-}
-
-// Tests: 1 the lean epilogue where it applies, 0 sm90_epi_staged (overrides W8A8_SM90_LEAN; the
-// test that compares the two outputs bit for bit), -1 back to the variable (read on the next call).
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) {
-#if defined(W8A8_HAVE_SM90A)
-  g_lean = on < 0 ? -1 : on ? 1 : 0;
-#else
-  (void)on;
-#endif
-}
 
 static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
 #if !defined(W8A8_HAVE_SM90A)
