@@ -13,6 +13,7 @@
  *       build-sm90/lib/libw8a8.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp \
  *       -o build-sm90/bin/sm90_dev
  * Run: sm90_dev [-a] [-P] [-T] [-c NAME] [-d int8|fp8] [-m M[,M...]] [-s SHAPE[,SHAPE...]] [-k SPLIT[,SPLIT...]]
+ *               [-R MODE[,MODE...]]
  *   -a also times the other configurations; swap-AB ones with up to two token tiles (e.g. two
  *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of NOTES.md).
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
@@ -27,6 +28,10 @@
  *   -P development only: A's tensor map covers whole token tiles (M rounded up to the tile), so the
  *      rows of a partial tile past M come from the buffer (allocated for 16384 rows) instead of TMA's
  *      out-of-bounds fill: is the partial-M cost (NOTES, session 6) the fill? Outputs past M are not stored.
+ *   -R time every configuration once per token-tail mode (a library built with
+ *      NVCCEXTRA=-DW8A8_SM90_TOKEN_TAIL; w8a8_sm90_set_tail: 0 = TMA fills the
+ *      partial token tile's missing rows, 1 = the library's plan of tail boxes, 2 = small boxes
+ *      only), one row each, interleaved; the configuration column then ends in /tMODE.
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.
@@ -51,6 +56,8 @@ int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_
 void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas);
 int w8a8_sm90_timeline_built(void);
 void w8a8_sm90_set_pad_tokens(int on);
+void w8a8_sm90_set_tail(int mode);
+int w8a8_sm90_tail_built(void);
 
 #define CK(x)                                                                               \
   do {                                                                                      \
@@ -181,6 +188,7 @@ int main(int argc, char **argv) {
   int64_t ms[32] = {1, 16, 17, 32, 64, 65, 128, 129, 256, 512, 1024, 2048, 4096, 8192, 16384};
   int nm = 15;
   int ks[8], nks = 0; /* -k: splits to time the heuristic's split-K configuration with */
+  int rs[8], nrs = 0; /* -R: token-tail modes */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-a")) all = 1;
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
@@ -195,7 +203,12 @@ int main(int argc, char **argv) {
         printf("# -T: the library's kernels have no timeline (build it with NVCCEXTRA=-DW8A8_SM90_TIMELINE; the "
                "sm90ab step does for runs with -T): timings only\n");
     }
-    else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
+    else if (!strcmp(argv[i], "-R") && i + 1 < argc) {
+      for (char *t = strtok(argv[++i], ","); t && nrs < 8; t = strtok(NULL, ",")) rs[nrs++] = atoi(t);
+      if (!w8a8_sm90_tail_built())
+        printf("# -R: the library's kernels have no token tail (build it with NVCCEXTRA=-DW8A8_SM90_TOKEN_TAIL): "
+               "every mode runs the whole box\n");
+    } else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
       for (char *t = strtok(argv[++i], ","); t && nks < 8; t = strtok(NULL, ",")) ks[nks++] = atoi(t);
     } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
       nm = 0;
@@ -295,9 +308,10 @@ int main(int argc, char **argv) {
           int cfg = ci < 0 ? hcfg : ci, split0 = ci < 0 ? hsplit : 0, max_split = 1;
           if (ci >= 0 && w8a8_sm90_config_swap_bn(ci)) split0 = hsplit; /* same split as the heuristic */
           w8a8_sm90_config_lookup(w8a8_sm90_config_name(cfg), NULL, NULL, &max_split);
-          const int nk = nks && max_split > 1 ? nks : 1;
-          for (int kx = 0; kx < nk; kx++) {
-          int split = nk > 1 ? ks[kx] : split0;
+          const int nk = nks && max_split > 1 ? nks : 1, nr = nrs ? nrs : 1;
+          for (int kx = 0; kx < nk * nr; kx++) {
+          int split = nk > 1 ? ks[kx / nr] : split0;
+          if (nrs) w8a8_sm90_set_tail(rs[kx % nr]);
           if (split > max_split) continue;
           /* correctness: one call on copy 0, 256 sampled outputs against the host */
           CK(cudaMemsetAsync(dOut, 0xff, (size_t)(M * N * 2), st));
@@ -367,6 +381,7 @@ int main(int argc, char **argv) {
           double bytes = (double)M * K + (double)N * K + 2.0 * M * N + 4.0 * (M + N);
           char cname[48];
           snprintf(cname, sizeof cname, "%s%s", ci < 0 ? "*" : "", w8a8_sm90_config_name(cfg));
+          if (nrs) snprintf(cname + strlen(cname), sizeof cname - strlen(cname), "/t%d", rs[kx % nr]);
           printf("  %-6s %-15s %6lld %6lld %6lld %-22s %5d %9.2f %8.1f %8.1f %6.1f %6d\n", int8 ? "int8" : "fp8",
                  SHAPES[si].name, (long long)M, (long long)N, (long long)K, cname, split, us, flops / us * 1e-6,
                  bytes / us * 1e-3, bytes / us * 1e-3 / 4300.0 * 100.0, wrong);

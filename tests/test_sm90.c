@@ -30,6 +30,8 @@ int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 void w8a8_sm90_set_lean(int on);
 void w8a8_sm90_set_split_quad(int on);
+void w8a8_sm90_set_tail(int mode);
+int w8a8_sm90_tail_built(void);
 
 /* run_case keeps a copy of the GPU output here while g_capture_on is set (sm90_lean_matches_staged). */
 static int g_capture_on;
@@ -631,6 +633,45 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
     }
   }
   w8a8_sm90_set_split_quad(-1); /* back to W8A8_SM90_SPLIT_QUAD */
+  g_capture_on = 0;
+}
+
+/* The token tail (session 8, sm90_args.tail_n): the partial token tile loaded in boxes of an eighth
+ * of the token tile (16 rows; 8 swapped) through a fourth tensor map, its full barrier expecting only
+ * those bytes, its rows past M left as the stage held them, against TMA's out-of-bounds fill of the
+ * whole box: the same bits (kernels built with NVCCEXTRA=-DW8A8_SM90_TOKEN_TAIL only). Every configuration whose token tile has 16 rows or more (n8 has no
+ * tail): the library's rule (mode 1: M = box + 1, one box) and the valid rows in boxes wherever a
+ * token tile is partial (mode 2: box / 2 + 1 rows in one tile; box - 3 rows after a full tile, up to
+ * 8 loads per stage; M = 1, with the missing partner of a multicast pair), K with a tail (K's
+ * out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every other case
+ * (the tail tile's first stages expect their bytes before the token loads). Each case runs with the
+ * tail off, then on, both checked against the reference, the outputs compared byte for byte. */
+static int g_tail_test_mode;
+static void tail_switch(int on) { w8a8_sm90_set_tail(on ? g_tail_test_mode : 0); }
+W8A8_TEST(sm90_tail_matches_fill) {
+  NEED_SM90();
+  if (!w8a8_sm90_tail_built()) SKIP("the kernels are built without the token tail (-DW8A8_SM90_TOKEN_TAIL)");
+  int v = 0;
+  for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
+    const int bn = w8a8_sm90_config_swap_bn(ci), i8 = w8a8_sm90_config_int8(ci);
+    int max_split = 1;
+    w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
+    const int box = bn ? bn : 128;
+    if (box < 16) continue;
+    for (int mi = 0; mi < 4 && !w8a8_test_failed(); mi++, v++) {
+      /* valid rows in the last token tile */
+      const int64_t M = mi == 0 ? box + 1 : mi == 1 ? box / 2 + 1 : mi == 2 ? 2 * box - 3 : 1;
+      g_tail_test_mode = mi == 0 ? 1 : 2;
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, 300 + 64 * (v % 3), 128 * 5 + 40, v, ci,
+                         max_split > 1 ? 1 + v % 2 : 1);
+      g_weights_constant = v % 2;
+      CHECK(run_ab_same_bits(&c, 1700 + (uint64_t)v, tail_switch) != 0,
+            "%s M=%lld N=%lld tail mode %d: the token tail's output differs from the filled box's",
+            w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.N, g_tail_test_mode);
+    }
+  }
+  g_weights_constant = 0;
+  w8a8_sm90_set_tail(-1); /* back to W8A8_SM90_TAIL */
   g_capture_on = 0;
 }
 

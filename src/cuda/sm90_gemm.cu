@@ -19,7 +19,12 @@ static const char FN[] = "w8a8_scaled_mm";
 
 // ---- configurations -----------------------------------------------------------------------------
 
+#if SM90_TAIL  // the token tail's map (sm90_gemm_kernel.cuh)
+typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
+                               const sm90_args);
+#else
 typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const sm90_args);
+#endif
 
 typedef struct sm90_config {
   const char *name;
@@ -502,6 +507,14 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_timeline_built(void) {
   return 0;
 #endif
 }
+// Whether the kernels carry the token tail (built with -DW8A8_SM90_TOKEN_TAIL, see SM90_TAIL).
+extern "C" W8A8_HIDDEN int w8a8_sm90_tail_built(void) {
+#if defined(W8A8_HAVE_SM90A)
+  return SM90_TAIL;
+#else
+  return 0;
+#endif
+}
 // Every configuration stamps (session 6); dev_buf holds max_ctas x max_tiles_per_cta x 4 values
 // (sm90_args.timeline). Without W8A8_SM90_TIMELINE in the build the kernels ignore it.
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas) {
@@ -520,6 +533,43 @@ static int g_lean = -1;  // W8A8_SM90_LEAN: 1 (default) sm90_epi_lean where it a
 static int lean_enabled(void) { return w8a8_env_flag(&g_lean, "W8A8_SM90_LEAN", 1); }
 static int g_split_quad = -1;  // W8A8_SM90_SPLIT_QUAD: 1 (default) the split-K reduction in quads, 0 element by element (see sm90_args)
 
+// The token tail (sm90_args.tail_n; kernels built with -DW8A8_SM90_TOKEN_TAIL only, otherwise never):
+// W8A8_SM90_TAIL = 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), or
+// w8a8_sm90_set_tail (2 = the valid rows in small boxes wherever a token tile is partial: tests and
+// measurements).
+static int g_tail = -1;
+static int tail_mode(void) {
+  int v = __atomic_load_n(&g_tail, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("W8A8_SM90_TAIL");
+    v = e && e[0] == '0' ? 0 : 1;
+    __atomic_store_n(&g_tail, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+// The rule, from session 8's interleaved measurements (sm90_dev -R, h200-sm90-token-tail-2026-11-30.txt):
+// one box of an eighth of the token tile (16 rows unswapped, 8 swapped) where the partial tile's valid
+// rows v fit in it AND there is more than one token tile: M = 129 / 136 1.2-1.6x on 70b-o, 70b-down,
+// 8b-qkv (8b-o 0.88-0.98x), swap n32 at M = 33 1.03-1.10x. Not with more boxes (each box costs: a
+// 64 + 16 split of M = 65 or 1100 lost 5-40%; M = 192 in one 64-row box won 1.18x on 70b-down, lost
+// 5-13% on the others), and not where the partial tile is the only token tile (M <= box: every CTA
+// splits its token loads; M = 20 on n32 in three boxes lost 15-35%).
+typedef struct tail_boxes {
+  int n, rows;
+} tail_boxes;
+static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) {
+  tail_boxes t = {0, 0};
+  const int box = c->swap ? c->bn : SM90_BM;
+  const int v = (int)(token_rows % box);
+  if (mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
+  const int rows = box / 8 < 8 ? 8 : box / 8;
+  if (mode == 2 || (token_rows > box && v <= rows)) {
+    t.n = (v + rows - 1) / rows;
+    t.rows = rows;
+  }
+  return t;
+}
+
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
 // one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
@@ -527,7 +577,8 @@ static int g_split_quad = -1;  // W8A8_SM90_SPLIT_QUAD: 1 (default) the split-K 
 // 129..255 tokens the probe plans the multicast twin and the launch the plain tile (apply_mc2m);
 // the two take the same problems (same tile, same tensor maps).
 static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
-                           sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, int *tma_out) {
+                           sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, CUtensorMap *tt,
+                           tail_boxes *tail, int *tma_out) {
   W8A8_CHECK(accepts(h, p));
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int dev = h->device_index;
@@ -573,6 +624,15 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: cuTensorMapEncodeTiled refused the operands (error %d/%d)", FN,
                     (int)r1, (int)r2);
+  // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
+  // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
+  *tail = tail_plan(c, c->swap ? rows_y : rows_x, SM90_TAIL ? tail_mode() : 0);
+  memcpy(tt, c->swap ? ty : tx, sizeof *tt);
+  if (tail->n && make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K, c->swap ? ldy : ldx, tail->rows) !=
+                     CUDA_SUCCESS) {
+    memcpy(tt, c->swap ? ty : tx, sizeof *tt);
+    tail->n = 0;
+  }
   // The staged epilogue (unswapped unsplit tiles, bf16 / fp16 out) where TMA can store the output;
   // W8A8_SM90_STAGED=0 keeps the direct epilogue (A/B runs).
   memset(to, 0, sizeof *to);
@@ -592,9 +652,14 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 static void set_switch(int *g, int on) { *g = on < 0 ? -1 : on ? 1 : 0; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { set_switch(&g_split_quad, on); }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on); }
+// mode: 0 never, 1 tail_plan's rule, 2 small boxes wherever a token tile is partial, -1 back to W8A8_SM90_TAIL
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
+  __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 2 ? 1 : mode, __ATOMIC_RELAXED);
+}
 #else
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 #endif
 
 static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
@@ -606,9 +671,10 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: this libw8a8 was built without sm_90a (CUDA_ARCHS lacks 90a)", FN);
 #else
   sm90_plan pl;
-  CUtensorMap tx, ty, to;
+  CUtensorMap tx, ty, to, tt;
+  tail_boxes tail;
   int tma_out = 0;
-  W8A8_CHECK(prepare(h, p, forced_config, forced_split, &pl, &tx, &ty, &to, &tma_out));
+  W8A8_CHECK(prepare(h, p, forced_config, forced_split, &pl, &tx, &ty, &to, &tt, &tail, &tma_out));
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int dev = h->device_index;
   const int num_sms = st->prop.multiProcessorCount;
@@ -643,6 +709,10 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.prm = !c->swap && !c->splitk && prm_enabled();
   a.lean = lean_enabled();
   a.split_quad = w8a8_env_flag(&g_split_quad, "W8A8_SM90_SPLIT_QUAD", 1);
+#if SM90_TAIL
+  a.tail_n = tail.n;
+  a.tail_rows = tail.rows;
+#endif
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;
@@ -705,7 +775,12 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   lc.stream = (cudaStream_t)h->stream;
   lc.attrs = at;
   lc.numAttrs = nat;
+  #if SM90_TAIL
+  cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, to, tt, a);
+#else
+  (void)tt;
   cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, to, a);
+#endif
   if (e != cudaSuccess) return w8a8_cuda_error(FN, "launch of the sm90 kernel", e);
   return W8A8_SUCCESS;
 #endif
@@ -719,9 +794,10 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm
   char saved[512];
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   sm90_plan pl;
-  CUtensorMap tx, ty, to;
+  CUtensorMap tx, ty, to, tt;
+  tail_boxes tail;
   int tma_out;
-  int ok = prepare((w8a8_handle *)h, p, -1, 0, &pl, &tx, &ty, &to, &tma_out) == W8A8_SUCCESS;
+  int ok = prepare((w8a8_handle *)h, p, -1, 0, &pl, &tx, &ty, &to, &tt, &tail, &tma_out) == W8A8_SUCCESS;
   w8a8_err(W8A8_SUCCESS, "%s", saved); /* the caller's last error stays what it was */
   return ok;
 #else
