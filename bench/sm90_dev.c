@@ -17,8 +17,9 @@
  *   -a also times the other configurations; swap-AB ones with up to two token tiles (e.g. two
  *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of NOTES.md).
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
- *   -c NAME times that configuration instead of the heuristic's (skipped where its dtype differs;
- *      e.g. -c fp8_128x128_promote_mc2 for a profile of one kernel).
+ *   -c NAME[,NAME...] times those configurations instead of the heuristic's, one after another for
+ *      each shape and M (skipped where the dtype differs; e.g. -c int8_128x128_mc2,int8_128x128_mc2_tail
+ *      for a kernel against its token-tail twin).
  *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (a library
  *      built with NVCCEXTRA=-DW8A8_SM90_TIMELINE only, since session 7; every
  *      configuration since session 6): medians over CTAs and tiles of the wait for the first data
@@ -28,8 +29,8 @@
  *   -P development only: A's tensor map covers whole token tiles (M rounded up to the tile), so the
  *      rows of a partial tile past M come from the buffer (allocated for 16384 rows) instead of TMA's
  *      out-of-bounds fill: is the partial-M cost (NOTES, session 6) the fill? Outputs past M are not stored.
- *   -R time every configuration once per token-tail mode (a library built with
- *      NVCCEXTRA=-DW8A8_SM90_TOKEN_TAIL; w8a8_sm90_set_tail: 0 = TMA fills the
+ *   -R time every configuration once per token-tail mode (configurations with the tail, *_tail, only;
+ *      w8a8_sm90_set_tail: 0 = TMA fills the
  *      partial token tile's missing rows, 1 = the library's plan of tail boxes, 2 = small boxes
  *      only), one row each, interleaved; the configuration column then ends in /tMODE.
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
@@ -57,7 +58,6 @@ void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, 
 int w8a8_sm90_timeline_built(void);
 void w8a8_sm90_set_pad_tokens(int on);
 void w8a8_sm90_set_tail(int mode);
-int w8a8_sm90_tail_built(void);
 
 #define CK(x)                                                                               \
   do {                                                                                      \
@@ -205,9 +205,7 @@ int main(int argc, char **argv) {
     }
     else if (!strcmp(argv[i], "-R") && i + 1 < argc) {
       for (char *t = strtok(argv[++i], ","); t && nrs < 8; t = strtok(NULL, ",")) rs[nrs++] = atoi(t);
-      if (!w8a8_sm90_tail_built())
-        printf("# -R: the library's kernels have no token tail (build it with NVCCEXTRA=-DW8A8_SM90_TOKEN_TAIL): "
-               "every mode runs the whole box\n");
+
     } else if (!strcmp(argv[i], "-k") && i + 1 < argc) {
       for (char *t = strtok(argv[++i], ","); t && nks < 8; t = strtok(NULL, ",")) ks[nks++] = atoi(t);
     } else if (!strcmp(argv[i], "-m") && i + 1 < argc) {
@@ -291,13 +289,27 @@ int main(int argc, char **argv) {
           return 1;
         }
         int hsplit = 0, hcfg = w8a8_sm90_plan(h, &p, &hsplit);
+        /* -c NAME[,NAME...]: those configurations in turn as the '*' rows (the heuristic's split) */
+        int lcfg[8], lsplit[8], nl = 0;
         if (only_cfg) {
-          int ci8 = -1, msplit = 1, c = w8a8_sm90_config_lookup(only_cfg, &ci8, NULL, &msplit);
-          if (c < 0 || ci8 != int8) continue;
-          hcfg = c;
-          if (msplit <= 1) hsplit = 1;
+          char f[256];
+          snprintf(f, sizeof f, "%s", only_cfg);
+          for (char *t = strtok(f, ","); t && nl < 8; t = strtok(NULL, ",")) {
+            int ci8 = -1, msplit = 1, c = w8a8_sm90_config_lookup(t, &ci8, NULL, &msplit);
+            if (c < 0 || ci8 != int8) continue;
+            lcfg[nl] = c;
+            lsplit[nl++] = msplit <= 1 ? 1 : hsplit;
+          }
+          if (nl == 0) continue;
+        } else {
+          lcfg[0] = hcfg;
+          lsplit[0] = hsplit;
+          nl = 1;
         }
-        for (int ci = -1; ci < (all ? w8a8_sm90_num_configs() : 0); ci++) {
+        for (int li = 0; li < nl; li++)
+        for (int ci = -1; ci < (all && li == 0 ? w8a8_sm90_num_configs() : 0); ci++) {
+          hcfg = lcfg[li];
+          hsplit = lsplit[li];
           if (ci >= 0) {
             if (w8a8_sm90_config_int8(ci) != int8) continue;
             int bn = w8a8_sm90_config_swap_bn(ci);

@@ -31,7 +31,7 @@ int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_
 void w8a8_sm90_set_lean(int on);
 void w8a8_sm90_set_split_quad(int on);
 void w8a8_sm90_set_tail(int mode);
-int w8a8_sm90_tail_built(void);
+void w8a8_sm90_set_tail_heuristic(int on);
 
 /* run_case keeps a copy of the GPU output here while g_capture_on is set (sm90_lean_matches_staged). */
 static int g_capture_on;
@@ -636,30 +636,36 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
   g_capture_on = 0;
 }
 
-/* The token tail (session 8, sm90_args.tail_n): the partial token tile loaded in boxes of an eighth
- * of the token tile (16 rows; 8 swapped) through a fourth tensor map, its full barrier expecting only
- * those bytes, its rows past M left as the stage held them, against TMA's out-of-bounds fill of the
- * whole box: the same bits (kernels built with NVCCEXTRA=-DW8A8_SM90_TOKEN_TAIL only). Every configuration whose token tile has 16 rows or more (n8 has no
- * tail): the library's rule (mode 1: M = box + 1, one box) and the valid rows in boxes wherever a
- * token tile is partial (mode 2: box / 2 + 1 rows in one tile; box - 3 rows after a full tile, up to
- * 8 loads per stage; M = 1, with the missing partner of a multicast pair), K with a tail (K's
- * out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every other case
- * (the tail tile's first stages expect their bytes before the token loads). Each case runs with the
- * tail off, then on, both checked against the reference, the outputs compared byte for byte. */
+/* The token tail (session 8; the *_tail configurations, the kernel's TAIL): the partial token tile
+ * loaded in boxes of an eighth of the token tile (16 rows; 8 swapped) through the fourth tensor map,
+ * its full barrier expecting only those bytes, its rows past M left as the stage held them, against
+ * TMA's out-of-bounds fill of the whole box in the same kernel (w8a8_sm90_set_tail(0)): the same bits.
+ * Each *_tail configuration: the library's rule (mode 1: M = box + 1, one box) and the valid rows in
+ * boxes wherever a token tile is partial (mode 2: box / 2 + 1 rows in one tile; box - 3 rows after a
+ * full tile, up to 8 loads per stage; M = 1, with the missing partner of a multicast pair), K with a
+ * tail (K's out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every
+ * other case (the tail tile's first stages expect their bytes before the token loads). Each case runs
+ * with the tail off, then on, both checked against the reference, the outputs compared byte for
+ * byte. Then the heuristic with W8A8_SM90_TAIL on (w8a8_sm90_set_tail_heuristic): M = 129 and 136
+ * take a *_tail twin, M = 160 does not, each checked against the reference. */
 static int g_tail_test_mode;
 static void tail_switch(int on) { w8a8_sm90_set_tail(on ? g_tail_test_mode : 0); }
+static int is_tail_config(int ci) {
+  const char *n = w8a8_sm90_config_name(ci);
+  const size_t l = strlen(n);
+  return l > 5 && !strcmp(n + l - 5, "_tail");
+}
 W8A8_TEST(sm90_tail_matches_fill) {
   NEED_SM90();
-  if (!w8a8_sm90_tail_built()) SKIP("the kernels are built without the token tail (-DW8A8_SM90_TOKEN_TAIL)");
-  int v = 0;
+  int v = 0, ntail = 0;
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
+    if (!is_tail_config(ci)) continue;
+    ntail++;
     const int bn = w8a8_sm90_config_swap_bn(ci), i8 = w8a8_sm90_config_int8(ci);
     int max_split = 1;
     w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
     const int box = bn ? bn : 128;
-    if (box < 16) continue;
     for (int mi = 0; mi < 4 && !w8a8_test_failed(); mi++, v++) {
-      /* valid rows in the last token tile */
       const int64_t M = mi == 0 ? box + 1 : mi == 1 ? box / 2 + 1 : mi == 2 ? 2 * box - 3 : 1;
       g_tail_test_mode = mi == 0 ? 1 : 2;
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, 300 + 64 * (v % 3), 128 * 5 + 40, v, ci,
@@ -671,8 +677,53 @@ W8A8_TEST(sm90_tail_matches_fill) {
     }
   }
   g_weights_constant = 0;
-  w8a8_sm90_set_tail(-1); /* back to W8A8_SM90_TAIL */
+  w8a8_sm90_set_tail(-1);
   g_capture_on = 0;
+  CHECK(ntail >= 6, "%d *_tail configurations, expected 6", ntail);
+  /* the heuristic's twins: the plan with W8A8_SM90_TAIL off, then on (validation wants device memory
+   * behind every pointer: one 16 MB buffer, disjoint ranges) */
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  int twins = 0;
+  if (!w8a8_test_failed() && w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()) == W8A8_SUCCESS &&
+      cudaMalloc((void **)&dbuf, 16 << 20) == cudaSuccess) {
+    static const int64_t ms[] = {129, 136, 160};
+    const int64_t N = 8192, K = 384;
+    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+      for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
+        const int64_t M = ms[mi];
+        w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
+        w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + (4 << 20));
+        w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + (8 << 20));
+        w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + (1 << 20));
+        w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + (2 << 20));
+        w8a8_mm_problem p;
+        w8a8_status st = w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, &p);
+        CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
+        if (st != W8A8_SUCCESS) break;
+        int split = 0;
+        w8a8_sm90_set_tail_heuristic(0);
+        const int base = w8a8_sm90_plan(h, &p, &split);
+        w8a8_sm90_set_tail_heuristic(1);
+        const int with = w8a8_sm90_plan(h, &p, &split);
+        char twin[64];
+        snprintf(twin, sizeof twin, "%s_tail", base >= 0 ? w8a8_sm90_config_name(base) : "");
+        const int tw = w8a8_sm90_config_lookup(twin, NULL, NULL, NULL);
+        const int want = tw >= 0 && mi < 2 ? tw : base;
+        twins += want != base;
+        CHECK(with == want, "%s M=%lld N=%lld: W8A8_SM90_TAIL=1 planned %s (off: %s), expected %s", dt ? "int8" : "fp8",
+              (long long)M, (long long)N, with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
+              base >= 0 ? w8a8_sm90_config_name(base) : "nothing", want >= 0 ? w8a8_sm90_config_name(want) : "nothing");
+        mm_case c = rotate(in, M, N, K, v, -1, 0);
+        run_case(&c, 1800 + (uint64_t)v); /* through the public API, the tail twin where planned */
+      }
+    }
+    CHECK(w8a8_test_failed() || twins > 0, "no case took a *_tail twin: the check above was vacuous");
+  }
+  cudaFree(dbuf);
+  w8a8_destroy(h);
+  w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
 }
 
 /* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM): every_config's K = 1192

@@ -19,12 +19,9 @@ static const char FN[] = "w8a8_scaled_mm";
 
 // ---- configurations -----------------------------------------------------------------------------
 
-#if SM90_TAIL  // the token tail's map (sm90_gemm_kernel.cuh)
-typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const CUtensorMap,
-                               const sm90_args);
-#else
-typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const sm90_args);
-#endif
+// The last map is the token tail's (only the kernels with TAIL read it; sm90_args.tail_n).
+typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUtensorMap, const sm90_args,
+                               const CUtensorMap);
 
 typedef struct sm90_config {
   const char *name;
@@ -38,6 +35,7 @@ typedef struct sm90_config {
   sm90_kernel_fn fn;
   int mcast;     // 2: clusters of two CTAs on neighbouring M tiles multicasting the B tile; 0: none
   int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
+  int tail;      // the token tail (the kernel's TAIL, session 8): tail_plan's boxes for a partial token tile
 } sm90_config;
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
@@ -53,6 +51,14 @@ typedef struct sm90_config {
 #define SM90_CFG_PP(NAME, BN, ST, I8)                                                                   \
   {NAME, I8, BN, 0, 0, 1, !(I8), sm90_cfg<BN, ST, I8, false, false, false, true>::SMEM_BYTES,                \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, false, false, 1, 1, true>, 0, 1}
+
+// The same tiles with the token tail (the kernel's TAIL; session 8): sm90_args.tail_n.
+#define SM90_CFG_TAIL(NAME, BN, ST, I8, SW, PR, SK, MB)                                                     \
+  {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB, 1, false, true>, 0, 0, 1}
+#define SM90_CFG_MC_TAIL(NAME, BN, ST, I8, PR)                                                           \
+  {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, PR, false, 1, 2, false, true>, 2, 0, 1}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -117,6 +123,16 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("fp8_swap_n64_deep", 64, 7, false, true, true, true, 1),
     SM90_CFG("int8_swap_n32_deep", 32, 9, true, true, false, true, 1),
     SM90_CFG("int8_swap_n64_deep", 64, 7, true, true, false, true, 1),
+    // Session 8, NOT yet run on a GPU as separate kernels (the tail itself ran, compiled into every
+    // kernel: h200-sm90-token-tail-2026-11-30.txt): the token tail, for partial token tiles, only
+    // in these instantiations so that the others keep their code. The heuristic takes them only
+    // with W8A8_SM90_TAIL=1 (apply_tail); the tuner skips them (experimental).
+    SM90_CFG_TAIL("int8_128x128_tail", 128, 6, true, false, false, false, 1),
+    SM90_CFG_TAIL("fp8_128x128_promote_tail", 128, 6, false, false, true, false, 1),
+    SM90_CFG_MC_TAIL("int8_128x128_mc2_tail", 128, 6, true, false),
+    SM90_CFG_MC_TAIL("fp8_128x128_promote_mc2_tail", 128, 6, false, true),
+    SM90_CFG_TAIL("int8_swap_n32_deep_tail", 32, 9, true, true, false, true, 1),
+    SM90_CFG_TAIL("fp8_swap_n32_deep_tail", 32, 9, false, true, true, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -400,6 +416,54 @@ static void apply_mc2m(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
     }
 }
 
+// The token tail's boxes in the configurations with it (sm90_config.tail): w8a8_sm90_set_tail(mode)
+// 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), 2 the valid rows in small boxes
+// wherever a token tile is partial (tests and measurements). Whether the heuristic takes those
+// configurations at all: W8A8_SM90_TAIL (apply_tail).
+static int g_tail = -1;
+static int tail_mode(void) {
+  const int v = __atomic_load_n(&g_tail, __ATOMIC_RELAXED);
+  return v < 0 ? 1 : v;
+}
+// The rule, from session 8's interleaved measurements (sm90_dev -R, h200-sm90-token-tail-2026-11-30.txt):
+// one box of an eighth of the token tile (16 rows unswapped, 8 swapped) where the partial tile's valid
+// rows v fit in it AND there is more than one token tile: M = 129 / 136 1.2-1.6x on 70b-o, 70b-down,
+// 8b-qkv (8b-o 0.88-0.98x), swap n32 at M = 33 1.03-1.10x. Not with more boxes (each box costs: a
+// 64 + 16 split of M = 65 or 1100 lost 5-40%; M = 192 in one 64-row box won 1.18x on 70b-down, lost
+// 5-13% on the others), and not where the partial tile is the only token tile (M <= box: every CTA
+// splits its token loads; M = 20 on n32 in three boxes lost 15-35%).
+typedef struct tail_boxes {
+  int n, rows;
+} tail_boxes;
+static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) {
+  tail_boxes t = {0, 0};
+  const int box = c->swap ? c->bn : SM90_BM;
+  const int v = (int)(token_rows % box);
+  if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
+  const int rows = box / 8 < 8 ? 8 : box / 8;
+  if (mode == 2 || (token_rows > box && v <= rows)) {
+    t.n = (v + rows - 1) / rows;
+    t.rows = rows;
+  }
+  return t;
+}
+
+// W8A8_SM90_TAIL=1 (opt-in until the *_tail kernels have run and been measured as kernels of their
+// own, session 8): where the plan's configuration has a token-tail twin and tail_plan would load its
+// partial token tile in boxes (M % tile <= an eighth of the tile, more than one token tile: M = 129
+// .. 144 on the 128 x 128 tiles, 33 .. 40 on two n32 tiles), take the twin (the same tile, pipeline
+// and split; the tail map on top). For A/B runs: scripts/steps/envab.sh with ENVAB_VAR=W8A8_SM90_TAIL.
+static int g_tail_env = -1;
+static void apply_tail(const w8a8_mm_problem *p, sm90_plan *pl) {
+  if (pl->config < 0 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 0)) return;
+  char twin[64];
+  snprintf(twin, sizeof twin, "%s_tail", CONFIGS[pl->config].name);
+  const int to = find_config(twin);
+  if (to < 0) return;
+  const sm90_config *c = &CONFIGS[to];
+  if (tail_plan(c, p->M, 1).n > 0) pl->config = to;  // tokens: M (rows_x, or rows_y swapped)
+}
+
 // w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
 // fast-accumulation one (the same tile and pipeline without the per-K-block promotion). Other
 // configurations have no fast twin and keep promoting.
@@ -451,6 +515,7 @@ static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int
   apply_fp8_accum(h, &pl);
   if (!tuned) apply_mc2m(h, p, &pl);
   apply_pp(h, p, &pl, num_sms);
+  apply_tail(p, &pl);
   return pl;
 }
 
@@ -507,14 +572,6 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_timeline_built(void) {
   return 0;
 #endif
 }
-// Whether the kernels carry the token tail (built with -DW8A8_SM90_TOKEN_TAIL, see SM90_TAIL).
-extern "C" W8A8_HIDDEN int w8a8_sm90_tail_built(void) {
-#if defined(W8A8_HAVE_SM90A)
-  return SM90_TAIL;
-#else
-  return 0;
-#endif
-}
 // Every configuration stamps (session 6); dev_buf holds max_ctas x max_tiles_per_cta x 4 values
 // (sm90_args.timeline). Without W8A8_SM90_TIMELINE in the build the kernels ignore it.
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas) {
@@ -532,43 +589,6 @@ static int prm_enabled(void) { return w8a8_env_flag(&g_prm, "W8A8_SM90_PRM", 1);
 static int g_lean = -1;  // W8A8_SM90_LEAN: 1 (default) sm90_epi_lean where it applies, 0 sm90_epi_staged
 static int lean_enabled(void) { return w8a8_env_flag(&g_lean, "W8A8_SM90_LEAN", 1); }
 static int g_split_quad = -1;  // W8A8_SM90_SPLIT_QUAD: 1 (default) the split-K reduction in quads, 0 element by element (see sm90_args)
-
-// The token tail (sm90_args.tail_n; kernels built with -DW8A8_SM90_TOKEN_TAIL only, otherwise never):
-// W8A8_SM90_TAIL = 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), or
-// w8a8_sm90_set_tail (2 = the valid rows in small boxes wherever a token tile is partial: tests and
-// measurements).
-static int g_tail = -1;
-static int tail_mode(void) {
-  int v = __atomic_load_n(&g_tail, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_SM90_TAIL");
-    v = e && e[0] == '0' ? 0 : 1;
-    __atomic_store_n(&g_tail, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
-// The rule, from session 8's interleaved measurements (sm90_dev -R, h200-sm90-token-tail-2026-11-30.txt):
-// one box of an eighth of the token tile (16 rows unswapped, 8 swapped) where the partial tile's valid
-// rows v fit in it AND there is more than one token tile: M = 129 / 136 1.2-1.6x on 70b-o, 70b-down,
-// 8b-qkv (8b-o 0.88-0.98x), swap n32 at M = 33 1.03-1.10x. Not with more boxes (each box costs: a
-// 64 + 16 split of M = 65 or 1100 lost 5-40%; M = 192 in one 64-row box won 1.18x on 70b-down, lost
-// 5-13% on the others), and not where the partial tile is the only token tile (M <= box: every CTA
-// splits its token loads; M = 20 on n32 in three boxes lost 15-35%).
-typedef struct tail_boxes {
-  int n, rows;
-} tail_boxes;
-static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) {
-  tail_boxes t = {0, 0};
-  const int box = c->swap ? c->bn : SM90_BM;
-  const int v = (int)(token_rows % box);
-  if (mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
-  const int rows = box / 8 < 8 ? 8 : box / 8;
-  if (mode == 2 || (token_rows > box && v <= rows)) {
-    t.n = (v + rows - 1) / rows;
-    t.rows = rows;
-  }
-  return t;
-}
 
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
@@ -626,7 +646,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
                     (int)r1, (int)r2);
   // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
   // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
-  *tail = tail_plan(c, c->swap ? rows_y : rows_x, SM90_TAIL ? tail_mode() : 0);
+  *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode());
   memcpy(tt, c->swap ? ty : tx, sizeof *tt);
   if (tail->n && make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K, c->swap ? ldy : ldx, tail->rows) !=
                      CUDA_SUCCESS) {
@@ -652,7 +672,11 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 static void set_switch(int *g, int on) { *g = on < 0 ? -1 : on ? 1 : 0; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { set_switch(&g_split_quad, on); }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on); }
-// mode: 0 never, 1 tail_plan's rule, 2 small boxes wherever a token tile is partial, -1 back to W8A8_SM90_TAIL
+// on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) {
+  __atomic_store_n(&g_tail_env, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
+// mode: 0 never, 1 tail_plan's rule, 2 small boxes wherever a token tile is partial, -1 the default (1)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
   __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 2 ? 1 : mode, __ATOMIC_RELAXED);
 }
@@ -660,6 +684,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 #endif
 
 static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
@@ -709,10 +734,8 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.prm = !c->swap && !c->splitk && prm_enabled();
   a.lean = lean_enabled();
   a.split_quad = w8a8_env_flag(&g_split_quad, "W8A8_SM90_SPLIT_QUAD", 1);
-#if SM90_TAIL
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
-#endif
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;
@@ -775,12 +798,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   lc.stream = (cudaStream_t)h->stream;
   lc.attrs = at;
   lc.numAttrs = nat;
-  #if SM90_TAIL
-  cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, to, tt, a);
-#else
-  (void)tt;
-  cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, to, a);
-#endif
+    cudaError_t e = cudaLaunchKernelEx(&lc, c->fn, tx, ty, to, a, tt);
   if (e != cudaSuccess) return w8a8_cuda_error(FN, "launch of the sm90 kernel", e);
   return W8A8_SUCCESS;
 #endif
@@ -829,7 +847,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // ones (session 3) have passed the sm90 suite since session 4 and run at the plain tiles' speed
 // since session 5.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].pp;
+  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

@@ -68,16 +68,6 @@ static constexpr bool SM90_TL = true;
 #else
 static constexpr bool SM90_TL = false;
 #endif
-// The token tail (sm90_args.tail_n; session 8) is compiled in only with -DW8A8_SM90_TOKEN_TAIL: it
-// made M = 129 up to 1.65x faster, but the same build ran the fp8 128 x 128 promote tiles 13-15%
-// slower where no tile is partial (M = 256, 2048: the producer's code alone moved them, as the
-// timeline's did in session 7), int8's 2% (h200-sm90-token-tail-2026-11-30.txt). Without the flag
-// the kernel is the source it was before (3 tensor maps, no tail fields).
-#ifdef W8A8_SM90_TOKEN_TAIL
-#define SM90_TAIL 1
-#else
-#define SM90_TAIL 0
-#endif
 
 // Unroll factor of the non-split epilogue loop (a pragma argument is not macro-expanded).
 static constexpr int SM90_EPI_UNROLL = SM90_EPI_V2 ? 4 : 2;
@@ -134,17 +124,6 @@ typedef struct sm90_args {
   // CTAs; 0 (W8A8_SM90_SPLIT_QUAD=0, for A/B) element by element as in session 4 (its parameters read
   // after the DSMEM loads, every line), on session 7's layout of the partial tile. The same bits.
   int split_quad;
-  // Token tail (session 8): where the last token tile is partial (rows_x unswapped, rows_y
-  // swapped; never swapped with MC = 2), its token rows can come in tail_n boxes of tail_rows rows
-  // (tmap_t) at their rows' places in the stage instead of one whole box; the stage's full barrier
-  // then expects only those bytes. The host decides (tail_plan in sm90_gemm.cu); tail_n = 0: the
-  // whole box. TMA's out-of-bounds fill of a mostly empty box is slow: M = 129 on 70b-down-tp4
-  // takes 38.8 us with the whole box, 23.6 with one 8-row box (M = 256: 24.0). Rows past the last
-  // token keep whatever the stage held: they feed only accumulators of tokens >= M, which no
-  // epilogue stores (every store is bounded by M).
-#if SM90_TAIL
-  int tail_n, tail_rows;
-#endif
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
   // to timeline_max tiles, consumer warpgroup 0's clock64() at k = 0 the tile's start (the CTA's
   // first tile: the kernel's entry), 1 its first K-block's data in shared memory, 2 its main-loop
@@ -155,6 +134,18 @@ typedef struct sm90_args {
   // tile's start with the other's epilogue.
   unsigned long long *timeline;
   int timeline_max, timeline_ctas;  // tiles per CTA, CTAs (blockIdx.x >= timeline_ctas: no stamps)
+  // Token tail (session 8; the kernels with TAIL only, which take the map tmap_t after these
+  // arguments; last here so that the other kernels' parameter offsets, hence their code, stay as they
+  // were). Where the last token tile is partial (rows_x unswapped, rows_y swapped; never swapped with
+  // MC = 2), its token rows come in tail_n boxes of tail_rows rows at their rows' places in the stage
+  // instead of one whole box, and the stage's full barrier expects only those bytes; tail_n = 0: the
+  // whole box (tail_plan in sm90_gemm.cu decides). TMA's out-of-bounds fill of a mostly empty box is
+  // slow: M = 129 on 70b-down-tp4 takes 38.8 us with the whole box, 23.6 with one 8-row box (M =
+  // 256: 24.0). Rows past the last token keep whatever the stage held: they feed only accumulators
+  // of tokens >= M, which no epilogue stores (every store is bounded by M). Why a template switch
+  // and not a run-time one: the same producer code in every kernel ran the fp8 128 x 128 promote
+  // tiles 13-15% slower where no tile is partial (session 8, h200-sm90-token-tail-2026-11-30.txt).
+  int tail_n, tail_rows;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -650,7 +641,6 @@ SM90_DEV void sm90_item_coords(const sm90_args &a, int t, int crank, int &tx, in
   }
 }
 
-#if SM90_TAIL
 // Token tail (sm90_args.tail_n): whether the tile (tx, ty) is the partial token tile that loads its
 // token rows in the tail's boxes. A tile wholly past the last token (the missing partner of an MC = 2
 // pair) loads the whole box as before.
@@ -679,7 +669,6 @@ SM90_DEV void sm90_load_tokens(const sm90_args &a, uint32_t dst, const CUtensorM
   for (int j = 0, r = 0; j < a.tail_n; j++, r += a.tail_rows)
     sm90_tma_load_2d(dst + (uint32_t)(r * SM90_BK), tmap_t, full, k, row0 + r);
 }
-#endif
 
 // All-gather + GEMM: wait until every chunk of A that rows [lo, lo + n) touch has arrived (see
 // sm90_args.ready). `seen` remembers the chunks already seen ready (flags only go 0 -> 1 within a
@@ -785,15 +774,12 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // (j + 1) % 2 starts tile j + 1 once warpgroup j % 2 has waited for all of tile j's stages. Accumulators
 // 2 x BN / 2 per thread, so fast accumulation only (int8, fp8 without promotion); no scale slot (the
 // epilogue's latency hides under the other warpgroup's main loop), no multicast, no split-K, no swap.
-#if SM90_TAIL
-#define SM90_TAIL_PARAM , const __grid_constant__ CUtensorMap tmap_t
-#else
-#define SM90_TAIL_PARAM
-#endif
-template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1, bool PP = false>
+template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1, bool PP = false,
+          bool TAIL = false>
 __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
-                     const __grid_constant__ CUtensorMap tmap_o SM90_TAIL_PARAM, const sm90_args a) {
+                     const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
+                     const __grid_constant__ CUtensorMap tmap_t) {
 #if SM90_ENABLED
   typedef sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, PP> C;
   const int SPLIT = SPLITK ? a.split : 1;
@@ -851,9 +837,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   if (threadIdx.x == 0) {
     sm90_prefetch_tmap(&tmap_x);
     sm90_prefetch_tmap(&tmap_y);
-#if SM90_TAIL
-    if (a.tail_n) sm90_prefetch_tmap(&tmap_t);
-#endif
+    if constexpr (TAIL)
+      if (a.tail_n) sm90_prefetch_tmap(&tmap_t);
     for (int s = 0; s < STAGES; s++) {
       sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive + the TMA bytes
       // one arrive per consumer warpgroup (of both CTAs: MC = 2); pingpong: the one warpgroup that used it
@@ -894,11 +879,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       if (MC == 1 && a.weights_constant && item0 < items) {
         int tx, ty;
         sm90_item_coords<MC>(a, item0, crank, tx, ty);
-#if SM90_TAIL
-        const uint32_t pre_tx = sm90_stage_tx<SWAP, BN>(a, C::STAGE_BYTES, sm90_tail_tile<SWAP, MC, BN>(a, tx, ty));
-#else
-        const uint32_t pre_tx = C::STAGE_BYTES;
-#endif
+        uint32_t pre_tx = C::STAGE_BYTES;
+        if constexpr (TAIL) pre_tx = sm90_stage_tx<SWAP, BN>(a, C::STAGE_BYTES, sm90_tail_tile<SWAP, MC, BN>(a, tx, ty));
         npre = min(STAGES, kb_end - kb_begin);
         for (int j = 0; j < npre; j++) {
           const uint32_t full = full0 + 8 * j, dst = smem0 + j * C::STAGE_BYTES;
@@ -955,9 +937,13 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         int tx, ty;
         sm90_item_coords<MC>(a, t, crank, tx, ty);
         if (a.ready) sm90_wait_rows(a, SWAP ? ty * BN : tx * SM90_BM, SWAP ? BN : SM90_BM, seen);
-#if SM90_TAIL
-        const bool tail = sm90_tail_tile<SWAP, MC, BN>(a, tx, ty);  // token rows in the tail's boxes
-        const uint32_t stage_tx = sm90_stage_tx<SWAP, BN>(a, C::STAGE_BYTES, tail);
+        // TAIL kernels only (template): the token rows in the tail's boxes where this is the partial tile
+        bool tail = false;
+        uint32_t stage_tx = C::STAGE_BYTES;
+        if constexpr (TAIL) {
+          tail = sm90_tail_tile<SWAP, MC, BN>(a, tx, ty);
+          stage_tx = sm90_stage_tx<SWAP, BN>(a, C::STAGE_BYTES, tail);
+        }
         for (int kb = kb_begin; kb < kb_end; kb++) {
           const bool pre = t == item0 && kb - kb_begin < npre;  // weights already loading
           uint32_t full = full0 + 8 * s;
@@ -966,33 +952,26 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
             sm90_mbar_arrive_tx(full, stage_tx);
           }
           uint32_t dst = smem0 + s * C::STAGE_BYTES;
-          if constexpr (SWAP) {  // X = weights, Y = tokens
-            if (!pre) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
-            sm90_load_tokens(a, dst + C::X_BYTES, &tmap_y, &tmap_t, full, kb * SM90_BK, ty * BN, tail);
-          } else {  // X = tokens, Y = weights
-            sm90_load_tokens(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK, tx * SM90_BM, tail);
+          if constexpr (TAIL) {
+            if constexpr (SWAP) {  // X = weights, Y = tokens
+              if (!pre) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
+              sm90_load_tokens(a, dst + C::X_BYTES, &tmap_y, &tmap_t, full, kb * SM90_BK, ty * BN, tail);
+            } else {  // X = tokens, Y = weights
+              sm90_load_tokens(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK, tx * SM90_BM, tail);
+              if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
+                sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
+                                    ty * BN + crank * (BN / 2), (uint16_t)0x3);
+              else if (!pre)
+                sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
+            }
+          } else {
+            if (!(SWAP && pre)) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
             if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
               sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
                                   ty * BN + crank * (BN / 2), (uint16_t)0x3);
-            else if (!pre)
+            else if (SWAP || !pre)
               sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
           }
-#else
-        for (int kb = kb_begin; kb < kb_end; kb++) {
-          const bool pre = t == item0 && kb - kb_begin < npre;  // weights already loading
-          uint32_t full = full0 + 8 * s;
-          if (!pre) {
-            sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
-            sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
-          }
-          uint32_t dst = smem0 + s * C::STAGE_BYTES;
-          if (!(SWAP && pre)) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
-          if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
-            sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
-                                ty * BN + crank * (BN / 2), (uint16_t)0x3);
-          else if (SWAP || !pre)
-            sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
-#endif
           if (++s == STAGES) {
             s = 0;
             phase ^= 1;
