@@ -32,7 +32,8 @@
  *   -R time every configuration once per token-tail mode (configurations with the tail, *_tail, only;
  *      w8a8_sm90_set_tail: 0 = TMA fills the
  *      partial token tile's missing rows, 1 = the library's plan of tail boxes, 2 = small boxes
- *      only), one row each, interleaved; the configuration column then ends in /tMODE.
+ *      only, 3 = one box of the valid rows rounded up to 8), one row each, interleaved; the
+ *      configuration column then ends in /tMODE.
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.

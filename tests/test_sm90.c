@@ -642,7 +642,9 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
  * TMA's out-of-bounds fill of the whole box in the same kernel (w8a8_sm90_set_tail(0)): the same bits.
  * Each *_tail configuration: the library's rule (mode 1: M = box + 1, one box) and the valid rows in
  * boxes wherever a token tile is partial (mode 2: box / 2 + 1 rows in one tile; box - 3 rows after a
- * full tile, up to 8 loads per stage; M = 1, with the missing partner of a multicast pair), K with a
+ * full tile, up to 8 loads per stage; M = 1, with the missing partner of a multicast pair) and one box
+ * of the valid rows rounded up to 8 (mode 3: box / 2 + 3 rows in one tile, box / 4 + 5 after a full
+ * tile: a box of a size that is no power of two), K with a
  * tail (K's out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every
  * other case (the tail tile's first stages expect their bytes before the token loads). Each case runs
  * with the tail off, then on, both checked against the reference, the outputs compared byte for
@@ -665,9 +667,10 @@ W8A8_TEST(sm90_tail_matches_fill) {
     int max_split = 1;
     w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
     const int box = bn ? bn : 128;
-    for (int mi = 0; mi < 4 && !w8a8_test_failed(); mi++, v++) {
-      const int64_t M = mi == 0 ? box + 1 : mi == 1 ? box / 2 + 1 : mi == 2 ? 2 * box - 3 : 1;
-      g_tail_test_mode = mi == 0 ? 1 : 2;
+    for (int mi = 0; mi < 6 && !w8a8_test_failed(); mi++, v++) {
+      const int64_t ms[6] = {box + 1, box / 2 + 1, 2 * box - 3, 1, box / 2 + 3, box + box / 4 + 5};
+      const int64_t M = ms[mi];
+      g_tail_test_mode = mi == 0 ? 1 : mi < 4 ? 2 : 3;
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, 300 + 64 * (v % 3), 128 * 5 + 40, v, ci,
                          max_split > 1 ? 1 + v % 2 : 1);
       g_weights_constant = v % 2;

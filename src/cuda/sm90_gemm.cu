@@ -418,8 +418,11 @@ static void apply_mc2m(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
 
 // The token tail's boxes in the configurations with it (sm90_config.tail): w8a8_sm90_set_tail(mode)
 // 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), 2 the valid rows in small boxes
-// wherever a token tile is partial (tests and measurements). Whether the heuristic takes those
-// configurations at all: W8A8_SM90_TAIL (apply_tail).
+// wherever a token tile is partial, 3 one box of the valid rows rounded up to 8 wherever a token tile
+// is partial (the map's box is encoded per call; not yet measured: a candidate for M = 65..88 on
+// 128-row tiles, where splitting the rows over boxes lost). Modes 2 and 3 are for tests and
+// measurements (sm90_dev -R). Whether the heuristic takes those configurations at all:
+// W8A8_SM90_TAIL (apply_tail).
 static int g_tail = -1;
 static int tail_mode(void) {
   const int v = __atomic_load_n(&g_tail, __ATOMIC_RELAXED);
@@ -440,6 +443,14 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
   const int box = c->swap ? c->bn : SM90_BM;
   const int v = (int)(token_rows % box);
   if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
+  if (mode == 3) {  // one box of the valid rows rounded up to 8 (fewer than 8 missing rows)
+    const int rows = (v + 7) / 8 * 8;
+    if (rows < box) {
+      t.n = 1;
+      t.rows = rows;
+    }
+    return t;
+  }
   const int rows = box / 8 < 8 ? 8 : box / 8;
   if (mode == 2 || (token_rows > box && v <= rows)) {
     t.n = (v + rows - 1) / rows;
@@ -676,9 +687,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) {
   __atomic_store_n(&g_tail_env, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
-// mode: 0 never, 1 tail_plan's rule, 2 small boxes wherever a token tile is partial, -1 the default (1)
+// mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
+// partial, -1 the default (1)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
-  __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 2 ? 1 : mode, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 3 ? 1 : mode, __ATOMIC_RELAXED);
 }
 #else
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
