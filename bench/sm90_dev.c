@@ -28,12 +28,12 @@
  *      one tile's epilogue end to the next tile's start (negative for the pingpong tiles).
  *   -P development only: A's tensor map covers whole token tiles (M rounded up to the tile), so the
  *      rows of a partial tile past M come from the buffer (allocated for 16384 rows) instead of TMA's
- *      out-of-bounds fill: is the partial-M cost (NOTES, session 6) the fill? Outputs past M are not stored.
- *   -R time every configuration once per token-tail mode (configurations with the tail, *_tail, only;
- *      w8a8_sm90_set_tail: 0 = TMA fills the
- *      partial token tile's missing rows, 1 = the library's plan of tail boxes, 2 = small boxes
- *      only, 3 = one box of the valid rows rounded up to 8), one row each, interleaved; the
- *      configuration column then ends in /tMODE.
+ *      out-of-bounds fill: is the partial-M cost (NOTES, session 6) the fill? (Yes: session 8.) Outputs
+ *      past M are not stored.
+ *   -R time every configuration once per token-tail mode (w8a8_sm90_set_tail; only the *_tail
+ *      configurations change with it): 0 = TMA fills the partial token tile's missing rows, 1 = the
+ *      library's rule, 2 = small boxes only, 3 = one box of the valid rows rounded up to 8; one row
+ *      each, interleaved; the configuration column then ends in /tMODE.
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.

@@ -429,7 +429,7 @@ static int tail_mode(void) {
   return v < 0 ? 1 : v;
 }
 // The rule, from session 8's interleaved measurements (sm90_dev -R, h200-sm90-token-tail-2026-11-30.txt):
-// one box of an eighth of the token tile (16 rows unswapped, 8 swapped) where the partial tile's valid
+// one box of 16 rows unswapped (an eighth of the tile), 8 swapped (n32: a quarter), where the partial tile's valid
 // rows v fit in it AND there is more than one token tile: M = 129 / 136 1.2-1.6x on 70b-o, 70b-down,
 // 8b-qkv (8b-o 0.88-0.98x), swap n32 at M = 33 1.03-1.10x. Not with more boxes (each box costs: a
 // 64 + 16 split of M = 65 or 1100 lost 5-40%; M = 192 in one 64-row box won 1.18x on 70b-down, lost
@@ -658,6 +658,10 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
   // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
   *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode());
+  if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
+    tail->n = 0;
+    tail->rows = 0;
+  }
   memcpy(tt, c->swap ? ty : tx, sizeof *tt);
   if (tail->n && make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K, c->swap ? ldy : ldx, tail->rows) !=
                      CUDA_SUCCESS) {
@@ -683,6 +687,9 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 static void set_switch(int *g, int on) { *g = on < 0 ? -1 : on ? 1 : 0; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { set_switch(&g_split_quad, on); }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on); }
+// The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
+static int g_last_tail;
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) {
   __atomic_store_n(&g_tail_env, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
@@ -697,6 +704,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif
 
 static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
@@ -748,6 +756,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.split_quad = w8a8_env_flag(&g_split_quad, "W8A8_SM90_SPLIT_QUAD", 1);
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
+  __atomic_store_n(&g_last_tail, tail.n * 1000 + tail.rows, __ATOMIC_RELAXED);
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;
