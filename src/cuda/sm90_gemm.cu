@@ -133,6 +133,10 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_MC_TAIL("fp8_128x128_promote_mc2_tail", 128, 6, false, true),
     SM90_CFG_TAIL("int8_swap_n32_deep_tail", 32, 9, true, true, false, true, 1),
     SM90_CFG_TAIL("fp8_swap_n32_deep_tail", 32, 9, false, true, true, true, 1),
+    // n64 twins: candidates for 65..80 tokens (two token tiles, the second with at most 16 rows: the
+    // deep plans of 33..64 carried past 64, where the 128-row tile pays TMA's fill of 48..63 rows)
+    SM90_CFG_TAIL("int8_swap_n64_deep_tail", 64, 7, true, true, false, true, 1),
+    SM90_CFG_TAIL("fp8_swap_n64_deep_tail", 64, 7, false, true, true, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
