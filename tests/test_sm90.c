@@ -33,6 +33,7 @@ void w8a8_sm90_set_split_quad(int on);
 void w8a8_sm90_set_tail(int mode);
 void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
+void w8a8_sm90_set_deep80(int on);
 
 /* run_case keeps a copy of the GPU output here while g_capture_on is set (sm90_lean_matches_staged). */
 static int g_capture_on;
@@ -767,6 +768,53 @@ W8A8_TEST(sm90_tail_matches_fill) {
   cudaFree(dbuf);
   w8a8_destroy(h);
   w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
+}
+
+/* plan_deep80 (W8A8_SM90_DEEP80, session 8's opt-in experiment): at 65..80 tokens with K >= 4096 the
+ * heuristic plans the n64 deep tail twin (two token tiles), and the result through the public API is
+ * right (M = 65: one 8-row tail box; 72; 80: the second tile's 16 rows filled by TMA under the rule);
+ * M = 81 and K = 2048 keep the other plans. */
+W8A8_TEST(sm90_deep80_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  const int twins[2] = {w8a8_sm90_config_lookup("fp8_swap_n64_deep_tail", NULL, NULL, NULL),
+                        w8a8_sm90_config_lookup("int8_swap_n64_deep_tail", NULL, NULL, NULL)};
+  REQUIRE(twins[0] >= 0 && twins[1] >= 0, "no n64 deep tail configurations");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
+  if (cudaMalloc((void **)&dbuf, 16 << 20) != cudaSuccess) {
+    w8a8_destroy(h);
+    REQUIRE(0, "cudaMalloc");
+  }
+  w8a8_sm90_set_deep80(1);
+  static const int64_t cases[][2] = {{65, 4096}, {72, 4160}, {80, 4096}, {81, 4096}, {72, 2048}};
+  int v = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const int twin = twins[dt];
+    for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
+      const int64_t M = cases[i][0], N = 520, K = cases[i][1];
+      w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
+      w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + (4 << 20));
+      w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + (8 << 20));
+      w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + (1 << 20));
+      w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + (2 << 20));
+      w8a8_mm_problem p;
+      w8a8_status st = w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, &p);
+      CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
+      if (st != W8A8_SUCCESS) break;
+      int split = 0;
+      const int ci = w8a8_sm90_plan(h, &p, &split);
+      CHECK((ci == twin) == (i < 3), "%s M=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
+            (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
+      mm_case c = rotate(in, M, N, K, v, -1, 0);
+      run_case(&c, 1900 + (uint64_t)v);
+    }
+  }
+  w8a8_sm90_set_deep80(-1); /* back to W8A8_SM90_DEEP80 */
+  cudaFree(dbuf);
+  w8a8_destroy(h);
 }
 
 /* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM): every_config's K = 1192

@@ -2,11 +2,11 @@
 # envab.sh — step "envab": an interleaved A/B of one library switch through bench/torch_compare.py. The
 # variable ENVAB_VAR (e.g. W8A8_SM90_SPLIT_QUAD) is set to ENVAB_A (default 0) and ENVAB_B (default 1) in
 # turn, ENVAB_ROUNDS rounds (default 2: A B A B, so neither side always runs on the cooler GPU), at
-# ENVAB_M tokens (default 1,16,32,64,128). Each run writes $OUT/h200-torch-compare-envab-{a,b}N.{md,jsonl};
-# bench/ab_compare.py compares every round and the last rounds' pair goes to $L/envab-ab-rN.txt. Env: OUT,
-# L, BUILD, LEFT_S, ENVAB_*.
+# ENVAB_M tokens (default 1,16,32,64,128). Each run writes $L/h200-torch-compare-envab-{a,b}N.{md,jsonl}
+# (in logs.tgz: at most 8 files come back from $OUT); bench/ab_compare.py compares every round, the pair of
+# round N goes to $L/envab-ab-rN.txt. Env: L, BUILD, LEFT_S, ENVAB_*.
 set -u
-: "${OUT:?}" "${L:?}" "${BUILD:?}" "${ENVAB_VAR:?envab: set ENVAB_VAR}"
+: "${L:?}" "${BUILD:?}" "${ENVAB_VAR:?envab: set ENVAB_VAR}"
 LEFT_S=${LEFT_S:-150}
 . "$(dirname "$0")/common.sh"
 A=${ENVAB_A:-0} B=${ENVAB_B:-1} R=${ENVAB_ROUNDS:-2} MS=${ENVAB_M:-1,16,32,64,128}
@@ -19,10 +19,10 @@ for r in $(seq 1 "$R"); do
     val=$([ $side = a ] && echo "$A" || echo "$B")
     env "$ENVAB_VAR=$val" W8A8_LIBRARY=$PWD/$BUILD/lib/libw8a8.so PYTHONPATH=python \
       timeout -k 5 "$(cap $((tb + 20)))" python3 -u bench/torch_compare.py --budget-s "$tb" --m "$MS" --no-cliffs \
-      -o "$OUT/h200-torch-compare-envab-$side$r" >"$L/envab-$side$r.txt" 2>&1
+      -o "$L/h200-torch-compare-envab-$side$r" >"$L/envab-$side$r.txt" 2>&1
     res="$res $side$r($ENVAB_VAR=$val): exit $?;"
   done
-  python3 bench/ab_compare.py "$OUT/h200-torch-compare-envab-a$r.jsonl" "$OUT/h200-torch-compare-envab-b$r.jsonl" \
+  python3 bench/ab_compare.py "$L/h200-torch-compare-envab-a$r.jsonl" "$L/h200-torch-compare-envab-b$r.jsonl" \
     --impls all >"$L/envab-ab-r$r.txt" 2>&1
   res="$res r$r: $(grep -E '^w8a8' "$L/envab-ab-r$r.txt" | tr '\n' ' ')"
 done

@@ -322,6 +322,22 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
   return a;
 }
 
+// W8A8_SM90_DEEP80=1 (opt-in experiment, session 8, not yet run): 65..80 tokens on the n64 deep ring
+// with two token tiles (the second holds 1..16 tokens, loaded through the token tail where tail_plan
+// takes it), plan_deep's split rule over twice the weight tiles: the 64 -> 65 step (1.15-1.42x in
+// v11) comes from leaving the deep plans for the 128-row tile, whose token box then has 48..63 of
+// its 128 rows filled by TMA. Same conditions as plan_deep above 32 tokens (at least 32 K-blocks).
+static int g_deep80 = -1;
+static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan none = {-1, 1};
+  if (p->M <= 64 || p->M > 80 || !w8a8_env_flag(&g_deep80, "W8A8_SM90_DEEP80", 0)) return none;
+  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (kblocks < 32) return none;
+  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
+  const int ci = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n64_deep_tail" : "fp8_swap_n64_deep_tail");
+  return deep_split(dev, ci, 2 * tiles, kblocks, num_sms);
+}
+
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens where plan_deep does not apply: the 128 x 128 tile (history: before the deep ring
@@ -350,6 +366,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     if (pl.config >= 0) return pl;
   }
   if (p->M <= 32) return plan_small(p, num_sms);
+  {
+    const sm90_plan pl = plan_deep80(dev, p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
   if (p->M <= 128 && tiles128 <= 32 && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
     if (pl.config >= 0) {
@@ -694,6 +714,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on)
 // The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
 static int g_last_tail;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
+// on: 1 / 0 plan_deep80 or not (W8A8_SM90_DEEP80), -1 back to the variable
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
+  __atomic_store_n(&g_deep80, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) {
   __atomic_store_n(&g_tail_env, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
@@ -708,6 +732,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif
 
