@@ -880,7 +880,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         int tx, ty;
         sm90_item_coords<MC>(a, item0, crank, tx, ty);
         uint32_t pre_tx = C::STAGE_BYTES;
-        if constexpr (TAIL) pre_tx = sm90_stage_tx<SWAP, BN>(a, C::STAGE_BYTES, sm90_tail_tile<SWAP, MC, BN>(a, tx, ty));
+        if constexpr (TAIL)
+          pre_tx = sm90_stage_tx<SWAP, BN>(a, C::STAGE_BYTES, sm90_tail_tile<SWAP, MC, BN>(a, tx, ty));
         npre = min(STAGES, kb_end - kb_begin);
         for (int j = 0; j < npre; j++) {
           const uint32_t full = full0 + 8 * j, dst = smem0 + j * C::STAGE_BYTES;
