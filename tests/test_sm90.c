@@ -481,6 +481,20 @@ W8A8_TEST(sm90_weights_constant_heuristic) {
   PUBLIC_OR_SKIP();
 }
 
+/* The problem a plan hook sees for an M x N x K product (bf16 out, per-token x per-channel scales)
+ * on a device buffer of at least 32 MB: validation wants device memory behind every pointer and no
+ * output overlapping an input, so A at 0, the scales at 1 and 2 MB, B at 4 MB (<= 12 MB), the output
+ * at 16 MB. */
+static w8a8_status plan_problem(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, int64_t N, int64_t K,
+                                w8a8_mm_problem *p) {
+  w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
+  w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + (4 << 20));
+  w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + (16 << 20));
+  w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + (1 << 20));
+  w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + (2 << 20));
+  return w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, p);
+}
+
 /* W8A8_FP8_ACCUM_FAST: where the heuristic runs a promoting 128 x 256 fp8 tile (fp8_128x256_promote, or
  * its multicast twin at 129..255 tokens) it runs fp8_128x256 instead (the plan is checked through the
  * hook, with the setting off and on), and the result through the public API is within the fast mode's
@@ -490,9 +504,8 @@ W8A8_TEST(sm90_fp8_fast_accum) {
   int dev = sm90_device();
   w8a8_handle *h = NULL;
   REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, dev));
-  /* validation wants device memory behind every pointer and no output overlapping an input: one
-   * 64 MB buffer, disjoint ranges (the largest operands: B of 16896 x 256 is 4.3 MB at 4 MB, the
-   * 200 x 16896 bf16 output 6.8 MB at 16 MB) */
+  /* plan_problem's buffer (the largest operands: B of 16896 x 256 is 4.3 MB, the 200 x 16896 bf16
+   * output 6.8 MB) */
   uint8_t *dbuf = NULL;
   if (cudaSetDevice(dev) != cudaSuccess || cudaMalloc((void **)&dbuf, 64 << 20) != cudaSuccess) {
     w8a8_destroy(h);
@@ -509,13 +522,8 @@ W8A8_TEST(sm90_fp8_fast_accum) {
     const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
-      w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + (4 << 20));
-      w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + (16 << 20));
-      w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + (1 << 20));
-      w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + (2 << 20));
       w8a8_mm_problem p;
-      w8a8_status st = w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, &p);
+      w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
       CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
       if (st != W8A8_SUCCESS) break;
       int split = 0;
@@ -716,8 +724,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
   w8a8_sm90_set_tail(-1);
   g_capture_on = 0;
   CHECK(ntail >= 8, "%d *_tail configurations, expected 8", ntail);
-  /* the heuristic's twins: the plan with W8A8_SM90_TAIL off, then on (validation wants device memory
-   * behind every pointer: one 16 MB buffer, disjoint ranges) */
+  /* the heuristic's twins: the plan with W8A8_SM90_TAIL off, then on (plan_problem's buffer) */
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   int twins = 0;
@@ -726,7 +733,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
     return;
   }
   REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-  if (cudaMalloc((void **)&dbuf, 16 << 20) != cudaSuccess) {
+  if (cudaMalloc((void **)&dbuf, 32 << 20) != cudaSuccess) {
     w8a8_destroy(h);
     REQUIRE(0, "cudaMalloc");
   }
@@ -737,13 +744,8 @@ W8A8_TEST(sm90_tail_matches_fill) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
         const int64_t M = ms[mi];
-        w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
-        w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + (4 << 20));
-        w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + (8 << 20));
-        w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + (1 << 20));
-        w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + (2 << 20));
         w8a8_mm_problem p;
-        w8a8_status st = w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, &p);
+        w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
         CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
         if (st != W8A8_SUCCESS) break;
         int split = 0;
@@ -783,7 +785,7 @@ W8A8_TEST(sm90_deep80_plan) {
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-  if (cudaMalloc((void **)&dbuf, 16 << 20) != cudaSuccess) {
+  if (cudaMalloc((void **)&dbuf, 32 << 20) != cudaSuccess) {
     w8a8_destroy(h);
     REQUIRE(0, "cudaMalloc");
   }
@@ -795,13 +797,8 @@ W8A8_TEST(sm90_deep80_plan) {
     const int twin = twins[dt];
     for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = 520, K = cases[i][1];
-      w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
-      w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + (4 << 20));
-      w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + (8 << 20));
-      w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + (1 << 20));
-      w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + (2 << 20));
       w8a8_mm_problem p;
-      w8a8_status st = w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, &p);
+      w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
       CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
       if (st != W8A8_SUCCESS) break;
       int split = 0;
