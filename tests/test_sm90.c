@@ -658,8 +658,10 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
  * tail (K's out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every
  * other case (the tail tile's first stages expect their bytes before the token loads). Each case runs
  * with the tail off, then on, both checked against the reference, the outputs compared byte for
- * byte. Then the heuristic with W8A8_SM90_TAIL on (w8a8_sm90_set_tail_heuristic): M = 129 and 136
- * take a *_tail twin, M = 160 does not, each checked against the reference. */
+ * byte. Then the heuristic with W8A8_SM90_TAIL on (w8a8_sm90_set_tail_heuristic): with two token
+ * tiles on a grid of 128 CTAs (N = 8192) M = 129 and 136 take a *_tail twin, M = 200 (a 72-row box)
+ * only for int8; three token tiles (M = 300) and a grid of 16 CTAs (N = 1024) do not; each checked
+ * against the reference. */
 static int g_tail_test_mode, g_tail_test_config;
 /* Shared memory full of poison before the tail's run: one launch of the same configuration on 256
  * tokens whose operands are all 0x7f (fp8: NaN; int8: 127), so that the stages' rows past M, which the
@@ -738,12 +740,13 @@ W8A8_TEST(sm90_tail_matches_fill) {
     REQUIRE(0, "cudaMalloc");
   }
   {
-    static const int64_t ms[] = {129, 136, 160};
-    const int64_t N = 8192, K = 384;
+    /* M, N, which dtypes take the twin (1 fp8, 2 int8) */
+    static const int64_t cases[][3] = {{129, 8192, 3}, {136, 8192, 3}, {200, 8192, 2}, {300, 8192, 0}, {129, 1024, 0}};
+    const int64_t K = 384;
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
-        const int64_t M = ms[mi];
+      for (int mi = 0; mi < 5 && !w8a8_test_failed(); mi++, v++) {
+        const int64_t M = cases[mi][0], N = cases[mi][1];
         w8a8_mm_problem p;
         w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
         CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
@@ -756,7 +759,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
         char twin[64];
         snprintf(twin, sizeof twin, "%s_tail", base >= 0 ? w8a8_sm90_config_name(base) : "");
         const int tw = w8a8_sm90_config_lookup(twin, NULL, NULL, NULL);
-        const int want = tw >= 0 && mi < 2 ? tw : base;
+        const int want = tw >= 0 && (cases[mi][2] >> dt & 1) ? tw : base;
         twins += want != base;
         CHECK(with == want, "%s M=%lld N=%lld: W8A8_SM90_TAIL=1 planned %s (off: %s), expected %s", dt ? "int8" : "fp8",
               (long long)M, (long long)N, with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
@@ -774,7 +777,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
 
 /* plan_deep80 (W8A8_SM90_DEEP80, session 8's opt-in experiment): at 65..80 tokens with K >= 4096 the
  * heuristic plans the n64 deep tail twin (two token tiles), and the result through the public API is
- * right (M = 65: one 8-row tail box; 72; 80: the second tile's 16 rows filled by TMA under the rule);
+ * right (M = 65: one 8-row tail box; 72; 80: one 16-row box);
  * M = 81 and K = 2048 keep the other plans. */
 W8A8_TEST(sm90_deep80_plan) {
   NEED_SM90();

@@ -123,10 +123,10 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("fp8_swap_n64_deep", 64, 7, false, true, true, true, 1),
     SM90_CFG("int8_swap_n32_deep", 32, 9, true, true, false, true, 1),
     SM90_CFG("int8_swap_n64_deep", 64, 7, true, true, false, true, 1),
-    // Session 8, NOT yet run on a GPU as separate kernels (the tail itself ran, compiled into every
-    // kernel: h200-sm90-token-tail-2026-11-30.txt): the token tail, for partial token tiles, only
-    // in these instantiations so that the others keep their code. The heuristic takes them only
-    // with W8A8_SM90_TAIL=1 (apply_tail); the tuner skips them (experimental).
+    // The token tail (session 8), for partial token tiles, only in these instantiations so that the
+    // others keep their code (compiled into every kernel it cost fp8 13-15% where it never engaged;
+    // as twins the non-engaged cost is 1-11%, so they run only where tail_plan engages): apply_tail
+    // (session 9, h200-sm90-tail-twins-2026-11-30.txt); the tuner skips them (experimental).
     SM90_CFG_TAIL("int8_128x128_tail", 128, 6, true, false, false, false, 1),
     SM90_CFG_TAIL("fp8_128x128_promote_tail", 128, 6, false, false, true, false, 1),
     SM90_CFG_MC_TAIL("int8_128x128_mc2_tail", 128, 6, true, false),
@@ -443,22 +443,23 @@ static void apply_mc2m(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
 // The token tail's boxes in the configurations with it (sm90_config.tail): w8a8_sm90_set_tail(mode)
 // 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), 2 the valid rows in small boxes
 // wherever a token tile is partial, 3 one box of the valid rows rounded up to 8 wherever a token tile
-// is partial (the map's box is encoded per call; not yet measured: a candidate for M = 65..88 on
-// 128-row tiles, where splitting the rows over boxes lost). Modes 2 and 3 are for tests and
-// measurements (sm90_dev -R). Whether the heuristic takes those configurations at all:
-// W8A8_SM90_TAIL (apply_tail).
+// is partial. Modes 2 and 3 are for tests and measurements (sm90_dev -R). Whether the heuristic
+// takes those configurations at all: apply_tail.
 static int g_tail = -1;
 static int tail_mode(void) {
   const int v = __atomic_load_n(&g_tail, __ATOMIC_RELAXED);
   return v < 0 ? 1 : v;
 }
-// The rule, from session 8's interleaved measurements (sm90_dev -R, h200-sm90-token-tail-2026-11-30.txt):
-// one box of 16 rows unswapped (an eighth of the tile), 8 swapped (n32: a quarter), where the partial tile's valid
-// rows v fit in it AND there is more than one token tile: M = 129 / 136 1.2-1.6x on 70b-o, 70b-down,
-// 8b-qkv (8b-o 0.88-0.98x), swap n32 at M = 33 1.03-1.10x. Not with more boxes (each box costs: a
-// 64 + 16 split of M = 65 or 1100 lost 5-40%; M = 192 in one 64-row box won 1.18x on 70b-down, lost
-// 5-13% on the others), and not where the partial tile is the only token tile (M <= box: every CTA
-// splits its token loads; M = 20 on n32 in three boxes lost 15-35%).
+// The rule (session 9, the *_tail twins as kernels of their own, interleaved in one process:
+// h200-sm90-tail-twins-2026-11-30.txt): ONE box of the partial tile's valid rows rounded up to 8,
+// where there are exactly two token tiles; fp8 only where that box is at most an eighth of the tile
+// (16 rows unswapped, 8 swapped). int8, 128 x 128, heuristic end to end (envab, two rounds): M = 129
+// 1.31-1.64x on 70b-o, 70b-down, 8b-qkv; M = 160 1.21-1.35x; M = 192 (a 64-row box) 1.08-1.21x.
+// fp8: M = 129 1.25-1.43x, but at M = 160 / 192 the weights-constant launches lost up to 14% (8b-qkv
+// 16.4 -> 18.1 us, 15.5 -> 18.1), and at M = 48 on swap n32 (a 16-row box) 5% on 8b-o. Not where
+// the partial tile is the only token tile (M = 65..100 on the 128-row tile: every CTA splits its
+// loads, 8-17% slower), not with three token tiles (swap n32 at M = 65..80: 2-8% slower); several
+// boxes always lost (each box ~85 cycles per stage, session 8).
 typedef struct tail_boxes {
   int n, rows;
 } tail_boxes;
@@ -467,36 +468,40 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
   const int box = c->swap ? c->bn : SM90_BM;
   const int v = (int)(token_rows % box);
   if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
-  if (mode == 3) {  // one box of the valid rows rounded up to 8 (fewer than 8 missing rows)
-    const int rows = (v + 7) / 8 * 8;
-    if (rows < box) {
-      t.n = 1;
-      t.rows = rows;
-    }
+  if (mode == 2) {  // boxes of an eighth of the tile (at least 8 rows)
+    t.rows = box / 8 < 8 ? 8 : box / 8;
+    t.n = (v + t.rows - 1) / t.rows;
     return t;
   }
-  const int rows = box / 8 < 8 ? 8 : box / 8;
-  if (mode == 2 || (token_rows > box && v <= rows)) {
-    t.n = (v + rows - 1) / rows;
+  const int rows = (v + 7) / 8 * 8;  // one box of the valid rows (fewer than 8 missing rows: TMA fills)
+  const int two_tiles = token_rows > box && token_rows < 2 * (int64_t)box;
+  const int fp8_cap = box / 8 < 8 ? 8 : box / 8;
+  if (rows < box && (mode == 3 || (two_tiles && (c->int8 || rows <= fp8_cap)))) {
+    t.n = 1;
     t.rows = rows;
   }
   return t;
 }
 
-// W8A8_SM90_TAIL=1 (opt-in until the *_tail kernels have run and been measured as kernels of their
-// own, session 8): where the plan's configuration has a token-tail twin and tail_plan would load its
-// partial token tile in boxes (M % tile <= an eighth of the tile, more than one token tile: M = 129
-// .. 144 on the 128 x 128 tiles, 33 .. 40 on two n32 tiles), take the twin (the same tile, pipeline
-// and split; the tail map on top). For A/B runs: scripts/steps/envab.sh with ENVAB_VAR=W8A8_SM90_TAIL.
+// The heuristic's *_tail twins (W8A8_SM90_TAIL, default 1; 0 for A/B runs with
+// scripts/steps/envab.sh): where the plan's configuration has a twin (the same tile, pipeline and
+// split; the tail map on top), tail_plan's rule takes the partial token tile, and the grid fills at
+// least 70% of the SMs. Below that the TMA fill of the missing rows cost nothing measurable (no 128
+// -> 129 step on 8b-o's 64 CTAs or 70b-qkv-tp4's 40) while the twin's extra box per stage did: 8b-o
+// M = 129 13.0 -> 14.1 us, 70b-qkv-tp4 21.6 -> 25.6, swap n32 split 2 on 70b-qkv-tp4 (80 CTAs)
+// 11.4 -> 12.7; at 96 CTAs and more the tail won everywhere measured (8b-qkv: 96).
 static int g_tail_env = -1;
-static void apply_tail(const w8a8_mm_problem *p, sm90_plan *pl) {
-  if (pl->config < 0 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 0)) return;
+static void apply_tail(const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
+  if (pl->config < 0 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1)) return;
   char twin[64];
   snprintf(twin, sizeof twin, "%s_tail", CONFIGS[pl->config].name);
   const int to = find_config(twin);
   if (to < 0) return;
   const sm90_config *c = &CONFIGS[to];
-  if (tail_plan(c, p->M, 1).n > 0) pl->config = to;  // tokens: M (rows_x, or rows_y swapped)
+  const int64_t tokens = p->M, weights = p->N;  // M is rows_x unswapped, rows_y swapped
+  const int tb = c->swap ? c->bn : SM90_BM, wb = c->swap ? SM90_BM : c->bn;
+  const int64_t ctas = (tokens + tb - 1) / tb * ((weights + wb - 1) / wb) * (c->splitk ? pl->split : 1);
+  if (tail_plan(c, tokens, 1).n > 0 && ctas * 10 >= (int64_t)num_sms * 7) pl->config = to;
 }
 
 // w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
@@ -550,7 +555,7 @@ static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int
   apply_fp8_accum(h, &pl);
   if (!tuned) apply_mc2m(h, p, &pl);
   apply_pp(h, p, &pl, num_sms);
-  apply_tail(p, &pl);
+  apply_tail(p, &pl, num_sms);
   return pl;
 }
 
