@@ -137,6 +137,12 @@ static const sm90_config CONFIGS[] = {
     // deep plans of 33..64 carried past 64, where the 128-row tile pays TMA's fill of 48..63 rows)
     SM90_CFG_TAIL("int8_swap_n64_deep_tail", 64, 7, true, true, false, true, 1),
     SM90_CFG_TAIL("fp8_swap_n64_deep_tail", 64, 7, false, true, true, true, 1),
+    // Session 9: twins for the split-K tile (129..256 tokens with few weight tiles and a long K,
+    // plan's split rule) and the wide multicast tile (apply_mc2m's pick at 129..255 tokens).
+    SM90_CFG_TAIL("int8_128x128_splitk_tail", 128, 4, true, false, false, true, 1),
+    SM90_CFG_TAIL("fp8_128x128_promote_splitk_tail", 128, 4, false, false, true, true, 1),
+    SM90_CFG_MC_TAIL("int8_128x256_mc2_tail", 256, 4, true, false),
+    SM90_CFG_MC_TAIL("fp8_128x256_promote_mc2_tail", 256, 4, false, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -338,6 +344,9 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
   return deep_split(dev, ci, 2 * tiles, kblocks, num_sms);
 }
 
+static int g_split256 = -1;  // W8A8_SM90_SPLIT256: 1 (default) plan's split-K tile at 129..256 tokens, 0 not
+static int split256_enabled(void) { return w8a8_env_flag(&g_split256, "W8A8_SM90_SPLIT256", 1); }
+
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens where plan_deep does not apply: the 128 x 128 tile (history: before the deep ring
@@ -370,7 +379,11 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     const sm90_plan pl = plan_deep80(dev, p, num_sms);
     if (pl.config >= 0) return pl;
   }
-  if (p->M <= 128 && tiles128 <= 32 && kblocks_all >= 64) {
+  // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
+  // again), where the unsplit tile left 64 / 40 CTAs with 112 / 64 K-blocks each and the 128 -> 129
+  // step was 1.66x (8b-down int8) and 1.49x (70b-qkv-tp4 int8) in v12; W8A8_SM90_SPLIT256=0 for A/B.
+  const int split256 = p->M > 128 && p->M <= 256 && tiles128 <= 64 && split256_enabled();
+  if (((p->M <= 128 && tiles128 <= 32) || split256) && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
     if (pl.config >= 0) {
       for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
@@ -900,7 +913,8 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // the pingpong ones (passed on a GPU in session 6, measured slower or even: not worth the tuner's
 // time). The deep swap-AB ones (session 6) ran in session 7 and the tuner times them. The multicast
 // ones (session 3) have passed the sm90 suite since session 4 and run at the plain tiles' speed
-// since session 5. The token-tail twins (session 8): not yet measured as kernels of their own.
+// since session 5. The token-tail twins (session 8): only where a token tile is partial, which
+// apply_tail decides after the plan (tuned plans included), so the tuner times the plain tiles.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail);
 }
