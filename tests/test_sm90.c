@@ -482,16 +482,19 @@ W8A8_TEST(sm90_weights_constant_heuristic) {
 }
 
 /* The problem a plan hook sees for an M x N x K product (bf16 out, per-token x per-channel scales)
- * on a device buffer of at least 32 MB: validation wants device memory behind every pointer and no
- * output overlapping an input, so A at 0, the scales at 1 and 2 MB, B at 4 MB (<= 12 MB), the output
- * at 16 MB. */
+ * on a device buffer that holds the operands packed, each from a 1 MB boundary (32 MB for every
+ * caller but sm90_split256_plan's): validation wants device memory behind every pointer and no
+ * output overlapping an input. */
 static w8a8_status plan_problem(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, int64_t N, int64_t K,
                                 w8a8_mm_problem *p) {
+#define MB_UP(x) (((size_t)(x) + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1))
+  const size_t sa = MB_UP(M * K), sb = sa + MB_UP(4 * M), b = sb + MB_UP(4 * N), o = b + MB_UP(N * K);
+#undef MB_UP
   w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
-  w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + (4 << 20));
-  w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + (16 << 20));
-  w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + (1 << 20));
-  w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + (2 << 20));
+  w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + b);
+  w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + o);
+  w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + sa);
+  w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + sb);
   return w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, p);
 }
 
@@ -813,6 +816,58 @@ W8A8_TEST(sm90_deep80_plan) {
     }
   }
   w8a8_sm90_set_deep80(-1); /* back to W8A8_SM90_DEEP80 */
+  cudaFree(dbuf);
+  w8a8_destroy(h);
+}
+
+/* The split-K tile at 129..256 tokens (session 9, W8A8_SM90_SPLIT256 on by default): with at most 64
+ * token x weight tiles of 128 and K >= 12288 the heuristic splits K. N = 4096 (8b-down's 64 tiles at
+ * M = 129: split 2, 128 CTAs, enough for the tail twin): M = 129 the split tile's tail twin; M = 200
+ * the twin for int8, whose rule takes a 72-row box, the plain split tile for fp8; M = 256 (no partial
+ * tile) the plain split tile; K = 8192 (64 K-blocks) an unsplit tile. M = 129 and 200 at N = 512 run
+ * through the public API against the reference (whichever tile the heuristic takes there). */
+W8A8_TEST(sm90_split256_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_SPLIT256") || getenv("W8A8_SM90_TAIL"))
+    SKIP("a tuning table or a planning variable is set");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
+  if (cudaMalloc((void **)&dbuf, 64 << 20) != cudaSuccess) {
+    w8a8_destroy(h);
+    REQUIRE(0, "cudaMalloc");
+  }
+  /* M, N, K, expected: 0 unsplit, 1 the split tile, 2 its tail twin (fp8 / int8 where they differ: 3 = 1 / 2) */
+  static const int64_t cases[][4] = {{129, 4096, 12288, 2}, {200, 4096, 12288, 3}, {256, 4096, 12288, 1},
+                                     {129, 4096, 8192, 0}};
+  int v = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const char *split_name = dt ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk";
+    char tail_name[64];
+    snprintf(tail_name, sizeof tail_name, "%s_tail", split_name);
+    const int sk = w8a8_sm90_config_lookup(split_name, NULL, NULL, NULL);
+    const int skt = w8a8_sm90_config_lookup(tail_name, NULL, NULL, NULL);
+    REQUIRE(sk >= 0 && skt >= 0, "no %s / %s", split_name, tail_name);
+    for (int i = 0; i < 4 && !w8a8_test_failed(); i++, v++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+      const int64_t e = cases[i][3] == 3 ? 1 + dt : cases[i][3];
+      w8a8_mm_problem p;
+      w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
+      CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
+      if (st != W8A8_SUCCESS) break;
+      int split = 0;
+      const int ci = w8a8_sm90_plan(h, &p, &split);
+      const int ok = e == 0 ? ci != sk && ci != skt : (ci == (e == 2 ? skt : sk) && split > 1);
+      CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s split %d, expected %s", dt ? "int8" : "fp8", (long long)M,
+            (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split,
+            e == 0 ? "an unsplit tile" : e == 2 ? tail_name : split_name);
+      if (i < 2) {
+        mm_case c = rotate(in, M, 512, K, v, -1, 0);
+        run_case(&c, 2000 + (uint64_t)v);
+      }
+    }
+  }
   cudaFree(dbuf);
   w8a8_destroy(h);
 }

@@ -380,9 +380,14 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     if (pl.config >= 0) return pl;
   }
   // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
-  // again), where the unsplit tile left 64 / 40 CTAs with 112 / 64 K-blocks each and the 128 -> 129
-  // step was 1.66x (8b-down int8) and 1.49x (70b-qkv-tp4 int8) in v12; W8A8_SM90_SPLIT256=0 for A/B.
-  const int split256 = p->M > 128 && p->M <= 256 && tiles128 <= 64 && split256_enabled();
+  // again) with at least 96 K-blocks (K >= 12288), with the split tile's token-tail twin at 129..144
+  // (apply_tail). Interleaved A/B (W8A8_SM90_SPLIT256, h200-sm90-tail-twins-2026-11-30.txt): 8b-down
+  // (32 weight tiles, 112 K-blocks: the unsplit tile's 64 CTAs, split 2 here) int8 44.6 -> 33.3 us at
+  // M = 129, 1.06-1.11x at 192 / 256; fp8 1.20-1.25x at 129, 1.03-1.09x at 192 / 256. With 64
+  // K-blocks it lost: 70b-qkv-tp4 (20 weight tiles, split 3) M = 129 int8 22.2 -> 27-29 us, fp8
+  // 24.1 -> 26.9, even at 192 (its unsplit 40 CTAs pay no fill cost: the 128 -> 129 step there,
+  // 1.49x in v12, is the 128-token split plan's gain, not a loss at 129).
+  const int split256 = p->M > 128 && p->M <= 256 && tiles128 <= 64 && kblocks_all >= 96 && split256_enabled();
   if (((p->M <= 128 && tiles128 <= 32) || split256) && kblocks_all >= 64) {
     sm90_plan pl = {find_config(int8 ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk"), 1};
     if (pl.config >= 0) {
@@ -465,14 +470,16 @@ static int tail_mode(void) {
 }
 // The rule (session 9, the *_tail twins as kernels of their own, interleaved in one process:
 // h200-sm90-tail-twins-2026-11-30.txt): ONE box of the partial tile's valid rows rounded up to 8,
-// where there are exactly two token tiles; fp8 only where that box is at most an eighth of the tile
-// (16 rows unswapped, 8 swapped). int8, 128 x 128, heuristic end to end (envab, two rounds): M = 129
-// 1.31-1.64x on 70b-o, 70b-down, 8b-qkv; M = 160 1.21-1.35x; M = 192 (a 64-row box) 1.08-1.21x.
-// fp8: M = 129 1.25-1.43x, but at M = 160 / 192 the weights-constant launches lost up to 14% (8b-qkv
-// 16.4 -> 18.1 us, 15.5 -> 18.1), and at M = 48 on swap n32 (a 16-row box) 5% on 8b-o. Not where
-// the partial tile is the only token tile (M = 65..100 on the 128-row tile: every CTA splits its
-// loads, 8-17% slower), not with three token tiles (swap n32 at M = 65..80: 2-8% slower); several
-// boxes always lost (each box ~85 cycles per stage, session 8).
+// where there are exactly two token tiles; fp8, and int8's 128 x 256 tile, only where that box is
+// at most an eighth of the tile (16 rows unswapped, 8 swapped). Heuristic end to end (envab, two
+// rounds): int8 128 x 128 M = 129 1.31-1.64x on 70b-o, 70b-down, 8b-qkv; M = 160 1.21-1.35x; M =
+// 192 (a 64-row box) 1.08-1.21x. fp8 M = 129 1.25-1.43x, but at M = 160 / 192 the weights-constant
+// launches lost up to 14% (8b-qkv 16.4 -> 18.1 us, 15.5 -> 18.1), and at M = 48 on swap n32 (a
+// 16-row box) 5% on 8b-o. int8 128 x 256 (the multicast twin): M = 129 1.13-1.19x on
+// 70b-gateup-tp4 and 8b-gateup, M = 192 1.5-2.5% slower (twice the MMA work per stage against the
+// same fill). Not where the partial tile is the only token tile (M = 65..100 on the 128-row tile:
+// every CTA splits its loads, 8-17% slower), not with three token tiles (swap n32 at M = 65..80:
+// 2-8% slower); several boxes always lost (each box ~85 cycles per stage, session 8).
 typedef struct tail_boxes {
   int n, rows;
 } tail_boxes;
@@ -488,8 +495,8 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
   }
   const int rows = (v + 7) / 8 * 8;  // one box of the valid rows (fewer than 8 missing rows: TMA fills)
   const int two_tiles = token_rows > box && token_rows < 2 * (int64_t)box;
-  const int fp8_cap = box / 8 < 8 ? 8 : box / 8;
-  if (rows < box && (mode == 3 || (two_tiles && (c->int8 || rows <= fp8_cap)))) {
+  const int cap = c->int8 && (c->swap || c->bn <= 128) ? box : box / 8 < 8 ? 8 : box / 8;
+  if (rows < box && (mode == 3 || (two_tiles && rows <= cap))) {
     t.n = 1;
     t.rows = rows;
   }
