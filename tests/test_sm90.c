@@ -34,6 +34,8 @@ void w8a8_sm90_set_tail(int mode);
 void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
 void w8a8_sm90_set_deep80(int on);
+void w8a8_sm90_set_narrow256(int on);
+int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
 
 /* run_case keeps a copy of the GPU output here while g_capture_on is set (sm90_lean_matches_staged). */
 static int g_capture_on;
@@ -482,20 +484,28 @@ W8A8_TEST(sm90_weights_constant_heuristic) {
 }
 
 /* The problem a plan hook sees for an M x N x K product (bf16 out, per-token x per-channel scales)
- * on a device buffer that holds the operands packed, each from a 1 MB boundary (32 MB for every
- * caller but sm90_split256_plan's): validation wants device memory behind every pointer and no
- * output overlapping an input. */
-static w8a8_status plan_problem(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, int64_t N, int64_t K,
-                                w8a8_mm_problem *p) {
+ * on a device buffer of `bytes` that holds the operands packed, each from a 1 MB boundary:
+ * validation wants device memory behind every pointer and no output overlapping an input.
+ * W8A8_ERROR_INVALID_VALUE where they do not fit. */
+static w8a8_status plan_problem(w8a8_handle *h, uint8_t *dbuf, size_t bytes, w8a8_dtype in, int64_t M, int64_t N,
+                                int64_t K, w8a8_mm_problem *p) {
 #define MB_UP(x) (((size_t)(x) + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1))
   const size_t sa = MB_UP(M * K), sb = sa + MB_UP(4 * M), b = sb + MB_UP(4 * N), o = b + MB_UP(N * K);
 #undef MB_UP
+  if (o + 2 * (size_t)(M * N) > bytes) return W8A8_ERROR_INVALID_VALUE;
   w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, dbuf);
   w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, dbuf + b);
   w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dbuf + o);
   w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dbuf + sa);
   w8a8_vector SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dbuf + sb);
   return w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, p);
+}
+
+/* The SMs of the handle's GPU: the plan tests' expectations assume the H200's 132 (the grid gates and
+ * the split loop's occupancy depend on it); elsewhere those checks are left out. */
+static int handle_sms(w8a8_handle *h) {
+  w8a8_handle_info info;
+  return w8a8_get_info(h, &info) == W8A8_SUCCESS ? info.num_sms : 0;
 }
 
 /* W8A8_FP8_ACCUM_FAST: where the heuristic runs a promoting 128 x 256 fp8 tile (fp8_128x256_promote, or
@@ -526,7 +536,7 @@ W8A8_TEST(sm90_fp8_fast_accum) {
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       w8a8_mm_problem p;
-      w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
+      w8a8_status st = plan_problem(h, dbuf, (size_t)64 << 20, in, M, N, K, &p);
       CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
       if (st != W8A8_SUCCESS) break;
       int split = 0;
@@ -663,8 +673,8 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
  * with the tail off, then on, both checked against the reference, the outputs compared byte for
  * byte. Then the heuristic with W8A8_SM90_TAIL on (w8a8_sm90_set_tail_heuristic): with two token
  * tiles on a grid of 128 CTAs (N = 8192) M = 129 and 136 take a *_tail twin, M = 200 (a 72-row box)
- * only for int8; three token tiles (M = 300) and a grid of 16 CTAs (N = 1024) do not; each checked
- * against the reference. */
+ * only for int8; three token tiles (M = 300, N = 4096) and a grid of 16 CTAs (N = 1024) do not; each
+ * checked against the reference (on a GPU with 132 SMs: the gates depend on the count). */
 static int g_tail_test_mode, g_tail_test_config;
 /* Shared memory full of poison before the tail's run: one launch of the same configuration on 256
  * tokens whose operands are all 0x7f (fp8: NaN; int8: 127), so that the stages' rows past M, which the
@@ -728,7 +738,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
   g_weights_constant = 0;
   w8a8_sm90_set_tail(-1);
   g_capture_on = 0;
-  CHECK(ntail >= 12, "%d *_tail configurations, expected 12", ntail);
+  CHECK(ntail >= 14, "%d *_tail configurations, expected 14", ntail);
   /* the heuristic's twins: the plan with W8A8_SM90_TAIL off, then on (plan_problem's buffer) */
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
@@ -738,20 +748,27 @@ W8A8_TEST(sm90_tail_matches_fill) {
     return;
   }
   REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
+  if (handle_sms(h) != 132) { /* the expectations below are the H200's (the 70% grid gate, wide vs 128 x 128) */
+    w8a8_destroy(h);
+    w8a8_sm90_set_tail_heuristic(-1);
+    return;
+  }
   if (cudaMalloc((void **)&dbuf, 32 << 20) != cudaSuccess) {
     w8a8_destroy(h);
     REQUIRE(0, "cudaMalloc");
   }
   {
-    /* M, N, which dtypes take the twin (1 fp8, 2 int8) */
-    static const int64_t cases[][3] = {{129, 8192, 3}, {136, 8192, 3}, {200, 8192, 2}, {300, 8192, 0}, {129, 1024, 0}};
+    /* M, N, which dtypes take the twin (1 fp8, 2 int8). Every base plan here has a twin (checked):
+     * 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at N = 1024), 128 x 128 at M = 300 (96 CTAs,
+     * three token tiles). */
+    static const int64_t cases[][3] = {{129, 8192, 3}, {136, 8192, 3}, {200, 8192, 2}, {300, 4096, 0}, {129, 1024, 0}};
     const int64_t K = 384;
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       for (int mi = 0; mi < 5 && !w8a8_test_failed(); mi++, v++) {
         const int64_t M = cases[mi][0], N = cases[mi][1];
         w8a8_mm_problem p;
-        w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
+        w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
         CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
         if (st != W8A8_SUCCESS) break;
         int split = 0;
@@ -762,6 +779,8 @@ W8A8_TEST(sm90_tail_matches_fill) {
         char twin[64];
         snprintf(twin, sizeof twin, "%s_tail", base >= 0 ? w8a8_sm90_config_name(base) : "");
         const int tw = w8a8_sm90_config_lookup(twin, NULL, NULL, NULL);
+        CHECK(tw >= 0, "%s M=%lld N=%lld: the base plan %s has no *_tail twin (the case would be vacuous)",
+              dt ? "int8" : "fp8", (long long)M, (long long)N, base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
         const int want = tw >= 0 && (cases[mi][2] >> dt & 1) ? tw : base;
         twins += want != base;
         CHECK(with == want, "%s M=%lld N=%lld: W8A8_SM90_TAIL=1 planned %s (off: %s), expected %s", dt ? "int8" : "fp8",
@@ -780,7 +799,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
 
 /* plan_deep80 (W8A8_SM90_DEEP80, session 8's opt-in experiment): at 65..80 tokens with K >= 4096 the
  * heuristic plans the n64 deep tail twin (two token tiles), and the result through the public API is
- * right (M = 65: one 8-row tail box; 72; 80: one 16-row box);
+ * right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the filled box for fp8);
  * M = 81 and K = 2048 keep the other plans. */
 W8A8_TEST(sm90_deep80_plan) {
   NEED_SM90();
@@ -804,7 +823,7 @@ W8A8_TEST(sm90_deep80_plan) {
     for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = 520, K = cases[i][1];
       w8a8_mm_problem p;
-      w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
+      w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
       CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
       if (st != W8A8_SUCCESS) break;
       int split = 0;
@@ -821,11 +840,13 @@ W8A8_TEST(sm90_deep80_plan) {
 }
 
 /* The split-K tile at 129..256 tokens (session 9, W8A8_SM90_SPLIT256 on by default): with at most 64
- * token x weight tiles of 128 and K >= 12288 the heuristic splits K. N = 4096 (8b-down's 64 tiles at
- * M = 129: split 2, 128 CTAs, enough for the tail twin): M = 129 the split tile's tail twin; M = 200
- * the twin for int8, whose rule takes a 72-row box, the plain split tile for fp8; M = 256 (no partial
- * tile) the plain split tile; K = 8192 (64 K-blocks) an unsplit tile. M = 129 and 200 at N = 512 run
- * through the public API against the reference (whichever tile the heuristic takes there). */
+ * token x weight tiles of 128 and at least 96 K-blocks the heuristic splits K. N = 4096 (8b-down's 64
+ * tiles at M = 129: split 2, 128 CTAs, enough for the tail twin): M = 129 the split tile's tail twin;
+ * M = 200 the twin for int8, whose rule takes a 72-row box, the plain split tile for fp8; M = 256 (no
+ * partial tile) the plain split tile; K = 8192 (64 K-blocks) an unsplit tile. Those plan checks need
+ * the H200's 132 SMs and 64 two-CTA clusters at once (elsewhere they are skipped). Then the split tile's
+ * twin forced at N = 512, K = 12288 (96 K-blocks), splits 2 and 8, M = 129 and 200 (one box of 8 and
+ * 72 rows), against the reference: the long-K, wide-split runs sm90_tail_matches_fill does not make. */
 W8A8_TEST(sm90_split256_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_SPLIT256") || getenv("W8A8_SM90_TAIL"))
@@ -849,25 +870,79 @@ W8A8_TEST(sm90_split256_plan) {
     const int sk = w8a8_sm90_config_lookup(split_name, NULL, NULL, NULL);
     const int skt = w8a8_sm90_config_lookup(tail_name, NULL, NULL, NULL);
     REQUIRE(sk >= 0 && skt >= 0, "no %s / %s", split_name, tail_name);
-    for (int i = 0; i < 4 && !w8a8_test_failed(); i++, v++) {
+    const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, sk, 2) >= 128;
+    for (int i = 0; i < 4 && h200 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
       const int64_t e = cases[i][3] == 3 ? 1 + dt : cases[i][3];
       w8a8_mm_problem p;
-      w8a8_status st = plan_problem(h, dbuf, in, M, N, K, &p);
+      w8a8_status st = plan_problem(h, dbuf, (size_t)64 << 20, in, M, N, K, &p);
       CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
       if (st != W8A8_SUCCESS) break;
       int split = 0;
       const int ci = w8a8_sm90_plan(h, &p, &split);
-      const int ok = e == 0 ? ci != sk && ci != skt : (ci == (e == 2 ? skt : sk) && split > 1);
+      const int ok = e == 0 ? ci >= 0 && ci != sk && ci != skt : (ci == (e == 2 ? skt : sk) && split > 1);
       CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s split %d, expected %s", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split,
             e == 0 ? "an unsplit tile" : e == 2 ? tail_name : split_name);
-      if (i < 2) {
-        mm_case c = rotate(in, M, 512, K, v, -1, 0);
-        run_case(&c, 2000 + (uint64_t)v);
-      }
+    }
+    for (int i = 0; i < 4 && !w8a8_test_failed(); i++, v++) {
+      mm_case c = rotate(in, i % 2 ? 200 : 129, 512, 12288, v, skt, i < 2 ? 2 : 8);
+      run_case(&c, 2000 + (uint64_t)v);
     }
   }
+  cudaFree(dbuf);
+  w8a8_destroy(h);
+}
+
+/* plan's opt-in 128 x 64 tile at 129..256 tokens (W8A8_SM90_NARROW256, session 9's candidate for
+ * 8b-o's 128 -> 129 step): on, N = 4096 K = 4096 plans the 128 x 64 tile's tail twin at M = 129 (two
+ * token tiles on 128 CTAs; one 8-row box), the plain tile at M = 256; K = 8192 (64 K-blocks), N =
+ * 4352 (136 CTAs) and the switch off keep other tiles (these on a GPU with 132 SMs: the gates
+ * depend on the count). M = 129 and 200 at N = 512 through the public API with the switch on. */
+W8A8_TEST(sm90_narrow256_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
+  if (cudaMalloc((void **)&dbuf, 32 << 20) != cudaSuccess) {
+    w8a8_destroy(h);
+    REQUIRE(0, "cudaMalloc");
+  }
+  /* M, N, K, switch, expected: 0 another tile, 1 the 128 x 64 tile, 2 its tail twin */
+  static const int64_t cases[][5] = {{129, 4096, 4096, 1, 2}, {256, 4096, 4096, 1, 1}, {129, 4096, 8192, 1, 0},
+                                     {129, 4352, 4096, 1, 0}, {129, 4096, 4096, 0, 0}};
+  int v = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const char *name = dt ? "int8_128x64" : "fp8_128x64_promote";
+    char tail_name[64];
+    snprintf(tail_name, sizeof tail_name, "%s_tail", name);
+    const int plain = w8a8_sm90_config_lookup(name, NULL, NULL, NULL);
+    const int twin = w8a8_sm90_config_lookup(tail_name, NULL, NULL, NULL);
+    REQUIRE(plain >= 0 && twin >= 0, "no %s / %s", name, tail_name);
+    for (int i = 0; i < 5 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], e = cases[i][4];
+      w8a8_mm_problem p;
+      w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
+      CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
+      if (st != W8A8_SUCCESS) break;
+      int split = 0;
+      w8a8_sm90_set_narrow256((int)cases[i][3]);
+      const int ci = w8a8_sm90_plan(h, &p, &split);
+      const int ok = e == 0 ? ci != plain && ci != twin : ci == (e == 2 ? twin : plain);
+      CHECK(ok, "%s M=%lld N=%lld K=%lld narrow256 %d: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M,
+            (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+            e == 0 ? "another tile" : e == 2 ? tail_name : name);
+    }
+    w8a8_sm90_set_narrow256(1);
+    for (int i = 0; i < 2 && !w8a8_test_failed(); i++, v++) {
+      mm_case c = rotate(in, i ? 200 : 129, 512, 1024, v, -1, 0);
+      run_case(&c, 2100 + (uint64_t)v);
+    }
+    w8a8_sm90_set_narrow256(-1);
+  }
+  w8a8_sm90_set_narrow256(-1); /* back to W8A8_SM90_NARROW256 */
   cudaFree(dbuf);
   w8a8_destroy(h);
 }

@@ -77,8 +77,8 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("int8_swap_n16", 16, 5, true, true, false, true, 2),
     SM90_CFG("int8_swap_n32", 32, 4, true, true, false, true, 2),
     SM90_CFG("int8_swap_n64", 64, 3, true, true, false, true, 2),
-    // 17..128 tokens with few weight tiles (N / 128 well under the SM count): the 128 x 128 tile
-    // with its K range split over a cluster (4 stages + the 64 KB partial tile for the DSMEM sum)
+    // 17..128 tokens (and 129..256 with a long K, plan's split256) with few weight tiles (N / 128
+    // well under the SM count): the 128 x 128 tile with its K range split over a cluster (4 stages + the 64 KB partial tile for the DSMEM sum)
     SM90_CFG("fp8_128x128_promote_splitk", 128, 4, false, false, true, true, 1),
     SM90_CFG("int8_128x128_splitk", 128, 4, true, false, false, true, 1),
     // Session 3: B multicast over 2-CTA clusters (half the B bytes from L2 per CTA). Correct since
@@ -143,6 +143,9 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_TAIL("fp8_128x128_promote_splitk_tail", 128, 4, false, false, true, true, 1),
     SM90_CFG_MC_TAIL("int8_128x256_mc2_tail", 256, 4, true, false),
     SM90_CFG_MC_TAIL("fp8_128x256_promote_mc2_tail", 256, 4, false, true),
+    // Session 9, NOT yet run on a GPU: the 128 x 64 tile's twins, for plan's opt-in narrow256 rule.
+    SM90_CFG_TAIL("int8_128x64_tail", 64, 8, true, false, false, false, 1),
+    SM90_CFG_TAIL("fp8_128x64_promote_tail", 64, 8, false, false, true, false, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -347,6 +350,9 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
 static int g_split256 = -1;  // W8A8_SM90_SPLIT256: 1 (default) plan's split-K tile at 129..256 tokens, 0 not
 static int split256_enabled(void) { return w8a8_env_flag(&g_split256, "W8A8_SM90_SPLIT256", 1); }
 
+static int g_narrow256 = -1;  // W8A8_SM90_NARROW256: 1 plan's 128 x 64 tile at 129..256 tokens, 0 (default) not
+static int narrow256_enabled(void) { return w8a8_env_flag(&g_narrow256, "W8A8_SM90_NARROW256", 0); }
+
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens where plan_deep does not apply: the 128 x 128 tile (history: before the deep ring
@@ -380,8 +386,8 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     if (pl.config >= 0) return pl;
   }
   // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
-  // again) with at least 96 K-blocks (K >= 12288), with the split tile's token-tail twin at 129..144
-  // (apply_tail). Interleaved A/B (W8A8_SM90_SPLIT256, h200-sm90-tail-twins-2026-11-30.txt): 8b-down
+  // again) with at least 96 K-blocks of 128 (K > 12160), with the split tile's token-tail twin where
+  // tail_plan takes the partial tile (apply_tail: int8 at 129..248 tokens, fp8 at 129..144). Interleaved A/B (W8A8_SM90_SPLIT256, h200-sm90-tail-twins-2026-11-30.txt): 8b-down
   // (32 weight tiles, 112 K-blocks: the unsplit tile's 64 CTAs, split 2 here) int8 44.6 -> 33.3 us at
   // M = 129, 1.06-1.11x at 192 / 256; fp8 1.20-1.25x at 129, 1.03-1.09x at 192 / 256. With 64
   // K-blocks it lost: 70b-qkv-tp4 (20 weight tiles, split 3) M = 129 int8 22.2 -> 27-29 us, fp8
@@ -409,6 +415,15 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // rows out of bounds) it lost on 8b-qkv (16.1 vs 15.0; M <= 64 is plan_deep's now), and at M =
   // 256 on 8b-qkv and 70b-o-tp4; the edge at 88 lies between those, unmeasured.
   if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && kblocks_all <= 32) {
+    sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
+    if (pl.config >= 0) return pl;
+  }
+  // 129..256 tokens, opt-in (W8A8_SM90_NARROW256=1; session 9, NOT yet measured): the same 128 x 64
+  // tile where its two token tiles still fit one wave (2 x N / 64 <= SMs: N <= 4224 on the H200),
+  // with its token-tail twin (apply_tail). The candidate for 8b-o's 128 -> 129 step (v12: int8 10.1 ->
+  // 13.6 us, fp8 11.0 -> 14.5): 128 tokens run this tile on 64 CTAs, 129 the 128 x 128 multicast tile
+  // on 64 CTAs with 127 of the second token tile's rows filled, and no tail (under 70% of the SMs).
+  if (p->M > 128 && p->M <= 256 && 2 * ((p->N + 63) / 64) <= num_sms && kblocks_all <= 32 && narrow256_enabled()) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
@@ -512,7 +527,8 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
 // 11.4 -> 12.7; at 96 CTAs and more the tail won everywhere measured (8b-qkv: 96).
 static int g_tail_env = -1;
 static void apply_tail(const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
-  if (pl->config < 0 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1)) return;
+  // Only under tail_plan's rule (mode 1): with the tail off or a test mode the twin would run without it.
+  if (pl->config < 0 || tail_mode() != 1 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1)) return;
   char twin[64];
   snprintf(twin, sizeof twin, "%s_tail", CONFIGS[pl->config].name);
   const int to = find_config(twin);
@@ -567,7 +583,8 @@ static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan 
 
 // The plan of a launch without a forced configuration: the tuning table's, else the heuristic's
 // with the multicast twin at 129..255 tokens; then the handle's settings (fast accumulation, and
-// the opt-in pingpong tiles).
+// the opt-in pingpong tiles); last the token-tail twin where a token tile is partial (apply_tail,
+// tuned plans included).
 static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan pl;
   const int tuned = tuned_plan(h, p, &pl);
@@ -743,6 +760,10 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
+// on: 1 / 0 plan's 128 x 64 tile at 129..256 tokens or not (W8A8_SM90_NARROW256), -1 back to the variable
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
+  __atomic_store_n(&g_narrow256, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) {
   __atomic_store_n(&g_tail_env, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
@@ -758,6 +779,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif
 
