@@ -78,7 +78,8 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("int8_swap_n32", 32, 4, true, true, false, true, 2),
     SM90_CFG("int8_swap_n64", 64, 3, true, true, false, true, 2),
     // 17..128 tokens (and 129..256 with a long K, plan's split256) with few weight tiles (N / 128
-    // well under the SM count): the 128 x 128 tile with its K range split over a cluster (4 stages + the 64 KB partial tile for the DSMEM sum)
+    // well under the SM count): the 128 x 128 tile with its K range split over a cluster (4 stages
+    // + the 64 KB partial tile for the DSMEM sum)
     SM90_CFG("fp8_128x128_promote_splitk", 128, 4, false, false, true, true, 1),
     SM90_CFG("int8_128x128_splitk", 128, 4, true, false, false, true, 1),
     // Session 3: B multicast over 2-CTA clusters (half the B bytes from L2 per CTA). Correct since
@@ -387,10 +388,11 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   }
   // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
   // again) with at least 96 K-blocks of 128 (K > 12160), with the split tile's token-tail twin where
-  // tail_plan takes the partial tile (apply_tail: int8 at 129..248 tokens, fp8 at 129..144). Interleaved A/B (W8A8_SM90_SPLIT256, h200-sm90-tail-twins-2026-11-30.txt): 8b-down
-  // (32 weight tiles, 112 K-blocks: the unsplit tile's 64 CTAs, split 2 here) int8 44.6 -> 33.3 us at
-  // M = 129, 1.06-1.11x at 192 / 256; fp8 1.20-1.25x at 129, 1.03-1.09x at 192 / 256. With 64
-  // K-blocks it lost: 70b-qkv-tp4 (20 weight tiles, split 3) M = 129 int8 22.2 -> 27-29 us, fp8
+  // tail_plan takes the partial tile (apply_tail: int8 at 129..248 tokens, fp8 at 129..144).
+  // Interleaved A/B (W8A8_SM90_SPLIT256, h200-sm90-tail-twins-2026-11-30.txt): 8b-down (32 weight
+  // tiles, 112 K-blocks: the unsplit tile's 64 CTAs, split 2 here) int8 44.6 -> 33.3 us at M = 129,
+  // 1.06-1.11x at 192 / 256; fp8 1.20-1.25x at 129, 1.03-1.09x at 192 / 256. With 64 K-blocks it
+  // lost: 70b-qkv-tp4 (20 weight tiles, split 3) M = 129 int8 22.2 -> 27-29 us, fp8
   // 24.1 -> 26.9, even at 192 (its unsplit 40 CTAs pay no fill cost: the 128 -> 129 step there,
   // 1.49x in v12, is the 128-token split plan's gain, not a loss at 129).
   const int split256 = p->M > 128 && p->M <= 256 && tiles128 <= 64 && kblocks_all >= 96 && split256_enabled();
