@@ -20,6 +20,7 @@
 #   torchcmp  bench/torch_compare.py (issue 4's side-by-side) -> $OUT/h200-torch-compare.{jsonl,md}
 #   tpbench   w8a8 tp-bench --local W for W = 2, 4 (and the real GPUs when there are 2+)
 #   stack     the layer-stack benchmark (bench/tp_stack) at every TP size the machine allows
+#   (and scripts/steps/NAME.sh for any other NAME: sm90ab, envab, oldab, tpgroup, ...; see their headers)
 # Env: BUILD (build-dev), BUDGET_S (stop starting steps after this many seconds, 560),
 #      TORCH_M / TORCH_SUITES (torch_compare's --m / --suites), TORCH_BUDGET_S (200)
 set -u

@@ -640,7 +640,7 @@ __attribute__((unused)) static int g_timeline_max, g_timeline_ctas;
 // tiles (M rounded up to 128, or to the token tile when swapped), so a partial tile's rows past M are
 // read from memory instead of being filled by TMA. This READS PAST THE CALLER'S A: only for a caller
 // whose A buffer has those rows (sm90_dev allocates 16384); the outputs past M are still not stored.
-static int g_pad_tokens;
+__attribute__((unused)) static int g_pad_tokens;  // set but unread without sm_90a
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_pad_tokens(int on) { g_pad_tokens = on != 0; }
 
 // Whether the kernels carry the timeline (built with -DW8A8_SM90_TIMELINE, see SM90_TL).
@@ -785,6 +785,20 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif
 
+#if defined(W8A8_HAVE_SM90A)
+// A ready launch's tile-order group (sm90_args.group): the whole X tiles of the own rows (the chunk
+// that starts at first_row), 1..SM90_GROUP. W8A8_SM90_TP_GROUP=0 keeps SM90_GROUP (A/B runs).
+static int g_tp_group = -1;
+static int tp_group_enabled(void) { return w8a8_env_flag(&g_tp_group, "W8A8_SM90_TP_GROUP", 1); }
+static int ready_group(const w8a8_mm_ready *r) {
+  int64_t end = r->first_row;
+  for (int j = 0; j < r->n; j++)
+    if ((j ? r->end[j - 1] : 0) == r->first_row && r->end[j] > end) end = r->end[j];
+  const int64_t tiles = end / SM90_BM - (r->first_row + SM90_BM - 1) / SM90_BM;
+  return tiles < 1 ? 1 : tiles > SM90_GROUP ? SM90_GROUP : (int)tiles;
+}
+#endif
+
 static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split) {
 #if !defined(W8A8_HAVE_SM90A)
   (void)h;
@@ -835,6 +849,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
   __atomic_store_n(&g_last_tail, tail.n * 1000 + tail.rows, __ATOMIC_RELAXED);
+  a.group = SM90_GROUP;
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;
@@ -849,6 +864,13 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
       a.rot_y = (int)((p->ready->first_row + c->bn - 1) / c->bn) % a.tiles_y;
     else
       a.rot_x = (int)((p->ready->first_row + SM90_BM - 1) / SM90_BM) % a.tiles_x;
+    // Groups of the tile order no wider than the own rows' whole X tiles (unswapped, one tile per CTA
+    // pass: MC = 1): where a rank's rows span fewer than SM90_GROUP tiles (TP = 2 at 1024 tokens: 4),
+    // a group of 8 mixed own and peer tiles, so half the CTAs began on a peer tile and spun on its
+    // flag with their own tiles queued behind it, and the fused all-gather + GEMM took the unfused
+    // time (tp-bench 70b-qkv M = 1024: 121.5 vs 123.9 us; helper-31's reading, NOTES). Only kernels
+    // built with -DW8A8_SM90_RUNTIME_GROUP read it (sm90_args.group); NOT yet run.
+    if (!c->swap && c->mcast != 2 && tp_group_enabled()) a.group = ready_group(p->ready);
   }
 
   // Split-K configs: one tile per cluster (not persistent). A cluster's CTAs meet at two cluster

@@ -146,6 +146,12 @@ typedef struct sm90_args {
   // and not a run-time one: the same producer code in every kernel ran the fp8 128 x 128 promote
   // tiles 13-15% slower where no tile is partial (session 8, h200-sm90-token-tail-2026-11-30.txt).
   int tail_n, tail_rows;
+  // X tiles per group of the tile order (sm90_tile_coords): SM90_GROUP, fewer where a ready launch's
+  // own rows span fewer X tiles (each group then holds only one rank's rows: session 9). Read only by
+  // kernels built with -DW8A8_SM90_RUNTIME_GROUP (NOT yet run: the run-time divisor changes every
+  // kernel's code, and code layout alone has cost 5-15% before; A/B it with build-alt first). Last, so
+  // that the other fields keep their offsets in the default build.
+  int group;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -604,14 +610,19 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
   }
 }
 
-// Tile t of the grouped order -> (tile_x, tile_y). Groups of SM90_GROUP tiles along X walk Y;
-// inside a group X moves fastest, so the CTAs running at one time share a few X tiles and a
-// band of Y tiles in L2.
+// Tile t of the grouped order -> (tile_x, tile_y). Groups of SM90_GROUP tiles (a.group with
+// W8A8_SM90_RUNTIME_GROUP: fewer in ready launches) along X walk Y; inside a group X moves fastest, so the CTAs running at one time
+// share a few X tiles and a band of Y tiles in L2.
 SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
-  int per_group = SM90_GROUP * a.tiles_y;
+#if defined(W8A8_SM90_RUNTIME_GROUP)
+  const int group = a.group;
+#else
+  const int group = SM90_GROUP;
+#endif
+  int per_group = group * a.tiles_y;
   int g = t / per_group;
-  int first = g * SM90_GROUP;
-  int gsize = min(a.tiles_x - first, SM90_GROUP);
+  int first = g * group;
+  int gsize = min(a.tiles_x - first, group);
   int local = t - g * per_group;
   tx = first + local % gsize;
   ty = local / gsize;
