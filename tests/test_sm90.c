@@ -797,10 +797,12 @@ W8A8_TEST(sm90_tail_matches_fill) {
   w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
 }
 
-/* plan_deep80 (W8A8_SM90_DEEP80, session 8's opt-in experiment): at 65..80 tokens with K >= 4096 the
- * heuristic plans the n64 deep tail twin (two token tiles), and the result through the public API is
- * right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the filled box for fp8);
- * M = 81 and K = 2048 keep the other plans. */
+/* plan_deep80: taken wherever it applies (w8a8_sm90_set_deep80(1), session 8's experiment), at 65..80
+ * tokens with K >= 4096 the heuristic plans the n64 deep tail twin (two token tiles), and the result
+ * through the public API is right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the
+ * filled box for fp8); M = 81 and K = 2048 keep the other plans. Then the default rule (mode 2) on a
+ * GPU with 132 SMs: split 2 on >= 70% of the SMs, i.e. N = 4096 (64 tiles x 2) at M = 65 and 80, not N =
+ * 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs). */
 W8A8_TEST(sm90_deep80_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -832,6 +834,25 @@ W8A8_TEST(sm90_deep80_plan) {
             (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
       mm_case c = rotate(in, M, N, K, v, -1, 0);
       run_case(&c, 1900 + (uint64_t)v);
+    }
+  }
+  if (handle_sms(h) == 132) {
+    w8a8_sm90_set_deep80(2);
+    static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {80, 4096, 4096, 1}, {72, 6144, 4096, 0}, {65, 2560, 8192, 0}};
+    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+      for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+        const int64_t M = rule[i][0], N = rule[i][1], K = rule[i][2];
+        w8a8_mm_problem p;
+        w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
+        CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
+        if (st != W8A8_SUCCESS) break;
+        int split = 0;
+        const int ci = w8a8_sm90_plan(h, &p, &split);
+        const int ok = rule[i][3] ? ci == twins[dt] && split == 2 : ci >= 0 && ci != twins[dt];
+        CHECK(ok, "%s M=%lld N=%lld K=%lld, the default rule: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
+              (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
+      }
     }
   }
   w8a8_sm90_set_deep80(-1); /* back to W8A8_SM90_DEEP80 */

@@ -332,20 +332,38 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
   return a;
 }
 
-// W8A8_SM90_DEEP80=1 (opt-in experiment, session 8, not yet run): 65..80 tokens on the n64 deep ring
-// with two token tiles (the second holds 1..16 tokens, loaded through the token tail where tail_plan
-// takes it), plan_deep's split rule over twice the weight tiles: the 64 -> 65 step (1.15-1.42x in
-// v11) comes from leaving the deep plans for the 128-row tile, whose token box then has 48..63 of
-// its 128 rows filled by TMA. Same conditions as plan_deep above 32 tokens (at least 32 K-blocks).
-static int g_deep80 = -1;
+// 65..80 tokens on the n64 deep ring with two token tiles (the second holds 1..16 tokens, loaded
+// through the token tail where tail_plan takes it: int8 always, fp8 up to 8 rows), plan_deep's split
+// rule over twice the weight tiles: the 64 -> 65 step (1.15-1.42x in v11/v12) comes from leaving the
+// deep plans for the 128-row tile, whose token box then has 48..63 of its 128 rows filled by TMA.
+// Same conditions as plan_deep above 32 tokens (at least 32 K-blocks). Session 9 (envab
+// W8A8_SM90_DEEP80, h200-sm90-tail-twins-2026-11-30.txt part 3, taking it wherever it applied): won
+// where the split is 2 on a grid of >= 70% of the SMs (8b-o: 64 tiles x 2 = 128 CTAs, 1.06-1.15x;
+// 8b-down 1.00-1.06x), lost or was mixed elsewhere (8b-qkv, split 1 on 96 CTAs: 0.82-0.87x;
+// 70b-qkv-tp4, split 2 on 80: fp8 0.90-0.98x; 70b-down-tp4, split 1 on 128: 1.08x at 65 / 72, 0.87-0.94x
+// at 80). The default takes only the first kind (fitted on two shapes; NOT yet run as a rule).
+// W8A8_SM90_DEEP80: unset the rule, 1 wherever it applies (the session-8 experiment), 0 never.
+static int g_deep80 = -1;  // -1 unresolved, 0 never, 1 wherever it applies, 2 the rule
+static int deep80_mode(void) {
+  int v = __atomic_load_n(&g_deep80, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("W8A8_SM90_DEEP80");
+    v = e && e[0] == '0' ? 0 : e && e[0] == '1' ? 1 : 2;
+    __atomic_store_n(&g_deep80, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
 static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->M <= 64 || p->M > 80 || !w8a8_env_flag(&g_deep80, "W8A8_SM90_DEEP80", 0)) return none;
+  const int mode = p->M > 64 && p->M <= 80 ? deep80_mode() : 0;
+  if (mode == 0) return none;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (kblocks < 32) return none;
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
   const int ci = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n64_deep_tail" : "fp8_swap_n64_deep_tail");
-  return deep_split(dev, ci, 2 * tiles, kblocks, num_sms);
+  const sm90_plan pl = deep_split(dev, ci, 2 * tiles, kblocks, num_sms);
+  if (mode == 2 && (pl.split != 2 || 2 * tiles * pl.split * 10 < 7LL * num_sms)) return none;
+  return pl;
 }
 
 static int g_split256 = -1;  // W8A8_SM90_SPLIT256: 1 (default) plan's split-K tile at 129..256 tokens, 0 not
@@ -758,9 +776,9 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on)
 // The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
 static int g_last_tail;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
-// on: 1 / 0 plan_deep80 or not (W8A8_SM90_DEEP80), -1 back to the variable
+// on: 1 plan_deep80 wherever it applies, 0 never, 2 its default rule, -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
-  __atomic_store_n(&g_deep80, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
 // on: 1 / 0 plan's 128 x 64 tile at 129..256 tokens or not (W8A8_SM90_NARROW256), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
