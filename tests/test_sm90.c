@@ -836,7 +836,8 @@ W8A8_TEST(sm90_deep80_plan) {
       run_case(&c, 1900 + (uint64_t)v);
     }
   }
-  if (handle_sms(h) == 132) {
+  if (handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, twins[0], 2) >= 128 &&
+      w8a8_sm90_config_max_ctas(h, twins[1], 2) >= 128) {
     w8a8_sm90_set_deep80(2);
     static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {80, 4096, 4096, 1}, {72, 6144, 4096, 0}, {65, 2560, 8192, 0}};
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {

@@ -341,7 +341,9 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // where the split is 2 on a grid of >= 70% of the SMs (8b-o: 64 tiles x 2 = 128 CTAs, 1.06-1.15x;
 // 8b-down 1.00-1.06x), lost or was mixed elsewhere (8b-qkv, split 1 on 96 CTAs: 0.82-0.87x;
 // 70b-qkv-tp4, split 2 on 80: fp8 0.90-0.98x; 70b-down-tp4, split 1 on 128: 1.08x at 65 / 72, 0.87-0.94x
-// at 80). The default takes only the first kind (fitted on two shapes; NOT yet run as a rule).
+// at 80). The default takes only the first kind (fitted on two shapes; NOT yet run as a rule). With
+// the weights-constant hint those two were even (fp8 8b-o 0.98-0.99x, 8b-down 0.99-1.04x); the rule
+// does not look at the hint.
 // W8A8_SM90_DEEP80: unset the rule, 1 wherever it applies (the session-8 experiment), 0 never.
 static int g_deep80 = -1;  // -1 unresolved, 0 never, 1 wherever it applies, 2 the rule
 static int deep80_mode(void) {
@@ -882,8 +884,8 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
       a.rot_y = (int)((p->ready->first_row + c->bn - 1) / c->bn) % a.tiles_y;
     else
       a.rot_x = (int)((p->ready->first_row + SM90_BM - 1) / SM90_BM) % a.tiles_x;
-    // Groups of the tile order no wider than the own rows' whole X tiles (unswapped, one tile per CTA
-    // pass: MC = 1): where a rank's rows span fewer than SM90_GROUP tiles (TP = 2 at 1024 tokens: 4),
+    // Groups of the tile order no wider than the own rows' whole X tiles (unswapped, MC = 1: the
+    // persistent tiles and the split-K ones, whose clusters take items in the same order): where a rank's rows span fewer than SM90_GROUP tiles (TP = 2 at 1024 tokens: 4),
     // a group of 8 mixed own and peer tiles, so half the CTAs began on a peer tile and spun on its
     // flag with their own tiles queued behind it, and the fused all-gather + GEMM took the unfused
     // time (tp-bench 70b-qkv M = 1024: 121.5 vs 123.9 us; helper-31's reading, NOTES). Only kernels

@@ -611,8 +611,8 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
 }
 
 // Tile t of the grouped order -> (tile_x, tile_y). Groups of SM90_GROUP tiles (a.group with
-// W8A8_SM90_RUNTIME_GROUP: fewer in ready launches) along X walk Y; inside a group X moves fastest, so the CTAs running at one time
-// share a few X tiles and a band of Y tiles in L2.
+// W8A8_SM90_RUNTIME_GROUP: fewer in ready launches) along X walk Y; inside a group X moves fastest,
+// so the CTAs running at one time share a few X tiles and a band of Y tiles in L2.
 SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
 #if defined(W8A8_SM90_RUNTIME_GROUP)
   const int group = a.group;
