@@ -501,6 +501,24 @@ static w8a8_status plan_problem(w8a8_handle *h, uint8_t *dbuf, size_t bytes, w8a
   return w8a8_validate_scaled_mm("test_sm90", h, &A, &B, &SA, &SB, NULL, NULL, &O, p);
 }
 
+/* The heuristic's plan (configuration index, -1 for none; *split its split) for an M x N x K product
+ * as plan_problem lays it out; PLAN_INVALID (the test failed) where validation refused it. */
+#define PLAN_INVALID (-2)
+static int plan_of(w8a8_handle *h, uint8_t *dbuf, size_t bytes, w8a8_dtype in, int64_t M, int64_t N, int64_t K,
+                   int *split) {
+  w8a8_mm_problem p;
+  const w8a8_status st = plan_problem(h, dbuf, bytes, in, M, N, K, &p);
+  CHECK(st == W8A8_SUCCESS, "M=%lld N=%lld K=%lld in %zu bytes: %s %s", (long long)M, (long long)N, (long long)K,
+        bytes, w8a8_status_name(st), w8a8_last_error());
+  return st == W8A8_SUCCESS ? w8a8_sm90_plan(h, &p, split) : PLAN_INVALID;
+}
+
+/* The *_tail twin of configuration `name` (its index, -1 if none); the twin's name in buf. */
+static int tail_twin(const char *name, char *buf, size_t len) {
+  snprintf(buf, len, "%s_tail", name);
+  return w8a8_sm90_config_lookup(buf, NULL, NULL, NULL);
+}
+
 /* The SMs of the handle's GPU: the plan tests' expectations assume the H200's 132 (the grid gates and
  * the split loop's occupancy depend on it); elsewhere those checks are left out. */
 static int handle_sms(w8a8_handle *h) {
@@ -535,15 +553,12 @@ W8A8_TEST(sm90_fp8_fast_accum) {
     const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      w8a8_mm_problem p;
-      w8a8_status st = plan_problem(h, dbuf, (size_t)64 << 20, in, M, N, K, &p);
-      CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
-      if (st != W8A8_SUCCESS) break;
       int split = 0;
       CHECK(w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_PRECISE) == W8A8_SUCCESS, "set_fp8_accum");
-      const int precise = w8a8_sm90_plan(h, &p, &split);
+      const int precise = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
+      if (precise == PLAN_INVALID) break;
       CHECK(w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_FAST) == W8A8_SUCCESS, "set_fp8_accum");
-      const int fast = w8a8_sm90_plan(h, &p, &split);
+      const int fast = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (dt == 0 && si == 0)
         CHECK(precise == promote256, "M=%lld N=%lld: precise plan is %s, expected fp8_128x256_promote", (long long)M,
               (long long)N, w8a8_sm90_config_name(precise));
@@ -767,18 +782,14 @@ W8A8_TEST(sm90_tail_matches_fill) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       for (int mi = 0; mi < 5 && !w8a8_test_failed(); mi++, v++) {
         const int64_t M = cases[mi][0], N = cases[mi][1];
-        w8a8_mm_problem p;
-        w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
-        CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
-        if (st != W8A8_SUCCESS) break;
         int split = 0;
         w8a8_sm90_set_tail_heuristic(0);
-        const int base = w8a8_sm90_plan(h, &p, &split);
+        const int base = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+        if (base == PLAN_INVALID) break;
         w8a8_sm90_set_tail_heuristic(1);
-        const int with = w8a8_sm90_plan(h, &p, &split);
+        const int with = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
         char twin[64];
-        snprintf(twin, sizeof twin, "%s_tail", base >= 0 ? w8a8_sm90_config_name(base) : "");
-        const int tw = w8a8_sm90_config_lookup(twin, NULL, NULL, NULL);
+        const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
         CHECK(tw >= 0, "%s M=%lld N=%lld: the base plan %s has no *_tail twin (the case would be vacuous)",
               dt ? "int8" : "fp8", (long long)M, (long long)N, base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
         const int want = tw >= 0 && (cases[mi][2] >> dt & 1) ? tw : base;
@@ -824,12 +835,9 @@ W8A8_TEST(sm90_deep80_plan) {
     const int twin = twins[dt];
     for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = 520, K = cases[i][1];
-      w8a8_mm_problem p;
-      w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
-      CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
-      if (st != W8A8_SUCCESS) break;
       int split = 0;
-      const int ci = w8a8_sm90_plan(h, &p, &split);
+      const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
       CHECK((ci == twin) == (i < 3), "%s M=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
             (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
       mm_case c = rotate(in, M, N, K, v, -1, 0);
@@ -844,12 +852,9 @@ W8A8_TEST(sm90_deep80_plan) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
         const int64_t M = rule[i][0], N = rule[i][1], K = rule[i][2];
-        w8a8_mm_problem p;
-        w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
-        CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
-        if (st != W8A8_SUCCESS) break;
         int split = 0;
-        const int ci = w8a8_sm90_plan(h, &p, &split);
+        const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+        if (ci == PLAN_INVALID) break;
         const int ok = rule[i][3] ? ci == twins[dt] && split == 2 : ci >= 0 && ci != twins[dt];
         CHECK(ok, "%s M=%lld N=%lld K=%lld, the default rule: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
               (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
@@ -888,20 +893,16 @@ W8A8_TEST(sm90_split256_plan) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const char *split_name = dt ? "int8_128x128_splitk" : "fp8_128x128_promote_splitk";
     char tail_name[64];
-    snprintf(tail_name, sizeof tail_name, "%s_tail", split_name);
     const int sk = w8a8_sm90_config_lookup(split_name, NULL, NULL, NULL);
-    const int skt = w8a8_sm90_config_lookup(tail_name, NULL, NULL, NULL);
+    const int skt = tail_twin(split_name, tail_name, sizeof tail_name);
     REQUIRE(sk >= 0 && skt >= 0, "no %s / %s", split_name, tail_name);
     const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, sk, 2) >= 128;
     for (int i = 0; i < 4 && h200 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
       const int64_t e = cases[i][3] == 3 ? 1 + dt : cases[i][3];
-      w8a8_mm_problem p;
-      w8a8_status st = plan_problem(h, dbuf, (size_t)64 << 20, in, M, N, K, &p);
-      CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
-      if (st != W8A8_SUCCESS) break;
       int split = 0;
-      const int ci = w8a8_sm90_plan(h, &p, &split);
+      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
       const int ok = e == 0 ? ci >= 0 && ci != sk && ci != skt : (ci == (e == 2 ? skt : sk) && split > 1);
       CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s split %d, expected %s", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split,
@@ -939,19 +940,15 @@ W8A8_TEST(sm90_narrow256_plan) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const char *name = dt ? "int8_128x64" : "fp8_128x64_promote";
     char tail_name[64];
-    snprintf(tail_name, sizeof tail_name, "%s_tail", name);
     const int plain = w8a8_sm90_config_lookup(name, NULL, NULL, NULL);
-    const int twin = w8a8_sm90_config_lookup(tail_name, NULL, NULL, NULL);
+    const int twin = tail_twin(name, tail_name, sizeof tail_name);
     REQUIRE(plain >= 0 && twin >= 0, "no %s / %s", name, tail_name);
     for (int i = 0; i < 5 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], e = cases[i][4];
-      w8a8_mm_problem p;
-      w8a8_status st = plan_problem(h, dbuf, (size_t)32 << 20, in, M, N, K, &p);
-      CHECK(st == W8A8_SUCCESS, "validate: %s", w8a8_last_error());
-      if (st != W8A8_SUCCESS) break;
       int split = 0;
       w8a8_sm90_set_narrow256((int)cases[i][3]);
-      const int ci = w8a8_sm90_plan(h, &p, &split);
+      const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
       const int ok = e == 0 ? ci >= 0 && ci != plain && ci != twin : ci == (e == 2 ? twin : plain);
       CHECK(ok, "%s M=%lld N=%lld K=%lld narrow256 %d: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",

@@ -21,7 +21,6 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common.cuh"
@@ -184,17 +183,7 @@ static unsigned long long g_gemv_launches;  // for the tests: proof that this ke
 extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv(int on) {
   __atomic_store_n(&g_gemv, on < 0 ? -1 : on == 1 ? GEMV_ON : on == 2 ? GEMV_AUTO : GEMV_OFF, __ATOMIC_RELAXED);
 }
-static int gemv_mode(void) {
-  int v = __atomic_load_n(&g_gemv, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_GEMV");
-    int want = e && e[0] == '0' ? GEMV_OFF : e && e[0] == '1' ? GEMV_ON : GEMV_AUTO, unread = -1;
-    // only over "not read yet": a hook's value stored meanwhile wins
-    if (!__atomic_compare_exchange_n(&g_gemv, &unread, want, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return unread;
-    v = want;
-  }
-  return v;
-}
+static int gemv_mode(void) { return w8a8_env_mode(&g_gemv, "W8A8_GEMV", GEMV_AUTO); }
 extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_gemv_launches(void) {
   return __atomic_load_n(&g_gemv_launches, __ATOMIC_RELAXED);
 }

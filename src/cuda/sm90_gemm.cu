@@ -346,15 +346,7 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // does not look at the hint.
 // W8A8_SM90_DEEP80: unset the rule, 1 wherever it applies (the session-8 experiment), 0 never.
 static int g_deep80 = -1;  // -1 unresolved, 0 never, 1 wherever it applies, 2 the rule
-static int deep80_mode(void) {
-  int v = __atomic_load_n(&g_deep80, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_SM90_DEEP80");
-    v = e && e[0] == '0' ? 0 : e && e[0] == '1' ? 1 : 2;
-    __atomic_store_n(&g_deep80, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
+static int deep80_mode(void) { return w8a8_env_mode(&g_deep80, "W8A8_SM90_DEEP80", 2); }
 static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   const int mode = p->M > 64 && p->M <= 80 ? deep80_mode() : 0;
