@@ -764,7 +764,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 // (W8A8_SM90_SPLIT_QUAD) or element by element; set_lean: the lean epilogue where it applies
 // (W8A8_SM90_LEAN) or sm90_epi_staged.
 #if defined(W8A8_HAVE_SM90A)
-static void set_switch(int *g, int on) { *g = on < 0 ? -1 : on ? 1 : 0; }
+static void set_switch(int *g, int on) { __atomic_store_n(g, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { set_switch(&g_split_quad, on); }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on); }
 // The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
@@ -775,13 +775,9 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
 // on: 1 / 0 plan's 128 x 64 tile at 129..256 tokens or not (W8A8_SM90_NARROW256), -1 back to the variable
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
-  __atomic_store_n(&g_narrow256, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { set_switch(&g_narrow256, on); }
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) {
-  __atomic_store_n(&g_tail_env, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { set_switch(&g_tail_env, on); }
 // mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
 // partial, -1 the default (1)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
