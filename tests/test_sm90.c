@@ -812,8 +812,8 @@ W8A8_TEST(sm90_tail_matches_fill) {
  * tokens with K >= 4096 the heuristic plans the n64 deep tail twin (two token tiles), and the result
  * through the public API is right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the
  * filled box for fp8); M = 81 and K = 2048 keep the other plans. Then the default rule (mode 2) on a
- * GPU with 132 SMs: split 2 on >= 70% of the SMs, i.e. N = 4096 (64 tiles x 2) at M = 65 and 80, not N =
- * 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs). */
+ * GPU with 132 SMs: split 2 on >= 70% of the SMs, i.e. N = 4096 (64 tiles x 2) at M = 65 and 72 (80 for
+ * int8 only), not N = 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs). */
 W8A8_TEST(sm90_deep80_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -847,15 +847,18 @@ W8A8_TEST(sm90_deep80_plan) {
   if (handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, twins[0], 2) >= 128 &&
       w8a8_sm90_config_max_ctas(h, twins[1], 2) >= 128) {
     w8a8_sm90_set_deep80(2);
-    static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {80, 4096, 4096, 1}, {72, 6144, 4096, 0}, {65, 2560, 8192, 0}};
+    /* expected: 1 the twin, 0 not, 2 int8 only (fp8's rule stops at 72 tokens) */
+    static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {72, 4096, 4096, 1}, {80, 4096, 4096, 2},
+                                      {72, 6144, 4096, 0}, {65, 2560, 8192, 0}};
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+      for (int i = 0; i < 5 && !w8a8_test_failed(); i++) {
         const int64_t M = rule[i][0], N = rule[i][1], K = rule[i][2];
         int split = 0;
         const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
         if (ci == PLAN_INVALID) break;
-        const int ok = rule[i][3] ? ci == twins[dt] && split == 2 : ci >= 0 && ci != twins[dt];
+        const int want = rule[i][3] == 2 ? dt : (int)rule[i][3];
+        const int ok = want ? ci == twins[dt] && split == 2 : ci >= 0 && ci != twins[dt];
         CHECK(ok, "%s M=%lld N=%lld K=%lld, the default rule: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
               (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
       }
@@ -917,11 +920,12 @@ W8A8_TEST(sm90_split256_plan) {
   w8a8_destroy(h);
 }
 
-/* plan's opt-in 128 x 64 tile at 129..256 tokens (W8A8_SM90_NARROW256, session 9's candidate for
- * 8b-o's 128 -> 129 step): on, N = 4096 K = 4096 plans the 128 x 64 tile's tail twin at M = 129 (two
+/* plan's 128 x 64 tile at 129..256 tokens (W8A8_SM90_NARROW256, session 9's candidate for 8b-o's
+ * 128 -> 129 step): forced on, N = 4096 K = 4096 plans the 128 x 64 tile's tail twin at M = 129 (two
  * token tiles on 128 CTAs; one 8-row box), the plain tile at M = 256; K = 8192 (64 K-blocks), N =
- * 4352 (136 CTAs) and the switch off keep other tiles (these on a GPU with 132 SMs: the gates
- * depend on the count). M = 129 and 200 at N = 512 through the public API with the switch on. */
+ * 4352 (136 CTAs) and the switch off keep other tiles; the default rule (2) takes it at 193..256
+ * tokens only (these on a GPU with 132 SMs: the gates depend on the count). M = 129 and 200 at N =
+ * 512 through the public API with the switch on. */
 W8A8_TEST(sm90_narrow256_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
@@ -932,9 +936,12 @@ W8A8_TEST(sm90_narrow256_plan) {
     w8a8_destroy(h);
     REQUIRE(0, "cudaMalloc");
   }
-  /* M, N, K, switch, expected: 0 another tile, 1 the 128 x 64 tile, 2 its tail twin */
+  /* M, N, K, switch, expected: 0 another tile, 1 the 128 x 64 tile, 2 its tail twin, 3 either (at M = 193
+   * apply_tail's box rule decides) */
   static const int64_t cases[][5] = {{129, 4096, 4096, 1, 2}, {256, 4096, 4096, 1, 1}, {129, 4096, 8192, 1, 0},
-                                     {129, 4352, 4096, 1, 0}, {129, 4096, 4096, 0, 0}};
+                                     {129, 4352, 4096, 1, 0}, {129, 4096, 4096, 0, 0}, {256, 4096, 4096, 0, 0},
+                                     {129, 4096, 4096, 2, 0}, {192, 4096, 4096, 2, 0}, {193, 4096, 4096, 2, 3},
+                                     {256, 4096, 4096, 2, 1}};
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
@@ -943,13 +950,15 @@ W8A8_TEST(sm90_narrow256_plan) {
     const int plain = w8a8_sm90_config_lookup(name, NULL, NULL, NULL);
     const int twin = tail_twin(name, tail_name, sizeof tail_name);
     REQUIRE(plain >= 0 && twin >= 0, "no %s / %s", name, tail_name);
-    for (int i = 0; i < 5 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
+    for (int i = 0; i < 10 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], e = cases[i][4];
       int split = 0;
       w8a8_sm90_set_narrow256((int)cases[i][3]);
       const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      const int ok = e == 0 ? ci >= 0 && ci != plain && ci != twin : ci == (e == 2 ? twin : plain);
+      const int ok = e == 0 ? ci >= 0 && ci != plain && ci != twin
+                     : e == 3 ? ci == plain || ci == twin
+                              : ci == (e == 2 ? twin : plain);
       CHECK(ok, "%s M=%lld N=%lld K=%lld narrow256 %d: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
             e == 0 ? "another tile" : e == 2 ? tail_name : name);

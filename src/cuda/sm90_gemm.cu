@@ -343,7 +343,11 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // 70b-qkv-tp4, split 2 on 80: fp8 0.90-0.98x; 70b-down-tp4, split 1 on 128: 1.08x at 65 / 72, 0.87-0.94x
 // at 80). The default takes only the first kind (fitted on two shapes; NOT yet run as a rule). With
 // the weights-constant hint those two were even (fp8 8b-o 0.98-0.99x, 8b-down 0.99-1.04x); the rule
-// does not look at the hint.
+// does not look at the hint. Session 10 ran the rule (envab W8A8_SM90_DEEP80 0 vs 2, two rounds,
+// h200-sm90-rules-2026-11-30.txt): int8 8b-o 1.13-1.15x and 8b-down 1.10-1.15x at 65 / 72 / 80; fp8
+// 8b-o 1.16-1.19x and 8b-down 1.09-1.13x at 65 / 72, but at 80 8b-down 0.88x and 8b-o 1.03-1.04x: fp8's
+// token tail takes at most 8 rows (tail_plan), so at 73..80 its second token tile is the filled box. The
+// rule keeps fp8 to 65..72; elsewhere it planned nothing else (8b-qkv, 8b-gateup, the tp4 shapes even).
 // W8A8_SM90_DEEP80: unset the rule, 1 wherever it applies (the session-8 experiment), 0 never.
 static int g_deep80 = -1;  // -1 unresolved, 0 never, 1 wherever it applies, 2 the rule
 static int deep80_mode(void) { return w8a8_env_mode(&g_deep80, "W8A8_SM90_DEEP80", 2); }
@@ -356,15 +360,19 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
   const int ci = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n64_deep_tail" : "fp8_swap_n64_deep_tail");
   const sm90_plan pl = deep_split(dev, ci, 2 * tiles, kblocks, num_sms);
-  if (mode == 2 && (pl.split != 2 || 2 * tiles * pl.split * 10 < 7LL * num_sms)) return none;
+  if (mode == 2 && (pl.split != 2 || 2 * tiles * pl.split * 10 < 7LL * num_sms ||
+                    (p->in_dtype != W8A8_DTYPE_INT8 && p->M > 72)))
+    return none;
   return pl;
 }
 
 static int g_split256 = -1;  // W8A8_SM90_SPLIT256: 1 (default) plan's split-K tile at 129..256 tokens, 0 not
 static int split256_enabled(void) { return w8a8_env_flag(&g_split256, "W8A8_SM90_SPLIT256", 1); }
 
-static int g_narrow256 = -1;  // W8A8_SM90_NARROW256: 1 plan's 128 x 64 tile at 129..256 tokens, 0 (default) not
-static int narrow256_enabled(void) { return w8a8_env_flag(&g_narrow256, "W8A8_SM90_NARROW256", 0); }
+// W8A8_SM90_NARROW256: plan's 128 x 64 tile at 129..256 tokens: 1 wherever it applies, 0 never, unset
+// the rule (mode 2: where the second token tile holds more than 64 rows, 193..256 tokens).
+static int g_narrow256 = -1;
+static int narrow256_mode(void) { return w8a8_env_mode(&g_narrow256, "W8A8_SM90_NARROW256", 2); }
 
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -432,12 +440,15 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
-  // 129..256 tokens, opt-in (W8A8_SM90_NARROW256=1; session 9, NOT yet measured): the same 128 x 64
-  // tile where its two token tiles still fit one wave (2 x N / 64 <= SMs: N <= 4224 on the H200),
-  // with its token-tail twin (apply_tail). The candidate for 8b-o's 128 -> 129 step (v12: int8 10.1 ->
-  // 13.6 us, fp8 11.0 -> 14.5): 128 tokens run this tile on 64 CTAs, 129 the 128 x 128 multicast tile
-  // on 64 CTAs with 127 of the second token tile's rows filled, and no tail (under 70% of the SMs).
-  if (p->M > 128 && p->M <= 256 && 2 * ((p->N + 63) / 64) <= num_sms && kblocks_all <= 32 && narrow256_enabled()) {
+  // 129..256 tokens (session 9's candidate for 8b-o's 128 -> 129 step; v12: int8 10.1 -> 13.6 us, fp8
+  // 11.0 -> 14.5): the same 128 x 64 tile where its two token tiles still fit one wave (2 x N / 64 <=
+  // SMs: N <= 4224 on the H200), with its token-tail twin (apply_tail). Session 10 (envab
+  // W8A8_SM90_NARROW256 0 vs 1, two rounds, h200-sm90-rules-2026-11-30.txt; 8b-o is the one shape of the
+  // set it applies to): M = 256 int8 12.9 -> 10.4 us, fp8 13.8 -> 11.4 (1.21-1.24x); M = 192 even (int8
+  // 0.96-0.98x, fp8 1.03-1.04x); M = 129 lost (0.95-0.99x: one 8-row box on 128 CTAs against the 128 x
+  // 128 tile's 64). The rule takes the second token tile when it holds more than 64 rows.
+  const int narrow256 = p->M > 128 && p->M <= 256 ? narrow256_mode() : 0;
+  if (narrow256 && (narrow256 == 1 || p->M > 192) && 2 * ((p->N + 63) / 64) <= num_sms && kblocks_all <= 32) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
@@ -774,8 +785,10 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
-// on: 1 / 0 plan's 128 x 64 tile at 129..256 tokens or not (W8A8_SM90_NARROW256), -1 back to the variable
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { set_switch(&g_narrow256, on); }
+// on: 1 the 128 x 64 tile at 129..256 tokens wherever it applies, 0 never, 2 its rule, -1 back to the variable
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
+  __atomic_store_n(&g_narrow256, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
+}
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { set_switch(&g_tail_env, on); }
 // mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
