@@ -147,10 +147,13 @@ typedef struct sm90_args {
   // tiles 13-15% slower where no tile is partial (session 8, h200-sm90-token-tail-2026-11-30.txt).
   int tail_n, tail_rows;
   // X tiles per group of the tile order (sm90_tile_coords): SM90_GROUP, fewer where a ready launch's
-  // own rows span fewer X tiles (each group then holds only one rank's rows: session 9). Read only by
-  // kernels built with -DW8A8_SM90_RUNTIME_GROUP (NOT yet run: the run-time divisor changes every
-  // kernel's code, and code layout alone has cost 5-15% before; A/B it with build-alt first). Last, so
-  // that the other fields keep their offsets in the default build.
+  // own rows span fewer X tiles (each group then holds only one rank's rows: session 9). Session 10
+  // measured it (h200x2-tp-group-2026-11-30.txt): tp-bench TP = 2, 1024 tokens, fused all-gather +
+  // GEMM 70b-qkv int8 115.4-117.3 -> 104.8-105.6 us, fp8 124.7-124.9 -> 117.3-117.6, 70b-gate_up int8
+  // 357-360 -> 343-345, fp8 410-414 -> 395-396; 2048 tokens even. The run-time divisor in every kernel
+  // timed 1.004x (fp8) and 1.008x (int8) geomean of the constant one's times at 1024 / 8192 tokens on
+  // 16 shapes each, run after it (the first side runs ~1% faster in our A/Bs). Kernels built with
+  // -DW8A8_SM90_CONST_GROUP ignore it (SM90_GROUP; the A/B side).
   int group;
 } sm90_args;
 
@@ -610,14 +613,14 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
   }
 }
 
-// Tile t of the grouped order -> (tile_x, tile_y). Groups of SM90_GROUP tiles (a.group with
-// W8A8_SM90_RUNTIME_GROUP: fewer in ready launches) along X walk Y; inside a group X moves fastest,
-// so the CTAs running at one time share a few X tiles and a band of Y tiles in L2.
+// Tile t of the grouped order -> (tile_x, tile_y). Groups of a.group tiles (SM90_GROUP, fewer in ready
+// launches) along X walk Y; inside a group X moves fastest, so the CTAs running at one time share a
+// few X tiles and a band of Y tiles in L2.
 SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
-#if defined(W8A8_SM90_RUNTIME_GROUP)
-  const int group = a.group;
-#else
+#if defined(W8A8_SM90_CONST_GROUP)
   const int group = SM90_GROUP;
+#else
+  const int group = a.group;
 #endif
   int per_group = group * a.tiles_y;
   int g = t / per_group;
