@@ -35,10 +35,16 @@ void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
 void w8a8_sm90_set_deep80(int on);
 void w8a8_sm90_set_narrow256(int on);
+void w8a8_sm90_set_streamk(int on);
 int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
 
 /* run_case keeps a copy of the GPU output here while g_capture_on is set (sm90_lean_matches_staged). */
 static int g_capture_on;
+/* run_case with g_relaunch set (forced configurations): after the first launch, the same call is
+ * captured into a CUDA graph on a stream of its own and the graph replayed twice, the output poisoned
+ * before each replay; the check is on the last replay's output (stream-K: the locks that the first
+ * launch left must be zero again, twice). */
+static int g_relaunch;
 static uint8_t *g_capture;
 static size_t g_capture_bytes;
 
@@ -275,6 +281,32 @@ static void run_case(const mm_case *c, uint64_t seed) {
   CHECK(s == W8A8_SUCCESS, "%s: %s: %s", what, w8a8_status_name(s), w8a8_last_error());
   cudaError_t e = cudaDeviceSynchronize();
   CHECK(e == cudaSuccess, "%s: kernel failed: %s", what, cudaGetErrorString(e));
+  if (g_relaunch && c->config >= 0 && s == W8A8_SUCCESS && e == cudaSuccess) {
+    cudaStream_t st = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    w8a8_mm_problem p;
+    e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+    if (e == cudaSuccess) s = w8a8_set_stream(gpu, st);
+    if (e == cudaSuccess && s == W8A8_SUCCESS) e = cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+    if (e == cudaSuccess && s == W8A8_SUCCESS) {
+      s = w8a8_validate_scaled_mm("test_sm90", gpu, &A, &B, &SA, &SB, c->bias ? &BI : NULL, c->azp ? &ZP : NULL, &O, &p);
+      if (s == W8A8_SUCCESS) s = w8a8_sm90_scaled_mm_config(gpu, &p, c->config, c->split);
+      e = cudaStreamEndCapture(st, &graph);
+    }
+    if (e == cudaSuccess && s == W8A8_SUCCESS) e = cudaGraphInstantiate(&exec, graph, 0);
+    for (int rep = 0; rep < 2 && e == cudaSuccess && s == W8A8_SUCCESS; rep++) {
+      e = cudaMemsetAsync(d.out, 0xff, es * out_elems, st);
+      if (e == cudaSuccess) e = cudaGraphLaunch(exec, st);
+      if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    }
+    CHECK(s == W8A8_SUCCESS && e == cudaSuccess, "%s: graph relaunch: %s / %s: %s", what, w8a8_status_name(s),
+          cudaGetErrorString(e), w8a8_last_error());
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    w8a8_set_stream(gpu, NULL);
+    if (st) cudaStreamDestroy(st);
+  }
   cudaMemcpy(got, d.out, es * out_elems, cudaMemcpyDeviceToHost);
   if (g_capture_on) {
     free(g_capture);
@@ -973,6 +1005,68 @@ W8A8_TEST(sm90_narrow256_plan) {
   w8a8_sm90_set_narrow256(-1); /* back to W8A8_SM90_NARROW256 */
   cudaFree(dbuf);
   w8a8_destroy(h);
+}
+
+/* Stream-K (session 10: the SK twins of the 128 x 128 tiles, sm90_streamk.h's schedule on a grid of one CTA
+ * per SM): forced, on shapes whose schedules have first, middle and final splits of a tile, partial
+ * token and weight tiles, and (where the GPU's SM count allows the shape to stay small) data-parallel
+ * tiles after the stream-K units; each run relaunched as a CUDA graph twice (g_relaunch: the locks
+ * reset by each launch's final splits). int8 exact, fp8 within the promoting tiles' tolerance. Then
+ * the heuristic with W8A8_SM90_STREAMK's hook on and off at the motivating shape's tile count. */
+W8A8_TEST(sm90_streamk) {
+  NEED_SM90();
+  w8a8_handle *h = NULL;
+  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
+  const int sms = handle_sms(h);
+  w8a8_destroy(h);
+  REQUIRE(sms > 0, "SM count");
+  const char *names[2] = {"fp8_128x128_promote_sk", "int8_128x128_sk"};
+  /* M, N, K: 4 tiles x 24 K-blocks (12 units of 8: first / middle / final splits of each tile); 6 tiles
+   * x 16 with partial token and weight tiles; 20 tiles x 32 (units of ~5 K-blocks snapped to 8 or
+   * to tile edges where the SM count is over 80); a K that is not a multiple of 128 */
+  int64_t shapes[5][3] = {{256, 256, 3072}, {129, 300, 2000}, {256, 1280, 4096}, {200, 520, 1500}, {0, 0, 0}};
+  /* data-parallel tiles after the units: 2 full waves + a third of one, 9 K-blocks (one 8-block unit
+   * per tile: DP-sized splits), M = 128 so the shape stays small: N = tiles x 128 */
+  shapes[4][0] = 128;
+  shapes[4][1] = (int64_t)(2 * sms + sms / 3) * 128;
+  shapes[4][2] = 9 * 128 + 40;
+  int v = 0;
+  g_relaunch = 1;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const int ci = w8a8_sm90_config_lookup(names[dt], NULL, NULL, NULL);
+    REQUIRE(ci >= 0, "no %s", names[dt]);
+    for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
+      mm_case c = rotate(in, shapes[i][0], shapes[i][1], shapes[i][2], v, ci, 1);
+      run_case(&c, 2200 + (uint64_t)v);
+    }
+  }
+  g_relaunch = 0;
+  /* the heuristic: 4 x 20 tiles of 128 x 128 (70b-qkv-tp4 at M = 512: 80 tiles, 61% of a wave on 132
+   * SMs), K = 8192; with the switch on it plans the twin, off the plain tile */
+  if (sms == 132 && !getenv("W8A8_TUNE_FILE") && !w8a8_test_failed()) {
+    uint8_t *dbuf = NULL;
+    REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
+    if (cudaMalloc((void **)&dbuf, 64 << 20) != cudaSuccess) {
+      w8a8_destroy(h);
+      REQUIRE(0, "cudaMalloc");
+    }
+    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+      const int twin = w8a8_sm90_config_lookup(names[dt], NULL, NULL, NULL);
+      for (int on = 0; on < 2 && !w8a8_test_failed(); on++) {
+        w8a8_sm90_set_streamk(on);
+        int split = 0;
+        const int got = plan_of(h, dbuf, (size_t)64 << 20, in, 512, 2560, 8192, &split);
+        if (got == PLAN_INVALID) break;
+        CHECK((got == twin) == on, "%s M=512 N=2560 K=8192 stream-K %d: planned %s", dt ? "int8" : "fp8", on,
+              got >= 0 ? w8a8_sm90_config_name(got) : "nothing");
+      }
+    }
+    w8a8_sm90_set_streamk(-1);
+    cudaFree(dbuf);
+    w8a8_destroy(h);
+  }
 }
 
 /* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM): every_config's K = 1192

@@ -14,7 +14,11 @@ typedef struct w8a8_cuda_state {
   int cc;          /* 80, 86, 89, 90 ... */
   void *ws;        /* device workspace, allocated at handle creation */
   size_t ws_bytes;
+  /* The sm90 stream-K kernels' locks (after ws in the same allocation, zeroed at creation; every
+   * launch leaves them zero): W8A8_SK_LOCKS of them. Their partial tiles go to ws. */
+  unsigned int *sk_locks;
 } w8a8_cuda_state;
+#define W8A8_SK_LOCKS 16384
 
 W8A8_HIDDEN w8a8_status w8a8_cuda_error(const char *fn, const char *what, cudaError_t e);
 /* A CUDA driver function by name, through the runtime's entry points (no link-time libcuda),

@@ -36,16 +36,29 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
    * stream order (the header: one thread, one stream at a time per handle). */
   st->ws = NULL;
   st->ws_bytes = 0;
+  st->sk_locks = NULL;
   size_t bytes = (size_t)16 << 20;
-  cudaError_t e = cudaMalloc(&st->ws, bytes);
+  const size_t lock_bytes = W8A8_SK_LOCKS * sizeof(unsigned int);
+  cudaError_t e = cudaMalloc(&st->ws, bytes + lock_bytes);
   if (e != cudaSuccess) {
     st->ws = NULL;
     guard_exit(&g);
     cudaGetLastError();
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "w8a8_create: could not allocate %zu bytes of GPU workspace on device %d",
-                    bytes, h->device_index);
+                    bytes + lock_bytes, h->device_index);
+  }
+  /* The stream-K locks start at zero (a synchronous memset: handle creation is not a hot path). */
+  e = cudaMemset((char *)st->ws + bytes, 0, lock_bytes);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+  if (e != cudaSuccess) {
+    cudaFree(st->ws);
+    st->ws = NULL;
+    guard_exit(&g);
+    cudaGetLastError();
+    return w8a8_cuda_error("w8a8_create", "cudaMemset of the stream-K locks", e);
   }
   st->ws_bytes = bytes;
+  st->sk_locks = (unsigned int *)((char *)st->ws + bytes);
   w8a8_status s = w8a8_cuda_gemm_setup();
   guard_exit(&g);
   return s;
@@ -58,6 +71,7 @@ void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st) {
   if (prev >= 0 && prev != h->device_index) cudaSetDevice(prev);
   st->ws = NULL;
   st->ws_bytes = 0;
+  st->sk_locks = NULL;
 }
 
 static w8a8_status need_fp8(const char *fn, const w8a8_handle *h, const w8a8_cuda_state *st) {

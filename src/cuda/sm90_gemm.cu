@@ -36,6 +36,7 @@ typedef struct sm90_config {
   int mcast;     // 2: clusters of two CTAs on neighbouring M tiles multicasting the B tile; 0: none
   int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
   int tail;      // the token tail (the kernel's TAIL, session 8): tail_plan's boxes for a partial token tile
+  int sk;        // stream-K (the kernel's SK, session 10): a grid of one CTA per SM, sm90_streamk.h's schedule
 } sm90_config;
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
@@ -59,6 +60,12 @@ typedef struct sm90_config {
 #define SM90_CFG_MC_TAIL(NAME, BN, ST, I8, PR)                                                           \
   {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, PR, false, 1, 2, false, true>, 2, 0, 1}
+
+// Stream-K twins of the plain tiles (the kernel's SK; session 10): one CTA per SM, the tiles of the last
+// partial wave (and one full wave before it) cut into equal K ranges (sm90_streamk.h).
+#define SM90_CFG_SK(NAME, BN, ST, I8, PR)                                                                 \
+  {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, PR, false, 1, 1, false, false, true>, 0, 0, 0, 1}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -147,6 +154,9 @@ static const sm90_config CONFIGS[] = {
     // Session 9, NOT yet run on a GPU: the 128 x 64 tile's twins, for plan's opt-in narrow256 rule.
     SM90_CFG_TAIL("int8_128x64_tail", 64, 8, true, false, false, false, 1),
     SM90_CFG_TAIL("fp8_128x64_promote_tail", 64, 8, false, false, true, false, 1),
+    // Session 10, NOT yet run on a GPU: stream-K twins of the 128 x 128 tiles (apply_sk; sm90_dev -c).
+    SM90_CFG_SK("int8_128x128_sk", 128, 6, true, false),
+    SM90_CFG_SK("fp8_128x128_promote_sk", 128, 6, false, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -593,6 +603,46 @@ static void apply_pp(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
   if (to >= 0) pl->config = to;
 }
 
+// Stream-K (session 10; the kernel's SK, sm90_streamk.h). sk_fits: whether the stream-K twin ci can run
+// p with the handle's workspace (its partial tiles in ws, two locks per stream-K tile); where the
+// schedule has no stream-K units it runs as a plain persistent grid and needs neither.
+static int sk_fits(const w8a8_handle *h, int ci, const w8a8_mm_problem *p, int num_sms) {
+  const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
+  const sm90_config *c = &CONFIGS[ci];
+  const int64_t tiles = ((p->M + SM90_BM - 1) / SM90_BM) * ((p->N + c->bn - 1) / c->bn);
+  if (!st || !st->sk_locks || tiles > INT32_MAX / 2) return 0;
+  const sm90_sk_plan k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms * c->minb);
+  if (k.units == 0) return 1;
+  return (size_t)k.sk_tiles * SM90_BM * c->bn * 4 <= st->ws_bytes && 2LL * k.sk_tiles <= W8A8_SK_LOCKS;
+}
+// The plain tile of a stream-K twin (its name without "_sk"), -1 if none.
+__attribute__((unused)) static int sk_plain(int ci) {
+  char name[64];
+  snprintf(name, sizeof name, "%s", CONFIGS[ci].name);
+  const size_t n = strlen(name);
+  if (n < 3 || strcmp(name + n - 3, "_sk")) return -1;
+  name[n - 3] = 0;
+  return find_config(name);
+}
+// W8A8_SM90_STREAMK=1 (opt-in until measured): where the plan is the plain 128 x 128 tile (after the
+// token-tail twin had its turn) and its schedule has stream-K units (a last wave under 80% full, more
+// than 8 K-blocks: sm90_sk_make), its stream-K twin. Not with ready flags (the twin does not wait for
+// arriving rows) nor the weights-constant hint (the twin does not preload).
+static int g_sk = -1;
+static int sk_enabled(void) { return w8a8_env_flag(&g_sk, "W8A8_SM90_STREAMK", 0); }
+static void apply_sk(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
+  if (pl->config < 0 || p->ready || h->weights_constant || !sk_enabled()) return;
+  const char *n = CONFIGS[pl->config].name;
+  const int to = !strcmp(n, "int8_128x128") ? find_config("int8_128x128_sk")
+                 : !strcmp(n, "fp8_128x128_promote") ? find_config("fp8_128x128_promote_sk")
+                                                       : -1;
+  if (to < 0) return;
+  const int64_t tiles = ((p->M + SM90_BM - 1) / SM90_BM) * ((p->N + CONFIGS[to].bn - 1) / CONFIGS[to].bn);
+  if (tiles > INT32_MAX / 2) return;
+  const sm90_sk_plan k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms);
+  if (k.units > 0 && sk_fits(h, to, p, num_sms)) pl->config = to;
+}
+
 // The tuning table's plan for p, if the handle has a table with an entry that applies (exact
 // M, else the nearest M bucket of the same dtype, N and K whose configuration takes this M).
 static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl) {
@@ -618,6 +668,7 @@ static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int
   if (!tuned) apply_mc2m(h, p, &pl);
   apply_pp(h, p, &pl, num_sms);
   apply_tail(p, &pl, num_sms);
+  apply_sk(h, p, &pl, num_sms);
   return pl;
 }
 
@@ -727,6 +778,12 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     // 64 x 28672 x 4096 product outliving its 45 s step.
   }
   if (pl->config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
+  // A stream-K twin (forced, or a tuning table's) that cannot run p: its plain tile instead.
+  if (CONFIGS[pl->config].sk && (p->ready || !sk_fits(h, pl->config, p, num_sms))) {
+    const int plain = sk_plain(pl->config);
+    if (plain < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no plain tile for %s", FN, CONFIGS[pl->config].name);
+    pl->config = plain;
+  }
   const sm90_config *c = &CONFIGS[pl->config];
   W8A8_CHECK(prepare_config(dev, pl->config));
 
@@ -791,6 +848,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
 }
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { set_switch(&g_tail_env, on); }
+// on: 1 / 0 apply_sk's stream-K twins or not (W8A8_SM90_STREAMK), -1 back to the variable
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { set_switch(&g_sk, on); }
 // mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
 // partial, -1 the default (1)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
@@ -803,6 +862,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif
 
@@ -871,6 +931,11 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.tail_rows = tail.rows;
   __atomic_store_n(&g_last_tail, tail.n * 1000 + tail.rows, __ATOMIC_RELAXED);
   a.group = SM90_GROUP;
+  if (c->sk) {  // (prepare checked that the schedule's partial tiles fit)
+    a.sk_ws = st->ws;
+    a.sk_locks = st->sk_locks;
+    a.weights_constant = 0;
+  }
   a.timeline = g_timeline;
   a.timeline_max = g_timeline_max;
   a.timeline_ctas = g_timeline_ctas;
@@ -904,7 +969,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
                     (long long)tiles64);
   const int tiles = (int)tiles64;
   int clusters = c->splitk ? tiles : num_sms * c->minb;
-  if (clusters > tiles) clusters = tiles;
+  if (clusters > tiles && !c->sk) clusters = tiles;  // (stream-K: the grid is part of the schedule, sk_fits's)
   int csize = c->splitk ? pl.split : 1;
   if (c->mcast == 2) {
     // persistent clusters of two, one per pair of M tiles at most
@@ -990,7 +1055,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // since session 5. The token-tail twins (session 8): only where a token tile is partial, which
 // apply_tail decides after the plan (tuned plans included), so the tuner times the plain tiles.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail);
+  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

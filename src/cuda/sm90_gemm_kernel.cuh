@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "sm90_ptx.cuh"
+#include "sm90_streamk.h"
 #include "sm90_wgmma.cuh"
 
 #define SM90_BK 128        // K-block: 128 one-byte elements = one 128-byte swizzled row
@@ -155,6 +156,13 @@ typedef struct sm90_args {
   // 16 shapes each, run after it (the first side runs ~1% faster in our A/Bs). Kernels built with
   // -DW8A8_SM90_CONST_GROUP ignore it (SM90_GROUP; the A/B side).
   int group;
+  // Stream-K (the kernels with SK only; session 10; sm90_streamk.h): the partial tiles of the stream-K
+  // tiles (tile t's consumer warpgroup w at sk_ws + (2 t + w) x 128 x BN / 2 words, element i of
+  // thread j at word i x 128 + j), and a lock per (tile, warpgroup) counting the K-blocks summed so
+  // far, zero between launches (the final split resets it). After `group`, so that the other fields
+  // keep their offsets, and within tmap_t's 128-byte alignment, so that it keeps its own.
+  void *sk_ws;
+  unsigned int *sk_locks;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -789,7 +797,7 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // 2 x BN / 2 per thread, so fast accumulation only (int8, fp8 without promotion); no scale slot (the
 // epilogue's latency hides under the other warpgroup's main loop), no multicast, no split-K, no swap.
 template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1, bool PP = false,
-          bool TAIL = false>
+          bool TAIL = false, bool SK = false>
 __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                      const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
@@ -812,6 +820,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   static_assert(MC == 1 || (MC == 2 && !SWAP && !SPLITK && BN % 16 == 0), "multicast: plain tiles only");
   static_assert(!PP || (MC == 1 && !SWAP && !SPLITK && !PROMOTE && MINB == 1 && BN % 128 == 0),
                 "pingpong: plain unpromoted tiles of 128-column multiples, one CTA per SM");
+  static_assert(!SK || (MC == 1 && !SWAP && !SPLITK && !PP && !TAIL && MINB == 1),
+                "stream-K: plain tiles, one CTA per SM (every unit resident at once)");
 
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -822,7 +832,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // The scale slot (C::PRM): pfull completes when the slot holds the current tile's scales (32
   // arrivals, the lanes of producer warp 1), pempty when both consumer warpgroups are done with
   // them (256 arrivals, every consumer thread after its epilogue).
-  const bool prm = C::PRM && a.prm;
+  const bool prm = C::PRM && !SK && a.prm;  // (stream-K: a split has no epilogue to fill the slot for)
   const uint32_t pfull = empty0 + STAGES * 8, pempty = pfull + 8;
   const float *psb = (const float *)(smem + (pempty + 8 - smem0));
   const float *psa = psb + BN;
@@ -890,7 +900,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     // weight load for them (fresh barriers: the first pass would not have waited anyway).
     int npre = 0;
     if (tid == 0) {
-      if (MC == 1 && a.weights_constant && item0 < items) {
+      if (MC == 1 && !SK && a.weights_constant && item0 < items) {
         int tx, ty;
         sm90_item_coords<MC>(a, item0, crank, tx, ty);
         uint32_t pre_tx = C::STAGE_BYTES;
@@ -911,7 +921,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       // tail; nothing else in global memory is read before this.
       sm90_grid_dep_wait();
     }
-    if constexpr (C::PRM) if (prm && tid / 32 == 1) {
+    if constexpr (C::PRM && !SK) if (prm && tid / 32 == 1) {
       // Producer warp 1: the epilogue's scales, one tile ahead of the consumers' epilogues (a tile's
       // slot is filled as soon as both warpgroups are done with the previous tile's), so that the
       // epilogue reads shared memory instead of waiting for L2 round trips. Per-token scales of
@@ -947,6 +957,29 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         sm90_mbar_arrive(pfull);  // release: the stores above are visible to whoever waits on it
       }
     }
+    if constexpr (SK) {
+      // Stream-K: the same static schedule as the consumers (sm90_sk_item_of), K-blocks [k0, k1) of
+      // each work item into the ring without a break between items (no ready flags, no tail).
+      if (tid == 0) {
+        const sm90_sk_plan skp = sm90_sk_make(items, a.kblocks, (int)gridDim.x);
+        sm90_sk_item it;
+        for (int n = 0; sm90_sk_item_of(&skp, (int)blockIdx.x, n, &it); n++) {
+          int tx, ty;
+          sm90_tile_coords(a, it.tile, tx, ty);
+          for (int kb = it.k0; kb < it.k1; kb++) {
+            const uint32_t full = full0 + 8 * s, dst = smem0 + s * C::STAGE_BYTES;
+            sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
+            sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
+            sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
+            sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
+            if (++s == STAGES) {
+              s = 0;
+              phase ^= 1;
+            }
+          }
+        }
+      }
+    } else
     for (int t = item0; t < items; t += tile_stride) {
       if (tid == 0) {
         int tx, ty;
@@ -1095,16 +1128,30 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     int pn = 0;  // tiles done: the scale slot's phase
     const bool stamp = SM90_TL && a.timeline && cw == 0 && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
     unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 4 : nullptr;
-    for (int t = item0; t < items; t += tile_stride, pn++) {
+    // Stream-K: work item pn of this CTA (sm90_sk_item_of) instead of tile t: its tile, K-blocks
+    // [kb_lo, kb_hi) and role (0 a whole tile, 1 a tile's first split, 2 a middle one, 3 its last).
+    sm90_sk_plan skp;
+    if constexpr (SK) skp = sm90_sk_make(items, a.kblocks, (int)gridDim.x);
+    for (int t = item0; SK || t < items; t += tile_stride, pn++) {
+      int tile = t, kb_lo = kb_begin, kb_hi = kb_end, role = 0;
+      if constexpr (SK) {
+        sm90_sk_item it;
+        if (!sm90_sk_item_of(&skp, (int)blockIdx.x, pn, &it)) break;
+        tile = it.tile;
+        kb_lo = it.k0;
+        kb_hi = it.k1;
+        role = it.role;
+      }
+      (void)role;
       int tx, ty;
-      sm90_item_coords<MC>(a, t, crank, tx, ty);
+      sm90_item_coords<MC>(a, tile, crank, tx, ty);
       const bool stamp_t = stamp && pn < a.timeline_max;
       const bool stamp_t_w = SM90_TL && a.timeline && cw == 0 && warp == 0 && (int)blockIdx.x < a.timeline_ctas && pn < a.timeline_max;
       if (stamp_t && pn > 0) tl[4 * pn] = clock64();
       // (a wait on a completed phase returns at once; a CTA with no K-block (split-K over fewer
       // K-blocks than CTAs) has no stage to wait for)
       // (the whole warp waits: see the pingpong loop's stamp)
-      if (stamp_t_w && kb_end > kb_begin) {
+      if (stamp_t_w && kb_hi > kb_lo) {
         sm90_mbar_wait(full0 + 8 * s, phase);
         if (lane == 0) tl[4 * pn + 1] = clock64();
       }
@@ -1120,7 +1167,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         for (int i = 0; i < C::NACC; i++) ta[i] = tb[i] = 0.0f;
         // Straight-line pairs (no branch between an issue and the wait that retires the other
         // temporary): block 0 -> ta; then (tb, retire ta), (ta, retire tb), ...
-        const int n = kb_end - kb_begin;
+        const int n = kb_hi - kb_lo;
 #define SM90_ISSUE(T)                                                                          \
   sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK), \
                      sm90_desc_k128(smem0 + s * C::STAGE_BYTES + C::X_BYTES))
@@ -1170,7 +1217,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // Against fp8_128x128_promote it halves the A bytes per FLOP read from L2, whose
         // bandwidth bounds the 128 x 128 tile's main loop (0.44 us per K-block measured vs the
         // tensor pipe's 0.28).
-        for (int kb = kb_begin; kb < kb_end; kb++) {
+        for (int kb = kb_lo; kb < kb_hi; kb++) {
           sm90_mbar_wait(full0 + 8 * s, phase);
           const uint64_t dx = sm90_desc_k128(smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK);
           const uint32_t ys = smem0 + s * C::STAGE_BYTES + C::X_BYTES;
@@ -1195,7 +1242,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           }
         }
       } else
-      for (int kb = kb_begin; kb < kb_end; kb++) {
+      for (int kb = kb_lo; kb < kb_hi; kb++) {
         sm90_mbar_wait(full0 + 8 * s, phase);
         uint32_t xs = smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK;
         uint32_t ys = smem0 + s * C::STAGE_BYTES + C::X_BYTES;
@@ -1243,6 +1290,37 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
       if (stamp_t) tl[4 * pn + 2] = clock64();
+
+      // Stream-K fix-up (roles: see the loop's head). Per consumer warpgroup: a split after the first
+      // waits until its tile's lock has counted the K-blocks before its own (thread 0 spins with an
+      // acquire load, then the warpgroup's named barrier), adds the partial in (earlier splits first:
+      // the same sum on every run of the same grid); a split before the last stores the sum and
+      // arrives (the barrier, then thread 0's fence and add: a release of the warpgroup's stores).
+      // The last split resets the lock for the next launch and runs the epilogue as a whole tile.
+      if constexpr (SK) {
+        if (role != 0) {
+          acc_t *wsp = (acc_t *)a.sk_ws + (size_t)(2 * tile + cw) * C::NACC * 128 + tid;
+          unsigned int *lock = a.sk_locks + 2 * tile + cw;
+          if (role >= 2) {
+            if (tid == 0)
+              while (sm90_ld_acquire_u32(lock) != (unsigned)kb_lo) __nanosleep(32);
+            sm90_named_bar(1 + cw, 128);
+#pragma unroll
+            for (int i = 0; i < C::NACC; i++) acc[i] = __ldcg(wsp + i * 128) + acc[i];
+          }
+          if (role != 3) {
+#pragma unroll
+            for (int i = 0; i < C::NACC; i++) __stcg(wsp + i * 128, acc[i]);
+            sm90_named_bar(1 + cw, 128);
+            if (tid == 0) {
+              __threadfence();
+              atomicAdd(lock, (unsigned)(kb_hi - kb_lo));
+            }
+            continue;
+          }
+          if (tid == 0) *(volatile unsigned int *)lock = 0u;
+        }
+      }
 
       // Epilogue. The accumulators go through shared memory first: the stores to global memory
       // can then be coalesced whatever the register layout (and, when swapped, transposed), and
