@@ -964,7 +964,7 @@ W8A8_TEST(sm90_narrow256_plan) {
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-  if (cudaMalloc((void **)&dbuf, 32 << 20) != cudaSuccess) {
+  if (cudaMalloc((void **)&dbuf, 64 << 20) != cudaSuccess) {
     w8a8_destroy(h);
     REQUIRE(0, "cudaMalloc");
   }
@@ -986,7 +986,7 @@ W8A8_TEST(sm90_narrow256_plan) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], e = cases[i][4];
       int split = 0;
       w8a8_sm90_set_narrow256((int)cases[i][3]);
-      const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
       const int ok = e == 0 ? ci >= 0 && ci != plain && ci != twin
                      : e == 3 ? ci == plain || ci == twin
@@ -1021,22 +1021,24 @@ W8A8_TEST(sm90_streamk) {
   w8a8_destroy(h);
   REQUIRE(sms > 0, "SM count");
   const char *names[2] = {"fp8_128x128_promote_sk", "int8_128x128_sk"};
-  /* M, N, K: 4 tiles x 24 K-blocks (12 units of 8: first / middle / final splits of each tile); 6 tiles
-   * x 16 with partial token and weight tiles; 20 tiles x 32 (units of ~5 K-blocks snapped to 8 or
-   * to tile edges where the SM count is over 80); a K that is not a multiple of 128 */
-  int64_t shapes[5][3] = {{256, 256, 3072}, {129, 300, 2000}, {256, 1280, 4096}, {200, 520, 1500}, {0, 0, 0}};
+  /* M, N, K (on 132 SMs): 4 tiles x 24 K-blocks (even splits, 3 per tile: first / middle / final); 6
+   * tiles x 16 with partial token and weight tiles (2 per tile); 20 tiles x 32 (4 per tile); 10 tiles x
+   * 12 with a K that is not a multiple of 128 (the continuous cut, any split length); 80 tiles x 64
+   * (70b-qkv-tp4 at M = 512: the continuous cut of 38-39 K-blocks per unit, snapped) */
+  int64_t shapes[6][3] = {{256, 256, 3072}, {129, 300, 2000}, {256, 1280, 4096}, {200, 520, 1500}, {512, 2560, 8192},
+                          {0, 0, 0}};
   /* data-parallel tiles after the units: 2 full waves + a third of one, 9 K-blocks (one 8-block unit
    * per tile: DP-sized splits), M = 128 so the shape stays small: N = tiles x 128 */
-  shapes[4][0] = 128;
-  shapes[4][1] = (int64_t)(2 * sms + sms / 3) * 128;
-  shapes[4][2] = 9 * 128 + 40;
+  shapes[5][0] = 128;
+  shapes[5][1] = (int64_t)(2 * sms + sms / 3) * 128;
+  shapes[5][2] = 9 * 128 + 40;
   int v = 0;
   g_relaunch = 1;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const int ci = w8a8_sm90_config_lookup(names[dt], NULL, NULL, NULL);
     REQUIRE(ci >= 0, "no %s", names[dt]);
-    for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
+    for (int i = 0; i < 6 && !w8a8_test_failed(); i++, v++) {
       mm_case c = rotate(in, shapes[i][0], shapes[i][1], shapes[i][2], v, ci, 1);
       run_case(&c, 2200 + (uint64_t)v);
     }

@@ -103,6 +103,30 @@ static int sk_check(int tiles, int kblocks, int ctas, char *msg, size_t len) {
       for (int k = it->k0; k < it->k1; k++) cover[(size_t)it->tile * kblocks + k]++;
       epi[it->tile] += it->role == 0 || it->role == 3;
     }
+  /* sm90_sk_epi_walk: the same epilogue tiles in the same order as the items of roles 0 and 3 */
+  for (int b = 0; ok && b < ctas; b++) {
+    int hi, lo, dp, j = 0;
+    sm90_sk_epi_walk(&p, b, &hi, &lo, &dp);
+    for (int i = 0; ok && i < w.n[b]; i++) {
+      const sm90_sk_item *it = &w.items[b][i];
+      if (it->role != 0 && it->role != 3) continue;
+      int t = -1;
+      if (hi >= lo) t = hi--;
+      else if (dp < tiles) {
+        t = dp;
+        dp += ctas;
+      }
+      if (t != it->tile) {
+        snprintf(msg, len, "CTA %d: epilogue %d on tile %d, the walk says %d", b, j, it->tile, t);
+        ok = 0;
+      }
+      j++;
+    }
+    if (ok && (hi >= lo || dp < tiles)) {
+      snprintf(msg, len, "CTA %d: the walk has more epilogues than its %d", b, j);
+      ok = 0;
+    }
+  }
   for (int t = 0; ok && t < tiles; t++) {
     if (epi[t] != 1) {
       snprintf(msg, len, "tile %d: %d epilogues", t, epi[t]);
@@ -196,5 +220,17 @@ W8A8_TEST(streamk_schedule_decisions) {
   CHECK(p.sk_tiles == 132 + 20 && p.units == 132, "284 tiles: sk_tiles %d units %d", p.sk_tiles, p.units);
   /* 80 x 64 iterations over 132 units: 38 or 39 each before snapping */
   p = sm90_sk_make(80, 64, 132);
-  CHECK(p.base == 38 && p.extra == 80 * 64 - 132 * 38, "base %lld extra %d", (long long)p.base, p.extra);
+  CHECK(p.base == 38 && p.extra == 80 * 64 - 132 * 38 && p.per_tile == 0, "base %lld extra %d per_tile %d",
+        (long long)p.base, p.extra, p.per_tile);
+  /* 64 tiles of 32 K-blocks (8b-o at M = 256): even halves, 128 units of 16; 40 tiles of 64 (70b-qkv-tp4
+   * at M = 256): 3 per tile (21 / 21 / 22); 3 tiles of 17: 2 per tile (the 8-block minimum) */
+  p = sm90_sk_make(64, 32, 132);
+  CHECK(p.per_tile == 2 && p.units == 128 && sm90_sk_unit_start(&p, 1) == 16 && sm90_sk_unit_start(&p, 2) == 32,
+        "64 x 32: per_tile %d units %d", p.per_tile, p.units);
+  p = sm90_sk_make(40, 64, 132);
+  CHECK(p.per_tile == 3 && p.units == 120 && sm90_sk_unit_start(&p, 1) == 21 && sm90_sk_unit_start(&p, 2) == 42 &&
+            sm90_sk_unit_start(&p, 3) == 64,
+        "40 x 64: per_tile %d units %d", p.per_tile, p.units);
+  p = sm90_sk_make(3, 17, 132);
+  CHECK(p.per_tile == 2 && p.units == 6, "3 x 17: per_tile %d units %d", p.per_tile, p.units);
 }

@@ -832,7 +832,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // The scale slot (C::PRM): pfull completes when the slot holds the current tile's scales (32
   // arrivals, the lanes of producer warp 1), pempty when both consumer warpgroups are done with
   // them (256 arrivals, every consumer thread after its epilogue).
-  const bool prm = C::PRM && !SK && a.prm;  // (stream-K: a split has no epilogue to fill the slot for)
+  const bool prm = C::PRM && a.prm;
   const uint32_t pfull = empty0 + STAGES * 8, pempty = pfull + 8;
   const float *psb = (const float *)(smem + (pempty + 8 - smem0));
   const float *psa = psb + BN;
@@ -921,7 +921,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       // tail; nothing else in global memory is read before this.
       sm90_grid_dep_wait();
     }
-    if constexpr (C::PRM && !SK) if (prm && tid / 32 == 1) {
+    if constexpr (C::PRM) if (prm && tid / 32 == 1) {
       // Producer warp 1: the epilogue's scales, one tile ahead of the consumers' epilogues (a tile's
       // slot is filled as soon as both warpgroups are done with the previous tile's), so that the
       // epilogue reads shared memory instead of waiting for L2 round trips. Per-token scales of
@@ -931,29 +931,62 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       unsigned pseen = 0;
       sm90_grid_dep_wait();  // the scales may be written by the previous kernel
       int pn = 0;
-      for (int t = item0; t < items; t += tile_stride, pn++) {
+      // Stream-K: the slot follows the work items that run an epilogue (whole tiles and final splits:
+      // sm90_sk_epi_walk, a few registers where walking every item did not fit the warp's 40), and
+      // waits before it loads (no arrays held across the wait; the slot is still a tile ahead).
+      int sk_hi = -1, sk_lo = 0, sk_dp = 0;
+      if constexpr (SK) {
+        const sm90_sk_plan skp = sm90_sk_make(items, a.kblocks, (int)gridDim.x);
+        sm90_sk_epi_walk(&skp, (int)blockIdx.x, &sk_hi, &sk_lo, &sk_dp);
+      }
+      for (int t = item0; SK || t < items; t += tile_stride, pn++) {
+        int tile = t;
+        if constexpr (SK) {
+          if (sk_hi >= sk_lo) {
+            tile = sk_hi--;
+          } else if (sk_dp < items) {
+            tile = sk_dp;
+            sk_dp += (int)gridDim.x;
+          } else {
+            break;
+          }
+        }
         int tx, ty;
-        sm90_item_coords<MC>(a, t, crank, tx, ty);
+        sm90_item_coords<MC>(a, tile, crank, tx, ty);
         if (a.ready && a.sa_per_token) {
           if (lane == 0) sm90_wait_rows(a, tx * SM90_BM, SM90_BM, pseen);
           __syncwarp();
         }
-        float vb[BN / 32], va[SM90_BM / 32];
+        if constexpr (SK) {
+          sm90_mbar_wait(pempty, (pn & 1) ^ 1);
 #pragma unroll
-        for (int i = 0; i < BN / 32; i++) {
-          const int n = ty * BN + 32 * i + lane;
-          vb[i] = __ldg(a.sb + (a.sb_per_channel && n < a.N ? n : 0));
+          for (int i = 0; i < BN / 32; i++) {
+            const int n = ty * BN + 32 * i + lane;
+            wsb[32 * i + lane] = __ldg(a.sb + (a.sb_per_channel && n < a.N ? n : 0));
+          }
+#pragma unroll
+          for (int i = 0; i < SM90_BM / 32; i++) {
+            const int m = tx * SM90_BM + 32 * i + lane;
+            wsa[32 * i + lane] = __ldcg(a.sa + (a.sa_per_token && m < a.M ? m : 0));
+          }
+        } else {
+          float vb[BN / 32], va[SM90_BM / 32];
+#pragma unroll
+          for (int i = 0; i < BN / 32; i++) {
+            const int n = ty * BN + 32 * i + lane;
+            vb[i] = __ldg(a.sb + (a.sb_per_channel && n < a.N ? n : 0));
+          }
+#pragma unroll
+          for (int i = 0; i < SM90_BM / 32; i++) {
+            const int m = tx * SM90_BM + 32 * i + lane;
+            va[i] = __ldcg(a.sa + (a.sa_per_token && m < a.M ? m : 0));
+          }
+          sm90_mbar_wait(pempty, (pn & 1) ^ 1);  // the consumers are done with the previous tile's
+#pragma unroll
+          for (int i = 0; i < BN / 32; i++) wsb[32 * i + lane] = vb[i];
+#pragma unroll
+          for (int i = 0; i < SM90_BM / 32; i++) wsa[32 * i + lane] = va[i];
         }
-#pragma unroll
-        for (int i = 0; i < SM90_BM / 32; i++) {
-          const int m = tx * SM90_BM + 32 * i + lane;
-          va[i] = __ldcg(a.sa + (a.sa_per_token && m < a.M ? m : 0));
-        }
-        sm90_mbar_wait(pempty, (pn & 1) ^ 1);  // the consumers are done with the previous tile's
-#pragma unroll
-        for (int i = 0; i < BN / 32; i++) wsb[32 * i + lane] = vb[i];
-#pragma unroll
-        for (int i = 0; i < SM90_BM / 32; i++) wsa[32 * i + lane] = va[i];
         sm90_mbar_arrive(pfull);  // release: the stores above are visible to whoever waits on it
       }
     }
@@ -1126,15 +1159,15 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     uint32_t phase = 0;
     acc_t acc[C::NACC];
     int pn = 0;  // tiles done: the scale slot's phase
+    int pe = 0;  // stream-K: epilogues done (the scale slot's phase there; pn counts work items)
     const bool stamp = SM90_TL && a.timeline && cw == 0 && tid == 0 && (int)blockIdx.x < a.timeline_ctas;
     unsigned long long *tl = stamp ? a.timeline + (size_t)blockIdx.x * a.timeline_max * 4 : nullptr;
     // Stream-K: work item pn of this CTA (sm90_sk_item_of) instead of tile t: its tile, K-blocks
     // [kb_lo, kb_hi) and role (0 a whole tile, 1 a tile's first split, 2 a middle one, 3 its last).
-    sm90_sk_plan skp;
-    if constexpr (SK) skp = sm90_sk_make(items, a.kblocks, (int)gridDim.x);
     for (int t = item0; SK || t < items; t += tile_stride, pn++) {
       int tile = t, kb_lo = kb_begin, kb_hi = kb_end, role = 0;
       if constexpr (SK) {
+        const sm90_sk_plan skp = sm90_sk_make(items, a.kblocks, (int)gridDim.x);  // (per item: see the scale slot's)
         sm90_sk_item it;
         if (!sm90_sk_item_of(&skp, (int)blockIdx.x, pn, &it)) break;
         tile = it.tile;
@@ -1375,7 +1408,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // Nobody may overwrite or leave while others still read its partial tile.
         sm90_cluster_sync();
       } else if constexpr (!SWAP) {
-        if (prm) sm90_mbar_wait(pfull, pn & 1);  // acquire: the slot holds this tile's scales
+        if (prm) sm90_mbar_wait(pfull, (SK ? pe : pn) & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
         if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0) &&
             a.out_kind != SM90_OUT_FP32) {  // (tma_out is 16-bit only already)
@@ -1392,6 +1425,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         else
           sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
+        if constexpr (SK) pe++;
       } else {
         // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
 #if SM90_EPI_V2

@@ -16,7 +16,9 @@
  * tile is a middle split (wait for the earlier ones, add, pass on). Every split a CTA waits for is the
  * first work item of a lower-numbered unit, so with every unit's CTA resident nothing deadlocks.
  * Unit boundaries are moved to a tile edge where they would leave a split of fewer than `min_split`
- * K-blocks (empty units are allowed: that CTA goes straight to its data-parallel tiles). */
+ * K-blocks (empty units are allowed: that CTA goes straight to its data-parallel tiles). Where the
+ * stream-K tiles are at most half the grid, each is cut into per_tile equal splits instead (one unit
+ * each: split-K without a cluster; see sm90_sk_make). */
 #ifndef W8A8_SM90_STREAMK_H
 #define W8A8_SM90_STREAMK_H
 
@@ -36,6 +38,7 @@ typedef struct sm90_sk_plan {
   int units;     /* stream-K units = CTAs 0 .. units-1 (0: no stream-K) */
   int64_t base;  /* iterations per unit before snapping: base, the first `extra` units one more */
   int extra;
+  int per_tile;  /* > 0: even splits, `per_tile` units per stream-K tile (unit u: tile u / per_tile) */
 } sm90_sk_plan;
 
 /* The decomposition. No stream-K (units = 0) where the tiles fill whole waves, where the last wave is
@@ -53,6 +56,7 @@ SK_FN sm90_sk_plan sm90_sk_make(int tiles, int kblocks, int ctas) {
   p.units = 0;
   p.base = 0;
   p.extra = 0;
+  p.per_tile = 0;
   if (tiles <= 0 || kblocks <= SK_MIN_SPLIT || ctas <= 0) return p;
   const int full = tiles / ctas, tail = tiles % ctas;
   if (tail == 0 || 5 * (int64_t)tail >= 4 * (int64_t)ctas) return p;
@@ -60,6 +64,21 @@ SK_FN sm90_sk_plan sm90_sk_make(int tiles, int kblocks, int ctas) {
   const int64_t iters = (int64_t)sk_tiles * kblocks;
   int64_t units = iters / SK_MIN_SPLIT;
   if (units > ctas) units = ctas;
+  /* Session 10 (the first kernel's measurements): where every stream-K tile can take two or more units,
+   * the tiles are split evenly instead (per_tile = ctas / sk_tiles units each, at least SK_MIN_SPLIT
+   * K-blocks per unit): the continuous cut with its snapping left units of base + 7 K-blocks beside
+   * units of 8 (8b-o at M = 256: 64 tiles of 32 K-blocks on 132 CTAs cut 15 / 17 / 8 / 24 ...; the
+   * longest unit sets the time), where two units of 16 per tile on 128 CTAs halve the tile. */
+  if (sk_tiles * 2 <= ctas && kblocks >= 2 * SK_MIN_SPLIT) {
+    int s = ctas / sk_tiles;
+    if (s > kblocks / SK_MIN_SPLIT) s = kblocks / SK_MIN_SPLIT;
+    p.sk_tiles = sk_tiles;
+    p.units = sk_tiles * s;
+    p.per_tile = s;
+    p.base = kblocks / s;
+    p.extra = kblocks % s;
+    return p;
+  }
   p.sk_tiles = sk_tiles;
   p.units = (int)units;
   p.base = iters / units;
@@ -69,6 +88,8 @@ SK_FN sm90_sk_plan sm90_sk_make(int tiles, int kblocks, int ctas) {
 
 /* Iteration (tile x kblocks + k) where unit u starts, u = 0..units (units: the end), after snapping. */
 SK_FN int64_t sm90_sk_unit_start(const sm90_sk_plan *p, int u) {
+  if (p->per_tile > 0) /* even splits: the tile's j-th of per_tile, (kblocks j) / per_tile */
+    return (int64_t)(u / p->per_tile) * p->kblocks + (int64_t)p->kblocks * (u % p->per_tile) / p->per_tile;
   const int64_t b = (int64_t)u * p->base + (u < p->extra ? u : p->extra);
   const int64_t o = b % p->kblocks;
   if (o == 0 || p->kblocks < 2 * SK_MIN_SPLIT) return b;  /* short tiles: any split */
@@ -115,6 +136,23 @@ SK_FN int sm90_sk_item_of(const sm90_sk_plan *p, int b, int n, sm90_sk_item *it)
   it->k1 = p->kblocks;
   it->role = 0;
   return 1;
+}
+
+/* The tiles on which CTA b runs an epilogue (whole tiles and final splits), in its order, without
+ * walking every work item (the kernel's scale-slot warp has 40 registers): its unit's tiles whose last
+ * K-block the unit owns, from *hi down to *lo (*hi < *lo: none), then the whole tiles *dp, *dp + ctas,
+ * ... below p->tiles. The same sequence as sm90_sk_item_of's items of roles 0 and 3. */
+SK_FN void sm90_sk_epi_walk(const sm90_sk_plan *p, int b, int *hi, int *lo, int *dp) {
+  *hi = -1;
+  *lo = 0;
+  if (b < p->units) {
+    const int64_t s = sm90_sk_unit_start(p, b), e = sm90_sk_unit_start(p, b + 1);
+    if (e > s) {
+      *lo = (int)(s / p->kblocks);
+      *hi = (int)((e - 1) / p->kblocks) - (e % p->kblocks != 0);
+    }
+  }
+  *dp = (int)(p->sk_tiles + (int64_t)b + (b < p->units ? p->ctas : 0) - p->units);
 }
 
 #undef SK_FN
