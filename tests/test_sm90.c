@@ -1044,8 +1044,9 @@ W8A8_TEST(sm90_streamk) {
     }
   }
   g_relaunch = 0;
-  /* the heuristic: 4 x 20 tiles of 128 x 128 (70b-qkv-tp4 at M = 512: 80 tiles, 61% of a wave on 132
-   * SMs), K = 8192; with the switch on it plans the twin, off the plain tile */
+  /* the heuristic on 132 SMs, K = 8192, N = 2560 (70b-qkv-tp4): M = 512 (80 tiles, 61% of a wave: the
+   * continuous cut) plans the twin with the switch forced on (1), not off (0) nor under the rule (2);
+   * M = 256 (40 tiles: 3 even splits each) under the rule too; M = 128 never under the rule */
   if (sms == 132 && !getenv("W8A8_TUNE_FILE") && !w8a8_test_failed()) {
     uint8_t *dbuf = NULL;
     REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
@@ -1056,13 +1057,15 @@ W8A8_TEST(sm90_streamk) {
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       const int twin = w8a8_sm90_config_lookup(names[dt], NULL, NULL, NULL);
-      for (int on = 0; on < 2 && !w8a8_test_failed(); on++) {
-        w8a8_sm90_set_streamk(on);
+      /* M, switch, expected twin */
+      static const int rule[][3] = {{512, 0, 0}, {512, 1, 1}, {512, 2, 0}, {256, 2, 1}, {256, 0, 0}, {128, 2, 0}};
+      for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+        w8a8_sm90_set_streamk(rule[i][1]);
         int split = 0;
-        const int got = plan_of(h, dbuf, (size_t)64 << 20, in, 512, 2560, 8192, &split);
+        const int got = plan_of(h, dbuf, (size_t)64 << 20, in, rule[i][0], 2560, 8192, &split);
         if (got == PLAN_INVALID) break;
-        CHECK((got == twin) == on, "%s M=512 N=2560 K=8192 stream-K %d: planned %s", dt ? "int8" : "fp8", on,
-              got >= 0 ? w8a8_sm90_config_name(got) : "nothing");
+        CHECK((got == twin) == rule[i][2], "%s M=%d N=2560 K=8192 stream-K %d: planned %s", dt ? "int8" : "fp8",
+              rule[i][0], rule[i][1], got >= 0 ? w8a8_sm90_config_name(got) : "nothing");
       }
     }
     w8a8_sm90_set_streamk(-1);

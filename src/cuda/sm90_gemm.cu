@@ -624,14 +624,23 @@ __attribute__((unused)) static int sk_plain(int ci) {
   name[n - 3] = 0;
   return find_config(name);
 }
-// W8A8_SM90_STREAMK=1 (opt-in until measured): where the plan is the plain 128 x 128 tile (after the
-// token-tail twin had its turn) and its schedule has stream-K units (a last wave under 80% full, more
-// than 8 K-blocks: sm90_sk_make), its stream-K twin. Not with ready flags (the twin does not wait for
-// arriving rows) nor the weights-constant hint (the twin does not preload).
+// Where the plan is the plain 128 x 128 tile (after the token-tail twin had its turn): its stream-K
+// twin. W8A8_SM90_STREAMK=1 wherever the schedule has stream-K units (a last wave under 80% full, more
+// than 8 K-blocks: sm90_sk_make), =0 never, unset the rule (mode 2): more than 128 tokens and even
+// splits of at least 3 per tile (at most a third of the SMs' worth of tiles, >= 24 K-blocks). Session 10
+// (h200-sm90-streamk-2026-11-30.txt; envab W8A8_SM90_STREAMK 0 vs 1, two rounds, M = 256..2048 on 8
+// shapes, and sm90_dev A/Bs of the forced twins): the one clear win was 70b-qkv-tp4 at M = 256 (40
+// tiles, 3 splits each on 120 CTAs): int8 24.2-26.2 -> 19.8-21.1 us, fp8 28.0-29.3 -> 21.2-22.2
+// (1.22-1.32x); two splits per tile lost (8b-o M = 256, 0.91x in sm90_dev), and the continuous cut lost
+// wherever it ran: 8b-qkv M = 256 (96 tiles) 0.72-0.75x, 70b-qkv-tp4 M = 512 (80) 0.89-0.95x, M = 2048
+// 0.86-0.92x, 70b-gateup-tp4 M = 1024 0.84-0.87x, 8b-gateup M = 512 0.82-0.91x. Halving a tile's K did
+// not halve its time (8b-o: 14.3 -> 15.6 us on twice the CTAs); why is open (NOTES). Not with ready flags
+// (the twin does not wait for arriving rows) nor the weights-constant hint (the twin does not preload).
 static int g_sk = -1;
-static int sk_enabled(void) { return w8a8_env_flag(&g_sk, "W8A8_SM90_STREAMK", 0); }
+static int sk_mode(void) { return w8a8_env_mode(&g_sk, "W8A8_SM90_STREAMK", 2); }
 static void apply_sk(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
-  if (pl->config < 0 || p->ready || h->weights_constant || !sk_enabled()) return;
+  const int mode = pl->config >= 0 && !p->ready && !h->weights_constant ? sk_mode() : 0;
+  if (mode == 0 || (mode == 2 && p->M <= 128)) return;
   const char *n = CONFIGS[pl->config].name;
   const int to = !strcmp(n, "int8_128x128") ? find_config("int8_128x128_sk")
                  : !strcmp(n, "fp8_128x128_promote") ? find_config("fp8_128x128_promote_sk")
@@ -640,7 +649,8 @@ static void apply_sk(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
   const int64_t tiles = ((p->M + SM90_BM - 1) / SM90_BM) * ((p->N + CONFIGS[to].bn - 1) / CONFIGS[to].bn);
   if (tiles > INT32_MAX / 2) return;
   const sm90_sk_plan k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms);
-  if (k.units > 0 && sk_fits(h, to, p, num_sms)) pl->config = to;
+  if (k.units == 0 || (mode == 2 && k.per_tile < 3) || !sk_fits(h, to, p, num_sms)) return;
+  pl->config = to;
 }
 
 // The tuning table's plan for p, if the handle has a table with an entry that applies (exact
@@ -848,8 +858,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
 }
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { set_switch(&g_tail_env, on); }
-// on: 1 / 0 apply_sk's stream-K twins or not (W8A8_SM90_STREAMK), -1 back to the variable
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { set_switch(&g_sk, on); }
+// on: 1 apply_sk's stream-K twins wherever the schedule has units, 0 never, 2 its rule, -1 back to the variable
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) {
+  __atomic_store_n(&g_sk, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
+}
 // mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
 // partial, -1 the default (1)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
