@@ -107,7 +107,7 @@ static const sm90_config CONFIGS[] = {
     // only (8b-o: 32 CTAs, 14.7 us at M = 33..256 where cuBLASLt's tensorwise kernel takes 7.9).
     SM90_CFG("fp8_128x64_promote", 64, 8, false, false, true, false, 1),
     SM90_CFG("int8_128x64", 64, 8, true, false, false, false, 1),
-    // Session 5, NOT yet run on a GPU, not picked by the heuristic: pingpong 128 x 128 tiles (each
+    // Session 5 (run since session 6, slower or even), not picked by the heuristic: pingpong 128 x 128 tiles (each
     // consumer warpgroup a whole tile, its epilogue under the other's main loop). int8, and fp8 with
     // fast accumulation (a candidate for W8A8_FP8_ACCUM_FAST once measured).
     SM90_CFG_PP("int8_128x128_pp", 128, 6, true),
@@ -151,10 +151,10 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_TAIL("fp8_128x128_promote_splitk_tail", 128, 4, false, false, true, true, 1),
     SM90_CFG_MC_TAIL("int8_128x256_mc2_tail", 256, 4, true, false),
     SM90_CFG_MC_TAIL("fp8_128x256_promote_mc2_tail", 256, 4, false, true),
-    // Session 9, NOT yet run on a GPU: the 128 x 64 tile's twins, for plan's opt-in narrow256 rule.
+    // Session 9 (run since session 10): the 128 x 64 tile's twins, for plan's narrow256 rule.
     SM90_CFG_TAIL("int8_128x64_tail", 64, 8, true, false, false, false, 1),
     SM90_CFG_TAIL("fp8_128x64_promote_tail", 64, 8, false, false, true, false, 1),
-    // Session 10, NOT yet run on a GPU: stream-K twins of the 128 x 128 tiles (apply_sk; sm90_dev -c).
+    // Session 10: stream-K twins of the 128 x 128 tiles (apply_sk's rule; sm90_dev -c; the tuner skips them).
     SM90_CFG_SK("int8_128x128_sk", 128, 6, true, false),
     SM90_CFG_SK("fp8_128x128_promote_sk", 128, 6, false, true),
 };
@@ -351,7 +351,7 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // where the split is 2 on a grid of >= 70% of the SMs (8b-o: 64 tiles x 2 = 128 CTAs, 1.06-1.15x;
 // 8b-down 1.00-1.06x), lost or was mixed elsewhere (8b-qkv, split 1 on 96 CTAs: 0.82-0.87x;
 // 70b-qkv-tp4, split 2 on 80: fp8 0.90-0.98x; 70b-down-tp4, split 1 on 128: 1.08x at 65 / 72, 0.87-0.94x
-// at 80). The default takes only the first kind (fitted on two shapes; NOT yet run as a rule). With
+// at 80). The default takes only the first kind (fitted on two shapes, run as a rule in session 10). With
 // the weights-constant hint those two were even (fp8 8b-o 0.98-0.99x, 8b-down 0.99-1.04x); the rule
 // does not look at the hint. Session 10 ran the rule (envab W8A8_SM90_DEEP80 0 vs 2, two rounds,
 // h200-sm90-rules-2026-11-30.txt): int8 8b-o 1.13-1.15x and 8b-down 1.10-1.15x at 65 / 72 / 80; fp8

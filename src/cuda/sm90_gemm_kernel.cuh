@@ -787,7 +787,7 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // Y tile crosses from L2 once per pair instead of twice (tmap_y's box is BN/2 rows then). Both CTAs
 // walk the same pairs of tiles in lockstep; a partner past the last X tile runs on zeros (TMA fills
 // out-of-bounds boxes) and stores nothing. Not with SWAP or SPLITK.
-// PP (session 5, NOT yet run on a GPU): pingpong. Each consumer warpgroup owns whole 128 x BN tiles,
+// PP (session 5; ran in session 6, slower or even): pingpong. Each consumer warpgroup owns whole 128 x BN tiles,
 // alternating (the CTA's tile j goes to warpgroup j % 2), and issues the wgmmas of both 64-row halves;
 // the producer fills the ring in the same tile order as always. While one warpgroup runs its
 // epilogue, the other's main loop keeps the tensor pipe busy: the per-tile timeline of the

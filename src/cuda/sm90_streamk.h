@@ -1,7 +1,7 @@
-/* sm90_streamk.h — the stream-K schedule of the Hopper GEMM (session 9: the schedule only; the kernel
- * that follows it is the next session's work, see NOTES.md "Stream-K: the design"). Plain C arithmetic
- * shared by the host (C11 and C++) and the device (CUDA: __host__ __device__), so that the tests check
- * on the CPU exactly what every CTA of the kernel will compute.
+/* sm90_streamk.h — the stream-K schedule of the Hopper GEMM (session 9; the kernel that follows it, the
+ * SK twins of sm90_gemm_kernel, session 10: NOTES.md "Stream-K: the design", Hopper session 10). Plain
+ * C arithmetic shared by the host (C11 and C++) and the device (CUDA: __host__ __device__), so that the
+ * tests check on the CPU exactly what every CTA of the kernel will compute.
  *
  * The problem: `tiles` output tiles of `kblocks` K-blocks each, a grid of `ctas` persistent CTAs (one
  * wave). Where the tiles do not divide into whole waves, the last (partial) wave and one full wave
