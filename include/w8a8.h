@@ -22,7 +22,11 @@
  *     calls can be captured into CUDA graphs. On a CPU handle calls are
  *     synchronous and use OpenMP threads.
  *   - A handle may be used by one thread at a time; different handles are
- *     independent. w8a8_last_error() is per thread.
+ *     independent. w8a8_last_error() is per thread. The work of one CUDA
+ *     handle must stay stream-ordered: calls on one stream (or streams the
+ *     caller orders), and graphs captured from one handle replayed one after
+ *     the other, never two at once (the handle's workspace serves one call at
+ *     a time; for concurrent GEMMs use one handle per stream).
  */
 #ifndef W8A8_H
 #define W8A8_H

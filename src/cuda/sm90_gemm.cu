@@ -604,8 +604,10 @@ static void apply_pp(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
 }
 
 // Stream-K (session 10; the kernel's SK, sm90_streamk.h). sk_fits: whether the stream-K twin ci can run
-// p with the handle's workspace (its partial tiles in ws, two locks per stream-K tile); where the
-// schedule has no stream-K units it runs as a plain persistent grid and needs neither.
+// p with the handle's workspace (its partial tiles in ws, two locks per stream-K tile) and with every
+// CTA of its grid resident at once (a final split waits for lower-numbered units; the occupancy query
+// says fewer where MPS or a smaller SM partition limits the device); where the schedule has no
+// stream-K units it runs as a plain persistent grid and needs neither.
 static int sk_fits(const w8a8_handle *h, int ci, const w8a8_mm_problem *p, int num_sms) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const sm90_config *c = &CONFIGS[ci];
@@ -613,7 +615,8 @@ static int sk_fits(const w8a8_handle *h, int ci, const w8a8_mm_problem *p, int n
   if (!st || !st->sk_locks || tiles > INT32_MAX / 2) return 0;
   const sm90_sk_plan k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms * c->minb);
   if (k.units == 0) return 1;
-  return (size_t)k.sk_tiles * SM90_BM * c->bn * 4 <= st->ws_bytes && 2LL * k.sk_tiles <= W8A8_SK_LOCKS;
+  return (size_t)k.sk_tiles * SM90_BM * c->bn * 4 <= st->ws_bytes && 2LL * k.sk_tiles <= W8A8_SK_LOCKS &&
+         max_active_clusters(h->device_index, ci, 1, num_sms) >= num_sms * c->minb;
 }
 // The plain tile of a stream-K twin (its name without "_sk"), -1 if none.
 __attribute__((unused)) static int sk_plain(int ci) {
@@ -669,7 +672,8 @@ static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan 
 // The plan of a launch without a forced configuration: the tuning table's, else the heuristic's
 // with the multicast twin at 129..255 tokens; then the handle's settings (fast accumulation, and
 // the opt-in pingpong tiles); last the token-tail twin where a token tile is partial (apply_tail,
-// tuned plans included).
+// tuned plans included), and the stream-K twin where its rule takes the plain 128 x 128 tile (apply_sk,
+// tuned plans included: the tuner times the plain tile, and the rule was measured against it).
 static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan pl;
   const int tuned = tuned_plan(h, p, &pl);
