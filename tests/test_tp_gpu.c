@@ -878,6 +878,67 @@ static void one_gemm_cases(int W) {
 W8A8_TEST(tp_gpu_ag_one_gemm_w2) { one_gemm_cases(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_w3) { one_gemm_cases(3); }
 W8A8_TEST(tp_gpu_ag_one_gemm_w4) { one_gemm_cases(4); }
+/* The same with the peers' rows pulled in pieces (W8A8_TP_AG_PIECES, session 10): only peers on other
+ * GPUs are cut, so on one GPU this is the plain schedule again; on two, W = 2 cuts the peer's rows into
+ * 3 pieces, W = 4 (two ranks per GPU) cuts the two ranks of the other GPU while the table has room. */
+static void one_gemm_pieces(int W) {
+  setenv("W8A8_TP_AG_PIECES", "3", 1);
+  one_gemm_cases(W);
+  unsetenv("W8A8_TP_AG_PIECES");
+}
+W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w2) { one_gemm_pieces(2); }
+W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w4) { one_gemm_pieces(4); }
+
+/* w8a8_tp_ag_pieces (CPU only): the chunk table of the one-GEMM all-gather. Over ranks with random row
+ * counts (empty ones included), split flags and piece counts: W..8 chunks in row order, each rank's
+ * chunks contiguous and covering exactly its rows, one chunk for a rank not split (and for every rank
+ * with pieces = 1), interior cuts on multiples of 128, never more pieces than a rank's token tiles
+ * allow; then the TP = 2, 1024-token case by value. */
+W8A8_TEST(tp_ag_pieces) {
+  uint64_t seed = 77;
+  for (int it = 0; it < 4000 && !w8a8_test_failed(); it++) {
+    const int W = 1 + (int)(next(&seed) % 8), pieces = 1 + (int)(next(&seed) % 8);
+    int64_t off[8], cnt[8], end[8];
+    int split[8], rank[8];
+    int64_t o = 0;
+    for (int j = 0; j < W; j++) {
+      const uint64_t k = next(&seed) % 5;
+      cnt[j] = k == 0 ? 0 : k == 1 ? (int64_t)(next(&seed) % 130) : (int64_t)(next(&seed) % 2000);
+      off[j] = o;
+      o += cnt[j];
+      split[j] = (int)(next(&seed) % 2);
+    }
+    const int n = w8a8_tp_ag_pieces(W, off, cnt, split, pieces, end, rank);
+    CHECK(n >= W && n <= W8A8_MM_MAX_READY, "W=%d pieces=%d: %d chunks", W, pieces, n);
+    if (pieces == 1) CHECK(n == W, "W=%d pieces=1: %d chunks", W, n);
+    int i = 0;
+    for (int j = 0; j < W && !w8a8_test_failed(); j++) {
+      int64_t at = off[j];
+      const int i0 = i;
+      for (; i < n && rank[i] == j; i++) {
+        const int last = i + 1 == n || rank[i + 1] != j;
+        CHECK(end[i] >= at && end[i] <= off[j] + cnt[j], "W=%d rank %d chunk %d ends at %lld", W, j, i, (long long)end[i]);
+        CHECK(last || (end[i] > at && end[i] % 128 == 0), "W=%d rank %d chunk %d: inner cut at %lld", W, j, i,
+              (long long)end[i]);
+        at = end[i];
+      }
+      CHECK(i > i0 && at == off[j] + cnt[j], "W=%d rank %d: chunks %d..%d end at %lld, rows end at %lld", W, j, i0, i,
+            (long long)at, (long long)(off[j] + cnt[j]));
+      const int64_t tiles = cnt[j] > 0 ? (off[j] + cnt[j] - 1) / 128 - off[j] / 128 + 1 : 1;
+      CHECK(i - i0 <= (split[j] ? (pieces < tiles ? pieces : tiles) : 1), "W=%d rank %d: %d chunks (split %d, %d "
+            "pieces, %lld tiles)", W, j, i - i0, split[j], pieces, (long long)tiles);
+    }
+    CHECK(i == n, "W=%d: %d of %d chunks walked", W, i, n);
+  }
+  const int64_t off[2] = {0, 512}, cnt[2] = {512, 512};
+  const int split[2] = {0, 1};
+  int64_t end[8];
+  int rank[8];
+  const int n = w8a8_tp_ag_pieces(2, off, cnt, split, 4, end, rank);
+  CHECK(n == 5 && end[0] == 512 && end[1] == 640 && end[2] == 768 && end[3] == 896 && end[4] == 1024 && rank[0] == 0 &&
+            rank[4] == 1,
+        "TP = 2, 1024 tokens, 4 pieces: %d chunks", n);
+}
 
 /* ---- CUDA graph: every rank's fused calls captured into ONE graph, replayed on new inputs ---- */
 

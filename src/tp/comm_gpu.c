@@ -291,8 +291,9 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done_cap, cudaEventDisableTiming);
   for (int i = 0; i < W && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&gs->ev_step[i], cudaEventDisableTiming);
-  /* The one-GEMM all-gather's ready flags: reset by each call that uses them, before any use. */
-  if (e == cudaSuccess) e = cudaMalloc((void **)&gs->flags, sizeof(unsigned int) * (size_t)W);
+  /* The one-GEMM all-gather's ready flags (one per chunk, at most W8A8_MM_MAX_READY: a peer's rows may
+   * come in pieces, ag_pieces): reset by each call that uses them, before any use. */
+  if (e == cudaSuccess) e = cudaMalloc((void **)&gs->flags, sizeof(unsigned int) * W8A8_MM_MAX_READY);
   dev_exit(prev, gs->device);
   if (e != cudaSuccess) {
     w8a8_status s = w8a8_cuda_error(fn, "creating the communicator's stream and events", e);

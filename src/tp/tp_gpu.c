@@ -353,6 +353,7 @@ static w8a8_status w8a8_tp_write_flag(const char *fn, cudaStream_t X, unsigned i
 typedef struct sched_state {
   bool forked;         /* C waits on S's fork event: C's work is part of this call (and of a capture) */
   int flags_launched;  /* the one-GEMM launch waiting on ready flags is on S (AG): flags to release */
+  int flags_n;         /* how many (the chunks of the launch) */
 } sched_state;
 
 /* A schedule that fails after the fork returns with C's work not joined into S. Join it, so that S
@@ -370,7 +371,7 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
   char saved[512];
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   if (st->flags_launched)
-    for (int j = 0; j < c->size; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
+    for (int j = 0; j < st->flags_n; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
   if (cudaEventRecord(gs->ev_step[0], gs->side) == cudaSuccess) cudaStreamWaitEvent(S, gs->ev_step[0], 0);
   cudaGetLastError();
   w8a8_err(W8A8_SUCCESS, "%s", saved);
@@ -384,6 +385,38 @@ static bool ag_one_gemm(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, 
   w8a8_mm_problem q;
   chunk_problem(p, g, NULL, 0, p->M_total, &q);
   return w8a8_cuda_takes_ready(c->handle, &q) != 0;
+}
+
+int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt, const int *split, int pieces, int64_t *end,
+                      int *rank) {
+  if (W < 1 || W > W8A8_MM_MAX_READY) return 0;
+  int n = 0, room = W8A8_MM_MAX_READY - W;
+  for (int j = 0; j < W; j++) {
+    const int64_t lo = off[j], hi = off[j] + (cnt[j] > 0 ? cnt[j] : 0);
+    /* segments between the multiples of 128 strictly inside (lo, hi): U of them */
+    const int64_t U = hi > lo ? (hi - 1) / 128 - lo / 128 + 1 : 1;
+    int64_t want = split[j] && pieces > 1 ? pieces : 1;
+    if (want > U) want = U;
+    if (want > 1 + room) want = 1 + room;
+    room -= (int)(want - 1);
+    for (int64_t q = 0; q < want; q++) {
+      /* piece q: segments [q U / want, (q + 1) U / want); it ends at the boundary after its last one */
+      end[n] = q + 1 == want ? hi : (lo / 128 + (q + 1) * U / want) * 128;
+      rank[n++] = j;
+    }
+  }
+  return n;
+}
+
+/* W8A8_TP_AG_PIECES=P (session 10, NOT yet run on a GPU; default 1): the one-GEMM all-gather pulls each
+ * peer's rows (on other GPUs) in up to P pieces of whole token tiles, each with its own ready flag, so
+ * that the first peer tiles start when their piece lands instead of after the whole copy. At TP = 2 and
+ * 1024 tokens the fused op took 105 us against gemm 69 + comm 37 (h200x2-tp-group-2026-11-30.txt): the
+ * peer half (1.2 waves of tiles) could start only once the whole 4 MB had arrived under the GEMM's load. */
+static int ag_pieces_env(void) {
+  const char *e = getenv("W8A8_TP_AG_PIECES");
+  const int v = e ? atoi(e) : 1;
+  return v < 1 ? 1 : v > W8A8_MM_MAX_READY ? W8A8_MM_MAX_READY : v;
 }
 
 /* The schedule the last all-gather call of c ran: 1 = one GEMM launch (ready flags), 0 = per chunk.
@@ -421,10 +454,20 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   gs->last_one_gemm = one;
   w8a8_mm_ready rd;
   memset(&rd, 0, sizeof rd);
+  /* The chunks of the one-GEMM launch (w8a8_tp_ag_pieces): a rank's rows, or pieces of a peer's rows on
+   * another GPU (W8A8_TP_AG_PIECES); first[j]: rank j's first chunk. */
+  int nch = 0, split[W8A8_MM_MAX_READY], chrank[W8A8_MM_MAX_READY], first[W8A8_MM_MAX_READY];
+  int64_t chend[W8A8_MM_MAX_READY];
+  if (flags) {
+    for (int j = 0; j < W; j++) split[j] = j != r && !ag_same_gpu(c, xp, j);
+    nch = w8a8_tp_ag_pieces(W, off, cnt, split, ag_pieces_env(), chend, chrank);
+    if (nch < W) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: %d ranks do not fit the ready table", fn, W);
+    for (int i = nch - 1; i >= 0; i--) first[chrank[i]] = i;
+  }
   /* Ready flags (one GEMM, fused): reset before the fork, so that the side stream's writes come after. */
   if (flags) {
-    CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)W, S), "cudaMemsetAsync (ready flags)");
-    CU(cudaMemsetAsync(gs->flags + r, 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
+    CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
+    CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
   }
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
@@ -463,12 +506,12 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
         if (cnt[j] > 0)
           CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, S),
              "cudaMemcpyAsync (rows of a peer on this GPU)");
-        CU(cudaMemsetAsync(gs->flags + j, 1, sizeof(unsigned int), S), "cudaMemsetAsync (ready flag)");
+        CU(cudaMemsetAsync(gs->flags + first[j], 1, sizeof(unsigned int), S), "cudaMemsetAsync (ready flag)");
       }
     }
     rd.flags = gs->flags;
-    rd.n = W;
-    for (int j = 0; j < W; j++) rd.end[j] = off[j] + cnt[j];
+    rd.n = nch;
+    for (int i = 0; i < nch; i++) rd.end[i] = chend[i];
     rd.first_row = off[r];
   }
 
@@ -479,6 +522,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     q.ready = &rd;
     W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
     st->flags_launched = 1;
+    st->flags_n = nch;
   } else if (p->overlap && W > 1) {
     W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
   }
@@ -493,11 +537,14 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       if (flags && ag_same_gpu(c, xp, j)) {
         /* copied on S before the GEMM */
       } else if (flags) {
-        /* rows only (scales and zero points went on S), then the chunk's flag */
-        if (cnt[j] > 0)
-          CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
-             "cudaMemcpyAsync (peer rows)");
-        W8A8_CHECK(w8a8_tp_write_flag(fn, C, gs->flags + j));
+        /* rows only (scales and zero points went on S), then the chunk's flag; piece by piece */
+        for (int i = first[j]; i < nch && chrank[i] == j; i++) {
+          const int64_t lo = i == first[j] ? off[j] : chend[i - 1], n = chend[i] - lo;
+          if (n > 0)
+            CU(cudaMemcpyAsync(g.a + lo * K, pg.a + lo * K, (size_t)(n * K), cudaMemcpyDefault, C),
+               "cudaMemcpyAsync (peer rows)");
+          W8A8_CHECK(w8a8_tp_write_flag(fn, C, gs->flags + i));
+        }
       } else if (cnt[j] > 0) {
         if (K > 0)
           CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
@@ -577,7 +624,7 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
-    sched_state st = {false, 0};
+    sched_state st = {false, 0, 0};
     s = ag_schedule(fn, c, &p, capture, &st);
     if (s != W8A8_SUCCESS) clean_up_after_error(fn, c, &st);
     leave(&g, gs->device);
@@ -712,7 +759,7 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
-    sched_state st = {false, 0};
+    sched_state st = {false, 0, 0};
     s = rs_schedule(fn, c, &p, capture, &st);
     if (s != W8A8_SUCCESS) clean_up_after_error(fn, c, &st);
     leave(&g, gs->device);

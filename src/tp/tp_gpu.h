@@ -95,7 +95,8 @@ typedef struct w8a8_tp_gpu {
   size_t ws_bytes;
   /* All-gather + GEMM in one launch: flags[j] != 0 once chunk j has arrived (reset per call on the
    * compute stream; set there before the launch for the own chunk and same-GPU chunks, else by
-   * cuStreamWriteValue32 on the side stream after the chunk's copy). W words. */
+   * cuStreamWriteValue32 on the side stream after the chunk's copy). W8A8_MM_MAX_READY words: a chunk
+   * is a rank's rows or a piece of them (ag_pieces). */
   unsigned int *flags;
   int last_one_gemm; /* the last all-gather's schedule (w8a8_tp_gpu_last_ag_one_gemm) */
   /* NCCL transport */
@@ -135,6 +136,14 @@ typedef struct w8a8_tp_gpu {
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n,
                                             int64_t max_k);
 W8A8_HIDDEN void w8a8_tp_gpu_destroy(w8a8_comm *c);
+/* The one-GEMM all-gather's chunks in row order (tp_gpu.c): rank j's rows [off[j], off[j] + cnt[j]) as one
+ * chunk, or, for ranks with split[j] set, as up to `pieces` pieces cut at multiples of 128 rows (the
+ * GEMM's token tiles), at least 128 rows each, while the table has room (W8A8_MM_MAX_READY chunks:
+ * split ranks are cut in row order, each to as many pieces as the room left allows). end[i]: the
+ * chunk's end row; rank[i]: whose rows. Returns the number of chunks (W <= n <= W8A8_MM_MAX_READY), or 0
+ * if W is out of range. */
+W8A8_HIDDEN int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt, const int *split, int pieces,
+                                  int64_t *end, int *rank);
 /* 1 if the last all-gather of c ran as one GEMM launch with ready flags, 0 per chunk, -1 none. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'

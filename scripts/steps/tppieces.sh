@@ -1,0 +1,36 @@
+#!/bin/bash
+# tppieces.sh — step "tppieces" (issue 6; session 10, NOT yet run): the one-GEMM all-gather with each
+# peer's rows (on another GPU) pulled in pieces of whole token tiles, one ready flag each
+# (W8A8_TP_AG_PIECES, default 1), against the whole chunk.
+#   1. the tp_gpu tests (tp_gpu_ag_one_gemm_pieces_w2 / _w4 cut the peers' rows into 3 pieces on 2+ GPUs);
+#   2. with 2+ GPUs only: tp-bench --local NGPU at 1024 and 2048 tokens with W8A8_TP_AG_PIECES = 1, 2, 4,
+#      two rounds, the second in reverse order (TPPIECES_VALUES overrides the list).
+# Prediction: 70b-qkv ag at 1024 tokens 105 -> ~90 us (the peer half of the tiles starts when its first
+# piece lands instead of after the whole 4 MB under the GEMM's load).
+# Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
+set -u
+: "${L:?}" "${BUILD:?}"
+LEFT_S=${LEFT_S:-300}
+. "$(dirname "$0")/common.sh"
+W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 200)" "$BUILD/bin/w8a8_tests" tp_gpu tp_ag_pieces >"$L/tppieces-tests.txt" 2>&1
+res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/tppieces-tests.txt" | tail -n 1)]"
+W=${NGPU:-1}
+if [ "$W" -lt 2 ]; then
+  echo "tppieces:$res tp-bench skipped ($W GPU)"
+  exit 0
+fi
+VALS=${TPPIECES_VALUES:-"1 2 4"}
+for round in 1 2; do
+  vals=$VALS
+  [ $round = 2 ] && vals=$(echo "$VALS" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for v in $vals; do
+    W8A8_TP_AG_PIECES=$v timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$W" -m 1024,2048 -n 18 -w 2 \
+      -o "$L/tppieces-p$v-r$round.jsonl" >"$L/tppieces-p$v-r$round.txt" 2>&1
+    res="$res p$v-r$round: exit $?;"
+  done
+done
+for f in "$L"/tppieces-p*-r[12].txt; do
+  echo "== $(basename "$f")"
+  grep -E '^[0-9a-z_-]+ +ag ' "$f"
+done >"$L/tppieces-fused.txt" 2>&1
+echo "tppieces:$res"
