@@ -227,6 +227,7 @@ typedef struct tcase {
   int skew, pad, gathered;
   uint64_t seed;
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
+  int want_pieces; /* all-gather: 1 = ... with more chunks than ranks (W8A8_TP_AG_PIECES) */
   int partials; /* reduce-scatter: W8A8_TP_PARTIALS_FP32 or _OUT */
 } tcase;
 
@@ -458,6 +459,12 @@ static int run_ag(env *e, const tcase *tc) {
   if (ok) ok = sync_all() == cudaSuccess;
   if (ok) {
     run_ranks(U, W);
+    /* the gathered rows the unfused calls left in the workspaces must not serve the fused ones */
+    ok = sync_all() == cudaSuccess;
+    for (int j = 0; ok && j < W; j++) ok = w8a8_tp_gpu_poison_ws(e->comm[j], POISON) == 0;
+    CHECK(ok, "W=%d: poisoning the workspaces between the unfused and the fused calls failed", W);
+  }
+  if (ok) {
     run_ranks(F, W);
     cudaError_t ce = sync_all();
     CHECK(ce == cudaSuccess, "device: %s", cudaGetErrorString(ce));
@@ -467,6 +474,9 @@ static int run_ag(env *e, const tcase *tc) {
       if (tc->want_one)
         CHECK(w8a8_tp_gpu_last_ag_one_gemm(e->comm[j]) == 1, "W=%d rank %d: the fused all-gather ran per chunk, "
               "not as one GEMM with ready flags", W, j);
+      if (tc->want_pieces)
+        CHECK(w8a8_tp_gpu_last_ag_chunks(e->comm[j]) > W, "W=%d rank %d: %d chunks: the peers' rows came whole", W,
+              j, w8a8_tp_gpu_last_ag_chunks(e->comm[j]));
     }
   }
   for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {
@@ -844,6 +854,7 @@ W8A8_TEST(tp_gpu_back_to_back) {
  * the one-launch one, and the result against the reference (int8 exact) and the unfused call
  * (bitwise: the same single GEMM on the gathered rows). Large enough that chunks arrive while
  * tiles already run (M = 2000 x K = 1024 per call). */
+static int g_pieces; /* W8A8_TP_AG_PIECES is set (one_gemm_pieces) */
 static void one_gemm_cases(int W) {
   GPU_OR_SKIP();
   if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
@@ -871,6 +882,8 @@ static void one_gemm_cases(int W) {
     t.gathered = i & 1;
     t.seed = 9000u + 100u * (uint64_t)W + (uint64_t)i;
     t.want_one = W > 1;
+    /* pieces: where a peer on another GPU holds two or more token tiles of rows (M >= 700 here) */
+    t.want_pieces = W > 1 && g_pieces && w8a8_cuda_device_count() > 1 && cs[i].M >= 700 && cs[i].skew != 2;
     run_ag(&e, &t);
   }
   env_close(&e);
@@ -883,7 +896,9 @@ W8A8_TEST(tp_gpu_ag_one_gemm_w4) { one_gemm_cases(4); }
  * 3 pieces, W = 4 (two ranks per GPU) cuts the two ranks of the other GPU while the table has room. */
 static void one_gemm_pieces(int W) {
   setenv("W8A8_TP_AG_PIECES", "3", 1);
+  g_pieces = 1;
   one_gemm_cases(W);
+  g_pieces = 0;
   unsetenv("W8A8_TP_AG_PIECES");
 }
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w2) { one_gemm_pieces(2); }
@@ -911,7 +926,7 @@ W8A8_TEST(tp_ag_pieces) {
     const int n = w8a8_tp_ag_pieces(W, off, cnt, split, pieces, end, rank);
     CHECK(n >= W && n <= W8A8_MM_MAX_READY, "W=%d pieces=%d: %d chunks", W, pieces, n);
     if (pieces == 1) CHECK(n == W, "W=%d pieces=1: %d chunks", W, n);
-    int i = 0;
+    int i = 0, room = W8A8_MM_MAX_READY - W;
     for (int j = 0; j < W && !w8a8_test_failed(); j++) {
       int64_t at = off[j];
       const int i0 = i;
@@ -924,9 +939,23 @@ W8A8_TEST(tp_ag_pieces) {
       }
       CHECK(i > i0 && at == off[j] + cnt[j], "W=%d rank %d: chunks %d..%d end at %lld, rows end at %lld", W, j, i0, i,
             (long long)at, (long long)(off[j] + cnt[j]));
+      /* exactly min(pieces, the rank's token tiles, the room left) pieces of a split rank, in row order */
       const int64_t tiles = cnt[j] > 0 ? (off[j] + cnt[j] - 1) / 128 - off[j] / 128 + 1 : 1;
-      CHECK(i - i0 <= (split[j] ? (pieces < tiles ? pieces : tiles) : 1), "W=%d rank %d: %d chunks (split %d, %d "
-            "pieces, %lld tiles)", W, j, i - i0, split[j], pieces, (long long)tiles);
+      int64_t want = split[j] ? (pieces < tiles ? pieces : tiles) : 1;
+      if (want > 1 + room) want = 1 + room;
+      room -= (int)(want - 1);
+      CHECK(i - i0 == want, "W=%d rank %d: %d chunks, want %lld (split %d, %d pieces, %lld tiles)", W, j, i - i0,
+            (long long)want, split[j], pieces, (long long)tiles);
+      /* balanced: the pieces' token tiles (counting the partial ones at the rank's ends) differ by <= 1 */
+      int64_t lo_t = INT64_MAX, hi_t = 0, at2 = off[j];
+      for (int q = i0; q < i && cnt[j] > 0; q++) {
+        const int64_t t = (end[q] - 1) / 128 - at2 / 128 + 1;
+        lo_t = t < lo_t ? t : lo_t;
+        hi_t = t > hi_t ? t : hi_t;
+        at2 = end[q];
+      }
+      CHECK(cnt[j] == 0 || hi_t - lo_t <= 1, "W=%d rank %d: pieces of %lld..%lld token tiles", W, j, (long long)lo_t,
+            (long long)hi_t);
     }
     CHECK(i == n, "W=%d: %d of %d chunks walked", W, i, n);
   }
@@ -938,6 +967,11 @@ W8A8_TEST(tp_ag_pieces) {
   CHECK(n == 5 && end[0] == 512 && end[1] == 640 && end[2] == 768 && end[3] == 896 && end[4] == 1024 && rank[0] == 0 &&
             rank[4] == 1,
         "TP = 2, 1024 tokens, 4 pieces: %d chunks", n);
+  /* a rank that starts off a tile edge: rows 1000..1999 span 9 tiles (7..15) -> cuts at 1280 and 1664 */
+  const int64_t off2[2] = {0, 1000}, cnt2[2] = {1000, 1000};
+  const int n2 = w8a8_tp_ag_pieces(2, off2, cnt2, split, 3, end, rank);
+  CHECK(n2 == 4 && end[0] == 1000 && end[1] == 1280 && end[2] == 1664 && end[3] == 2000, "rows 1000..1999 in 3: %d "
+        "chunks, cuts %lld %lld", n2, (long long)end[1], (long long)end[2]);
 }
 
 /* ---- CUDA graph: every rank's fused calls captured into ONE graph, replayed on new inputs ---- */

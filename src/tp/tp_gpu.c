@@ -424,6 +424,20 @@ static int ag_pieces_env(void) {
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_one_gemm : -1;
 }
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_chunks(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_chunks : -1;
+}
+W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
+  const w8a8_tp_gpu *gs = c ? (const w8a8_tp_gpu *)c->gpu : NULL;
+  if (!gs) return -1;
+  if (!gs->ws || gs->ws_bytes == 0) return 0; /* no workspace yet: nothing to poison */
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) return -1;
+  const cudaError_t e = cudaMemset(gs->ws, v, gs->ws_bytes);
+  const cudaError_t e2 = cudaDeviceSynchronize();
+  cudaSetDevice(prev);
+  return e == cudaSuccess && e2 == cudaSuccess ? 0 : -1;
+}
 
 static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
                                sched_state *st) {
@@ -452,6 +466,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const bool one = ag_one_gemm(c, p, xp, &g);
   const bool flags = one && p->overlap;
   gs->last_one_gemm = one;
+  gs->last_chunks = 0;
   w8a8_mm_ready rd;
   memset(&rd, 0, sizeof rd);
   /* The chunks of the one-GEMM launch (w8a8_tp_ag_pieces): a rank's rows, or pieces of a peer's rows on
@@ -511,6 +526,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     }
     rd.flags = gs->flags;
     rd.n = nch;
+    gs->last_chunks = nch;
     for (int i = 0; i < nch; i++) rd.end[i] = chend[i];
     rd.first_row = off[r];
   }

@@ -99,6 +99,7 @@ typedef struct w8a8_tp_gpu {
    * is a rank's rows or a piece of them (ag_pieces). */
   unsigned int *flags;
   int last_one_gemm; /* the last all-gather's schedule (w8a8_tp_gpu_last_ag_one_gemm) */
+  int last_chunks;   /* its ready table's chunks (one GEMM with flags; else 0) */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
   bool owns_nccl;
@@ -146,6 +147,11 @@ W8A8_HIDDEN int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt,
                                   int64_t *end, int *rank);
 /* 1 if the last all-gather of c ran as one GEMM launch with ready flags, 0 per chunk, -1 none. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c);
+/* Tests: the chunks of the last all-gather's ready table (W, or more with W8A8_TP_AG_PIECES; 0 without
+ * flags), and a poisoned workspace (every byte = v, synchronously on the legacy stream), so that a fused
+ * call after an unfused one cannot pass on rows the unfused call left in the gathered buffer. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_chunks(const w8a8_comm *c);
+W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
  * streams are not all in one capture (or all outside one). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],
