@@ -968,7 +968,8 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
       a.rot_x = (int)((p->ready->first_row + SM90_BM - 1) / SM90_BM) % a.tiles_x;
     // Groups of the tile order no wider than the own rows' whole X tiles (unswapped, MC = 1: the
     // persistent tiles and the split-K ones, whose clusters take items in the same order): where a
-    // rank's rows span fewer than SM90_GROUP tiles (TP = 2 at 1024 tokens: 4), a group of 8 mixed own and peer tiles, so half the CTAs began on a peer tile and spun on its
+    // rank's rows span fewer than SM90_GROUP tiles (TP = 2 at 1024 tokens: 4), a group of 8 mixed own
+    // and peer tiles, so half the CTAs began on a peer tile and spun on its
     // flag with their own tiles queued behind it, and the fused all-gather + GEMM took the unfused
     // time (tp-bench 70b-qkv M = 1024: 121.5 vs 123.9 us; helper-31's reading, NOTES). Cut: 1.06-1.10x
     // at 1024 tokens (session 10; sm90_args.group).
