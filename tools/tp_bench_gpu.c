@@ -729,6 +729,10 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
     printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
     const char *why = NULL, *tr = w8a8_tp_transport(g->r[lo_rank(g)].comm, &why);
     printf("# library transport: %s%s%s\n", tr, why && why[0] ? " -- " : "", why ? why : "");
+    /* the all-gather's tuning switches as this process sees them (the library reads them per call) */
+    const char *pieces = getenv("W8A8_TP_AG_PIECES"), *group = getenv("W8A8_SM90_TP_GROUP");
+    printf("# all-gather: W8A8_TP_AG_PIECES=%s W8A8_SM90_TP_GROUP=%s\n", pieces ? pieces : "(unset: 1)",
+           group ? group : "(unset: 1)");
     printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
            "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
            "speedup", "#wrong");
