@@ -558,6 +558,20 @@ static int handle_sms(w8a8_handle *h) {
   return w8a8_get_info(h, &info) == W8A8_SUCCESS ? info.num_sms : 0;
 }
 
+/* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure. */
+static int plan_rig_open(w8a8_handle **h, uint8_t **dbuf, size_t bytes) {
+  *h = NULL;
+  *dbuf = NULL;
+  if (w8a8_create(h, W8A8_DEVICE_CUDA, sm90_device()) != W8A8_SUCCESS) return 0;
+  if (cudaMalloc((void **)dbuf, bytes) != cudaSuccess) {
+    w8a8_destroy(*h);
+    *h = NULL;
+    *dbuf = NULL;
+    return 0;
+  }
+  return 1;
+}
+
 /* W8A8_FP8_ACCUM_FAST: where the heuristic runs a promoting 128 x 256 fp8 tile (fp8_128x256_promote, or
  * its multicast twin at 129..255 tokens) it runs fp8_128x256 instead (the plan is checked through the
  * hook, with the setting off and on), and the result through the public API is within the fast mode's
@@ -854,11 +868,7 @@ W8A8_TEST(sm90_deep80_plan) {
   REQUIRE(twins[0] >= 0 && twins[1] >= 0, "no n64 deep tail configurations");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
-  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-  if (cudaMalloc((void **)&dbuf, 32 << 20) != cudaSuccess) {
-    w8a8_destroy(h);
-    REQUIRE(0, "cudaMalloc");
-  }
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)32 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   w8a8_sm90_set_deep80(1);
   static const int64_t cases[][2] = {{65, 4096}, {72, 4160}, {80, 4096}, {81, 4096}, {72, 2048}};
   int v = 0;
@@ -915,11 +925,7 @@ W8A8_TEST(sm90_split256_plan) {
     SKIP("a tuning table or a planning variable is set");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
-  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-  if (cudaMalloc((void **)&dbuf, 64 << 20) != cudaSuccess) {
-    w8a8_destroy(h);
-    REQUIRE(0, "cudaMalloc");
-  }
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   /* M, N, K, expected: 0 unsplit, 1 the split tile, 2 its tail twin (fp8 / int8 where they differ: 3 = 1 / 2) */
   static const int64_t cases[][4] = {{129, 4096, 12288, 2}, {200, 4096, 12288, 3}, {256, 4096, 12288, 1},
                                      {129, 4096, 8192, 0}};
@@ -963,11 +969,7 @@ W8A8_TEST(sm90_narrow256_plan) {
   if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
-  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-  if (cudaMalloc((void **)&dbuf, 64 << 20) != cudaSuccess) {
-    w8a8_destroy(h);
-    REQUIRE(0, "cudaMalloc");
-  }
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   /* M, N, K, switch, expected: 0 another tile, 1 the 128 x 64 tile, 2 its tail twin, 3 either (at M = 193
    * apply_tail's box rule decides) */
   static const int64_t cases[][5] = {{129, 4096, 4096, 1, 2}, {256, 4096, 4096, 1, 1}, {129, 4096, 8192, 1, 0},
@@ -1049,11 +1051,7 @@ W8A8_TEST(sm90_streamk) {
    * M = 256 (40 tiles: 3 even splits each) under the rule too; M = 128 never under the rule */
   if (sms == 132 && !getenv("W8A8_TUNE_FILE") && !w8a8_test_failed()) {
     uint8_t *dbuf = NULL;
-    REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-    if (cudaMalloc((void **)&dbuf, 64 << 20) != cudaSuccess) {
-      w8a8_destroy(h);
-      REQUIRE(0, "cudaMalloc");
-    }
+    REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       const int twin = w8a8_sm90_config_lookup(names[dt], NULL, NULL, NULL);

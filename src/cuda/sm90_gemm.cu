@@ -607,15 +607,17 @@ static void apply_pp(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
 // p with the handle's workspace (its partial tiles in ws, two locks per stream-K tile) and with every
 // CTA of its grid resident at once (a final split waits for lower-numbered units; the occupancy query
 // says fewer where MPS or a smaller SM partition limits the device); where the schedule has no
-// stream-K units it runs as a plain persistent grid and needs neither.
-static int sk_fits(const w8a8_handle *h, int ci, const w8a8_mm_problem *p, int num_sms) {
+// stream-K units it runs as a plain persistent grid and needs neither. *k: the schedule (units 0 where
+// it does not fit).
+static int sk_fits(const w8a8_handle *h, int ci, const w8a8_mm_problem *p, int num_sms, sm90_sk_plan *k) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const sm90_config *c = &CONFIGS[ci];
   const int64_t tiles = ((p->M + SM90_BM - 1) / SM90_BM) * ((p->N + c->bn - 1) / c->bn);
+  *k = sm90_sk_make(0, 0, 0);
   if (!st || !st->sk_locks || tiles > INT32_MAX / 2) return 0;
-  const sm90_sk_plan k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms * c->minb);
-  if (k.units == 0) return 1;
-  return (size_t)k.sk_tiles * SM90_BM * c->bn * 4 <= st->ws_bytes && 2LL * k.sk_tiles <= W8A8_SK_LOCKS &&
+  *k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms * c->minb);
+  if (k->units == 0) return 1;
+  return (size_t)k->sk_tiles * SM90_BM * c->bn * 4 <= st->ws_bytes && 2LL * k->sk_tiles <= W8A8_SK_LOCKS &&
          max_active_clusters(h->device_index, ci, 1, num_sms) >= num_sms * c->minb;
 }
 // The plain tile of a stream-K twin (its name without "_sk"), -1 if none.
@@ -644,15 +646,11 @@ static int sk_mode(void) { return w8a8_env_mode(&g_sk, "W8A8_SM90_STREAMK", 2); 
 static void apply_sk(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   const int mode = pl->config >= 0 && !p->ready && !h->weights_constant ? sk_mode() : 0;
   if (mode == 0 || (mode == 2 && p->M <= 128)) return;
-  const char *n = CONFIGS[pl->config].name;
-  const int to = !strcmp(n, "int8_128x128") ? find_config("int8_128x128_sk")
-                 : !strcmp(n, "fp8_128x128_promote") ? find_config("fp8_128x128_promote_sk")
-                                                       : -1;
-  if (to < 0) return;
-  const int64_t tiles = ((p->M + SM90_BM - 1) / SM90_BM) * ((p->N + CONFIGS[to].bn - 1) / CONFIGS[to].bn);
-  if (tiles > INT32_MAX / 2) return;
-  const sm90_sk_plan k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms);
-  if (k.units == 0 || (mode == 2 && k.per_tile < 3) || !sk_fits(h, to, p, num_sms)) return;
+  char twin[64];  // the plan's "_sk" twin: only the plain 128 x 128 tiles have one
+  snprintf(twin, sizeof twin, "%s_sk", CONFIGS[pl->config].name);
+  const int to = find_config(twin);
+  sm90_sk_plan k;
+  if (to < 0 || !sk_fits(h, to, p, num_sms, &k) || k.units == 0 || (mode == 2 && k.per_tile < 3)) return;
   pl->config = to;
 }
 
@@ -793,7 +791,8 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   }
   if (pl->config < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: sm90 heuristic found no configuration", FN);
   // A stream-K twin (forced, or a tuning table's) that cannot run p: its plain tile instead.
-  if (CONFIGS[pl->config].sk && (p->ready || !sk_fits(h, pl->config, p, num_sms))) {
+  sm90_sk_plan skp;
+  if (CONFIGS[pl->config].sk && (p->ready || !sk_fits(h, pl->config, p, num_sms, &skp))) {
     const int plain = sk_plain(pl->config);
     if (plain < 0) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no plain tile for %s", FN, CONFIGS[pl->config].name);
     pl->config = plain;
