@@ -376,6 +376,29 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
+// 129..256 tokens with few weight tiles and a long K (session 11): the n64 deep ring over ceil(M / 64)
+// token tiles, plan_deep's split rule (deep_split), taken only where that split is at least 2. With
+// 128-row tiles such a problem runs on few CTAs that are each bound by their own MMA rate (70b-qkv-tp4,
+// 20 weight tiles: 40 CTAs at 525 cycles per K-block, h200-sm90-deep256-2026-11-30.txt's timeline); three
+// n64 token tiles x 20 x split 2 put 120 CTAs on it. Measured (sm90_dev, forced, same file): 70b-qkv-tp4
+// int8 M = 129 17.3-17.9 us against the multicast 128 x 128 tile's 22.1, M = 192 13.8 vs 22.1; fp8 18.5
+// vs 24.1 and 15.0 vs 24.1. At 193..256 tokens the four token tiles leave split 1 (80 CTAs, 20.5 us,
+// slower than the stream-K twin's 18.6), and where the token x weight tiles alone fill the SMs (8b-o,
+// 96 at M = 129: 15.5 vs 14.1) split 1 lost too: hence split >= 2. Same K gate as plan_deep (>= 32
+// K-blocks). W8A8_SM90_DEEP256=0 turns it off (A/B runs).
+static int g_deep256 = -1;
+static int deep256_enabled(void) { return w8a8_env_flag(&g_deep256, "W8A8_SM90_DEEP256", 1); }
+static sm90_plan plan_deep256(int dev, const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan none = {-1, 1};
+  if (p->M <= 128 || p->M > 256 || !deep256_enabled()) return none;
+  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (kblocks < 32) return none;
+  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM, token_tiles = (p->M + 63) / 64;
+  const int ci = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n64_deep" : "fp8_swap_n64_deep");
+  const sm90_plan pl = deep_split(dev, ci, token_tiles * tiles, kblocks, num_sms);
+  return pl.split >= 2 ? pl : none;
+}
+
 static int g_split256 = -1;  // W8A8_SM90_SPLIT256: 1 (default) plan's split-K tile at 129..256 tokens, 0 not
 static int split256_enabled(void) { return w8a8_env_flag(&g_split256, "W8A8_SM90_SPLIT256", 1); }
 
@@ -414,6 +437,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   if (p->M <= 32) return plan_small(p, num_sms);
   {
     const sm90_plan pl = plan_deep80(dev, p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
+  {
+    const sm90_plan pl = plan_deep256(dev, p, num_sms);
     if (pl.config >= 0) return pl;
   }
   // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
@@ -855,6 +882,8 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
+// on: 1 plan_deep256 (its rule), 0 never, -1 back to W8A8_SM90_DEEP256
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { set_switch(&g_deep256, on); }
 // on: 1 the 128 x 64 tile at 129..256 tokens wherever it applies, 0 never, 2 its rule, -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
   __atomic_store_n(&g_narrow256, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
@@ -877,6 +906,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif
