@@ -1014,14 +1014,17 @@ W8A8_TEST(sm90_narrow256_plan) {
  * plan_deep's split rule gives a split of at least 2. On a GPU with 132 SMs (the gates depend on the
  * count): N = 2560 K = 8192 (70b-qkv-tp4: 3 x 20 tiles) takes it at M = 129 and 192 with split 2, not at
  * M = 193 / 256 (4 x 20 tiles: split 1), nor at N = 4096 (3 x 32: split 1), nor with K = 2048 (16
- * K-blocks), nor with the switch off. Then through the public API on a small N, wherever the GPU's
- * count lets the rule apply (three and four token tiles, a partial one). */
+ * K-blocks), nor with the switch off; where the last token tile is partial, as the tail twin (one box of
+ * the valid rows). Then through the public API on a small N, wherever the GPU's count lets the rule
+ * apply (three and four token tiles, partial ones: 129 and 170 tokens). */
 W8A8_TEST(sm90_deep256_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
   const int deep[2] = {w8a8_sm90_config_lookup("fp8_swap_n64_deep", NULL, NULL, NULL),
                        w8a8_sm90_config_lookup("int8_swap_n64_deep", NULL, NULL, NULL)};
-  REQUIRE(deep[0] >= 0 && deep[1] >= 0, "no n64 deep configurations");
+  const int tail[2] = {w8a8_sm90_config_lookup("fp8_swap_n64_deep_tail", NULL, NULL, NULL),
+                       w8a8_sm90_config_lookup("int8_swap_n64_deep_tail", NULL, NULL, NULL)};
+  REQUIRE(deep[0] >= 0 && deep[1] >= 0 && tail[0] >= 0 && tail[1] >= 0, "no n64 deep (tail) configurations");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
@@ -1040,22 +1043,24 @@ W8A8_TEST(sm90_deep256_plan) {
       w8a8_sm90_set_deep256((int)cases[i][3]);
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      const int ok = cases[i][4] ? ci == deep[dt] && split == 2 : ci >= 0 && ci != deep[dt];
+      /* a partial third token tile (M = 129) takes the tail twin's box of 8 rows (tail_plan's deep_many) */
+      const int want = M % 64 ? tail[dt] : deep[dt];
+      const int ok = cases[i][4] ? ci == want && split == 2 : ci >= 0 && ci != deep[dt] && ci != tail[dt];
       CHECK(ok, "%s M=%lld N=%lld K=%lld deep256 %d: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
     }
     w8a8_sm90_set_deep256(1);
     int took = 0;
     for (int i = 0; i < 3 && !w8a8_test_failed(); i++, v++) {
-      const int64_t M = i == 0 ? 129 : i == 1 ? 170 : 256, N = 520, K = 4096 + 64 * i;
+      const int64_t M = i == 0 ? 129 : i == 1 ? 170 : 256, N = 1040, K = 4096 + 64 * i;
       int split = 0;
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      took += ci == deep[dt];
+      took += ci == (M % 64 ? tail[dt] : deep[dt]);
       mm_case c = rotate(in, M, N, K, v, -1, 0);
       run_case(&c, 2200 + (uint64_t)v);
     }
-    CHECK(w8a8_test_failed() || !h200 || took == 3, "%s N=520: the rule took %d of 3 small-N cases", dt ? "int8" : "fp8",
+    CHECK(w8a8_test_failed() || !h200 || took == 3, "%s N=1040: the rule took %d of 3 small-N cases", dt ? "int8" : "fp8",
           took);
   }
   w8a8_sm90_set_deep256(-1); /* back to W8A8_SM90_DEEP256 */

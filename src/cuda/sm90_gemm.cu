@@ -556,7 +556,11 @@ static int tail_mode(void) {
 // 70b-gateup-tp4 and 8b-gateup, M = 192 1.5-2.5% slower (twice the MMA work per stage against the
 // same fill). Not where the partial tile is the only token tile (M = 65..100 on the 128-row tile:
 // every CTA splits its loads, 8-17% slower), not with three token tiles (swap n32 at M = 65..80:
-// 2-8% slower); several boxes always lost (each box ~85 cycles per stage, session 8).
+// 2-8% slower); several boxes always lost (each box ~85 cycles per stage, session 8). Except on the n64
+// deep ring with three or more token tiles (plan_deep256's, session 11; sm90_dev -R 1 vs 3, split 2,
+// h200-sm90-deep256-2026-11-30.txt): 70b-qkv-tp4 int8 M = 129 19.2 -> 14.1 us, 136 18.4 -> 14.1, 160
+// (a 32-row box) 16.4 -> 14.2; fp8 19.6 -> 15.3, 18.9 -> 15.3, 16.8 -> 15.5; even at 192 (no partial
+// tile). There the partial tile's TMA fill was a third of the kernel; any box, fp8 too.
 typedef struct tail_boxes {
   int n, rows;
 } tail_boxes;
@@ -573,7 +577,9 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
   const int rows = (v + 7) / 8 * 8;  // one box of the valid rows (fewer than 8 missing rows: TMA fills)
   const int two_tiles = token_rows > box && token_rows < 2 * (int64_t)box;
   const int cap = c->int8 && (c->swap || c->bn <= 128) ? box : box / 8 < 8 ? 8 : box / 8;
-  if (rows < box && (mode == 3 || (two_tiles && rows <= cap))) {
+  // plan_deep256's three token tiles on the n64 deep ring: any box (below)
+  const int deep_many = c->swap && c->minb == 1 && box == 64 && token_rows > 2 * (int64_t)box;
+  if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many)) {
     t.n = 1;
     t.rows = rows;
   }
