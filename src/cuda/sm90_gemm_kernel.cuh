@@ -412,35 +412,63 @@ SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad 
 // has `lines` lines (tokens below M) of NL accumulators, STRIDE words apart; a line is 32 quads, one
 // per lane of a warp. Line l goes to warp l / split % 8 of cluster rank l % split, so that every CTA
 // of the cluster takes a share however few the lines (n8 has 8). Each quad: one 16-byte DSMEM load
-// per cluster CTA (up to four in flight), its parameters loaded beside them, the sum in rank order,
-// the epilogue formula of the element-wise path (sm90_epi_elem): the same bits.
-template <bool INT8, int NL, int STRIDE>
+// per cluster CTA, the sum in rank order, the epilogue formula of the element-wise path
+// (sm90_epi_elem): the same bits. v2 (session 11): a lane's four columns are the same on every line
+// of its warp, so their parameters (scale, bias, zero-point adjustment) are loaded once, and LU lines
+// go at a time, all their DSMEM and row-parameter loads issued before the first sum. v1 loaded the
+// column parameters per line and took one line per trip: four dependent round trips (global, then
+// DSMEM) per warp at split 2 on the n64 tile, ~7.8k cycles of epilogue in the timeline of 70b-qkv-tp4
+// M = 192 (h200-sm90-deep256-2026-11-30.txt) against a 12.9k-cycle main loop.
+template <bool INT8, int NL, int STRIDE, int LU>
 SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, int warp8, int lane, int rank, int split,
                                 int m_base, int n_base) {
   static_assert(NL / 4 == 32, "a line of quads is one warp");
   typedef typename sm90_acc_type<INT8>::type acc_t;
-  for (int ml = warp8 * split + rank; ml < lines; ml += 8 * split) {
-    const int nl = lane * 4;
-    const uint32_t off = red0 + (uint32_t)(ml * STRIDE + nl) * 4;
-    sm90_quad p;
-    sm90_quad_load<INT8>(a, m_base + ml, n_base + nl, p);
-    acc_t v[4] = {0, 0, 0, 0};
+  const int nl = lane * 4, step = 8 * split;
+  sm90_quad p;
+  sm90_quad_load<INT8>(a, m_base + warp8 * split + rank, n_base + nl, p);  // columns; the row's are per line
+  sm90_quad_fence(p);
+  for (int ml0 = warp8 * split + rank; ml0 < lines; ml0 += LU * step) {
+    float sa[LU];
+    int32_t zp[LU];
+    acc_t v[LU][4];
+#pragma unroll
+    for (int u = 0; u < LU; u++) {
+      const int m = m_base + ml0 + u * step;
+      const int mm = a.sa_per_token && m < a.M ? m : 0;
+      sa[u] = __ldcg(a.sa + mm);
+      zp[u] = INT8 && a.azp_mode >= 2 ? __ldcg(a.azp + (a.azp_mode == 3 && m < a.M ? m : 0)) : 1;
+      v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0;
+    }
 #pragma unroll
     for (int r0 = 0; r0 < SM90_MAX_SPLIT; r0 += 4) {
-      uint4 part[4];
+      if (r0 >= split) break;
+      uint4 part[LU][4];
 #pragma unroll
-      for (int r = 0; r < 4; r++)
-        if (r0 + r < split) part[r] = sm90_ld_dsmem_v4(sm90_mapa(off, r0 + r));
+      for (int u = 0; u < LU; u++)
 #pragma unroll
-      for (int r = 0; r < 4; r++)
-        if (r0 + r < split) {
-          v[0] += sm90_from_bits<acc_t>(part[r].x), v[1] += sm90_from_bits<acc_t>(part[r].y);
-          v[2] += sm90_from_bits<acc_t>(part[r].z), v[3] += sm90_from_bits<acc_t>(part[r].w);
-        }
+        for (int r = 0; r < 4; r++)
+          if (r0 + r < split && ml0 + u * step < lines)
+            part[u][r] = sm90_ld_dsmem_v4(sm90_mapa(red0 + (uint32_t)((ml0 + u * step) * STRIDE + nl) * 4, r0 + r));
+#pragma unroll
+      for (int u = 0; u < LU; u++)
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+          if (r0 + r < split && ml0 + u * step < lines) {
+            v[u][0] += sm90_from_bits<acc_t>(part[u][r].x), v[u][1] += sm90_from_bits<acc_t>(part[u][r].y);
+            v[u][2] += sm90_from_bits<acc_t>(part[u][r].z), v[u][3] += sm90_from_bits<acc_t>(part[u][r].w);
+          }
     }
-    const uint32_t raw[4] = {sm90_bits(v[0]), sm90_bits(v[1]), sm90_bits(v[2]), sm90_bits(v[3])};
-    sm90_quad_fence(p);
-    sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw);
+#pragma unroll
+    for (int u = 0; u < LU; u++) {
+      const int ml = ml0 + u * step;
+      if (ml >= lines) break;
+      const uint32_t raw[4] = {sm90_bits(v[u][0]), sm90_bits(v[u][1]), sm90_bits(v[u][2]), sm90_bits(v[u][3])};
+      p.sa = sa[u];
+      p.zp = zp[u];
+      sm90_quad_fence(p);
+      sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw);
+    }
   }
 }
 
@@ -1375,8 +1403,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (a.split_quad) {
           // lines = tokens in both layouts: those at or past M are summed by nobody
           const int lines = min(C::RED_ML, a.M - m_base);
-          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT, m_base,
-                                                           n_base);
+          // lines at a time: the most that did not spill (168 registers with MINB = 1, 80 with 2; the fp8
+          // promoting 128 x 128 split tile spilled 60 bytes at 2)
+          constexpr int LU = SWAP && MINB == 1 ? 4 : MINB == 1 && INT8 ? 2 : 1;
+          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT,
+                                                                m_base, n_base);
         } else {
           for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
             const int ml = idx / C::RED_NL, nl = idx % C::RED_NL;
