@@ -1403,9 +1403,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (a.split_quad) {
           // lines = tokens in both layouts: those at or past M are summed by nobody
           const int lines = min(C::RED_ML, a.M - m_base);
-          // lines at a time: the most that did not spill (168 registers with MINB = 1, 80 with 2; the fp8
-          // promoting 128 x 128 split tile spilled 60 bytes at 2)
-          constexpr int LU = SWAP && MINB == 1 ? 4 : MINB == 1 && INT8 ? 2 : 1;
+          // Lines at a time. Session 11 (oldab, v1 vs v2, h200-sm90-deep256-2026-11-30.txt): the 128 x 128
+          // split tiles won 1.03-1.05x (int8 at 2 lines, fp8 at 1: 2 spilled 60 bytes there); the swapped
+          // tiles at 1 line (n16, two CTAs per SM) 1.01-1.03x, but the deep swapped ones at 4 lost up to 7%
+          // for int8 (8b-o M = 64 9.7 -> 10.5 us, 70b-qkv-tp4 M = 32 / 64 0.94x; fp8 0.97-1.06x): 1 there too.
+          constexpr int LU = !SWAP && MINB == 1 && INT8 ? 2 : 1;
           sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT,
                                                                 m_base, n_base);
         } else {
