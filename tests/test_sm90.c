@@ -36,6 +36,7 @@ int w8a8_sm90_last_tail(void);
 void w8a8_sm90_set_deep80(int on);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
+void w8a8_sm90_set_sk_mc2(int on);
 void w8a8_sm90_set_streamk(int on);
 int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
 
@@ -1107,25 +1108,30 @@ W8A8_TEST(sm90_streamk) {
   g_relaunch = 0;
   /* the heuristic on 132 SMs, K = 8192, N = 2560 (70b-qkv-tp4): M = 512 (80 tiles, 61% of a wave: the
    * continuous cut) plans the twin with the switch forced on (1), not off (0) nor under the rule (2);
-   * M = 256 (40 tiles: 3 even splits each) under the rule too; M = 128 never under the rule */
+   * M = 256 (40 tiles: 3 even splits each) under the rule too; M = 128 never under the rule; M = 224 (the
+   * multicast tile's range) only with W8A8_SM90_SK_MC2 */
   if (sms == 132 && !getenv("W8A8_TUNE_FILE") && !w8a8_test_failed()) {
     uint8_t *dbuf = NULL;
     REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       const int twin = w8a8_sm90_config_lookup(names[dt], NULL, NULL, NULL);
-      /* M, switch, expected twin */
-      static const int rule[][3] = {{512, 0, 0}, {512, 1, 1}, {512, 2, 0}, {256, 2, 1}, {256, 0, 0}, {128, 2, 0}};
-      for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+      /* M, switch, W8A8_SM90_SK_MC2, expected twin (M = 224: the multicast tile's plan, taken over only
+       * with SK_MC2) */
+      static const int rule[][4] = {{512, 0, 0, 0}, {512, 1, 0, 1}, {512, 2, 0, 0}, {256, 2, 0, 1},
+                                    {256, 0, 0, 0}, {128, 2, 0, 0}, {224, 2, 0, 0}, {224, 2, 1, 1}};
+      for (int i = 0; i < 8 && !w8a8_test_failed(); i++) {
         w8a8_sm90_set_streamk(rule[i][1]);
+        w8a8_sm90_set_sk_mc2(rule[i][2]);
         int split = 0;
         const int got = plan_of(h, dbuf, (size_t)64 << 20, in, rule[i][0], 2560, 8192, &split);
         if (got == PLAN_INVALID) break;
-        CHECK((got == twin) == rule[i][2], "%s M=%d N=2560 K=8192 stream-K %d: planned %s", dt ? "int8" : "fp8",
-              rule[i][0], rule[i][1], got >= 0 ? w8a8_sm90_config_name(got) : "nothing");
+        CHECK((got == twin) == rule[i][3], "%s M=%d N=2560 K=8192 stream-K %d sk_mc2 %d: planned %s",
+              dt ? "int8" : "fp8", rule[i][0], rule[i][1], rule[i][2], got >= 0 ? w8a8_sm90_config_name(got) : "nothing");
       }
     }
     w8a8_sm90_set_streamk(-1);
+    w8a8_sm90_set_sk_mc2(-1);
     cudaFree(dbuf);
     w8a8_destroy(h);
   }

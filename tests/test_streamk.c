@@ -103,6 +103,36 @@ static int sk_check(int tiles, int kblocks, int ctas, char *msg, size_t len) {
       for (int k = it->k0; k < it->k1; k++) cover[(size_t)it->tile * kblocks + k]++;
       epi[it->tile] += it->role == 0 || it->role == 3;
     }
+  /* slots (sm90_sk_slot): every storing split (roles 1, 2) has one below sm90_sk_slots; with even splits
+   * each tile's per_tile - 1 storing splits hold the tile's slots tile (per_tile - 1) + 0 .. per_tile - 2,
+   * one each (the final split adds exactly those); with the continuous cut the tile's one slot */
+  const int64_t nslots = ok ? sm90_sk_slots(&p) : 0;
+  unsigned char *slot_used = ok ? (unsigned char *)calloc((size_t)(nslots > 0 ? nslots : 1), 1) : NULL;
+  if (ok && !slot_used) {
+    snprintf(msg, len, "allocation");
+    ok = 0;
+  }
+  for (int b = 0; ok && b < ctas; b++)
+    for (int i = 0; ok && i < w.n[b]; i++) {
+      const sm90_sk_item *it = &w.items[b][i];
+      if (it->role != 1 && it->role != 2) continue;
+      const int sl = sm90_sk_slot(&p, it->tile, it->k0);
+      const int lo = p.per_tile > 0 ? it->tile * (p.per_tile - 1) : it->tile;
+      const int hi = p.per_tile > 0 ? lo + p.per_tile - 1 : lo + 1;
+      if (sl < lo || sl >= hi || sl >= nslots || (p.per_tile > 0 && slot_used[sl])) {
+        snprintf(msg, len, "CTA %d item %d (tile %d K [%d, %d)): slot %d, the tile's are [%d, %d) of %lld%s", b, i,
+                 it->tile, it->k0, it->k1, sl, lo, hi, (long long)nslots,
+                 sl >= lo && sl < hi && sl < nslots ? " (taken twice)" : "");
+        ok = 0;
+      } else
+        slot_used[sl] = 1;
+    }
+  for (int64_t sl = 0; ok && p.per_tile > 0 && sl < nslots; sl++)
+    if (!slot_used[sl]) {
+      snprintf(msg, len, "slot %lld: no split stores there (the final split would add garbage)", (long long)sl);
+      ok = 0;
+    }
+  free(slot_used);
   /* sm90_sk_epi_walk: the same epilogue tiles in the same order as the items of roles 0 and 3 */
   for (int b = 0; ok && b < ctas; b++) {
     int hi, lo, dp, j = 0;
@@ -156,14 +186,17 @@ static int sk_check(int tiles, int kblocks, int ctas, char *msg, size_t len) {
         const int b = order ? ctas - 1 - bi : bi;
         while (pos[b] < w.n[b]) {
           const sm90_sk_item *it = &w.items[b][pos[b]];
-          if (it->role == 2 || it->role == 3) {
+          /* the lock counts stored K-blocks: with even splits only the final split waits (for all of
+           * them), with the continuous cut every later split waits for the ones before it */
+          if (it->role == 3 || (it->role == 2 && p.per_tile <= 0)) {
             if (lock[it->tile] != it->k0) break; /* waits */
-          } else if (it->role == 1 && lock[it->tile] != 0) {
+          } else if (it->role == 1 && p.per_tile <= 0 && lock[it->tile] != 0) {
             snprintf(msg, len, "tile %d: a first split found the lock at %d", it->tile, lock[it->tile]);
             ok = 0;
             break;
           }
-          if (it->role != 0) lock[it->tile] = it->role == 3 ? 0 : it->k1; /* the final split resets it */
+          if (it->role == 3) lock[it->tile] = 0; /* the final split resets it */
+          else if (it->role != 0) lock[it->tile] += it->k1 - it->k0;
           pos[b]++;
           left--;
           progress = 1;

@@ -637,7 +637,7 @@ static void apply_pp(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
 }
 
 // Stream-K (session 10; the kernel's SK, sm90_streamk.h). sk_fits: whether the stream-K twin ci can run
-// p with the handle's workspace (its partial tiles in ws, two locks per stream-K tile) and with every
+// p with the handle's workspace (its partial tiles in ws: sm90_sk_slots; two locks per stream-K tile) and with every
 // CTA of its grid resident at once (a final split waits for lower-numbered units; the occupancy query
 // says fewer where MPS or a smaller SM partition limits the device); where the schedule has no
 // stream-K units it runs as a plain persistent grid and needs neither. *k: the schedule (units 0 where
@@ -650,7 +650,7 @@ static int sk_fits(const w8a8_handle *h, int ci, const w8a8_mm_problem *p, int n
   if (!st || !st->sk_locks || tiles > INT32_MAX / 2) return 0;
   *k = sm90_sk_make((int)tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms * c->minb);
   if (k->units == 0) return 1;
-  return (size_t)k->sk_tiles * SM90_BM * c->bn * 4 <= st->ws_bytes && 2LL * k->sk_tiles <= W8A8_SK_LOCKS &&
+  return (size_t)sm90_sk_slots(k) * SM90_BM * c->bn * 4 <= st->ws_bytes && 2LL * k->sk_tiles <= W8A8_SK_LOCKS &&
          max_active_clusters(h->device_index, ci, 1, num_sms) >= num_sms * c->minb;
 }
 // The plain tile of a stream-K twin (its name without "_sk"), -1 if none.
@@ -674,6 +674,12 @@ __attribute__((unused)) static int sk_plain(int ci) {
 // 0.86-0.92x, 70b-gateup-tp4 M = 1024 0.84-0.87x, 8b-gateup M = 512 0.82-0.91x. Halving a tile's K did
 // not halve its time (8b-o: 14.3 -> 15.6 us on twice the CTAs); why is open (NOTES). Not with ready flags
 // (the twin does not wait for arriving rows) nor the weights-constant hint (the twin does not preload).
+// W8A8_SM90_SK_MC2=1 (session 11, NOT yet measured; default 0): the rule also over the multicast twins
+// of the 128 x 128 tile that apply_mc2m planned at 129..255 tokens (their stream-K twin is the plain
+// tile's). The case: 70b-qkv-tp4 at 193..255 tokens, where the multicast tile took 22.2 us (int8) / 24.2
+// (fp8) at M = 224 and the stream-K twin 18.7 / 19.0 at M = 256 on the same 40 tiles (envab and v13,
+// h200-sm90-deep256-2026-11-30.txt); plan_deep256 takes 129..192 there. Prediction: ~19-20 us at 224.
+static int g_sk_mc2 = -1;
 static int g_sk = -1;
 static int sk_mode(void) { return w8a8_env_mode(&g_sk, "W8A8_SM90_STREAMK", 2); }
 static void apply_sk(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
@@ -681,6 +687,9 @@ static void apply_sk(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
   if (mode == 0 || (mode == 2 && p->M <= 128)) return;
   char twin[64];  // the plan's "_sk" twin: only the plain 128 x 128 tiles have one
   snprintf(twin, sizeof twin, "%s_sk", CONFIGS[pl->config].name);
+  const size_t n = strlen(twin);  // "X_mc2_sk" -> "X_sk" (W8A8_SM90_SK_MC2)
+  if (n > 7 && !strcmp(twin + n - 7, "_mc2_sk") && w8a8_env_flag(&g_sk_mc2, "W8A8_SM90_SK_MC2", 0))
+    memcpy(twin + n - 7, "_sk", 4);
   const int to = find_config(twin);
   sm90_sk_plan k;
   if (to < 0 || !sk_fits(h, to, p, num_sms, &k) || k.units == 0 || (mode == 2 && k.per_tile < 3)) return;
@@ -888,6 +897,8 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
+// on: 1 the stream-K rule over the multicast twins too, 0 not, -1 back to W8A8_SM90_SK_MC2
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { set_switch(&g_sk_mc2, on); }
 // on: 1 plan_deep256 (its rule), 0 never, -1 back to W8A8_SM90_DEEP256
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { set_switch(&g_deep256, on); }
 // on: 1 the 128 x 64 tile at 129..256 tokens wherever it applies, 0 never, 2 its rule, -1 back to the variable
@@ -913,6 +924,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif

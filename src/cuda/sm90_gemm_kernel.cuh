@@ -1193,7 +1193,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     // Stream-K: work item pn of this CTA (sm90_sk_item_of) instead of tile t: its tile, K-blocks
     // [kb_lo, kb_hi) and role (0 a whole tile, 1 a tile's first split, 2 a middle one, 3 its last).
     for (int t = item0; SK || t < items; t += tile_stride, pn++) {
-      int tile = t, kb_lo = kb_begin, kb_hi = kb_end, role = 0;
+      int tile = t, kb_lo = kb_begin, kb_hi = kb_end, role = 0, slot = 0, even = 0;
       if constexpr (SK) {
         const sm90_sk_plan skp = sm90_sk_make(items, a.kblocks, (int)gridDim.x);  // (per item: see the scale slot's)
         sm90_sk_item it;
@@ -1202,8 +1202,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         kb_lo = it.k0;
         kb_hi = it.k1;
         role = it.role;
+        even = skp.per_tile > 0 ? skp.per_tile : 0;
+        slot = sm90_sk_slot(&skp, it.tile, it.k0);  // roles 1 and 2: where this split stores
       }
-      (void)role;
+      (void)role, (void)slot, (void)even;
       int tx, ty;
       sm90_item_coords<MC>(a, tile, crank, tx, ty);
       const bool stamp_t = stamp && pn < a.timeline_max;
@@ -1352,24 +1354,39 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
       if (stamp_t) tl[4 * pn + 2] = clock64();
 
-      // Stream-K fix-up (roles: see the loop's head). Per consumer warpgroup: a split after the first
-      // waits until its tile's lock has counted the K-blocks before its own (thread 0 spins with an
-      // acquire load, then the warpgroup's named barrier), adds the partial in (earlier splits first:
-      // the same sum on every run of the same grid); a split before the last stores the sum and
-      // arrives (the barrier, then thread 0's fence and add: a release of the warpgroup's stores).
-      // The last split resets the lock for the next launch and runs the epilogue as a whole tile.
+      // Stream-K fix-up (roles: see the loop's head). Per consumer warpgroup; the tile's lock counts
+      // the K-blocks whose partials are stored. A split that waits (thread 0 spins with an acquire
+      // load until the lock has counted every K-block before its own, then the warpgroup's named
+      // barrier) adds the stored partials in; a split before the last stores its partial and arrives
+      // (the barrier, then thread 0's fence and add: a release of the warpgroup's stores). With even
+      // splits (session 11, sm90_sk_slot) every storing split has a slot of its own and does not
+      // wait; the final split adds the slots in split order to its own sum. With the continuous cut
+      // a tile's splits pass one slot along (each waits, adds, stores the sum: session 10's chain).
+      // Either way the same sums in the same order on every run of the same grid. The last split
+      // resets the lock for the next launch and runs the epilogue as a whole tile.
       if constexpr (SK) {
         if (role != 0) {
-          acc_t *wsp = (acc_t *)a.sk_ws + (size_t)(2 * tile + cw) * C::NACC * 128 + tid;
+          acc_t *ws = (acc_t *)a.sk_ws + tid;
           unsigned int *lock = a.sk_locks + 2 * tile + cw;
-          if (role >= 2) {
+          const bool wait = role == 3 || (role == 2 && !even);
+          if (wait) {
             if (tid == 0)
               while (sm90_ld_acquire_u32(lock) != (unsigned)kb_lo) __nanosleep(32);
             sm90_named_bar(1 + cw, 128);
+            if (even) {  // the final split: slots tile (even - 1) + 0 .. even - 2
+              for (int j = 0; j < even - 1; j++) {
+                const acc_t *p = ws + (size_t)(2 * (tile * (even - 1) + j) + cw) * C::NACC * 128;
 #pragma unroll
-            for (int i = 0; i < C::NACC; i++) acc[i] = __ldcg(wsp + i * 128) + acc[i];
+                for (int i = 0; i < C::NACC; i++) acc[i] = acc[i] + __ldcg(p + i * 128);
+              }
+            } else {
+              const acc_t *p = ws + (size_t)(2 * tile + cw) * C::NACC * 128;
+#pragma unroll
+              for (int i = 0; i < C::NACC; i++) acc[i] = __ldcg(p + i * 128) + acc[i];
+            }
           }
           if (role != 3) {
+            acc_t *wsp = ws + (size_t)(2 * slot + cw) * C::NACC * 128;
 #pragma unroll
             for (int i = 0; i < C::NACC; i++) __stcg(wsp + i * 128, acc[i]);
             sm90_named_bar(1 + cw, 128);

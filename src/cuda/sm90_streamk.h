@@ -138,6 +138,22 @@ SK_FN int sm90_sk_item_of(const sm90_sk_plan *p, int b, int n, sm90_sk_item *it)
   return 1;
 }
 
+/* The partial-tile slot of a split that stores (roles 1 and 2) and how many slots a schedule needs. With
+ * even splits (per_tile > 0, session 11) each of a tile's first per_tile - 1 splits has a slot of its
+ * own, tile * (per_tile - 1) + j for its split j (k0 = kblocks j / per_tile, so j = ceil(k0 per_tile /
+ * kblocks) while per_tile <= kblocks), and none of them waits: the final split waits for the count of
+ * all of them and adds every slot. With the continuous cut a tile's splits pass one slot along (each
+ * waits for the one before, adds it in, stores the sum). v1 (session 10) passed the slot along in both:
+ * at 3 splits per tile the final split's wait held two store / load round trips, and the fix-up took
+ * ~10k cycles of a 30k-cycle kernel (70b-qkv-tp4 M = 256, h200-sm90-deep256-2026-11-30.txt). */
+SK_FN int64_t sm90_sk_slots(const sm90_sk_plan *p) {
+  return p->per_tile > 0 ? (int64_t)p->sk_tiles * (p->per_tile - 1) : p->sk_tiles;
+}
+SK_FN int sm90_sk_slot(const sm90_sk_plan *p, int tile, int k0) {
+  if (p->per_tile <= 0) return tile;
+  return tile * (p->per_tile - 1) + (int)(((int64_t)k0 * p->per_tile + p->kblocks - 1) / p->kblocks);
+}
+
 /* The tiles on which CTA b runs an epilogue (whole tiles and final splits), in its order, without
  * walking every work item (the kernel's scale-slot warp has 40 registers): its unit's tiles whose last
  * K-block the unit owns, from *hi down to *lo (*hi < *lo: none), then the whole tiles *dp, *dp + ctas,
