@@ -47,9 +47,14 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "w8a8_create: could not allocate %zu bytes of GPU workspace on device %d",
                     bytes + lock_bytes, h->device_index);
   }
-  /* The stream-K locks start at zero (a synchronous memset: handle creation is not a hot path). */
-  e = cudaMemset((char *)st->ws + bytes, 0, lock_bytes);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+  /* The stream-K locks start at zero. On a private non-blocking stream, waited for here (handle creation
+   * is not a hot path): the legacy stream would also wait for, and hold up, every blocking stream of the
+   * application's on this device. */
+  cudaStream_t zs = NULL;
+  e = cudaStreamCreateWithFlags(&zs, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMemsetAsync((char *)st->ws + bytes, 0, lock_bytes, zs);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(zs);
+  if (zs) cudaStreamDestroy(zs);
   if (e != cudaSuccess) {
     cudaFree(st->ws);
     st->ws = NULL;

@@ -1372,6 +1372,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           if (wait) {
             if (tid == 0)
               while (sm90_ld_acquire_u32(lock) != (unsigned)kb_lo) __nanosleep(32);
+            __syncwarp();  // warp 0 converged again before the .aligned barrier
             sm90_named_bar(1 + cw, 128);
             if (even) {  // the final split: slots tile (even - 1) + 0 .. even - 2
               for (int j = 0; j < even - 1; j++) {
@@ -1394,6 +1395,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
               __threadfence();
               atomicAdd(lock, (unsigned)(kb_hi - kb_lo));
             }
+            __syncwarp();  // converged before the next item's .aligned wgmmas and barriers
             continue;
           }
           if (tid == 0) *(volatile unsigned int *)lock = 0u;
