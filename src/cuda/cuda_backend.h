@@ -27,6 +27,7 @@ W8A8_HIDDEN void *w8a8_cuda_driver_proc(const char *name, void **cache);
 /* Allocate the handle's workspaces and prepare the kernels (dispatch.c). */
 W8A8_HIDDEN w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st);
 W8A8_HIDDEN void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st);
+W8A8_HIDDEN int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
 
 /* Hopper fast path (src/cuda/sm90_*.cu). Returns W8A8_ERROR_UNSUPPORTED_DEVICE (without touching
  * memory) when it cannot take the problem (not sm_90, alignment, ...); the dispatcher then falls

@@ -79,6 +79,15 @@ void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st) {
   st->sk_locks = NULL;
 }
 
+/* Tests: fill the handle's workspace (not the stream-K locks after it) with `byte` on `stream`, so that a
+ * kernel that reads partial sums before they are stored reads garbage (sm90_streamk's graph replays:
+ * otherwise the previous launch's identical partials would hide an early read). 0 on success. */
+W8A8_HIDDEN int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte) {
+  const w8a8_cuda_state *st = h ? (const w8a8_cuda_state *)h->cuda : NULL;
+  if (!st || !st->ws) return -1;
+  return cudaMemsetAsync(st->ws, byte, st->ws_bytes, (cudaStream_t)stream) == cudaSuccess ? 0 : -1;
+}
+
 static w8a8_status need_fp8(const char *fn, const w8a8_handle *h, const w8a8_cuda_state *st) {
   if (st->cc >= 89) return W8A8_SUCCESS;
   return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,

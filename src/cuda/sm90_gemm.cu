@@ -376,27 +376,31 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
-// 129..256 tokens with few weight tiles and a long K (session 11): the n64 deep ring over ceil(M / 64)
-// token tiles, plan_deep's split rule (deep_split), taken only where that split is at least 2. With
+// 129..192 tokens with few weight tiles and a long K (session 11): the n64 deep ring over three token
+// tiles, plan_deep's split rule (deep_split), taken where that split is 2. With
 // 128-row tiles such a problem runs on few CTAs that are each bound by their own MMA rate (70b-qkv-tp4,
 // 20 weight tiles: 40 CTAs at 525 cycles per K-block, h200-sm90-deep256-2026-11-30.txt's timeline); three
 // n64 token tiles x 20 x split 2 put 120 CTAs on it. Measured (sm90_dev, forced, same file): 70b-qkv-tp4
 // int8 M = 129 17.3-17.9 us against the multicast 128 x 128 tile's 22.1, M = 192 13.8 vs 22.1; fp8 18.5
 // vs 24.1 and 15.0 vs 24.1. At 193..256 tokens the four token tiles leave split 1 (80 CTAs, 20.5 us,
 // slower than the stream-K twin's 18.6), and where the token x weight tiles alone fill the SMs (8b-o,
-// 96 at M = 129: 15.5 vs 14.1) split 1 lost too: hence split >= 2. Same K gate as plan_deep (>= 32
-// K-blocks). W8A8_SM90_DEEP256=0 turns it off (A/B runs).
+// 96 at M = 129: 15.5 vs 14.1) split 1 lost too. envab (W8A8_SM90_DEEP256 0 vs 1, two rounds): 70b-qkv-tp4
+// int8 1.15 / 1.39 / 1.55x at M = 129 / 160 / 192, fp8 1.22 / 1.42 / 1.59x. The rule keeps to what was
+// measured (helper-36's review): three token tiles (129..192 tokens) and a split of exactly 2 (smaller N
+// would take 4 or 8, and 193..256 tokens with N <= 2048 would take narrow256's shapes), >= 32 K-blocks as
+// plan_deep, and not with ready flags (the all-gather's tiles wait for rows; not measured there).
+// W8A8_SM90_DEEP256=0 turns it off (A/B runs).
 static int g_deep256 = -1;
 static int deep256_enabled(void) { return w8a8_env_flag(&g_deep256, "W8A8_SM90_DEEP256", 1); }
 static sm90_plan plan_deep256(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->M <= 128 || p->M > 256 || !deep256_enabled()) return none;
+  if (p->M <= 128 || p->M > 192 || p->ready || !deep256_enabled()) return none;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (kblocks < 32) return none;
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM, token_tiles = (p->M + 63) / 64;
   const int ci = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n64_deep" : "fp8_swap_n64_deep");
   const sm90_plan pl = deep_split(dev, ci, token_tiles * tiles, kblocks, num_sms);
-  return pl.split >= 2 ? pl : none;
+  return pl.split == 2 ? pl : none;
 }
 
 static int g_split256 = -1;  // W8A8_SM90_SPLIT256: 1 (default) plan's split-K tile at 129..256 tokens, 0 not
