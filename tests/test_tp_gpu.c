@@ -233,6 +233,7 @@ typedef struct tcase {
 
 /* Reference elements where the two kinds of partials give different outputs (reduce-scatter). */
 static int64_t g_rs_modes_differ;
+static int g_rs_direct; /* run_rs: W8A8_TP_RS_DIRECT is on (sweep_rs_direct) */
 
 /* x rounded to out's dtype (RNE, numeric.c) and widened back: W8A8_TP_PARTIALS_OUT's partial. */
 static float round_to_out(w8a8_dtype t, float x) {
@@ -662,12 +663,30 @@ static int run_rs(env *e, const tcase *tc) {
   if (ok) ok = sync_all() == cudaSuccess;
   if (ok) {
     run_ranks(U, W);
+    /* the partials the unfused calls left in the receive buffers must not serve the fused ones (a fused
+     * schedule that failed to deliver a partial would otherwise still read the right numbers) */
+    ok = sync_all() == cudaSuccess;
+    for (int j = 0; ok && j < W; j++) ok = w8a8_tp_gpu_poison_ws(e->comm[j], POISON) == 0;
+    CHECK(ok, "W=%d: poisoning the workspaces between the unfused and the fused calls failed", W);
+  }
+  if (ok) {
     run_ranks(F, W);
     cudaError_t ce = sync_all();
     CHECK(ce == cudaSuccess, "device: %s", cudaGetErrorString(ce));
     for (int j = 0; j < W; j++)
       CHECK(U[j].st == W8A8_SUCCESS && F[j].st == W8A8_SUCCESS, "W=%d rank %d: unfused %s, fused %s: %s %s", W, j,
             w8a8_status_name(U[j].st), w8a8_status_name(F[j].st), U[j].msg, F[j].msg);
+    /* W8A8_TP_RS_DIRECT (g_rs_direct): every peer with rows got its fp32 partials straight from this
+     * rank's GEMMs (ranks on one GPU, or on GPUs with peer access: the test's ranks are one process) */
+    const int fp32_parts = tc->partials != W8A8_TP_PARTIALS_OUT || tc->out == W8A8_DTYPE_FP32;
+    for (int j = 0; g_rs_direct && fp32_parts && tc->K > 0 && N > 0 && j < W; j++) {
+      int want = 0;
+      for (int i = 0; i < W; i++)
+        want += i != j && rows_of(M, W, i, tc->skew) > 0 && w8a8_tp_gpu_peer_on(e->dev[j], e->dev[i]);
+      CHECK(w8a8_tp_gpu_last_rs_direct(e->comm[j]) >= want && (want > 0) == (w8a8_tp_gpu_last_rs_direct(e->comm[j]) > 0),
+            "W=%d rank %d: %d pieces stored straight into peers, expected at least %d", W, j,
+            w8a8_tp_gpu_last_rs_direct(e->comm[j]), want);
+    }
   }
   for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {
     const int64_t Mj = rows_of(M, W, j, tc->skew), oj = offset_of(M, W, j, tc->skew), ldo = N + tc->pad;
@@ -771,6 +790,19 @@ W8A8_TEST(tp_gpu_ag_w1) { sweep(1, 1); }
 W8A8_TEST(tp_gpu_ag_w2) { sweep(2, 1); }
 W8A8_TEST(tp_gpu_ag_w3) { sweep(3, 1); }
 W8A8_TEST(tp_gpu_ag_w4) { sweep(4, 1); }
+/* The fused reduce-scatter with the peers' partials stored straight from the GEMMs' epilogues
+ * (W8A8_TP_RS_DIRECT, session 11): the same sweep, the fused results against the reference and
+ * bit-identical to the unfused pair, the direct stores counted per rank. */
+static void sweep_rs_direct(int W) {
+  w8a8_tp_set_rs_direct(1);
+  g_rs_direct = 1;
+  sweep(W, 0);
+  g_rs_direct = 0;
+  w8a8_tp_set_rs_direct(-1);
+}
+W8A8_TEST(tp_gpu_rs_direct_w2) { sweep_rs_direct(2); }
+W8A8_TEST(tp_gpu_rs_direct_w3) { sweep_rs_direct(3); }
+W8A8_TEST(tp_gpu_rs_direct_w4) { sweep_rs_direct(4); }
 W8A8_TEST(tp_gpu_rs_w1) { sweep(1, 0); }
 W8A8_TEST(tp_gpu_rs_w2) { sweep(2, 0); }
 W8A8_TEST(tp_gpu_rs_w3) { sweep(3, 0); }

@@ -733,6 +733,8 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
     const char *pieces = getenv("W8A8_TP_AG_PIECES"), *group = getenv("W8A8_SM90_TP_GROUP");
     printf("# all-gather: W8A8_TP_AG_PIECES=%s W8A8_SM90_TP_GROUP=%s\n", pieces ? pieces : "(unset: 1)",
            group ? group : "(unset: 1)");
+    const char *rsd = getenv("W8A8_TP_RS_DIRECT");
+    printf("# reduce-scatter: W8A8_TP_RS_DIRECT=%s\n", rsd ? rsd : "(unset: 0)");
     printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
            "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
            "speedup", "#wrong");

@@ -253,6 +253,12 @@ static void gpu_comm_free(w8a8_comm *c) {
 /* Peer access this process has enabled (device i -> device j), so that it is enabled once. */
 #define PEER_MAX 64
 static unsigned char g_peer_on[PEER_MAX][PEER_MAX];
+/* Whether a kernel on GPU di may store into GPU dj's memory (the same GPU, or peer access enabled by a
+ * group's creation in this process). */
+W8A8_HIDDEN int w8a8_tp_gpu_peer_on(int di, int dj) {
+  if (di == dj) return 1;
+  return di >= 0 && dj >= 0 && di < PEER_MAX && dj < PEER_MAX && __atomic_load_n(&g_peer_on[di][dj], __ATOMIC_ACQUIRE);
+}
 
 /* A communicator of rank `rank` of W on `h`'s GPU: tables, side stream, events. */
 static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank, w8a8_comm_kind kind,

@@ -670,6 +670,30 @@ static int rs_pieces(xport xp, int64_t rows) {
 }
 static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
 
+/* W8A8_TP_RS_DIRECT=1 (session 11, NOT yet run on a GPU; default 0 until measured): the fused
+ * reduce-scatter's GEMM of a piece of a peer's rows stores its fp32 partials straight into that peer's
+ * receive buffer (the epilogue's stores cross NVLink as the tiles finish) instead of into this rank's
+ * partial buffer followed by a copy-engine push once the whole piece is done. At TP = 2 and 1024 tokens
+ * (70b-o, 512 rows per rank: one piece) the push of 17 MB could start only after the peer chunk's
+ * whole GEMM and took ~50 us against its ~46 (fused 139.5 us, gemm 92.8, comm 49.8; h200x2-tp-pieces-
+ * 2026-11-30.txt). Prediction: ~110 us. The same GEMMs on the same pieces: the same bits as the unfused
+ * pair. Only where this GPU's kernels can store into the peer's memory (the same GPU, peer access in
+ * this process, or an IPC mapping: IPC requires peer access), only fp32 partials (16-bit ones take the
+ * staged epilogue's TMA store, not measured on peer memory), only fused calls (the unfused baseline
+ * keeps its GEMMs then copies). */
+static int g_rs_direct = -1;
+static bool rs_direct_to(const w8a8_comm *c, xport xp, int j, size_t es) {
+  if (es != 4 || xp == XP_NCCL || !w8a8_env_flag(&g_rs_direct, "W8A8_TP_RS_DIRECT", 0)) return false;
+  return xp == XP_IPC || w8a8_tp_gpu_peer_on(((const w8a8_tp_gpu *)c->gpu)->device, peer(c, j)->device);
+}
+/* Tests: 1 on, 0 off, -1 back to W8A8_TP_RS_DIRECT (read on the next call). */
+W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on) {
+  __atomic_store_n(&g_rs_direct, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
+W8A8_HIDDEN int w8a8_tp_gpu_last_rs_direct(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_direct : -1;
+}
+
 static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
                                sched_state *st) {
   w8a8_tp_gpu *gs = c->gpu;
@@ -686,6 +710,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const size_t es = w8a8_dtype_size(pdt);
   char *part = rs_part(ws), *recv = rs_recv(ws, M, N, es);
 
+  gs->last_rs_direct = 0;
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
@@ -704,13 +729,22 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       const int P = rs_pieces(xp, cnt[j]);
       void *pws = cnt[j] > 0 ? peer_ws(c, xp, j) : NULL;
       if (cnt[j] > 0 && !pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
+      const bool to_peer = p->overlap && rs_direct_to(c, xp, j, es);
       for (int k = 0; k < P && cnt[j] > 0; k++) {
         const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
+        char *dst = rs_recv(pws, M, N, es) + ((size_t)rs_slot(r, j) * (size_t)(cnt[j] * N) + (size_t)(b0 * N)) * es;
+        if (to_peer) { /* W8A8_TP_RS_DIRECT: the GEMM's epilogue writes the peer's buffer; nothing to push */
+          w8a8_mm_problem q;
+          chunk_problem(p, NULL, part, off[j] + b0, b1 - b0, &q);
+          q.out = dst;
+          if (q.M > 0 && q.N > 0) W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
+          gs->last_rs_direct++;
+          continue;
+        }
         if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
         /* One event serves every piece: a wait binds to the record made just before it. */
         CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
         CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
-        char *dst = rs_recv(pws, M, N, es) + ((size_t)rs_slot(r, j) * (size_t)(cnt[j] * N) + (size_t)(b0 * N)) * es;
         CU(cudaMemcpyAsync(dst, part + (size_t)((off[j] + b0) * N) * es, es * (size_t)((b1 - b0) * N),
                            cudaMemcpyDefault, C),
            "cudaMemcpyAsync (partial to peer)");
@@ -738,6 +772,12 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       }
 #endif
     }
+  }
+  /* Stores made by S's GEMMs into peers (W8A8_TP_RS_DIRECT): C waits for them, so that own_ready, recorded
+   * on C, covers them as it covers C's pushes (ev_step[0]: the reduce-scatter uses 1..W-1). */
+  if (gs->last_rs_direct > 0) {
+    CU(cudaEventRecord(gs->ev_step[0], S), "cudaEventRecord (partials stored into peers)");
+    CU(cudaStreamWaitEvent(C, gs->ev_step[0], 0), "cudaStreamWaitEvent (partials stored into peers)");
   }
   if (p->overlap) {
     const int P = rs_pieces(xp, cnt[r]);

@@ -100,6 +100,7 @@ typedef struct w8a8_tp_gpu {
   unsigned int *flags;
   int last_one_gemm; /* the last all-gather's schedule (w8a8_tp_gpu_last_ag_one_gemm) */
   int last_chunks;   /* its ready table's chunks (one GEMM with flags; else 0) */
+  int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
   bool owns_nccl;
@@ -152,6 +153,12 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c);
  * call after an unfused one cannot pass on rows the unfused call left in the gathered buffer. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_chunks(const w8a8_comm *c);
 W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v);
+/* Whether a kernel on GPU di may store into GPU dj's memory (comm_gpu.c). */
+W8A8_HIDDEN int w8a8_tp_gpu_peer_on(int di, int dj);
+/* The peers' partials the last reduce-scatter of c stored straight into their receive buffers from its
+ * GEMMs' epilogues (W8A8_TP_RS_DIRECT); for the tests. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_rs_direct(const w8a8_comm *c);
+W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
  * streams are not all in one capture (or all outside one). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],

@@ -1,0 +1,36 @@
+#!/bin/bash
+# tprsdirect.sh — step "tprsdirect" (issue 6; session 11, NOT yet run): the fused reduce-scatter with the
+# peers' fp32 partials stored straight from the GEMMs' epilogues into their receive buffers
+# (W8A8_TP_RS_DIRECT=1) against the copy-engine push after each piece's GEMM (=0, the default).
+#   1. the tp_gpu reduce-scatter tests (tp_gpu_rs_direct_w2/_w3/_w4 count the direct pieces; on one GPU the
+#      ranks share it and the direct stores are plain local stores);
+#   2. with 2+ GPUs only: tp-bench --local NGPU at 1024 and 2048 tokens with W8A8_TP_RS_DIRECT = 0, 1,
+#      two rounds, the second in reverse order.
+# Prediction: 70b-o rs at 1024 tokens, TP = 2, 139.5 -> ~110 us (the push no longer waits for the whole
+# peer chunk's GEMM).
+# Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
+set -u
+: "${L:?}" "${BUILD:?}"
+LEFT_S=${LEFT_S:-300}
+. "$(dirname "$0")/common.sh"
+W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 200)" "$BUILD/bin/w8a8_tests" tp_gpu_rs >"$L/tprsdirect-tests.txt" 2>&1
+res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/tprsdirect-tests.txt" | tail -n 1)]"
+W=${NGPU:-1}
+if [ "$W" -lt 2 ]; then
+  echo "tprsdirect:$res tp-bench skipped ($W GPU)"
+  exit 0
+fi
+for round in 1 2; do
+  vals="0 1"
+  [ $round = 2 ] && vals="1 0"
+  for v in $vals; do
+    W8A8_TP_RS_DIRECT=$v timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$W" -m 1024,2048 -n 18 -w 2 \
+      -o "$L/tprsdirect-d$v-r$round.jsonl" >"$L/tprsdirect-d$v-r$round.txt" 2>&1
+    res="$res d$v-r$round: exit $?;"
+  done
+done
+for f in "$L"/tprsdirect-d*-r[12].txt; do
+  echo "== $(basename "$f")"
+  grep -E '^[0-9a-z_-]+ +rs ' "$f"
+done >"$L/tprsdirect-fused.txt" 2>&1
+echo "tprsdirect:$res"
