@@ -34,6 +34,9 @@ W8A8_TEST(tp_gpu_not_built) { SKIP("built without CUDA"); }
 #include "tp/tp_gpu.h"
 
 #define POISON 0xA5
+/* The workspaces between an unfused and a fused call: 0xff is NaN in fp32, bf16, fp16 and e4m3 (-1 in
+ * int8), so that a row or partial the fused schedule failed to deliver cannot pass for a small number. */
+#define WS_POISON 0xff
 #define MAXW 4
 
 static int small_mode(void) { return getenv("W8A8_GPU_TEST_SMALL") != NULL; }
@@ -462,7 +465,7 @@ static int run_ag(env *e, const tcase *tc) {
     run_ranks(U, W);
     /* the gathered rows the unfused calls left in the workspaces must not serve the fused ones */
     ok = sync_all() == cudaSuccess;
-    for (int j = 0; ok && j < W; j++) ok = w8a8_tp_gpu_poison_ws(e->comm[j], POISON) == 0;
+    for (int j = 0; ok && j < W; j++) ok = w8a8_tp_gpu_poison_ws(e->comm[j], WS_POISON) == 0;
     CHECK(ok, "W=%d: poisoning the workspaces between the unfused and the fused calls failed", W);
   }
   if (ok) {
@@ -666,7 +669,7 @@ static int run_rs(env *e, const tcase *tc) {
     /* the partials the unfused calls left in the receive buffers must not serve the fused ones (a fused
      * schedule that failed to deliver a partial would otherwise still read the right numbers) */
     ok = sync_all() == cudaSuccess;
-    for (int j = 0; ok && j < W; j++) ok = w8a8_tp_gpu_poison_ws(e->comm[j], POISON) == 0;
+    for (int j = 0; ok && j < W; j++) ok = w8a8_tp_gpu_poison_ws(e->comm[j], WS_POISON) == 0;
     CHECK(ok, "W=%d: poisoning the workspaces between the unfused and the fused calls failed", W);
   }
   if (ok) {
@@ -679,13 +682,13 @@ static int run_rs(env *e, const tcase *tc) {
     /* W8A8_TP_RS_DIRECT (g_rs_direct): every peer with rows got its fp32 partials straight from this
      * rank's GEMMs (ranks on one GPU, or on GPUs with peer access: the test's ranks are one process) */
     const int fp32_parts = tc->partials != W8A8_TP_PARTIALS_OUT || tc->out == W8A8_DTYPE_FP32;
-    for (int j = 0; g_rs_direct && fp32_parts && tc->K > 0 && N > 0 && j < W; j++) {
+    for (int j = 0; g_rs_direct && fp32_parts && M > 0 && N > 0 && j < W; j++) {
+      /* one piece per peer with rows: the sweep's ranks hold fewer than 1024 rows (rs_pieces) */
       int want = 0;
       for (int i = 0; i < W; i++)
         want += i != j && rows_of(M, W, i, tc->skew) > 0 && w8a8_tp_gpu_peer_on(e->dev[j], e->dev[i]);
-      CHECK(w8a8_tp_gpu_last_rs_direct(e->comm[j]) >= want && (want > 0) == (w8a8_tp_gpu_last_rs_direct(e->comm[j]) > 0),
-            "W=%d rank %d: %d pieces stored straight into peers, expected at least %d", W, j,
-            w8a8_tp_gpu_last_rs_direct(e->comm[j]), want);
+      CHECK(w8a8_tp_gpu_last_rs_direct(e->comm[j]) == want, "W=%d rank %d: %d pieces stored straight into peers, "
+            "expected %d", W, j, w8a8_tp_gpu_last_rs_direct(e->comm[j]), want);
     }
   }
   for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {

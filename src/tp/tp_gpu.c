@@ -372,6 +372,10 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   if (st->flags_launched)
     for (int j = 0; j < st->flags_n; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
+  /* C also waits for what S enqueued (W8A8_TP_RS_DIRECT's GEMMs store into peers' memory, the one-GEMM
+   * all-gather reads peers' scales), so that draining C (the IPC teardown, the workspace re-exchange)
+   * covers every access this rank makes to peer memory; then S joins C. */
+  if (cudaEventRecord(gs->ev_fork, S) == cudaSuccess) cudaStreamWaitEvent(gs->side, gs->ev_fork, 0);
   if (cudaEventRecord(gs->ev_step[0], gs->side) == cudaSuccess) cudaStreamWaitEvent(S, gs->ev_step[0], 0);
   cudaGetLastError();
   w8a8_err(W8A8_SUCCESS, "%s", saved);
@@ -682,6 +686,9 @@ static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
  * staged epilogue's TMA store, not measured on peer memory), only fused calls (the unfused baseline
  * keeps its GEMMs then copies). */
 static int g_rs_direct = -1;
+/* (Peer access as enabled when the group was created: an application that later disables it, or resets
+ * the device under a live communicator, must turn W8A8_TP_RS_DIRECT off; the copy-engine push would only
+ * have become slower.) */
 static bool rs_direct_to(const w8a8_comm *c, xport xp, int j, size_t es) {
   if (es != 4 || xp == XP_NCCL || !w8a8_env_flag(&g_rs_direct, "W8A8_TP_RS_DIRECT", 0)) return false;
   return xp == XP_IPC || w8a8_tp_gpu_peer_on(((const w8a8_tp_gpu *)c->gpu)->device, peer(c, j)->device);
@@ -809,8 +816,9 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   w8a8_tp_problem p;
   unsigned long long capture = 0;
   W8A8_CHECK(front(fn, c, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p, &capture));
-  if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
+  gs->last_rs_direct = 0; /* (also for the calls that return here: nothing to do) */
+  if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
   gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
