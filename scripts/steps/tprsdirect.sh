@@ -5,7 +5,9 @@
 #   1. the tp_gpu reduce-scatter tests (tp_gpu_rs_direct_w2/_w3/_w4 count the direct pieces; on one GPU the
 #      ranks share it and the direct stores are plain local stores);
 #   2. with 2+ GPUs only: tp-bench --local NGPU at 1024 and 2048 tokens with W8A8_TP_RS_DIRECT = 0, 1,
-#      two rounds, the second in reverse order.
+#      two rounds, the second in reverse order;
+#   3. with 2+ GPUs only: the IPC transport's tests (processes, mpirun) with the switch on (the direct
+#      stores go into the peers' workspaces through their CUDA IPC mappings).
 # Prediction: 70b-o rs at 1024 tokens, TP = 2, 139.5 -> ~110 us (the push no longer waits for the whole
 # peer chunk's GEMM).
 # Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
@@ -29,6 +31,14 @@ for round in 1 2; do
     res="$res d$v-r$round: exit $?;"
   done
 done
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS}
+if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
+  W8A8_TP_IPC=1 W8A8_TP_RS_DIRECT=1 W8A8_TP_TIMEOUT_S=40 W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 80)" \
+    $MPIRUN -x W8A8_TP_IPC -x W8A8_TP_RS_DIRECT -x W8A8_TP_TIMEOUT_S -x W8A8_TEST_VERBOSE -np "$W" \
+    stdbuf -oL "$BUILD/bin/w8a8_tp_tests" tp_ipc_ >"$L/tprsdirect-ipc-tests.txt" 2>&1
+  res="$res ipc tests (direct on): exit $? $(grep -E 'passed' "$L/tprsdirect-ipc-tests.txt" | tail -n 1);"
+fi
 for f in "$L"/tprsdirect-d*-r[12].txt; do
   echo "== $(basename "$f")"
   grep -E '^[0-9a-z_-]+ +rs ' "$f"
