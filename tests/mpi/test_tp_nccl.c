@@ -40,6 +40,7 @@ TP_TEST(tp_nccl_not_built) { SKIP("built without CUDA or NCCL"); }
 #include <cuda_runtime.h>
 
 #define POISON 0xA5
+int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v); /* (src/tp/tp_gpu.h: the library's hidden test hook) */
 
 /* Does every rank say yes? (collective) */
 static bool all_ok(bool mine) {
@@ -544,7 +545,7 @@ static void job_launch(genv *e, job *J, bool unfused, bool fused) {
   o.partials = tc->partials;
   const w8a8_vector *bias = tc->bias ? &J->BIAS : NULL;
   const w8a8_zero_point *zp = tc->zp ? &J->ZP : NULL;
-  J->msg[0] = 0;
+  if (unfused || !J->ran_u) J->msg[0] = 0; /* (a fused-only call after an unfused one keeps its message) */
   if (unfused) {
     o.overlap = 0;
     J->su = J->ag ? w8a8_all_gather_scaled_mm(e->comm, &J->A, &J->B, &J->SA, &J->SB, bias, zp, &J->OU, NULL, &o)
@@ -660,10 +661,21 @@ static int64_t run_case(genv *e, const ncase *tc, int ag) {
   bool ok = job_make_host(&J);
   ok = ok && job_alloc_dev(&J) && job_upload(&J) && cudaDeviceSynchronize() == cudaSuccess;
   if (all_ok(ok)) {
-    job_launch(e, &J, true, true);
+    job_launch(e, &J, true, false);
     cudaError_t ce = cudaStreamSynchronize(e->st);
+    /* Every rank's workspace poisoned (NaN) between the unfused and the fused calls, once every rank's
+     * unfused call has finished and before any fused call starts: rows or partials a fused schedule
+     * failed to deliver (W8A8_TP_RS_DIRECT's stores into the peers' IPC mappings, say) would otherwise
+     * be read from the unfused call's leftovers and pass. */
+    bool pz = all_ok(ce == cudaSuccess) && w8a8_tp_gpu_poison_ws(e->comm, 0xff) == 0;
+    if (all_ok(pz)) {
+      job_launch(e, &J, false, true);
+      ce = cudaStreamSynchronize(e->st);
+    } else
+      CHECK(0, "rank %d: the unfused call or the poisoning between the calls failed (%s)", g_rank,
+            cudaGetErrorString(ce));
     CHECK(ce == cudaSuccess, "rank %d: stream: %s", g_rank, cudaGetErrorString(ce));
-    if (ce == cudaSuccess) job_check(&J, "case");
+    if (ce == cudaSuccess && pz) job_check(&J, "case");
   } else {
     CHECK(ok, "rank %d: setting up the case failed (host memory, reference or device buffers)", g_rank);
     if (ok) CHECK(0, "another rank could not set up the case");
