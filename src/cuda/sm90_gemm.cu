@@ -377,8 +377,8 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
 }
 
 // 129..192 tokens with few weight tiles and a long K (session 11): the n64 deep ring over three token
-// tiles, plan_deep's split rule (deep_split), taken where that split is 2. With
-// 128-row tiles such a problem runs on few CTAs that are each bound by their own MMA rate (70b-qkv-tp4,
+// tiles, plan_deep's split rule (deep_split), taken where that split is 2. With 128-row tiles such a
+// problem runs on few CTAs that are each bound by their own MMA rate (70b-qkv-tp4,
 // 20 weight tiles: 40 CTAs at 525 cycles per K-block, h200-sm90-deep256-2026-11-30.txt's timeline); three
 // n64 token tiles x 20 x split 2 put 120 CTAs on it. Measured (sm90_dev, forced, same file): 70b-qkv-tp4
 // int8 M = 129 17.3-17.9 us against the multicast 128 x 128 tile's 22.1, M = 192 13.8 vs 22.1; fp8 18.5
@@ -581,7 +581,7 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
   const int rows = (v + 7) / 8 * 8;  // one box of the valid rows (fewer than 8 missing rows: TMA fills)
   const int two_tiles = token_rows > box && token_rows < 2 * (int64_t)box;
   const int cap = c->int8 && (c->swap || c->bn <= 128) ? box : box / 8 < 8 ? 8 : box / 8;
-  // plan_deep256's three token tiles on the n64 deep ring: any box (below)
+  // three or more token tiles on the n64 deep ring (plan_deep256's): any box (see above)
   const int deep_many = c->swap && c->minb == 1 && box == 64 && token_rows > 2 * (int64_t)box;
   if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many)) {
     t.n = 1;
@@ -641,11 +641,11 @@ static void apply_pp(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
 }
 
 // Stream-K (session 10; the kernel's SK, sm90_streamk.h). sk_fits: whether the stream-K twin ci can run
-// p with the handle's workspace (its partial tiles in ws: sm90_sk_slots; two locks per stream-K tile) and with every
-// CTA of its grid resident at once (a final split waits for lower-numbered units; the occupancy query
-// says fewer where MPS or a smaller SM partition limits the device); where the schedule has no
-// stream-K units it runs as a plain persistent grid and needs neither. *k: the schedule (units 0 where
-// it does not fit).
+// p with the handle's workspace (its partial tiles in ws, sm90_sk_slots of them; two locks per stream-K
+// tile) and with every CTA of its grid resident at once (a final split waits for lower-numbered units;
+// the occupancy query says fewer where MPS or a smaller SM partition limits the device); where the
+// schedule has no stream-K units it runs as a plain persistent grid and needs neither. *k: the schedule
+// (units 0 where it does not fit).
 static int sk_fits(const w8a8_handle *h, int ci, const w8a8_mm_problem *p, int num_sms, sm90_sk_plan *k) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const sm90_config *c = &CONFIGS[ci];

@@ -1425,7 +1425,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           // Lines at a time. Session 11 (oldab, v1 vs v2, h200-sm90-deep256-2026-11-30.txt): the 128 x 128
           // split tiles won 1.03-1.05x (int8 at 2 lines, fp8 at 1: 2 spilled 60 bytes there); the swapped
           // tiles at 1 line (n16, two CTAs per SM) 1.01-1.03x, but the deep swapped ones at 4 lost up to 7%
-          // for int8 (8b-o M = 64 9.7 -> 10.5 us, 70b-qkv-tp4 M = 32 / 64 0.94x; fp8 0.97-1.06x): 1 there too.
+          // for int8 (8b-o M = 64 9.7 -> 10.5 us, 70b-qkv-tp4 M = 32 / 64 0.94x; fp8 0.97-1.06x); at 1 line
+          // they won too (int8 1.01-1.07x, geomean 1.034; fp8 1.03-1.07x, 1.046; M = 32 / 64 on 3 shapes).
           constexpr int LU = !SWAP && MINB == 1 && INT8 ? 2 : 1;
           sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT,
                                                                 m_base, n_base);
