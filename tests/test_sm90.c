@@ -37,6 +37,7 @@ void w8a8_sm90_set_deep80(int on);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
 void w8a8_sm90_set_sk_mc2(int on);
+void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
 void w8a8_sm90_set_streamk(int on);
 int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
@@ -837,13 +838,14 @@ W8A8_TEST(sm90_tail_matches_fill) {
     REQUIRE(0, "cudaMalloc");
   }
   {
-    /* M, N, which dtypes take the twin (1 fp8, 2 int8). Every base plan here has a twin (checked):
-     * 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at N = 1024), 128 x 128 at M = 300 (96 CTAs,
-     * three token tiles). */
-    static const int64_t cases[][3] = {{129, 8192, 3}, {136, 8192, 3}, {200, 8192, 2}, {300, 4096, 0}, {129, 1024, 0}};
+    /* M, N, which passes take the twin (1 fp8, 2 int8, 4 fp8 with W8A8_SM90_FP8_TAIL_BOX: int8's boxes).
+     * Every base plan here has a twin (checked): 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at
+     * N = 1024), 128 x 128 at M = 300 (96 CTAs, three token tiles). */
+    static const int64_t cases[][3] = {{129, 8192, 7}, {136, 8192, 7}, {200, 8192, 6}, {300, 4096, 0}, {129, 1024, 0}};
     const int64_t K = 384;
-    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
-      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    for (int dt = 0; dt < 3 && !w8a8_test_failed(); dt++) {
+      const w8a8_dtype in = dt == 1 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+      w8a8_sm90_set_fp8_tail_box(dt == 2);
       for (int mi = 0; mi < 5 && !w8a8_test_failed(); mi++, v++) {
         const int64_t M = cases[mi][0], N = cases[mi][1];
         int split = 0;
@@ -855,16 +857,18 @@ W8A8_TEST(sm90_tail_matches_fill) {
         char twin[64];
         const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
         CHECK(tw >= 0, "%s M=%lld N=%lld: the base plan %s has no *_tail twin (the case would be vacuous)",
-              dt ? "int8" : "fp8", (long long)M, (long long)N, base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
+              dt == 1 ? "int8" : "fp8", (long long)M, (long long)N, base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
         const int want = tw >= 0 && (cases[mi][2] >> dt & 1) ? tw : base;
         twins += want != base;
-        CHECK(with == want, "%s M=%lld N=%lld: W8A8_SM90_TAIL=1 planned %s (off: %s), expected %s", dt ? "int8" : "fp8",
+        CHECK(with == want, "%s%s M=%lld N=%lld: W8A8_SM90_TAIL=1 planned %s (off: %s), expected %s",
+              dt == 1 ? "int8" : "fp8", dt == 2 ? " (FP8_TAIL_BOX)" : "",
               (long long)M, (long long)N, with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
               base >= 0 ? w8a8_sm90_config_name(base) : "nothing", want >= 0 ? w8a8_sm90_config_name(want) : "nothing");
         mm_case c = rotate(in, M, N, K, v, -1, 0);
         run_case(&c, 1800 + (uint64_t)v); /* through the public API, the tail twin where planned */
       }
     }
+    w8a8_sm90_set_fp8_tail_box(-1);
     CHECK(w8a8_test_failed() || twins > 0, "no case took a *_tail twin: the check above was vacuous");
   }
   cudaFree(dbuf);

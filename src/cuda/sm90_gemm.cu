@@ -568,7 +568,17 @@ static int tail_mode(void) {
 typedef struct tail_boxes {
   int n, rows;
 } tail_boxes;
-static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) {
+// W8A8_SM90_FP8_TAIL_BOX=1 (session 11, NOT yet measured; default 0): fp8 takes int8's cap (any box on
+// the 128 x 128 and swapped tiles) where the handle has no weights-constant hint. The cap of an eighth
+// of the tile came from the hint's launches (8b-qkv M = 160 0.91x, 192 0.86x in session 9); without it
+// the filled box costs: 8b-down fp8 (the split tile, 128 CTAs) took 48.7 us at M = 160 and 42.2 at 192
+// against 35.0 at 129 (one 8-row box) and 35.5 at 256 (envab rows of h200-sm90-deep256-2026-11-30.txt),
+// where int8 took 32.3-32.6 at all three. Prediction: fp8 8b-down M = 160 / 192 ~36 us.
+static int g_fp8_tail_box = -1;
+static int fp8_any_box(const w8a8_handle *h) {
+  return !h->weights_constant && w8a8_env_flag(&g_fp8_tail_box, "W8A8_SM90_FP8_TAIL_BOX", 0);
+}
+static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box) {
   tail_boxes t = {0, 0};
   const int box = c->swap ? c->bn : SM90_BM;
   const int v = (int)(token_rows % box);
@@ -580,7 +590,7 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
   }
   const int rows = (v + 7) / 8 * 8;  // one box of the valid rows (fewer than 8 missing rows: TMA fills)
   const int two_tiles = token_rows > box && token_rows < 2 * (int64_t)box;
-  const int cap = c->int8 && (c->swap || c->bn <= 128) ? box : box / 8 < 8 ? 8 : box / 8;
+  const int cap = (c->int8 || fp8_box) && (c->swap || c->bn <= 128) ? box : box / 8 < 8 ? 8 : box / 8;
   // three or more token tiles on the n64 deep ring (plan_deep256's): any box (see above)
   const int deep_many = c->swap && c->minb == 1 && box == 64 && token_rows > 2 * (int64_t)box;
   if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many)) {
@@ -598,7 +608,7 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode) 
 // M = 129 13.0 -> 14.1 us, 70b-qkv-tp4 21.6 -> 25.6, swap n32 split 2 on 70b-qkv-tp4 (80 CTAs)
 // 11.4 -> 12.7; at 96 CTAs and more the tail won everywhere measured (8b-qkv: 96).
 static int g_tail_env = -1;
-static void apply_tail(const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
+static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   // Only under tail_plan's rule (mode 1): with the tail off or a test mode the twin would run without it.
   if (pl->config < 0 || tail_mode() != 1 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1)) return;
   char twin[64];
@@ -609,7 +619,7 @@ static void apply_tail(const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   const int64_t tokens = p->M, weights = p->N;  // M is rows_x unswapped, rows_y swapped
   const int tb = c->swap ? c->bn : SM90_BM, wb = c->swap ? SM90_BM : c->bn;
   const int64_t ctas = (tokens + tb - 1) / tb * ((weights + wb - 1) / wb) * (c->splitk ? pl->split : 1);
-  if (tail_plan(c, tokens, 1).n > 0 && ctas * 10 >= (int64_t)num_sms * 7) pl->config = to;
+  if (tail_plan(c, tokens, 1, fp8_any_box(h)).n > 0 && ctas * 10 >= (int64_t)num_sms * 7) pl->config = to;
 }
 
 // w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
@@ -725,7 +735,7 @@ static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int
   apply_fp8_accum(h, &pl);
   if (!tuned) apply_mc2m(h, p, &pl);
   apply_pp(h, p, &pl, num_sms);
-  apply_tail(p, &pl, num_sms);
+  apply_tail(h, p, &pl, num_sms);
   apply_sk(h, p, &pl, num_sms);
   return pl;
 }
@@ -864,7 +874,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
                     (int)r1, (int)r2);
   // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
   // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
-  *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode());
+  *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h));
   if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
     tail->n = 0;
     tail->rows = 0;
@@ -901,6 +911,9 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
+// on: 1 fp8 takes int8's token-tail boxes (without the weights-constant hint), 0 not, -1 back to
+// W8A8_SM90_FP8_TAIL_BOX
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { set_switch(&g_fp8_tail_box, on); }
 // on: 1 the stream-K rule over the multicast twins too, 0 not, -1 back to W8A8_SM90_SK_MC2
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { set_switch(&g_sk_mc2, on); }
 // on: 1 plan_deep256 (its rule), 0 never, -1 back to W8A8_SM90_DEEP256
@@ -929,6 +942,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 #endif
