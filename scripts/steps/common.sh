@@ -1,7 +1,8 @@
 #!/bin/bash
 # common.sh — sourced by the step scripts (after they set LEFT_S): T0, `cap N` (the seconds the next
 # command may take: at most N, never past LEFT_S less a margin for the kill, at least 5) and
-# `build_sm90_dev LIB OUT` (bench/sm90_dev linked against a static libw8a8.a) and `need_sm90_dev STEP`.
+# `build_sm90_dev LIB OUT` (bench/sm90_dev linked against a static libw8a8.a), `need_sm90_dev STEP` and
+# `tp_env_ab STEP VAR "VALUES" OPS W` (an interleaved A/B of one library switch through tp-bench).
 T0=$(date +%s)
 cap() {
   local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8))
@@ -23,4 +24,24 @@ need_sm90_dev() {
     echo "$1: sm90_dev did not build (see $1-build.txt)"
     exit 1
   }
+}
+# tp_env_ab STEP VAR "VALUES" OPS W: tp-bench --local W at 1024 and 2048 tokens once per value of the
+# environment variable VAR, two rounds (the second in reverse order), each run to $L/STEP-VALUE-rN.{txt,jsonl};
+# then the rows of the ops matching OPS (a regex: ag, rs, ag|rs) of every run in $L/STEP-fused.txt.
+# Appends "VALUE-rN: exit E;" per run to $res.
+tp_env_ab() {
+  local step=$1 var=$2 vals=$3 ops=$4 w=$5 round v order f
+  for round in 1 2; do
+    order=$vals
+    [ "$round" = 2 ] && order=$(echo "$vals" | tr ' ' '\n' | tac | tr '\n' ' ')
+    for v in $order; do
+      env "$var=$v" timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$w" -m 1024,2048 -n 18 -w 2 \
+        -o "$L/$step-$v-r$round.jsonl" >"$L/$step-$v-r$round.txt" 2>&1
+      res="$res $v-r$round: exit $?;"
+    done
+  done
+  for f in "$L/$step"-*-r[12].txt; do
+    echo "== $(basename "$f")"
+    grep -E "^[0-9a-z_-]+ +($ops) " "$f"
+  done >"$L/$step-fused.txt" 2>&1
 }

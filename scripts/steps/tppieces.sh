@@ -19,18 +19,5 @@ if [ "$W" -lt 2 ]; then
   echo "tppieces:$res tp-bench skipped ($W GPU)"
   exit 0
 fi
-VALS=${TPPIECES_VALUES:-"1 2 4"}
-for round in 1 2; do
-  vals=$VALS
-  [ $round = 2 ] && vals=$(echo "$VALS" | tr ' ' '\n' | tac | tr '\n' ' ')
-  for v in $vals; do
-    W8A8_TP_AG_PIECES=$v timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$W" -m 1024,2048 -n 18 -w 2 \
-      -o "$L/tppieces-p$v-r$round.jsonl" >"$L/tppieces-p$v-r$round.txt" 2>&1
-    res="$res p$v-r$round: exit $?;"
-  done
-done
-for f in "$L"/tppieces-p*-r[12].txt; do
-  echo "== $(basename "$f")"
-  grep -E '^[0-9a-z_-]+ +ag ' "$f"
-done >"$L/tppieces-fused.txt" 2>&1
+tp_env_ab tppieces W8A8_TP_AG_PIECES "${TPPIECES_VALUES:-1 2 4}" ag "$W"
 echo "tppieces:$res"

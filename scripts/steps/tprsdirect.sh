@@ -22,15 +22,7 @@ if [ "$W" -lt 2 ]; then
   echo "tprsdirect:$res tp-bench skipped ($W GPU)"
   exit 0
 fi
-for round in 1 2; do
-  vals="0 1"
-  [ $round = 2 ] && vals="1 0"
-  for v in $vals; do
-    W8A8_TP_RS_DIRECT=$v timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$W" -m 1024,2048 -n 18 -w 2 \
-      -o "$L/tprsdirect-d$v-r$round.jsonl" >"$L/tprsdirect-d$v-r$round.txt" 2>&1
-    res="$res d$v-r$round: exit $?;"
-  done
-done
+tp_env_ab tprsdirect W8A8_TP_RS_DIRECT "0 1" rs "$W"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS}
 if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
@@ -39,8 +31,4 @@ if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
     stdbuf -oL "$BUILD/bin/w8a8_tp_tests" tp_ipc_ >"$L/tprsdirect-ipc-tests.txt" 2>&1
   res="$res ipc tests (direct on): exit $? $(grep -E 'passed' "$L/tprsdirect-ipc-tests.txt" | tail -n 1);"
 fi
-for f in "$L"/tprsdirect-d*-r[12].txt; do
-  echo "== $(basename "$f")"
-  grep -E '^[0-9a-z_-]+ +rs ' "$f"
-done >"$L/tprsdirect-fused.txt" 2>&1
 echo "tprsdirect:$res"

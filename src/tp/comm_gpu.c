@@ -347,7 +347,7 @@ w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int
       /* Once per pair and process: a second cudaDeviceEnablePeerAccess fails with
        * cudaErrorPeerAccessAlreadyEnabled, harmless but reported by compute-sanitizer as an API
        * error in every test that creates ranks (36 of them in the session-3 memcheck run). */
-      if (di < PEER_MAX && dj < PEER_MAX && __atomic_load_n(&g_peer_on[di][dj], __ATOMIC_ACQUIRE)) continue;
+      if (w8a8_tp_gpu_peer_on(di, dj)) continue;
       int prev = dev_enter(di);
       cudaError_t e = cudaDeviceEnablePeerAccess(dj, 0);
       if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
