@@ -838,15 +838,17 @@ W8A8_TEST(sm90_tail_matches_fill) {
     REQUIRE(0, "cudaMalloc");
   }
   {
-    /* M, N, which passes take the twin (1 fp8, 2 int8, 4 fp8 with W8A8_SM90_FP8_TAIL_BOX: int8's boxes).
-     * Every base plan here has a twin (checked): 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at
-     * N = 1024), 128 x 128 at M = 300 (96 CTAs, three token tiles). */
-    static const int64_t cases[][3] = {{129, 8192, 7}, {136, 8192, 7}, {200, 8192, 6}, {300, 4096, 0}, {129, 1024, 0}};
+    /* M, N, which passes take the twin (1 fp8 with W8A8_SM90_FP8_TAIL_BOX=0: an eighth of the tile, 2
+     * int8, 4 fp8 with =1: int8's boxes, 8 fp8 with the default 2: half the tile). Every base plan here
+     * has a twin (checked): 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at N = 1024), 128 x 128
+     * at M = 300 (96 CTAs, three token tiles). */
+    static const int64_t cases[][3] = {{129, 8192, 15}, {136, 8192, 15}, {176, 8192, 14},
+                                       {200, 8192, 6},  {300, 4096, 0},  {129, 1024, 0}};
     const int64_t K = 384;
-    for (int dt = 0; dt < 3 && !w8a8_test_failed(); dt++) {
+    for (int dt = 0; dt < 4 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt == 1 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      w8a8_sm90_set_fp8_tail_box(dt == 2);
-      for (int mi = 0; mi < 5 && !w8a8_test_failed(); mi++, v++) {
+      w8a8_sm90_set_fp8_tail_box(dt == 3 ? 2 : dt == 2);
+      for (int mi = 0; mi < 6 && !w8a8_test_failed(); mi++, v++) {
         const int64_t M = cases[mi][0], N = cases[mi][1];
         int split = 0;
         w8a8_sm90_set_tail_heuristic(0);
@@ -861,7 +863,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
         const int want = tw >= 0 && (cases[mi][2] >> dt & 1) ? tw : base;
         twins += want != base;
         CHECK(with == want, "%s%s M=%lld N=%lld: W8A8_SM90_TAIL=1 planned %s (off: %s), expected %s",
-              dt == 1 ? "int8" : "fp8", dt == 2 ? " (FP8_TAIL_BOX)" : "",
+              dt == 1 ? "int8" : "fp8", dt == 2 ? " (FP8_TAIL_BOX=1)" : dt == 3 ? " (FP8_TAIL_BOX default)" : "",
               (long long)M, (long long)N, with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
               base >= 0 ? w8a8_sm90_config_name(base) : "nothing", want >= 0 ? w8a8_sm90_config_name(want) : "nothing");
         mm_case c = rotate(in, M, N, K, v, -1, 0);

@@ -568,15 +568,18 @@ static int tail_mode(void) {
 typedef struct tail_boxes {
   int n, rows;
 } tail_boxes;
-// W8A8_SM90_FP8_TAIL_BOX=1 (session 11, NOT yet measured; default 0): fp8 takes int8's cap (any box on
-// the 128 x 128 and swapped tiles) where the handle has no weights-constant hint. The cap of an eighth
-// of the tile came from the hint's launches (8b-qkv M = 160 0.91x, 192 0.86x in session 9); without it
-// the filled box costs: 8b-down fp8 (the split tile, 128 CTAs) took 48.7 us at M = 160 and 42.2 at 192
-// against 35.0 at 129 (one 8-row box) and 35.5 at 256 (envab rows of h200-sm90-deep256-2026-11-30.txt),
-// where int8 took 32.3-32.6 at all three. Prediction: fp8 8b-down M = 160 / 192 ~36 us.
+// W8A8_SM90_FP8_TAIL_BOX: where the handle has no weights-constant hint, fp8's cap on the 128 x 128 tiles
+// (unswapped, two token tiles): 0 an eighth of the tile (the cap before session 12, from the hint's
+// launches: 8b-qkv M = 160 0.91x, 192 0.86x in session 9), 1 int8's (any box, the swapped tiles too),
+// unset 2: half the tile. Without the hint the filled box cost: 8b-down fp8 (the split tile, 128 CTAs)
+// took 48.7 us at M = 160 and 42.2 at 192 against 35.0 at 129. Session 12 envab 0 vs 1 (two rounds, 8
+// shapes, M = 160 / 192 / 224; h200-sm90-session12-2026-11-30.txt): a 32-row box (M = 160) 8b-down
+// 46 -> 34 us (1.36x), 70b-down-tp4 1.22-1.24x, 8b-qkv 1.13-1.15x, 70b-o-tp4 1.12-1.13x; a 64-row box
+// (192) 8b-down 1.18x, 70b-down-tp4 1.04-1.05x, 8b-qkv 0.94-1.00x; a 96-row box (224) lost: 8b-o 11.7 ->
+// 15.1 us (0.77x), 70b-down-tp4 0.92-0.93x, 8b-qkv 0.92x. Hence half.
 static int g_fp8_tail_box = -1;
 static int fp8_any_box(const w8a8_handle *h) {
-  return !h->weights_constant && w8a8_env_flag(&g_fp8_tail_box, "W8A8_SM90_FP8_TAIL_BOX", 0);
+  return h->weights_constant ? 0 : w8a8_env_mode(&g_fp8_tail_box, "W8A8_SM90_FP8_TAIL_BOX", 2);
 }
 static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box) {
   tail_boxes t = {0, 0};
@@ -590,7 +593,9 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, 
   }
   const int rows = (v + 7) / 8 * 8;  // one box of the valid rows (fewer than 8 missing rows: TMA fills)
   const int two_tiles = token_rows > box && token_rows < 2 * (int64_t)box;
-  const int cap = (c->int8 || fp8_box) && (c->swap || c->bn <= 128) ? box : box / 8 < 8 ? 8 : box / 8;
+  int cap = box / 8 < 8 ? 8 : box / 8;  // fp8_box: fp8_any_box's mode
+  if ((c->int8 || fp8_box == 1) && (c->swap || c->bn <= 128)) cap = box;
+  else if (!c->int8 && fp8_box == 2 && !c->swap && c->bn <= 128) cap = box / 2;
   // three or more token tiles on the n64 deep ring (plan_deep256's): any box (see above)
   const int deep_many = c->swap && c->minb == 1 && box == 64 && token_rows > 2 * (int64_t)box;
   if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many)) {
@@ -688,11 +693,12 @@ __attribute__((unused)) static int sk_plain(int ci) {
 // 0.86-0.92x, 70b-gateup-tp4 M = 1024 0.84-0.87x, 8b-gateup M = 512 0.82-0.91x. Halving a tile's K did
 // not halve its time (8b-o: 14.3 -> 15.6 us on twice the CTAs); why is open (NOTES). Not with ready flags
 // (the twin does not wait for arriving rows) nor the weights-constant hint (the twin does not preload).
-// W8A8_SM90_SK_MC2=1 (session 11, NOT yet measured; default 0): the rule also over the multicast twins
-// of the 128 x 128 tile that apply_mc2m planned at 129..255 tokens (their stream-K twin is the plain
-// tile's). The case: 70b-qkv-tp4 at 193..255 tokens, where the multicast tile took 22.2 us (int8) / 24.2
-// (fp8) at M = 224 and the stream-K twin 18.7 / 19.0 at M = 256 on the same 40 tiles (envab and v13,
-// h200-sm90-deep256-2026-11-30.txt); plan_deep256 takes 129..192 there. Prediction: ~19-20 us at 224.
+// W8A8_SM90_SK_MC2 (default 1; 0 for A/Bs): the rule also over the multicast twins of the 128 x 128 tile
+// that apply_mc2m planned at 129..255 tokens (their stream-K twin is the plain tile's). The case:
+// 70b-qkv-tp4 at 193..255 tokens, where the multicast tile took 22.2 us (int8) / 24.2 (fp8) at M = 224;
+// plan_deep256 takes 129..192 there. Prediction ~19-20 us at 224; session 12 envab 0 vs 1 (two rounds,
+// h200-sm90-session12-2026-11-30.txt): int8 22.5 -> 20.9 / 22.2 -> 18.6 / 22.3 -> 17.2 us at M = 193 /
+// 224 / 255 (1.08 / 1.19 / 1.30x), fp8 24.3 -> 21.0 / 18.7 / 17.5 (1.16 / 1.30 / 1.39x), both rounds alike.
 static int g_sk_mc2 = -1;
 static int g_sk = -1;
 static int sk_mode(void) { return w8a8_env_mode(&g_sk, "W8A8_SM90_STREAMK", 2); }
@@ -702,7 +708,7 @@ static void apply_sk(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *
   char twin[64];  // the plan's "_sk" twin: only the plain 128 x 128 tiles have one
   snprintf(twin, sizeof twin, "%s_sk", CONFIGS[pl->config].name);
   const size_t n = strlen(twin);  // "X_mc2_sk" -> "X_sk" (W8A8_SM90_SK_MC2)
-  if (n > 7 && !strcmp(twin + n - 7, "_mc2_sk") && w8a8_env_flag(&g_sk_mc2, "W8A8_SM90_SK_MC2", 0))
+  if (n > 7 && !strcmp(twin + n - 7, "_mc2_sk") && w8a8_env_flag(&g_sk_mc2, "W8A8_SM90_SK_MC2", 1))
     memcpy(twin + n - 7, "_sk", 4);
   const int to = find_config(twin);
   sm90_sk_plan k;
@@ -911,9 +917,11 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
-// on: 1 fp8 takes int8's token-tail boxes (without the weights-constant hint), 0 not, -1 back to
-// W8A8_SM90_FP8_TAIL_BOX
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { set_switch(&g_fp8_tail_box, on); }
+// on: fp8's token-tail cap without the weights-constant hint (fp8_any_box): 0 an eighth of the tile, 1
+// int8's, 2 half (the default rule), -1 back to W8A8_SM90_FP8_TAIL_BOX
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) {
+  __atomic_store_n(&g_fp8_tail_box, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
+}
 // on: 1 the stream-K rule over the multicast twins too, 0 not, -1 back to W8A8_SM90_SK_MC2
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { set_switch(&g_sk_mc2, on); }
 // on: 1 plan_deep256 (its rule), 0 never, -1 back to W8A8_SM90_DEEP256
