@@ -419,56 +419,99 @@ SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad 
 // column parameters per line and took one line per trip: four dependent round trips (global, then
 // DSMEM) per warp at split 2 on the n64 tile, ~7.8k cycles of epilogue in the timeline of 70b-qkv-tp4
 // M = 192 (h200-sm90-deep256-2026-11-30.txt) against a 12.9k-cycle main loop.
-template <bool INT8, int NL, int STRIDE, int LU>
-SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, int warp8, int lane, int rank, int split,
-                                int m_base, int n_base) {
-  static_assert(NL / 4 == 32, "a line of quads is one warp");
+// v3 (session 12): the parameters of the columns and of the warp's first T lines (every line at split
+// >= 2: T = RED_ML / 16) are loaded by sm90_splitk_params before the partial tile is published and
+// the cluster barrier waits, so their global-memory latency hides under the barrier's wait instead of
+// following it: v2 still waited one global round trip for the columns, then one per trip for the
+// rows (the session 12 timelines: epilogue 3.5-3.9k cycles on n32 split 2-4, 5.2k on n64, against a
+// ~15-22k span at M = 32 / 64).
+template <int T>
+struct sm90_quad_rows {
+  float sa[T];
+  int32_t zp[T];  // as sm90_quad.zp
+};
+// A row's scale and zero point (index 0 past M: a valid address, the value unused).
+template <bool INT8>
+SM90_DEV void sm90_quad_row(const sm90_args &a, int m, float &sa, int32_t &zp) {
+  const int mm = a.sa_per_token && m < a.M ? m : 0;
+  sa = __ldcg(a.sa + mm);
+  zp = INT8 && a.azp_mode >= 2 ? __ldcg(a.azp + (a.azp_mode == 3 && m < a.M ? m : 0)) : 1;
+}
+// Issues the loads of this lane's column parameters (p) and of the rows of the warp's first T lines
+// (rw); nothing waits for them here (sm90_splitk_quads fences them after the barrier).
+template <bool INT8, int T>
+SM90_DEV void sm90_splitk_params(const sm90_args &a, int warp8, int lane, int rank, int split, int m_base, int n_base,
+                                 sm90_quad &p, sm90_quad_rows<T> &rw) {
+  const int first = warp8 * split + rank, step = 8 * split;
+  sm90_quad_load<INT8>(a, m_base + first, n_base + lane * 4, p);
+#pragma unroll
+  for (int t = 0; t < T; t++) sm90_quad_row<INT8>(a, m_base + first + t * step, rw.sa[t], rw.zp[t]);
+}
+// LU lines from ml0 (step apart) with their rows' parameters sa / zp: the DSMEM loads of every line
+// and rank first, the sums in rank order, then the stores.
+template <bool INT8, int STRIDE, int LU>
+SM90_DEV void sm90_splitk_lines(const sm90_args &a, uint32_t red0, int lines, int ml0, int step, int nl, int split,
+                                int m_base, int n_base, sm90_quad &p, const float *sa, const int32_t *zp) {
   typedef typename sm90_acc_type<INT8>::type acc_t;
-  const int nl = lane * 4, step = 8 * split;
-  sm90_quad p;
-  sm90_quad_load<INT8>(a, m_base + warp8 * split + rank, n_base + nl, p);  // columns; the row's are per line
+  acc_t v[LU][4];
+#pragma unroll
+  for (int u = 0; u < LU; u++) v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0;
+#pragma unroll
+  for (int r0 = 0; r0 < SM90_MAX_SPLIT; r0 += 4) {
+    if (r0 >= split) break;
+    uint4 part[LU][4];
+#pragma unroll
+    for (int u = 0; u < LU; u++)
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        if (r0 + r < split && ml0 + u * step < lines)
+          part[u][r] = sm90_ld_dsmem_v4(sm90_mapa(red0 + (uint32_t)((ml0 + u * step) * STRIDE + nl) * 4, r0 + r));
+#pragma unroll
+    for (int u = 0; u < LU; u++)
+#pragma unroll
+      for (int r = 0; r < 4; r++)
+        if (r0 + r < split && ml0 + u * step < lines) {
+          v[u][0] += sm90_from_bits<acc_t>(part[u][r].x), v[u][1] += sm90_from_bits<acc_t>(part[u][r].y);
+          v[u][2] += sm90_from_bits<acc_t>(part[u][r].z), v[u][3] += sm90_from_bits<acc_t>(part[u][r].w);
+        }
+  }
+#pragma unroll
+  for (int u = 0; u < LU; u++) {
+    const int ml = ml0 + u * step;
+    if (ml >= lines) break;
+    const uint32_t raw[4] = {sm90_bits(v[u][0]), sm90_bits(v[u][1]), sm90_bits(v[u][2]), sm90_bits(v[u][3])};
+    p.sa = sa[u];
+    p.zp = zp[u];
+    sm90_quad_fence(p);
+    sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw);
+  }
+}
+// After the cluster barrier: p and rw from sm90_splitk_params (the same warp8, rank, split, bases).
+template <bool INT8, int NL, int STRIDE, int LU, int T>
+SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, int warp8, int lane, int rank, int split,
+                                int m_base, int n_base, sm90_quad &p, sm90_quad_rows<T> &rw) {
+  static_assert(NL / 4 == 32, "a line of quads is one warp");
+  static_assert(T % LU == 0, "whole groups of LU lines are prefetched");
+  const int nl = lane * 4, step = 8 * split, first = warp8 * split + rank;
   sm90_quad_fence(p);
-  for (int ml0 = warp8 * split + rank; ml0 < lines; ml0 += LU * step) {
+#pragma unroll
+  for (int t = 0; t < T; t++) {  // opaque, as p's (fp8's zero points are the constant 1: no register each)
+    asm volatile("" : "+f"(rw.sa[t]));
+    if constexpr (INT8) asm volatile("" : "+r"(rw.zp[t]));
+  }
+#pragma unroll
+  for (int t0 = 0; t0 < T; t0 += LU) {
+    if (first + t0 * step >= lines) return;
+    sm90_splitk_lines<INT8, STRIDE, LU>(a, red0, lines, first + t0 * step, step, nl, split, m_base, n_base, p,
+                                        rw.sa + t0, rw.zp + t0);
+  }
+  // Lines past the first T (split 1, or kernels that prefetch only LU lines), their rows loaded here.
+  for (int ml0 = first + T * step; ml0 < lines; ml0 += LU * step) {
     float sa[LU];
     int32_t zp[LU];
-    acc_t v[LU][4];
 #pragma unroll
-    for (int u = 0; u < LU; u++) {
-      const int m = m_base + ml0 + u * step;
-      const int mm = a.sa_per_token && m < a.M ? m : 0;
-      sa[u] = __ldcg(a.sa + mm);
-      zp[u] = INT8 && a.azp_mode >= 2 ? __ldcg(a.azp + (a.azp_mode == 3 && m < a.M ? m : 0)) : 1;
-      v[u][0] = v[u][1] = v[u][2] = v[u][3] = 0;
-    }
-#pragma unroll
-    for (int r0 = 0; r0 < SM90_MAX_SPLIT; r0 += 4) {
-      if (r0 >= split) break;
-      uint4 part[LU][4];
-#pragma unroll
-      for (int u = 0; u < LU; u++)
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-          if (r0 + r < split && ml0 + u * step < lines)
-            part[u][r] = sm90_ld_dsmem_v4(sm90_mapa(red0 + (uint32_t)((ml0 + u * step) * STRIDE + nl) * 4, r0 + r));
-#pragma unroll
-      for (int u = 0; u < LU; u++)
-#pragma unroll
-        for (int r = 0; r < 4; r++)
-          if (r0 + r < split && ml0 + u * step < lines) {
-            v[u][0] += sm90_from_bits<acc_t>(part[u][r].x), v[u][1] += sm90_from_bits<acc_t>(part[u][r].y);
-            v[u][2] += sm90_from_bits<acc_t>(part[u][r].z), v[u][3] += sm90_from_bits<acc_t>(part[u][r].w);
-          }
-    }
-#pragma unroll
-    for (int u = 0; u < LU; u++) {
-      const int ml = ml0 + u * step;
-      if (ml >= lines) break;
-      const uint32_t raw[4] = {sm90_bits(v[u][0]), sm90_bits(v[u][1]), sm90_bits(v[u][2]), sm90_bits(v[u][3])};
-      p.sa = sa[u];
-      p.zp = zp[u];
-      sm90_quad_fence(p);
-      sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw);
-    }
+    for (int u = 0; u < LU; u++) sm90_quad_row<INT8>(a, m_base + ml0 + u * step, sa[u], zp[u]);
+    sm90_splitk_lines<INT8, STRIDE, LU>(a, red0, lines, ml0, step, nl, split, m_base, n_base, p, sa, zp);
   }
 }
 
@@ -1410,26 +1453,38 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // Publish this CTA's partial tile (all 128 rows, lines along n: see sm90_cfg), then each
         // CTA of the cluster sums a 1/SPLIT share of it over the cluster's CTAs in rank order
         // (deterministic: int32 sums are exact in any order, fp32 ones are added in rank order).
+        const int ct = cw * 128 + tid;
+        const int m_base = SWAP ? ty * BN : tx * SM90_BM, n_base = SWAP ? tx * SM90_BM : ty * BN;
+        // Lines at a time in the quads. Session 11 (oldab, v1 vs v2, h200-sm90-deep256-2026-11-30.txt): the
+        // 128 x 128 split tiles won 1.03-1.05x (int8 at 2 lines, fp8 at 1: 2 spilled 60 bytes there); the
+        // swapped tiles at 1 line (n16, two CTAs per SM) 1.01-1.03x, but the deep swapped ones at 4 lost up
+        // to 7% for int8 (8b-o M = 64 9.7 -> 10.5 us, 70b-qkv-tp4 M = 32 / 64 0.94x; fp8 0.97-1.06x); at 1
+        // line they won too (int8 1.01-1.07x, geomean 1.034; fp8 1.03-1.07x, 1.046; M = 32 / 64 on 3 shapes).
+        constexpr int LU = !SWAP && MINB == 1 && INT8 ? 2 : 1;
+        // v3's prefetch (sm90_splitk_quads) where it costs no spill: the fp8 128 x 128 split tiles spilled
+        // 28-44 bytes even with only the column parameters hoisted, the fp8 two-CTA swapped n64 16-28; those
+        // load after the barrier as v2 did (QT = LU lines there, the rest per group).
+        constexpr bool QPRE = INT8 || (SWAP && MINB == 1);
+        constexpr int QT = !QPRE || C::RED_ML / 16 < LU ? LU : C::RED_ML / 16;  // a warp's lines at split 2
 #pragma unroll
         for (int i = 0; i < C::NACC; i++) {
           int row = cw * 64 + r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;
           int off = SWAP ? col * C::RED_STRIDE + row : row * C::RED_STRIDE + col;
           sm90_st_smem(red0 + (uint32_t)off * 4, sm90_bits(acc[i]));
         }
-        const int ct = cw * 128 + tid;
-        const int m_base = SWAP ? ty * BN : tx * SM90_BM, n_base = SWAP ? tx * SM90_BM : ty * BN;
+        // v3: issued before the barrier (see sm90_splitk_quads), after the partial tile's stores (before
+        // them, with the accumulators live, more kernels spilled).
+        sm90_quad qp;
+        sm90_quad_rows<QT> qrw;
+        if (QPRE && a.split_quad)
+          sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
         sm90_cluster_sync();
         if (a.split_quad) {
+          if (!QPRE) sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
           // lines = tokens in both layouts: those at or past M are summed by nobody
           const int lines = min(C::RED_ML, a.M - m_base);
-          // Lines at a time. Session 11 (oldab, v1 vs v2, h200-sm90-deep256-2026-11-30.txt): the 128 x 128
-          // split tiles won 1.03-1.05x (int8 at 2 lines, fp8 at 1: 2 spilled 60 bytes there); the swapped
-          // tiles at 1 line (n16, two CTAs per SM) 1.01-1.03x, but the deep swapped ones at 4 lost up to 7%
-          // for int8 (8b-o M = 64 9.7 -> 10.5 us, 70b-qkv-tp4 M = 32 / 64 0.94x; fp8 0.97-1.06x); at 1 line
-          // they won too (int8 1.01-1.07x, geomean 1.034; fp8 1.03-1.07x, 1.046; M = 32 / 64 on 3 shapes).
-          constexpr int LU = !SWAP && MINB == 1 && INT8 ? 2 : 1;
-          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT,
-                                                                m_base, n_base);
+          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU, QT>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT,
+                                                                    m_base, n_base, qp, qrw);
         } else {
           for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
             const int ml = idx / C::RED_NL, nl = idx % C::RED_NL;
