@@ -475,15 +475,22 @@ SM90_DEV void sm90_splitk_lines(const sm90_args &a, uint32_t red0, int lines, in
           v[u][2] += sm90_from_bits<acc_t>(part[u][r].z), v[u][3] += sm90_from_bits<acc_t>(part[u][r].w);
         }
   }
+  uint32_t raw[LU][4];
+#pragma unroll
+  for (int u = 0; u < LU; u++)  // the sums exist (their DSMEM loads have returned) before the final barrier's
+#pragma unroll                  // relaxed arrive, whether or not they are stored (columns past N)
+    for (int j = 0; j < 4; j++) {
+      raw[u][j] = sm90_bits(v[u][j]);
+      asm volatile("" : "+r"(raw[u][j]));
+    }
 #pragma unroll
   for (int u = 0; u < LU; u++) {
     const int ml = ml0 + u * step;
     if (ml >= lines) break;
-    const uint32_t raw[4] = {sm90_bits(v[u][0]), sm90_bits(v[u][1]), sm90_bits(v[u][2]), sm90_bits(v[u][3])};
     p.sa = sa[u];
     p.zp = zp[u];
     sm90_quad_fence(p);
-    sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw);
+    sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw[u]);
   }
 }
 // After the cluster barrier: p and rw from sm90_splitk_params (the same warp8, rank, split, bases).
@@ -1476,9 +1483,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // them, with the accumulators live, more kernels spilled).
         sm90_quad qp;
         sm90_quad_rows<QT> qrw;
+        sm90_cluster_arrive();  // release: the partial tile's stores (not the parameter loads after it)
         if (QPRE && a.split_quad)
           sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
-        sm90_cluster_sync();
+        sm90_cluster_wait();
         if (a.split_quad) {
           if (!QPRE) sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
           // lines = tokens in both layouts: those at or past M are summed by nobody
@@ -1510,11 +1518,16 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
             }
 #endif
             const int m = m_base + ml, n = n_base + nl;
-            if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, sm90_bits(v));
+            uint32_t raw = sm90_bits(v);
+            asm volatile("" : "+r"(raw));  // loaded before the final barrier's relaxed arrive, stored or not
+            if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, raw);
           }
         }
-        // Nobody may overwrite or leave while others still read its partial tile.
-        sm90_cluster_sync();
+        // Nobody may overwrite or leave while others still read its partial tile. Relaxed: every DSMEM
+        // value this thread loaded is in a register by now (each is fenced where it is summed), and its
+        // output stores need not be performed before the others go on (a release arrive waited for them).
+        sm90_cluster_arrive_relaxed();
+        sm90_cluster_wait();
       } else if constexpr (!SWAP) {
         if (prm) sm90_mbar_wait(pfull, (SK ? pe : pn) & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
