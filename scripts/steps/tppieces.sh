@@ -1,5 +1,5 @@
 #!/bin/bash
-# tppieces.sh — step "tppieces" (issue 6; session 10, NOT yet run): the one-GEMM all-gather with each
+# tppieces.sh — step "tppieces" (issue 6; session 10, run in session 11: no gain, default 1): the one-GEMM all-gather with each
 # peer's rows (on another GPU) pulled in pieces of whole token tiles, one ready flag each
 # (W8A8_TP_AG_PIECES, default 1), against the whole chunk.
 #   1. the tp_gpu tests (tp_gpu_ag_one_gemm_pieces_w2 / _w4 cut the peers' rows into 3 pieces on 2+ GPUs);

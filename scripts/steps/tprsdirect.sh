@@ -1,5 +1,5 @@
 #!/bin/bash
-# tprsdirect.sh — step "tprsdirect" (issue 6; session 11, NOT yet run): the fused reduce-scatter with the
+# tprsdirect.sh — step "tprsdirect" (issue 6; session 11, run in session 12: lost 0.82-0.95x, default 0): the fused reduce-scatter with the
 # peers' fp32 partials stored straight from the GEMMs' epilogues into their receive buffers
 # (W8A8_TP_RS_DIRECT=1) against the copy-engine push after each piece's GEMM (=0, the default).
 #   1. the tp_gpu reduce-scatter tests (tp_gpu_rs_direct_w2/_w3/_w4 count the direct pieces; on one GPU the

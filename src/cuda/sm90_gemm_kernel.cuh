@@ -420,11 +420,15 @@ SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad 
 // DSMEM) per warp at split 2 on the n64 tile, ~7.8k cycles of epilogue in the timeline of 70b-qkv-tp4
 // M = 192 (h200-sm90-deep256-2026-11-30.txt) against a 12.9k-cycle main loop.
 // v3 (session 12): the parameters of the columns and of the warp's first T lines (every line at split
-// >= 2: T = RED_ML / 16) are loaded by sm90_splitk_params before the partial tile is published and
-// the cluster barrier waits, so their global-memory latency hides under the barrier's wait instead of
-// following it: v2 still waited one global round trip for the columns, then one per trip for the
-// rows (the session 12 timelines: epilogue 3.5-3.9k cycles on n32 split 2-4, 5.2k on n64, against a
-// ~15-22k span at M = 32 / 64).
+// >= 2: T = RED_ML / 16) are loaded by sm90_splitk_params between the release arrive of the cluster
+// barrier (after the partial tile's stores) and its wait, so their global-memory latency hides under
+// the wait instead of following it (v2 waited one global round trip for the columns, then one per
+// trip for the rows; the session 12 timelines: epilogue 3.5-3.9k cycles on n32 split 2-4, 5.2k on
+// n64, against a ~15-22k span at M = 32 / 64); and the final barrier's arrive is relaxed (a release
+// arrive waited for the output stores to be performed). Loaded before the release arrive, as first
+// written, they lost 2-4% (the release waits for the thread's outstanding loads). Measured (oldab v2
+// vs v3, h200-sm90-session12-2026-11-30.txt): int8 70b-qkv-tp4 M = 32 / 64 1.072 / 1.037x, 8b-o 1.065
+// / 1.049x, the 128 x 128 split tile at M = 128 1.015x; fp8 70b-qkv-tp4 1.038 / 1.031x.
 template <int T>
 struct sm90_quad_rows {
   float sa[T];
@@ -1479,8 +1483,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           int off = SWAP ? col * C::RED_STRIDE + row : row * C::RED_STRIDE + col;
           sm90_st_smem(red0 + (uint32_t)off * 4, sm90_bits(acc[i]));
         }
-        // v3: issued before the barrier (see sm90_splitk_quads), after the partial tile's stores (before
-        // them, with the accumulators live, more kernels spilled).
+        // v3: issued between the barrier's arrive and its wait (see sm90_splitk_quads), after the partial
+        // tile's stores (before them, with the accumulators live, more kernels spilled).
         sm90_quad qp;
         sm90_quad_rows<QT> qrw;
         sm90_cluster_arrive();  // release: the partial tile's stores (not the parameter loads after it)

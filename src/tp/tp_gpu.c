@@ -412,7 +412,8 @@ int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt, const int *
   return n;
 }
 
-/* W8A8_TP_AG_PIECES=P (session 10, NOT yet run on a GPU; default 1): the one-GEMM all-gather pulls each
+/* W8A8_TP_AG_PIECES=P (session 10; default 1: measured in session 11, no gain: P = 2 even, P = 4
+ * 0.85-0.96x, h200x2-tp-pieces-2026-11-30.txt): the one-GEMM all-gather pulls each
  * peer's rows (on other GPUs) in up to P pieces of whole token tiles, each with its own ready flag, so
  * that the first peer tiles start when their piece lands instead of after the whole copy. At TP = 2 and
  * 1024 tokens the fused op took 105 us against gemm 69 + comm 37 (h200x2-tp-group-2026-11-30.txt): the
@@ -674,13 +675,16 @@ static int rs_pieces(xport xp, int64_t rows) {
 }
 static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
 
-/* W8A8_TP_RS_DIRECT=1 (session 11, NOT yet run on a GPU; default 0 until measured): the fused
+/* W8A8_TP_RS_DIRECT=1 (session 11; default 0: measured in session 12, it lost everywhere, 0.82-0.95x:
+ * 70b-o int8 at 1024 tokens 138-140 -> 145-147 us, fp8 124-128 -> 146-148, 70b-down fp8 221 -> 269;
+ * h200x2-tp-rsdirect-2026-11-30.txt. The SMs' fp32 stores across NVLink slow the GEMM's epilogues more
+ * than the copy engine's push after each piece costs, we think; not profiled): the fused
  * reduce-scatter's GEMM of a piece of a peer's rows stores its fp32 partials straight into that peer's
  * receive buffer (the epilogue's stores cross NVLink as the tiles finish) instead of into this rank's
  * partial buffer followed by a copy-engine push once the whole piece is done. At TP = 2 and 1024 tokens
  * (70b-o, 512 rows per rank: one piece) the push of 17 MB could start only after the peer chunk's
  * whole GEMM and took ~50 us against its ~46 (fused 139.5 us, gemm 92.8, comm 49.8; h200x2-tp-pieces-
- * 2026-11-30.txt). Prediction: ~110 us. The same GEMMs on the same pieces: the same bits as the unfused
+ * 2026-11-30.txt). Prediction was ~110 us. The same GEMMs on the same pieces: the same bits as the unfused
  * pair. Only where this GPU's kernels can store into the peer's memory (the same GPU, peer access in
  * this process, or an IPC mapping: IPC requires peer access), only fp32 partials (16-bit ones take the
  * staged epilogue's TMA store, not measured on peer memory), only fused calls (the unfused baseline
