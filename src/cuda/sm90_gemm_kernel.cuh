@@ -451,11 +451,10 @@ SM90_DEV void sm90_splitk_params(const sm90_args &a, int warp8, int lane, int ra
 #pragma unroll
   for (int t = 0; t < T; t++) sm90_quad_row<INT8>(a, m_base + first + t * step, rw.sa[t], rw.zp[t]);
 }
-// LU lines from ml0 (step apart) with their rows' parameters sa / zp: the DSMEM loads of every line
-// and rank first, the sums in rank order, then the stores.
+// The sums of LU lines from ml0 (step apart) into raw (their bits): the DSMEM loads of every line and
+// rank first, then the sums in rank order. Lines at or past `lines` are left alone.
 template <bool INT8, int STRIDE, int LU>
-SM90_DEV void sm90_splitk_lines(const sm90_args &a, uint32_t red0, int lines, int ml0, int step, int nl, int split,
-                                int m_base, int n_base, sm90_quad &p, const float *sa, const int32_t *zp) {
+SM90_DEV void sm90_splitk_sums(uint32_t red0, int lines, int ml0, int step, int nl, int split, uint32_t (*raw)[4]) {
   typedef typename sm90_acc_type<INT8>::type acc_t;
   acc_t v[LU][4];
 #pragma unroll
@@ -479,26 +478,28 @@ SM90_DEV void sm90_splitk_lines(const sm90_args &a, uint32_t red0, int lines, in
           v[u][2] += sm90_from_bits<acc_t>(part[u][r].z), v[u][3] += sm90_from_bits<acc_t>(part[u][r].w);
         }
   }
-  uint32_t raw[LU][4];
 #pragma unroll
-  for (int u = 0; u < LU; u++)  // the sums exist (their DSMEM loads have returned) before the final barrier's
-#pragma unroll                  // relaxed arrive, whether or not they are stored (columns past N)
-    for (int j = 0; j < 4; j++) {
-      raw[u][j] = sm90_bits(v[u][j]);
-      asm volatile("" : "+r"(raw[u][j]));
-    }
+  for (int u = 0; u < LU; u++)
 #pragma unroll
-  for (int u = 0; u < LU; u++) {
-    const int ml = ml0 + u * step;
-    if (ml >= lines) break;
-    p.sa = sa[u];
-    p.zp = zp[u];
-    sm90_quad_fence(p);
-    sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw[u]);
-  }
+    for (int j = 0; j < 4; j++) raw[u][j] = sm90_bits(v[u][j]);
+}
+// The outputs of line ml (its sums raw, its row's parameters sa / zp).
+template <bool INT8>
+SM90_DEV void sm90_splitk_store(const sm90_args &a, int ml, int nl, int m_base, int n_base, sm90_quad &p, float sa,
+                                int32_t zp, const uint32_t (&raw)[4]) {
+  p.sa = sa;
+  p.zp = zp;
+  sm90_quad_fence(p);
+  sm90_quad_store<INT8>(a, m_base + ml, n_base + nl, p, raw);
 }
 // After the cluster barrier: p and rw from sm90_splitk_params (the same warp8, rank, split, bases).
-template <bool INT8, int NL, int STRIDE, int LU, int T>
+// EARLY (the kernels that prefetch, T = every line at split >= 2): the sums of all T lines first, then
+// this thread's release arrive on the cluster barrier that ends the reduction (every DSMEM load above
+// has returned before it, which is what the other CTAs wait for before they overwrite or leave their
+// partial tiles), then the output stores, which that arrive does not wait for (a release arrive after
+// them waited for them to be performed); the caller then waits. Otherwise the v2 order: each group of
+// LU lines summed and stored in turn, and the caller's whole barrier after.
+template <bool INT8, int NL, int STRIDE, int LU, int T, bool EARLY>
 SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, int warp8, int lane, int rank, int split,
                                 int m_base, int n_base, sm90_quad &p, sm90_quad_rows<T> &rw) {
   static_assert(NL / 4 == 32, "a line of quads is one warp");
@@ -510,19 +511,41 @@ SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, in
     asm volatile("" : "+f"(rw.sa[t]));
     if constexpr (INT8) asm volatile("" : "+r"(rw.zp[t]));
   }
-#pragma unroll
-  for (int t0 = 0; t0 < T; t0 += LU) {
-    if (first + t0 * step >= lines) return;
-    sm90_splitk_lines<INT8, STRIDE, LU>(a, red0, lines, first + t0 * step, step, nl, split, m_base, n_base, p,
-                                        rw.sa + t0, rw.zp + t0);
-  }
-  // Lines past the first T (split 1, or kernels that prefetch only LU lines), their rows loaded here.
+  // Lines past the first T (split 1, or kernels that prefetch only LU lines): whole, their rows loaded here.
   for (int ml0 = first + T * step; ml0 < lines; ml0 += LU * step) {
     float sa[LU];
     int32_t zp[LU];
+    uint32_t raw[LU][4];
 #pragma unroll
     for (int u = 0; u < LU; u++) sm90_quad_row<INT8>(a, m_base + ml0 + u * step, sa[u], zp[u]);
-    sm90_splitk_lines<INT8, STRIDE, LU>(a, red0, lines, ml0, step, nl, split, m_base, n_base, p, sa, zp);
+    sm90_splitk_sums<INT8, STRIDE, LU>(red0, lines, ml0, step, nl, split, raw);
+#pragma unroll
+    for (int u = 0; u < LU; u++)
+      if (ml0 + u * step < lines) sm90_splitk_store<INT8>(a, ml0 + u * step, nl, m_base, n_base, p, sa[u], zp[u], raw[u]);
+  }
+  if constexpr (EARLY) {
+    uint32_t raw[T][4];
+#pragma unroll
+    for (int t0 = 0; t0 < T; t0 += LU)
+      if (first + t0 * step < lines) sm90_splitk_sums<INT8, STRIDE, LU>(red0, lines, first + t0 * step, step, nl, split, raw + t0);
+    __syncwarp();
+    sm90_cluster_arrive();
+#pragma unroll
+    for (int t = 0; t < T; t++)
+      if (first + t * step < lines)
+        sm90_splitk_store<INT8>(a, first + t * step, nl, m_base, n_base, p, rw.sa[t], rw.zp[t], raw[t]);
+  } else {
+#pragma unroll
+    for (int t0 = 0; t0 < T; t0 += LU) {
+      if (first + t0 * step >= lines) break;
+      uint32_t raw[LU][4];
+      sm90_splitk_sums<INT8, STRIDE, LU>(red0, lines, first + t0 * step, step, nl, split, raw);
+#pragma unroll
+      for (int u = 0; u < LU; u++)
+        if (first + (t0 + u) * step < lines)
+          sm90_splitk_store<INT8>(a, first + (t0 + u) * step, nl, m_base, n_base, p, rw.sa[t0 + u], rw.zp[t0 + u],
+                                  raw[u]);
+    }
   }
 }
 
@@ -1472,9 +1495,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // to 7% for int8 (8b-o M = 64 9.7 -> 10.5 us, 70b-qkv-tp4 M = 32 / 64 0.94x; fp8 0.97-1.06x); at 1
         // line they won too (int8 1.01-1.07x, geomean 1.034; fp8 1.03-1.07x, 1.046; M = 32 / 64 on 3 shapes).
         constexpr int LU = !SWAP && MINB == 1 && INT8 ? 2 : 1;
-        // v3's prefetch (sm90_splitk_quads) where it costs no spill: the fp8 128 x 128 split tiles spilled
-        // 28-44 bytes even with only the column parameters hoisted, the fp8 two-CTA swapped n64 16-28; those
-        // load after the barrier as v2 did (QT = LU lines there, the rest per group).
+        // v3's prefetch and early arrive (sm90_splitk_quads) where they cost no spill: the fp8 128 x 128
+        // split tiles spilled 28-44 bytes even with only the column parameters hoisted, the fp8 two-CTA
+        // swapped n64 16-28; those load after the barrier and end with the whole barrier, as v2 did (QT =
+        // LU lines there, the rest per group).
         constexpr bool QPRE = INT8 || (SWAP && MINB == 1);
         constexpr int QT = !QPRE || C::RED_ML / 16 < LU ? LU : C::RED_ML / 16;  // a warp's lines at split 2
 #pragma unroll
@@ -1495,8 +1519,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           if (!QPRE) sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
           // lines = tokens in both layouts: those at or past M are summed by nobody
           const int lines = min(C::RED_ML, a.M - m_base);
-          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU, QT>(a, red0, lines, cw * 4 + warp, lane, rank, SPLIT,
-                                                                    m_base, n_base, qp, qrw);
+          sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU, QT, QPRE>(a, red0, lines, cw * 4 + warp, lane, rank,
+                                                                          SPLIT, m_base, n_base, qp, qrw);
         } else {
           for (int idx = rank * 256 + ct; idx < SM90_BM * BN; idx += SPLIT * 256) {
             const int ml = idx / C::RED_NL, nl = idx % C::RED_NL;
@@ -1522,16 +1546,15 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
             }
 #endif
             const int m = m_base + ml, n = n_base + nl;
-            uint32_t raw = sm90_bits(v);
-            asm volatile("" : "+r"(raw));  // loaded before the final barrier's relaxed arrive, stored or not
-            if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, raw);
+            if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, sm90_bits(v));
           }
         }
-        // Nobody may overwrite or leave while others still read its partial tile. Relaxed: every DSMEM
-        // value this thread loaded is in a register by now (each is fenced where it is summed), and its
-        // output stores need not be performed before the others go on (a release arrive waited for them).
-        sm90_cluster_arrive_relaxed();
-        sm90_cluster_wait();
+        // Nobody may overwrite or leave while others still read its partial tile (the prefetching
+        // kernels' quads arrived before their output stores: see sm90_splitk_quads).
+        if (QPRE && a.split_quad)
+          sm90_cluster_wait();
+        else
+          sm90_cluster_sync();
       } else if constexpr (!SWAP) {
         if (prm) sm90_mbar_wait(pfull, (SK ? pe : pn) & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;

@@ -180,12 +180,10 @@ SM90_DEV uint32_t sm90_cluster_rank(void) {
 SM90_DEV void sm90_cluster_sync(void) {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// The two halves of sm90_cluster_sync, for work between them (its latency under the wait). A release
-// arrive makes this thread's earlier memory accesses visible to the cluster first: its outstanding
-// loads and stores too, global ones included. The relaxed arrive orders nothing: for a barrier that
-// only says "I have read your shared memory" once the values read are in registers.
+// The two halves of sm90_cluster_sync, for work between them (its latency under the wait). The release
+// arrive orders this thread's earlier memory accesses before it for the cluster: it waits for its
+// outstanding loads and stores, global ones included, so work meant to overlap the wait goes after it.
 SM90_DEV void sm90_cluster_arrive(void) { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
-SM90_DEV void sm90_cluster_arrive_relaxed(void) { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
 SM90_DEV void sm90_cluster_wait(void) { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 // Address of the same shared-memory location in CTA `rank` of the cluster.
 SM90_DEV uint32_t sm90_mapa(uint32_t addr, uint32_t rank) {
