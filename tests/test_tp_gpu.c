@@ -237,6 +237,7 @@ typedef struct tcase {
 /* Reference elements where the two kinds of partials give different outputs (reduce-scatter). */
 static int64_t g_rs_modes_differ;
 static int g_rs_direct; /* run_rs: W8A8_TP_RS_DIRECT is on (sweep_rs_direct) */
+static int g_rs_min_rows; /* run_rs: W8A8_TP_RS_MIN_ROWS forced to this (sweep_rs_small_pieces), else 0 */
 
 /* x rounded to out's dtype (RNE, numeric.c) and widened back: W8A8_TP_PARTIALS_OUT's partial. */
 static float round_to_out(w8a8_dtype t, float x) {
@@ -690,6 +691,17 @@ static int run_rs(env *e, const tcase *tc) {
       CHECK(w8a8_tp_gpu_last_rs_direct(e->comm[j]) == want, "W=%d rank %d: %d pieces stored straight into peers, "
             "expected %d", W, j, w8a8_tp_gpu_last_rs_direct(e->comm[j]), want);
     }
+    /* W8A8_TP_RS_MIN_ROWS (g_rs_min_rows): each peer's rows pushed in min(4, max(1, rows / R)) pieces */
+    for (int j = 0; g_rs_min_rows && !g_rs_direct && M > 0 && N > 0 && j < W; j++) {
+      int want = 0;
+      for (int i = 0; i < W; i++) {
+        const int64_t ri = rows_of(M, W, i, tc->skew), pi = ri / g_rs_min_rows;
+        want += i != j && ri > 0 ? (pi < 1 ? 1 : pi > 4 ? 4 : (int)pi) : 0;
+      }
+      CHECK(w8a8_tp_gpu_last_rs_pushes(e->comm[j]) == want, "W=%d rank %d M=%lld: %d pieces pushed to peers with "
+            "pieces of >= %d rows, expected %d", W, j, (long long)M, w8a8_tp_gpu_last_rs_pushes(e->comm[j]),
+            g_rs_min_rows, want);
+    }
   }
   for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {
     const int64_t Mj = rows_of(M, W, j, tc->skew), oj = offset_of(M, W, j, tc->skew), ldo = N + tc->pad;
@@ -803,6 +815,18 @@ static void sweep_rs_direct(int W) {
   g_rs_direct = 0;
   w8a8_tp_set_rs_direct(-1);
 }
+/* The reduce-scatter in small pieces (W8A8_TP_RS_MIN_ROWS, session 12): the sweep's chunks (up to a few
+ * hundred rows) cut into up to 4 pieces of >= 16 rows at unaligned row offsets, the pushes counted per
+ * rank, the results against the reference and bit-identical to the unfused pair (the same pieces). */
+static void sweep_rs_small_pieces(int W) {
+  w8a8_tp_set_rs_min_rows(16);
+  g_rs_min_rows = 16;
+  sweep(W, 0);
+  g_rs_min_rows = 0;
+  w8a8_tp_set_rs_min_rows(-1);
+}
+W8A8_TEST(tp_gpu_rs_small_pieces_w2) { sweep_rs_small_pieces(2); }
+W8A8_TEST(tp_gpu_rs_small_pieces_w3) { sweep_rs_small_pieces(3); }
 W8A8_TEST(tp_gpu_rs_direct_w2) { sweep_rs_direct(2); }
 W8A8_TEST(tp_gpu_rs_direct_w3) { sweep_rs_direct(3); }
 W8A8_TEST(tp_gpu_rs_direct_w4) { sweep_rs_direct(4); }

@@ -668,9 +668,31 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
  * 297 GB/s per direction with both directions busy against 336 for one (scripts/steps/cebw.sh,
  * 2026-11-29), and both directions are busy in a reduce-scatter. */
 #define RS_MAX_PIECES 4
+/* W8A8_TP_RS_MIN_ROWS=R (session 12, NOT yet measured; default 1024): a piece's least rows. At 1024
+ * tokens on 2 GPUs a rank's chunk is 512 rows, so one piece: the push of 70b-o's fp32 partials (17 MB,
+ * ~50 us) starts only after that chunk's whole GEMM (~46 us), and the fused op took 138 us against gemm
+ * 93 + comm 50 (h200x2-tp-rsdirect-2026-11-30.txt; storing them from the epilogue straight into the
+ * peer lost). With 256, two pieces of 256 rows (128 tiles of 128 x 128 at N = 8192: about one wave of
+ * the H200's 132 SMs): the first push starts after half. Prediction: ~115 us. Any R >= 1 is correct
+ * (the pieces only cut the sender's rows; the receiver reduces whole chunks once they have all landed). */
+static int g_rs_min_rows = -1;
+static int64_t rs_min_rows(void) {
+  int v = __atomic_load_n(&g_rs_min_rows, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv("W8A8_TP_RS_MIN_ROWS");
+    const long r = e ? strtol(e, NULL, 10) : 1024;
+    v = r < 1 ? 1024 : r > (1L << 30) ? (1 << 30) : (int)r;
+    __atomic_store_n(&g_rs_min_rows, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+/* Tests: R >= 1 the pieces' least rows, -1 back to W8A8_TP_RS_MIN_ROWS (read on the next call). */
+W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows) {
+  __atomic_store_n(&g_rs_min_rows, rows < 1 ? -1 : rows, __ATOMIC_RELAXED);
+}
 static int rs_pieces(xport xp, int64_t rows) {
   if (xp == XP_NCCL) return 1;
-  int64_t p = rows / 1024;
+  int64_t p = rows / rs_min_rows();
   return p < 1 ? 1 : p > RS_MAX_PIECES ? RS_MAX_PIECES : (int)p;
 }
 static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
@@ -704,6 +726,9 @@ W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on) {
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_direct(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_direct : -1;
 }
+W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_pushes : -1;
+}
 
 static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
                                sched_state *st) {
@@ -722,6 +747,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   char *part = rs_part(ws), *recv = rs_recv(ws, M, N, es);
 
   gs->last_rs_direct = 0;
+  gs->last_rs_pushes = 0;
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
@@ -759,6 +785,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
         CU(cudaMemcpyAsync(dst, part + (size_t)((off[j] + b0) * N) * es, es * (size_t)((b1 - b0) * N),
                            cudaMemcpyDefault, C),
            "cudaMemcpyAsync (partial to peer)");
+        gs->last_rs_pushes++;
       }
     } else {
       if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
@@ -822,6 +849,7 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   W8A8_CHECK(front(fn, c, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p, &capture));
   w8a8_tp_gpu *gs = c->gpu;
   gs->last_rs_direct = 0; /* (also for the calls that return here: nothing to do) */
+  gs->last_rs_pushes = 0;
   if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
   gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;
   dev_guard g;

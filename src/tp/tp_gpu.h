@@ -101,6 +101,7 @@ typedef struct w8a8_tp_gpu {
   int last_one_gemm; /* the last all-gather's schedule (w8a8_tp_gpu_last_ag_one_gemm) */
   int last_chunks;   /* its ready table's chunks (one GEMM with flags; else 0) */
   int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
+  int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
   bool owns_nccl;
@@ -159,6 +160,10 @@ W8A8_HIDDEN int w8a8_tp_gpu_peer_on(int di, int dj);
  * GEMMs' epilogues (W8A8_TP_RS_DIRECT); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_direct(const w8a8_comm *c);
 W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on);
+/* The pieces the last reduce-scatter of c pushed to peers with cudaMemcpyAsync (GROUP / IPC transports),
+ * and the pieces' least rows (W8A8_TP_RS_MIN_ROWS; rows < 1: back to the variable); for the tests. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c);
+W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
  * streams are not all in one capture (or all outside one). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],

@@ -1,0 +1,24 @@
+#!/bin/bash
+# tprspieces.sh — step "tprspieces" (issue 6; session 12, NOT yet run): the fused reduce-scatter with each
+# peer's rows computed and pushed in smaller pieces (W8A8_TP_RS_MIN_ROWS: a piece's least rows, default
+# 1024; at 1024 tokens on 2 GPUs a rank's chunk is 512 rows, so one piece whose push waits for the whole
+# chunk's GEMM).
+#   1. the tp_gpu tests of the pieces (tp_gpu_rs_small_pieces_w2 / _w3: pieces of >= 16 rows, counted);
+#   2. with 2+ GPUs only: tp-bench --local NGPU at 1024 and 2048 tokens with W8A8_TP_RS_MIN_ROWS = 1024,
+#      256, 128, two rounds (the second in reverse order; TPRSPIECES_VALUES overrides the list).
+# Prediction: 70b-o rs at 1024 tokens, TP = 2, 138 -> ~115 us with 256 (the first push after half the
+# chunk's GEMM).
+# Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
+set -u
+: "${L:?}" "${BUILD:?}"
+LEFT_S=${LEFT_S:-300}
+. "$(dirname "$0")/common.sh"
+W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 120)" "$BUILD/bin/w8a8_tests" tp_gpu_rs_small_pieces >"$L/tprspieces-tests.txt" 2>&1
+res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/tprspieces-tests.txt" | tail -n 1)]"
+W=${NGPU:-1}
+if [ "$W" -lt 2 ]; then
+  echo "tprspieces:$res tp-bench skipped ($W GPU)"
+  exit 0
+fi
+tp_env_ab tprspieces W8A8_TP_RS_MIN_ROWS "${TPRSPIECES_VALUES:-1024 256 128}" rs "$W"
+echo "tprspieces:$res"
