@@ -424,11 +424,17 @@ SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad 
 // barrier (after the partial tile's stores) and its wait, so their global-memory latency hides under
 // the wait instead of following it (v2 waited one global round trip for the columns, then one per
 // trip for the rows; the session 12 timelines: epilogue 3.5-3.9k cycles on n32 split 2-4, 5.2k on
-// n64, against a ~15-22k span at M = 32 / 64); and the final barrier's arrive is relaxed (a release
-// arrive waited for the output stores to be performed). Loaded before the release arrive, as first
-// written, they lost 2-4% (the release waits for the thread's outstanding loads). Measured (oldab v2
-// vs v3, h200-sm90-session12-2026-11-30.txt): int8 70b-qkv-tp4 M = 32 / 64 1.072 / 1.037x, 8b-o 1.065
-// / 1.049x, the 128 x 128 split tile at M = 128 1.015x; fp8 70b-qkv-tp4 1.038 / 1.031x.
+// n64, against a ~15-22k span at M = 32 / 64); and the thread arrives at the final barrier before its
+// output stores, not after them (a release arrive after them waited for them to be performed).
+// Loaded before the first release arrive, as first written (v3), they lost 2-4% (the release waits
+// for the thread's outstanding loads). v3b, whose final arrive was relaxed and after the stores, won
+// (oldab v2 vs v3b, h200-sm90-session12-2026-11-30.txt): int8 70b-qkv-tp4 M = 32 / 64 1.072 / 1.037x,
+// 8b-o 1.065 / 1.049x, the 128 x 128 split tile at M = 128 1.015x; fp8 70b-qkv-tp4 1.038 / 1.031x.
+// v3c (this code, not yet timed): a relaxed arrive does not order the thread's earlier DSMEM loads by
+// the memory model, so the sums of every line come first, then a release arrive, then the stores.
+// With ready flags (the fused all-gather) the rows' parameters load after the wait as before: only the
+// producer waits for the flag that says a row and its scale have arrived, and a CTA without K-blocks
+// (split > K-blocks, possible under a tuning table) reaches the arrive before its producer has seen it.
 template <int T>
 struct sm90_quad_rows {
   float sa[T];
@@ -1499,7 +1505,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // split tiles spilled 28-44 bytes even with only the column parameters hoisted, the fp8 two-CTA
         // swapped n64 16-28; those load after the barrier and end with the whole barrier, as v2 did (QT =
         // LU lines there, the rest per group).
-        constexpr bool QPRE = INT8 || (SWAP && MINB == 1);
+        // (The timeline build's int8 two-CTA n64 spilled 24 bytes with it: that one loads as v2 there.)
+        constexpr bool QPRE = (INT8 && !(SM90_TL && SWAP && MINB == 2 && BN == 64)) || (SWAP && MINB == 1);
         constexpr int QT = !QPRE || C::RED_ML / 16 < LU ? LU : C::RED_ML / 16;  // a warp's lines at split 2
 #pragma unroll
         for (int i = 0; i < C::NACC; i++) {
@@ -1511,12 +1518,12 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // tile's stores (before them, with the accumulators live, more kernels spilled).
         sm90_quad qp;
         sm90_quad_rows<QT> qrw;
+        const bool qpre = QPRE && a.split_quad && !a.ready;  // (ready flags: see sm90_splitk_quads)
         sm90_cluster_arrive();  // release: the partial tile's stores (not the parameter loads after it)
-        if (QPRE && a.split_quad)
-          sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
+        if (qpre) sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
         sm90_cluster_wait();
         if (a.split_quad) {
-          if (!QPRE) sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
+          if (!qpre) sm90_splitk_params<INT8, QT>(a, cw * 4 + warp, lane, rank, SPLIT, m_base, n_base, qp, qrw);
           // lines = tokens in both layouts: those at or past M are summed by nobody
           const int lines = min(C::RED_ML, a.M - m_base);
           sm90_splitk_quads<INT8, C::RED_NL, C::RED_STRIDE, LU, QT, QPRE>(a, red0, lines, cw * 4 + warp, lane, rank,
@@ -1551,6 +1558,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         }
         // Nobody may overwrite or leave while others still read its partial tile (the prefetching
         // kernels' quads arrived before their output stores: see sm90_splitk_quads).
+        __syncwarp();  // converged after the per-lane stores, before the .aligned barrier
         if (QPRE && a.split_quad)
           sm90_cluster_wait();
         else
