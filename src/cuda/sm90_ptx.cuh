@@ -177,14 +177,15 @@ SM90_DEV uint32_t sm90_cluster_rank(void) {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-SM90_DEV void sm90_cluster_sync(void) {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 // The two halves of sm90_cluster_sync, for work between them (its latency under the wait). The release
 // arrive orders this thread's earlier memory accesses before it for the cluster: it waits for its
 // outstanding loads and stores, global ones included, so work meant to overlap the wait goes after it.
 SM90_DEV void sm90_cluster_arrive(void) { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 SM90_DEV void sm90_cluster_wait(void) { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+SM90_DEV void sm90_cluster_sync(void) {
+  sm90_cluster_arrive();
+  sm90_cluster_wait();
+}
 // Address of the same shared-memory location in CTA `rank` of the cluster.
 SM90_DEV uint32_t sm90_mapa(uint32_t addr, uint32_t rank) {
   uint32_t r;
