@@ -1,8 +1,9 @@
 #!/bin/bash
 # common.sh — sourced by the step scripts (after they set LEFT_S): T0, `cap N` (the seconds the next
 # command may take: at most N, never past LEFT_S less a margin for the kill, at least 5) and
-# `build_sm90_dev LIB OUT` (bench/sm90_dev linked against a static libw8a8.a), `need_sm90_dev STEP` and
-# `tp_env_ab STEP VAR "VALUES" OPS W` (an interleaved A/B of one library switch through tp-bench).
+# `build_sm90_dev LIB OUT` (bench/sm90_dev linked against a static libw8a8.a), `need_sm90_dev STEP`,
+# `tp_tests STEP SECONDS FILTER...` and `tp_env_ab STEP VAR "VALUES" OPS W` (an interleaved A/B of one
+# library switch through tp-bench).
 T0=$(date +%s)
 cap() {
   local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8))
@@ -24,6 +25,19 @@ need_sm90_dev() {
     echo "$1: sm90_dev did not build (see $1-build.txt)"
     exit 1
   }
+}
+# tp_tests STEP SECONDS FILTER...: w8a8_tests FILTER... (at most SECONDS) to $L/STEP-tests.txt; sets res
+# (its exit and count) and W (NGPU); with fewer than 2 GPUs the step ends there with res as its summary.
+tp_tests() {
+  local step=$1 secs=$2
+  shift 2
+  W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap "$secs")" "$BUILD/bin/w8a8_tests" "$@" >"$L/$step-tests.txt" 2>&1
+  res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/$step-tests.txt" | tail -n 1)]"
+  W=${NGPU:-1}
+  if [ "$W" -lt 2 ]; then
+    echo "$step:$res tp-bench skipped ($W GPU)"
+    exit 0
+  fi
 }
 # tp_env_ab STEP VAR "VALUES" OPS W: tp-bench --local W at 1024 and 2048 tokens once per value of the
 # environment variable VAR, two rounds (the second in reverse order), each run to $L/STEP-VALUE-rN.{txt,jsonl};

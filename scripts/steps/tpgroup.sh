@@ -22,13 +22,7 @@ if ! timeout -k 5 "$(cap 200)" make BUILD=$ALT CUDA_ARCHS=90a NVCCEXTRA=-DW8A8_S
   echo "tpgroup: build-alt did not build (tpgroup-build.txt)"
   exit 1
 fi
-W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 200)" "$BUILD/bin/w8a8_tests" tp_gpu >"$L/tpgroup-tests.txt" 2>&1
-res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/tpgroup-tests.txt" | tail -n 1)]"
-W=${NGPU:-1}
-if [ "$W" -lt 2 ]; then
-  echo "tpgroup:$res tp-bench skipped ($W GPU)"
-  exit 0
-fi
+tp_tests tpgroup 200 tp_gpu
 for round in 1 2; do
   sides="const grp1 grp0"
   [ $round = 2 ] && sides="grp0 grp1 const"

@@ -12,12 +12,6 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
-W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 200)" "$BUILD/bin/w8a8_tests" tp_gpu tp_ag_pieces >"$L/tppieces-tests.txt" 2>&1
-res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/tppieces-tests.txt" | tail -n 1)]"
-W=${NGPU:-1}
-if [ "$W" -lt 2 ]; then
-  echo "tppieces:$res tp-bench skipped ($W GPU)"
-  exit 0
-fi
+tp_tests tppieces 200 tp_gpu tp_ag_pieces
 tp_env_ab tppieces W8A8_TP_AG_PIECES "${TPPIECES_VALUES:-1 2 4}" ag "$W"
 echo "tppieces:$res"

@@ -15,13 +15,7 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
-W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 200)" "$BUILD/bin/w8a8_tests" tp_gpu_rs >"$L/tprsdirect-tests.txt" 2>&1
-res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/tprsdirect-tests.txt" | tail -n 1)]"
-W=${NGPU:-1}
-if [ "$W" -lt 2 ]; then
-  echo "tprsdirect:$res tp-bench skipped ($W GPU)"
-  exit 0
-fi
+tp_tests tprsdirect 200 tp_gpu_rs
 tp_env_ab tprsdirect W8A8_TP_RS_DIRECT "0 1" rs "$W"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS}

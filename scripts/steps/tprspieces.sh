@@ -13,12 +13,6 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
-W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 120)" "$BUILD/bin/w8a8_tests" tp_gpu_rs_small_pieces >"$L/tprspieces-tests.txt" 2>&1
-res="tests [exit $? $(grep -E '^[0-9]+ passed' "$L/tprspieces-tests.txt" | tail -n 1)]"
-W=${NGPU:-1}
-if [ "$W" -lt 2 ]; then
-  echo "tprspieces:$res tp-bench skipped ($W GPU)"
-  exit 0
-fi
+tp_tests tprspieces 120 tp_gpu_rs_small_pieces
 tp_env_ab tprspieces W8A8_TP_RS_MIN_ROWS "${TPRSPIECES_VALUES:-1024 256 128}" rs "$W"
 echo "tprspieces:$res"
