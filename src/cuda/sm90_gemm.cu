@@ -477,7 +477,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // vs 12.8, 70b-o-tp4 8.2 vs 8.7, 8b-qkv 13.9 vs 13.1 (the one loss). At M = 64 (half the tile's
   // rows out of bounds) it lost on 8b-qkv (16.1 vs 15.0; M <= 64 is plan_deep's now), and at M =
   // 256 on 8b-qkv and 70b-o-tp4; the edge at 88 lies between those, unmeasured.
-  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && kblocks_all <= 32) {
+  // With a longer K (session 13, sm90_dev forcing each tile, h200-sm90-session13-2026-11-30.txt part 4):
+  // 70b-down-tp4 (64 weight tiles, 56 K-blocks) at M = 128 fp8 19.3 vs 22.4 us, int8 18.4 vs 21.2; at
+  // M = 96 it lost (fp8 23.1 vs 22.4, int8 23.0 vs 21.2), at 65 / 80 more. Taken there above 112 tokens.
+  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && (kblocks_all <= 32 || p->M > 112)) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
