@@ -883,7 +883,8 @@ W8A8_TEST(sm90_tail_matches_fill) {
  * through the public API is right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the
  * filled box for fp8); M = 81 and K = 2048 keep the other plans. Then the default rule (mode 2) on a
  * GPU with 132 SMs: split 2 on >= 70% of the SMs, i.e. N = 4096 (64 tiles x 2) at M = 65 and 72 (80 for
- * int8 only), not N = 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs). */
+ * int8 only), not N = 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs); split 1 on >= 90% up to 72
+ * tokens (session 13): N = 8192 (128 CTAs) at M = 65 and 72, not at 80. */
 W8A8_TEST(sm90_deep80_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -892,7 +893,7 @@ W8A8_TEST(sm90_deep80_plan) {
   REQUIRE(twins[0] >= 0 && twins[1] >= 0, "no n64 deep tail configurations");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
-  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)32 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   w8a8_sm90_set_deep80(1);
   static const int64_t cases[][2] = {{65, 4096}, {72, 4160}, {80, 4096}, {81, 4096}, {72, 2048}};
   int v = 0;
@@ -902,7 +903,7 @@ W8A8_TEST(sm90_deep80_plan) {
     for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
       const int64_t M = cases[i][0], N = 520, K = cases[i][1];
       int split = 0;
-      const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
       CHECK((ci == twin) == (i < 3), "%s M=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
             (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
@@ -913,18 +914,20 @@ W8A8_TEST(sm90_deep80_plan) {
   if (handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, twins[0], 2) >= 128 &&
       w8a8_sm90_config_max_ctas(h, twins[1], 2) >= 128) {
     w8a8_sm90_set_deep80(2);
-    /* expected: 1 the twin, 0 not, 2 int8 only (fp8's rule stops at 72 tokens) */
+    /* expected: 1 the twin (split 2), 0 not, 2 int8 only (fp8's rule stops at 72 tokens), 3 the twin at
+     * split 1 (128 of 132 SMs, up to 72 tokens) */
     static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {72, 4096, 4096, 1}, {80, 4096, 4096, 2},
-                                      {72, 6144, 4096, 0}, {65, 2560, 8192, 0}};
+                                      {72, 6144, 4096, 0}, {65, 2560, 8192, 0}, {65, 8192, 4096, 3},
+                                      {72, 8192, 4096, 3}, {80, 8192, 4096, 0}};
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      for (int i = 0; i < 5 && !w8a8_test_failed(); i++) {
+      for (int i = 0; i < 8 && !w8a8_test_failed(); i++) {
         const int64_t M = rule[i][0], N = rule[i][1], K = rule[i][2];
         int split = 0;
-        const int ci = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+        const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
         if (ci == PLAN_INVALID) break;
         const int want = rule[i][3] == 2 ? dt : (int)rule[i][3];
-        const int ok = want ? ci == twins[dt] && split == 2 : ci >= 0 && ci != twins[dt];
+        const int ok = want ? ci == twins[dt] && split == (want == 3 ? 1 : 2) : ci >= 0 && ci != twins[dt];
         CHECK(ok, "%s M=%lld N=%lld K=%lld, the default rule: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
               (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
       }
@@ -1034,9 +1037,10 @@ W8A8_TEST(sm90_narrow256_plan) {
 }
 
 /* plan's 128 x 64 tile at 89..128 tokens (one 128-row token tile, at most SMs / 2 weight tiles): with
- * K <= 4096 from 89 tokens, with a longer K above 112 (session 13). On a GPU with 132 SMs: N = 8192 K =
- * 7168 (70b-down-tp4) takes it at M = 113 and 128, not at 96 or 112; K = 2048 at 96; N = 8448 x 2 tiles
- * (132 CTAs) at 128 too; N = 8704 (136 CTAs) not. M = 120 at N = 8192, K = 7168 through the public API. */
+ * K <= 4096 from 89 tokens, with a longer K above 100 (session 13). On a GPU with 132 SMs: N = 8192 K =
+ * 7168 (70b-down-tp4) takes it at M = 101 and 128, not at 96 or 100; K = 2048 at 96; N = 8448 x 2 tiles
+ * (132 CTAs) at 128 too; N = 8704 (136 CTAs; K = 4224, 33 K-blocks, to fit the buffer) not. M = 120 at
+ * N = 8192, K = 7168 through the public API. */
 W8A8_TEST(sm90_narrow128_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
@@ -1044,9 +1048,9 @@ W8A8_TEST(sm90_narrow128_plan) {
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   /* M, N, K, expected: 1 the 128 x 64 tile, 0 another */
-  static const int64_t cases[][4] = {{113, 8192, 7168, 1}, {128, 8192, 7168, 1}, {96, 8192, 7168, 0},
-                                     {112, 8192, 7168, 0}, {96, 8192, 2048, 1}, {128, 8448, 7168, 1},
-                                     {128, 8704, 7168, 0}};
+  static const int64_t cases[][4] = {{101, 8192, 7168, 1}, {128, 8192, 7168, 1}, {96, 8192, 7168, 0},
+                                     {100, 8192, 7168, 0}, {96, 8192, 2048, 1}, {128, 8448, 7168, 1},
+                                     {128, 8704, 4224, 0}};
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const char *name = dt ? "int8_128x64" : "fp8_128x64_promote";

@@ -358,6 +358,10 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // 8b-o 1.16-1.19x and 8b-down 1.09-1.13x at 65 / 72, but at 80 8b-down 0.88x and 8b-o 1.03-1.04x: fp8's
 // token tail takes at most 8 rows (tail_plan), so at 73..80 its second token tile is the filled box. The
 // rule keeps fp8 to 65..72; elsewhere it planned nothing else (8b-qkv, 8b-gateup, the tp4 shapes even).
+// Session 13 (sm90_dev, forced against the 128 x 128 tile the plan had, h200-sm90-session13-2026-11-30.txt
+// part 5): 70b-down-tp4 at split 1 on 128 CTAs, M = 65 / 72: fp8 23.9 vs 25.6, 23.8 vs 25.4 us (1.07x),
+// int8 23.9 vs 26.2, 23.7 vs 24.5 (1.10 / 1.03x), as session 9 had it (1.08x; 0.87-0.94x at 80, and
+// 8b-qkv's split 1 on 96 CTAs lost): the rule also takes split 1 on >= 90% of the SMs up to 72 tokens.
 // W8A8_SM90_DEEP80: unset the rule, 1 wherever it applies (the session-8 experiment), 0 never.
 static int g_deep80 = -1;  // -1 unresolved, 0 never, 1 wherever it applies, 2 the rule
 static int deep80_mode(void) { return w8a8_env_mode(&g_deep80, "W8A8_SM90_DEEP80", 2); }
@@ -370,9 +374,12 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
   const int ci = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n64_deep_tail" : "fp8_swap_n64_deep_tail");
   const sm90_plan pl = deep_split(dev, ci, 2 * tiles, kblocks, num_sms);
-  if (mode == 2 && (pl.split != 2 || 2 * tiles * pl.split * 10 < 7LL * num_sms ||
-                    (p->in_dtype != W8A8_DTYPE_INT8 && p->M > 72)))
-    return none;
+  if (mode == 2) {
+    const long long ctas = 2 * tiles * pl.split;
+    const int split2 = pl.split == 2 && ctas * 10 >= 7LL * num_sms;
+    const int split1 = pl.split == 1 && ctas * 10 >= 9LL * num_sms && p->M <= 72;  // session 13
+    if (!(split2 || split1) || (p->in_dtype != W8A8_DTYPE_INT8 && p->M > 72)) return none;
+  }
   return pl;
 }
 
@@ -479,8 +486,9 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // 256 on 8b-qkv and 70b-o-tp4; the edge at 88 lies between those, unmeasured.
   // With a longer K (session 13, sm90_dev forcing each tile, h200-sm90-session13-2026-11-30.txt part 4):
   // 70b-down-tp4 (64 weight tiles, 56 K-blocks) at M = 128 fp8 19.3 vs 22.4 us, int8 18.4 vs 21.2; at
-  // M = 96 it lost (fp8 23.1 vs 22.4, int8 23.0 vs 21.2), at 65 / 80 more. Taken there above 112 tokens.
-  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && (kblocks_all <= 32 || p->M > 112)) {
+  // M = 96 it lost (fp8 23.1 vs 22.4, int8 23.0 vs 21.2), at 65 / 80 more; at 104 it won (fp8 20.5-20.6 vs
+  // 22.2, int8 20.4-20.5 vs 21.1), at 112..120 1.12-1.19x (part 5). Taken there above 100 tokens.
+  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && (kblocks_all <= 32 || p->M > 100)) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
