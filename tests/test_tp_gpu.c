@@ -684,7 +684,7 @@ static int run_rs(env *e, const tcase *tc) {
      * rank's GEMMs (ranks on one GPU, or on GPUs with peer access: the test's ranks are one process) */
     const int fp32_parts = tc->partials != W8A8_TP_PARTIALS_OUT || tc->out == W8A8_DTYPE_FP32;
     for (int j = 0; g_rs_direct && fp32_parts && M > 0 && N > 0 && j < W; j++) {
-      /* one piece per peer with rows: the sweep's ranks hold fewer than 1024 rows (rs_pieces) */
+      /* one piece per peer with rows (sweep_rs_direct forces pieces of 2^30 rows) */
       int want = 0;
       for (int i = 0; i < W; i++)
         want += i != j && rows_of(M, W, i, tc->skew) > 0 && w8a8_tp_gpu_peer_on(e->dev[j], e->dev[i]);
@@ -810,9 +810,11 @@ W8A8_TEST(tp_gpu_ag_w4) { sweep(4, 1); }
  * bit-identical to the unfused pair, the direct stores counted per rank. */
 static void sweep_rs_direct(int W) {
   w8a8_tp_set_rs_direct(1);
+  w8a8_tp_set_rs_min_rows(1 << 30); /* one piece per peer (its count below), whatever the rows and K */
   g_rs_direct = 1;
   sweep(W, 0);
   g_rs_direct = 0;
+  w8a8_tp_set_rs_min_rows(-1);
   w8a8_tp_set_rs_direct(-1);
 }
 /* The reduce-scatter in small pieces (W8A8_TP_RS_MIN_ROWS, session 12): the sweep's chunks (up to a few
@@ -823,6 +825,25 @@ static void sweep_rs_small_pieces(int W) {
   g_rs_min_rows = 16;
   sweep(W, 0);
   g_rs_min_rows = 0;
+  w8a8_tp_set_rs_min_rows(-1);
+}
+/* The reduce-scatter's pieces by rule (session 13; no GPU needed): >= 256 rows where the rank's K is at
+ * most 4096, >= 1024 above, at most 4, at least 1; W8A8_TP_RS_MIN_ROWS (here the hook) overrides. */
+W8A8_TEST(tp_gpu_rs_pieces_rule) {
+  if (getenv("W8A8_TP_RS_MIN_ROWS")) SKIP("W8A8_TP_RS_MIN_ROWS is set");
+  w8a8_tp_set_rs_min_rows(-1);
+  /* rows, K, pieces */
+  static const int64_t cases[][3] = {{512, 4096, 2},   {511, 4096, 1},   {1024, 4096, 4},  {4096, 4096, 4},
+                                     {100, 4096, 1},   {512, 4097, 1},   {512, 14336, 1},  {2048, 14336, 2},
+                                     {4096, 14336, 4}, {8192, 14336, 4}, {768, 2048, 3},   {0, 4096, 1}};
+  for (int i = 0; i < 12; i++)
+    CHECK(w8a8_tp_rs_pieces(cases[i][0], cases[i][1]) == cases[i][2], "rows %lld K %lld: %d pieces, expected %lld",
+          (long long)cases[i][0], (long long)cases[i][1], w8a8_tp_rs_pieces(cases[i][0], cases[i][1]),
+          (long long)cases[i][2]);
+  w8a8_tp_set_rs_min_rows(100);
+  CHECK(w8a8_tp_rs_pieces(512, 14336) == 4 && w8a8_tp_rs_pieces(250, 4096) == 2,
+        "forced 100 rows: %d and %d pieces, expected 4 and 2", w8a8_tp_rs_pieces(512, 14336),
+        w8a8_tp_rs_pieces(250, 4096));
   w8a8_tp_set_rs_min_rows(-1);
 }
 W8A8_TEST(tp_gpu_rs_small_pieces_w2) { sweep_rs_small_pieces(2); }

@@ -662,39 +662,49 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
 
 /* Pieces of one destination's rows in the reduce-scatter (direct transports): the partial of a
  * piece is pushed as soon as it is computed, so the first bytes leave after 1/P of the chunk's GEMM
- * instead of all of it. A piece keeps at least 1024 rows (the GEMM of a piece still fills the GPU).
+ * instead of all of it. A piece keeps at least 256 or 1024 rows (rs_min_rows: the GEMM of a piece still
+ * fills most of the GPU).
  * Fused and unfused run the same pieces: the same GEMMs, the same bits. The NCCL transport sends
  * whole chunks. One side stream pushes them all: on the H200 pair, two streams per direction moved
  * 297 GB/s per direction with both directions busy against 336 for one (scripts/steps/cebw.sh,
  * 2026-11-29), and both directions are busy in a reduce-scatter. */
 #define RS_MAX_PIECES 4
-/* W8A8_TP_RS_MIN_ROWS=R (session 12, NOT yet measured; default 1024): a piece's least rows. At 1024
- * tokens on 2 GPUs a rank's chunk is 512 rows, so one piece: the push of 70b-o's fp32 partials (17 MB,
- * ~50 us) starts only after that chunk's whole GEMM (~46 us), and the fused op took 138 us against gemm
- * 93 + comm 50 (h200x2-tp-rsdirect-2026-11-30.txt; storing them from the epilogue straight into the
- * peer lost). With 256, two pieces of 256 rows (128 tiles of 128 x 128 at N = 8192: about one wave of
- * the H200's 132 SMs): the first push starts after half. Prediction: ~115 us. Any R >= 1 is correct
- * (the pieces only cut the sender's rows; the receiver reduces whole chunks once they have all landed). */
-static int g_rs_min_rows = -1;
-static int64_t rs_min_rows(void) {
+/* W8A8_TP_RS_MIN_ROWS=R: a piece's least rows; unset, the rule below. Session 12 wrote it (default then
+ * 1024): at 1024 tokens on 2 GPUs a rank's chunk is 512 rows, so one piece, and the push of 70b-o's fp32
+ * partials (17 MB, ~50 us) started only after that chunk's whole GEMM (~46 us): the fused op took 138 us
+ * against gemm 93 + comm 50 (h200x2-tp-rsdirect-2026-11-30.txt). Session 13 measured it (step tprspieces,
+ * tp-bench --local 2, two rounds, h200x2-tp-rspieces-2026-11-30.txt; fused us, R = 1024 / 256 / 128):
+ *   70b-o (K = 4096 per rank)    1024 tokens int8 138.5-138.8 / 100.5-101.8 / 119.8-122.2, fp8 120.4-122.8 /
+ *                                98.8-101.8 / 122.9-133.5; 2048 tokens int8 246-247 / 179-183, fp8 212-215 /
+ *                                184 (prediction was ~115 us at 1024 with 256);
+ *   70b-down (K = 14336)         1024 tokens int8 216-217 / 209-210, fp8 218-219 / 235-236; 2048 int8
+ *                                407-408 / 413-415, fp8 408-409 / 469 (its GEMM is 3.7x its push: the
+ *                                pieces only cost the GEMMs' efficiency there).
+ * Rule: pieces of >= 256 rows where this rank's K is at most 4096 (the push is comparable to the GEMM;
+ * between 4096 and 14336 unmeasured), >= 1024 otherwise. Any R >= 1 is correct (the pieces only cut the
+ * sender's rows; the receiver reduces whole chunks once they have all landed). */
+static int g_rs_min_rows = -1; /* -1 not read yet, 0 the rule, >= 1 forced */
+static int64_t rs_min_rows(int64_t K) {
   int v = __atomic_load_n(&g_rs_min_rows, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *e = getenv("W8A8_TP_RS_MIN_ROWS");
-    const long r = e ? strtol(e, NULL, 10) : 1024;
-    v = r < 1 ? 1024 : r > (1L << 30) ? (1 << 30) : (int)r;
+    const long r = e ? strtol(e, NULL, 10) : 0;
+    v = r < 1 ? 0 : r > (1L << 30) ? (1 << 30) : (int)r;
     __atomic_store_n(&g_rs_min_rows, v, __ATOMIC_RELAXED);
   }
-  return v;
+  return v > 0 ? v : K <= 4096 ? 256 : 1024;
 }
 /* Tests: R >= 1 the pieces' least rows, -1 back to W8A8_TP_RS_MIN_ROWS (read on the next call). */
 W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows) {
   __atomic_store_n(&g_rs_min_rows, rows < 1 ? -1 : rows, __ATOMIC_RELAXED);
 }
-static int rs_pieces(xport xp, int64_t rows) {
+static int rs_pieces(xport xp, int64_t rows, int64_t K) {
   if (xp == XP_NCCL) return 1;
-  int64_t p = rows / rs_min_rows();
+  int64_t p = rows / rs_min_rows(K);
   return p < 1 ? 1 : p > RS_MAX_PIECES ? RS_MAX_PIECES : (int)p;
 }
+/* Tests: the pieces of `rows` rows of one peer at this rank's K on a direct transport. */
+W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K) { return rs_pieces(XP_IPC, rows, K); }
 static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
 
 /* W8A8_TP_RS_DIRECT=1 (session 11; default 0: measured in session 12, it lost everywhere, 0.82-0.95x:
@@ -754,7 +764,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   st->forked = true;
   if (!p->overlap)
     for (int j = 0; j < W; j++) {
-      const int P = rs_pieces(xp, cnt[j]);
+      const int P = rs_pieces(xp, cnt[j], p->K);
       for (int k = 0; k < P; k++) {
         const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
         W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
@@ -763,7 +773,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   for (int s = 1; s < W; s++) {
     const int j = (r + s) % W;
     if (direct) {
-      const int P = rs_pieces(xp, cnt[j]);
+      const int P = rs_pieces(xp, cnt[j], p->K);
       void *pws = cnt[j] > 0 ? peer_ws(c, xp, j) : NULL;
       if (cnt[j] > 0 && !pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
       const bool to_peer = p->overlap && rs_direct_to(c, xp, j, es);
@@ -818,7 +828,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     CU(cudaStreamWaitEvent(C, gs->ev_step[0], 0), "cudaStreamWaitEvent (partials stored into peers)");
   }
   if (p->overlap) {
-    const int P = rs_pieces(xp, cnt[r]);
+    const int P = rs_pieces(xp, cnt[r], p->K);
     for (int k = 0; k < P; k++) {
       const int64_t b0 = piece_begin(cnt[r], P, k), b1 = piece_begin(cnt[r], P, k + 1);
       W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r] + b0, b1 - b0));

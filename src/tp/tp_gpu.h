@@ -164,6 +164,8 @@ W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on);
  * and the pieces' least rows (W8A8_TP_RS_MIN_ROWS; rows < 1: back to the variable); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c);
 W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
+/* The reduce-scatter's pieces of one peer's `rows` rows at this rank's K (direct transports), for the tests. */
+W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
  * streams are not all in one capture (or all outside one). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],
