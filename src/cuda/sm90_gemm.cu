@@ -487,8 +487,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // With a longer K (session 13, sm90_dev forcing each tile, h200-sm90-session13-2026-11-30.txt part 4):
   // 70b-down-tp4 (64 weight tiles, 56 K-blocks) at M = 128 fp8 19.3 vs 22.4 us, int8 18.4 vs 21.2; at
   // M = 96 it lost (fp8 23.1 vs 22.4, int8 23.0 vs 21.2), at 65 / 80 more; at 104 it won (fp8 20.5-20.6 vs
-  // 22.2, int8 20.4-20.5 vs 21.1), at 112..120 1.12-1.19x (part 5). Taken there above 100 tokens.
-  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && (kblocks_all <= 32 || p->M > 100)) {
+  // 22.2, int8 20.4-20.5 vs 21.1), at 112..120 1.12-1.19x (part 5), but at 101 (planned by a first cut
+  // of this rule, part 6) fp8 22.6 and int8 22.4 us against the 128 x 128 tile's 22.3 / 21.2 at 100.
+  // Taken there from 104 tokens.
+  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && (kblocks_all <= 32 || p->M >= 104)) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
