@@ -10,8 +10,8 @@
 #   build     make BUILD=$BUILD CUDA_ARCHS=90a lib tests cli (+ the MPI test binary when MPI is there)
 #   sm90wide  the wide-N small-M cases of the session-1 stall, each in its own process (45 s each)
 #   sm90      the sm90_ and tune_ test suites
-#   gpu       the whole GPU suite (tests/run_gpu.sh's set: cuda_ sm90_ tp_gpu_ ...)
 #   tests     the tests named by TESTS (name prefixes, as w8a8_tests takes them)
+#   gpu       the whole GPU suite (tests/run_gpu.sh's set: cuda_ sm90_ tp_gpu_ ...)
 #   cuda      the cuda_ and graph_ tests only (with sm90: the rest of gpu without running sm90_ twice)
 #   tpgpu     tp_gpu_ tests: W ranks as threads (spread over every visible GPU; one GPU: emulated)
 #   tpmpi     the MPI+NCCL GPU tests, one process per GPU (mpirun -np NGPU; needs 2+ GPUs)
@@ -47,6 +47,10 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 T="$BUILD/bin/w8a8_tests"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x TORCH_SYMM_MEM_DISABLE_MULTICAST -x NVSHMEM_DISABLE_NVLS"
 log "$(date -u +%FT%TZ) steps: $STEPS; $NGPU GPU(s)"
+if has tests && [ -z "${TESTS:-}" ]; then
+  log "the tests step needs TESTS (name prefixes); nothing run"
+  exit 1
+fi
 
 if has info; then
   {
@@ -100,7 +104,7 @@ if has sm90; then
   run_tests sm90-suite 300 sm90_ tune_ -sm90_many_tiles
 fi
 # TESTS="name-prefix ...": those tests (e.g. the rest of a suite a budget cut short)
-has tests && run_tests tests 300 ${TESTS:?tests: set TESTS}
+has tests && run_tests tests 300 $TESTS
 has gpu && run_tests gpu-suite 240 cuda_ sm90_ tune_ graph_
 has cuda && run_tests cuda-suite 180 cuda_ graph_
 has tpgpu && run_tests tpgpu 300 tp_gpu

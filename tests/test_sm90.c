@@ -1039,24 +1039,26 @@ W8A8_TEST(sm90_narrow256_plan) {
 /* plan's 128 x 64 tile at 89..128 tokens (one 128-row token tile, at most SMs / 2 weight tiles): with
  * K <= 4096 from 89 tokens, with a longer K from 104 (session 13). On a GPU with 132 SMs: N = 8192 K =
  * 7168 (70b-down-tp4) takes it at M = 104 and 128, not at 96 or 103; K = 2048 at 96; N = 8448 x 2 tiles
- * (132 CTAs) at 128 too; N = 8704 (136 CTAs; K = 4224, 33 K-blocks, to fit the buffer) not. M = 120 at
- * N = 8192, K = 7168 through the public API. */
+ * (132 CTAs) at 128 too; N = 8704 (136 CTAs; K = 4224, 33 K-blocks, to fit the buffer) not; N = 1024 (8
+ * tiles, 56 K-blocks: short of the split-K rule's 64) at 120, which then runs through the public API. */
 W8A8_TEST(sm90_narrow128_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
+  const int plains[2] = {w8a8_sm90_config_lookup("fp8_128x64_promote", NULL, NULL, NULL),
+                         w8a8_sm90_config_lookup("int8_128x64", NULL, NULL, NULL)};
+  REQUIRE(plains[0] >= 0 && plains[1] >= 0, "no 128 x 64 configurations");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   /* M, N, K, expected: 1 the 128 x 64 tile, 0 another */
   static const int64_t cases[][4] = {{104, 8192, 7168, 1}, {128, 8192, 7168, 1}, {96, 8192, 7168, 0},
                                      {103, 8192, 7168, 0}, {96, 8192, 2048, 1}, {128, 8448, 7168, 1},
-                                     {128, 8704, 4224, 0}};
+                                     {128, 8704, 4224, 0}, {120, 1024, 7168, 1}};
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const char *name = dt ? "int8_128x64" : "fp8_128x64_promote";
-    const int plain = w8a8_sm90_config_lookup(name, NULL, NULL, NULL);
-    REQUIRE(plain >= 0, "no %s", name);
-    for (int i = 0; i < 7 && handle_sms(h) == 132 && !w8a8_test_failed(); i++) {
+    const int plain = plains[dt];
+    for (int i = 0; i < 8 && handle_sms(h) == 132 && !w8a8_test_failed(); i++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
       int split = 0;
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
@@ -1066,7 +1068,7 @@ W8A8_TEST(sm90_narrow128_plan) {
             ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", cases[i][3] ? "" : "another tile than ",
             name);
     }
-    mm_case c = rotate(in, 120, 8192, 7168, dt, -1, 0);
+    mm_case c = rotate(in, 120, 1024, 7168, dt, -1, 0); /* the last case's plan (the 128 x 64 tile) */
     run_case(&c, 2300 + (uint64_t)dt);
   }
   cudaFree(dbuf);

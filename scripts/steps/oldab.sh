@@ -6,8 +6,9 @@
 # | tar -x -C .dev/old`. Its library is built in .dev/old/build-x (start
 # `(cd .dev/old && make BUILD=build-x CUDA_ARCHS=90a -j8 lib) &` before device_session to overlap
 # the build with the other steps; this step waits for it or builds it). OLDAB_RUNS: ';'-separated
-# sm90_dev argument lists; each goes to oldab-runN.txt, the four passes one after another. OLDAB_DIR:
-# another old tree than .dev/old (two baselines in one call: carry both, run the step twice).
+# sm90_dev argument lists; each goes to oldab-<old tree's directory name>-runN.txt, the four passes one
+# after another. OLDAB_DIR: another old tree than .dev/old (two baselines in one call: carry both and run
+# device_session twice, each with its own OUT and OLDAB_DIR; give the trees different directory names).
 # Env from device_session.sh: L, BUILD, LEFT_S. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"

@@ -351,7 +351,8 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // where the split is 2 on a grid of >= 70% of the SMs (8b-o: 64 tiles x 2 = 128 CTAs, 1.06-1.15x;
 // 8b-down 1.00-1.06x), lost or was mixed elsewhere (8b-qkv, split 1 on 96 CTAs: 0.82-0.87x;
 // 70b-qkv-tp4, split 2 on 80: fp8 0.90-0.98x; 70b-down-tp4, split 1 on 128: 1.08x at 65 / 72, 0.87-0.94x
-// at 80). The default takes only the first kind (fitted on two shapes, run as a rule in session 10). With
+// at 80). The default took only the first kind (fitted on two shapes, run as a rule in session 10; session
+// 13 added split 1 on >= 90% of the SMs, below). With
 // the weights-constant hint those two were even (fp8 8b-o 0.98-0.99x, 8b-down 0.99-1.04x); the rule
 // does not look at the hint. Session 10 ran the rule (envab W8A8_SM90_DEEP80 0 vs 2, two rounds,
 // h200-sm90-rules-2026-11-30.txt): int8 8b-o 1.13-1.15x and 8b-down 1.10-1.15x at 65 / 72 / 80; fp8
@@ -477,7 +478,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     }
   }
   // 89..128 tokens (one 128-row tile, at most 39 rows out of bounds) with at most SMs / 2 weight tiles
-  // of 128 (64 on the H200) and K <= 4096: the 128 x 64 tile (twice the CTAs, still one wave).
+  // of 128 (66 on the H200) and K <= 4096: the 128 x 64 tile (twice the CTAs, still one wave).
   // Measured at M = 128 (session 5, h200-sm90-timeline-2026-11-29.txt): fp8 8b-o 11.0 us vs 14.7,
   // 8b-qkv 11.4 vs 15.0, 70b-o-tp4 7.6 vs 10.0; int8 8b-o 10.4 vs 14.0. At M = 96 (session 7, the
   // small-M sweep): fp8 8b-o 11.3 vs 14.6, 8b-qkv 14.0 vs 14.9, 70b-o-tp4 8.3 vs 9.5; int8 8b-o 10.7
@@ -489,7 +490,9 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // M = 96 it lost (fp8 23.1 vs 22.4, int8 23.0 vs 21.2), at 65 / 80 more; at 104 it won (fp8 20.5-20.6 vs
   // 22.2, int8 20.4-20.5 vs 21.1), at 112..120 1.12-1.19x (part 5), but at 101 (planned by a first cut
   // of this rule, part 6) fp8 22.6 and int8 22.4 us against the 128 x 128 tile's 22.3 / 21.2 at 100.
-  // Taken there from 104 tokens.
+  // Taken there from 104 tokens. Its reach beyond what was measured: every K above 4096 where the split-K
+  // rule above did not take the problem, i.e. also <= 32 weight tiles with 33..63 K-blocks, or where that
+  // rule's split came out 1 (unmeasured there).
   if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && (kblocks_all <= 32 || p->M >= 104)) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;

@@ -430,7 +430,7 @@ SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad 
 // for the thread's outstanding loads). v3b, whose final arrive was relaxed and after the stores, won
 // (oldab v2 vs v3b, h200-sm90-session12-2026-11-30.txt): int8 70b-qkv-tp4 M = 32 / 64 1.072 / 1.037x,
 // 8b-o 1.065 / 1.049x, the 128 x 128 split tile at M = 128 1.015x; fp8 70b-qkv-tp4 1.038 / 1.031x.
-// v3c (this code, not yet timed): a relaxed arrive does not order the thread's earlier DSMEM loads by
+// v3c (this code; timed in session 13: v2 -> v3c 1.02-1.09x where it prefetches, h200-sm90-session13): a relaxed arrive does not order the thread's earlier DSMEM loads by
 // the memory model, so the sums of every line come first, then a release arrive, then the stores.
 // With ready flags (the fused all-gather) the rows' parameters load after the wait as before: only the
 // producer waits for the flag that says a row and its scale have arrived, and a CTA without K-blocks
