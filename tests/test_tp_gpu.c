@@ -917,6 +917,66 @@ W8A8_TEST(tp_gpu_rs_reduce_kernels) {
   w8a8_tp_set_reduce_vec(-1);
 }
 
+/* W8A8_TP_TRACE (session 13; a development aid for tp-bench): with the variable set when the communicators
+ * are created, each eager call leaves its marks (w8a8_tp_gpu_trace). Two ranks, one reduce-scatter and one
+ * all-gather (checked against the reference as in the sweeps; the last call each ran is the fused one):
+ * rank 0's marks start with F at 0 us; the reduce-scatter's are F, then G (peer piece GEMMs) and P (their
+ * pushes, side stream), O (own pieces), A, R, with the compute stream's marks F, G, O, A, R in stream order
+ * (non-decreasing times) and R last; the all-gather's end with J and hold a G and a C. Without the
+ * variable: no marks. */
+W8A8_TEST(tp_gpu_trace) {
+  GPU_OR_SKIP();
+  REQUIRE(ref(), "no reference handle");
+  const char *was = getenv("W8A8_TP_TRACE");
+  char saved[64] = "";
+  if (was) snprintf(saved, sizeof saved, "%s", was);
+  setenv("W8A8_TP_TRACE", "1", 1);
+  env e;
+  const int opened = env_open(&e, 2, 600, 400, 600);
+  if (was) setenv("W8A8_TP_TRACE", saved, 1);
+  else unsetenv("W8A8_TP_TRACE");
+  REQUIRE(opened, "could not create 2 ranks: %s", w8a8_last_error());
+  tcase tc;
+  memset(&tc, 0, sizeof tc);
+  tc.in = W8A8_DTYPE_INT8, tc.out = W8A8_DTYPE_BF16, tc.M = 96, tc.N = 64, tc.K = 64, tc.bias = 1, tc.sa_tok = 1;
+  tc.sb_chan = 1, tc.seed = 90;
+  float us[64];
+  char k[64];
+  for (int ag = 0; ag < 2 && !w8a8_test_failed(); ag++) {
+    tc.seed = 90 + (uint64_t)ag;
+    if (ag ? run_ag(&e, &tc) : run_rs(&e, &tc)) break;
+    CHECK(sync_all() == cudaSuccess, "device error");
+    const int n = w8a8_tp_gpu_trace(e.comm[0], us, k, 64);
+    CHECK(n >= 3, "%s: %d marks", ag ? "all-gather" : "reduce-scatter", n);
+    if (n < 3) break;
+    CHECK(k[0] == 'F' && us[0] == 0.0f, "first mark %c at %.3f us, expected F at 0", k[0], us[0]);
+    int has_g = 0, has_p = 0, has_c = 0, has_o = 0, has_a = 0;
+    float last_s = 0;
+    for (int i = 0; i < n; i++) {
+      has_g |= k[i] == 'G', has_p |= k[i] == 'P', has_c |= k[i] == 'C', has_o |= k[i] == 'O', has_a |= k[i] == 'A';
+      CHECK(us[i] >= 0.0f, "mark %d (%c) at %.3f us, before the fork", i, k[i], us[i]);
+      if (k[i] != 'P' && k[i] != 'C') { /* the compute stream's marks, in its order */
+        CHECK(us[i] >= last_s, "mark %d (%c) at %.3f us, before the previous compute-stream mark (%.3f)", i, k[i], us[i],
+              last_s);
+        last_s = us[i];
+      }
+    }
+    if (ag)
+      CHECK(k[n - 1] == 'J' && has_g && has_c, "all-gather marks: last %c, G %d, C %d", k[n - 1], has_g, has_c);
+    else
+      CHECK(k[n - 1] == 'R' && has_g && has_p && has_o && has_a, "reduce-scatter marks: last %c, G %d P %d O %d A %d",
+            k[n - 1], has_g, has_p, has_o, has_a);
+  }
+  env_close(&e);
+  /* without the variable (unless the environment sets it): no marks */
+  if (!was) {
+    env e2;
+    REQUIRE(env_open(&e2, 2, 64, 64, 64), "could not create 2 ranks: %s", w8a8_last_error());
+    CHECK(w8a8_tp_gpu_trace(e2.comm[0], us, k, 64) == 0, "marks without W8A8_TP_TRACE");
+    env_close(&e2);
+  }
+}
+
 /* Back to back: many calls without any host synchronization between them (the entry waits
  * are all that keeps a rank from overwriting a buffer a peer still reads). */
 W8A8_TEST(tp_gpu_back_to_back) {

@@ -64,6 +64,7 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 #define MAXW 8
 #define MAX_ITERS 1000
 const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (hidden; static link) */
+int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_TP_TRACE) */
 
 typedef cli_tp_shape shape;
 #define k_shapes cli_tp_shapes
@@ -523,6 +524,16 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
         g->failed = 1;
         continue;
       }
+      /* W8A8_TP_TRACE=1: where the last fused call's time went on this rank (the last call timed is fused) */
+      float tus[64];
+      char tk[64];
+      const int tn = w8a8_tp_gpu_trace(d->comm, tus, tk, 64);
+      if (tn != 0 && print) {
+        printf("# trace %s %s M=%lld %s rank %d (last fused call, us from its fork):", sh->name, sh->ag ? "ag" : "rs",
+               (long long)M, fp8 ? "fp8_e4m3" : "int8", r);
+        for (int i = 0; i < tn; i++) printf(" %c %.1f", tk[i], tus[i]);
+        printf("%s\n", tn < 0 ? " (a CUDA error: no trace)" : "");
+      }
       const int64_t rows = sh->ag ? M : d->Mr, n = rows * d->Nr;
       uint16_t *f = malloc(2 * (size_t)n + 2), *u = malloc(2 * (size_t)n + 2), *gm = malloc(2 * (size_t)n + 2);
       if (!f || !u || !gm) {
@@ -733,8 +744,13 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
     const char *pieces = getenv("W8A8_TP_AG_PIECES"), *group = getenv("W8A8_SM90_TP_GROUP");
     printf("# all-gather: W8A8_TP_AG_PIECES=%s W8A8_SM90_TP_GROUP=%s\n", pieces ? pieces : "(unset: 1)",
            group ? group : "(unset: 1)");
-    const char *rsd = getenv("W8A8_TP_RS_DIRECT");
-    printf("# reduce-scatter: W8A8_TP_RS_DIRECT=%s\n", rsd ? rsd : "(unset: 0)");
+    const char *rsd = getenv("W8A8_TP_RS_DIRECT"), *rsm = getenv("W8A8_TP_RS_MIN_ROWS");
+    printf("# reduce-scatter: W8A8_TP_RS_DIRECT=%s W8A8_TP_RS_MIN_ROWS=%s\n", rsd ? rsd : "(unset: 0)",
+           rsm ? rsm : "(unset: 256 rows per piece where K <= 4096, else 1024)");
+    if (getenv("W8A8_TP_TRACE"))
+      printf("# W8A8_TP_TRACE: '# trace' lines = the last fused call's marks per rank, us from its fork (RS: G peer "
+             "piece GEMM done, P its push done, O own piece GEMM done, A peers' partials in, R reduced; AG: C chunk "
+             "copied, G GEMM done, J joined)\n");
     printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
            "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
            "speedup", "#wrong");

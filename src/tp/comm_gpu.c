@@ -218,6 +218,8 @@ static void gpu_comm_free(w8a8_comm *c) {
     if (gs->ev_ready) cudaEventDestroy(gs->ev_ready);
     if (gs->ev_done) cudaEventDestroy(gs->ev_done);
     if (gs->ev_done_cap) cudaEventDestroy(gs->ev_done_cap);
+    for (int i = 0; i < TP_TRACE_MAX; i++)
+      if (gs->tr_ev[i]) cudaEventDestroy(gs->tr_ev[i]);
     if (gs->ev_step)
       for (int i = 0; i < c->size; i++)
         if (gs->ev_step[i]) cudaEventDestroy(gs->ev_step[i]);
@@ -297,6 +299,9 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done_cap, cudaEventDisableTiming);
   for (int i = 0; i < W && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&gs->ev_step[i], cudaEventDisableTiming);
+  const char *tr = getenv("W8A8_TP_TRACE");
+  gs->tr_on = tr && tr[0] && strcmp(tr, "0") != 0;
+  for (int i = 0; gs->tr_on && i < TP_TRACE_MAX && e == cudaSuccess; i++) e = cudaEventCreate(&gs->tr_ev[i]);
   /* The one-GEMM all-gather's ready flags (one per chunk, at most W8A8_MM_MAX_READY: a peer's rows may
    * come in pieces, ag_pieces): reset by each call that uses them, before any use. */
   if (e == cudaSuccess) e = cudaMalloc((void **)&gs->flags, sizeof(unsigned int) * W8A8_MM_MAX_READY);

@@ -444,6 +444,33 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
   return e == cudaSuccess && e2 == cudaSuccess ? 0 : -1;
 }
 
+/* W8A8_TP_TRACE: a mark of kind k on stream st (eager calls only; a failed record ends the trace). */
+static void trace(w8a8_tp_gpu *gs, cudaStream_t st, char k, unsigned long long capture) {
+  if (!gs->tr_on || capture || gs->tr_n < 0 || gs->tr_n >= TP_TRACE_MAX) return;
+  if (cudaEventRecord(gs->tr_ev[gs->tr_n], st) != cudaSuccess) {
+    gs->tr_n = -1;
+    return;
+  }
+  gs->tr_kind[gs->tr_n++] = k;
+}
+W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max) {
+  const w8a8_tp_gpu *gs = c && c->gpu ? (const w8a8_tp_gpu *)c->gpu : NULL;
+  if (!gs || !gs->tr_on) return 0;
+  if (gs->tr_n < 0) return -1;
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) return -1;
+  int n = gs->tr_n < max ? gs->tr_n : max, bad = 0;
+  for (int i = 0; i < n && !bad; i++) {
+    float ms = 0;
+    bad = cudaEventSynchronize(gs->tr_ev[i]) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, gs->tr_ev[0], gs->tr_ev[i]) != cudaSuccess;
+    us[i] = ms * 1e3f;
+    kinds[i] = gs->tr_kind[i];
+  }
+  cudaSetDevice(prev);
+  return bad ? -1 : n;
+}
+
 static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
                                sched_state *st) {
   w8a8_tp_gpu *gs = c->gpu;
@@ -492,6 +519,8 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
   st->forked = true;
+  gs->tr_n = 0;
+  trace(gs, S, 'F', capture);
   /* The side stream's pulls start now; the S-side preparation below runs beside them. */
   if (flags) {
     /* What the waiting GEMM may depend on. It can hold every SM of its GPU while it waits, so nothing
@@ -544,8 +573,10 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
     st->flags_launched = 1;
     st->flags_n = nch;
+    trace(gs, S, 'G', capture);
   } else if (p->overlap && W > 1) {
     W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
+    trace(gs, S, 'G', capture);
   }
   for (int s = 1; s < W; s++) {
     /* One GEMM: pull in the order its tiles meet the rows (own, r + 1, ..., W - 1, 0, ..., r - 1). */
@@ -565,6 +596,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
             CU(cudaMemcpyAsync(g.a + lo * K, pg.a + lo * K, (size_t)(n * K), cudaMemcpyDefault, C),
                "cudaMemcpyAsync (peer rows)");
           W8A8_CHECK(w8a8_tp_write_flag(fn, C, gs->flags + i));
+          trace(gs, C, 'C', capture);
         }
       } else if (cnt[j] > 0) {
         if (K > 0)
@@ -600,9 +632,11 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 #endif
     }
     CU(cudaEventRecord(gs->ev_step[s], C), "cudaEventRecord (chunk arrived)");
+    if (!flags) trace(gs, C, 'C', capture);
     if (p->overlap && !one) {
       CU(cudaStreamWaitEvent(S, gs->ev_step[s], 0), "cudaStreamWaitEvent (chunk arrived)");
       W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[j], cnt[j]));
+      trace(gs, S, 'G', capture);
     }
   }
   if (!p->overlap || W == 1) {
@@ -612,11 +646,13 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       W8A8_CHECK(chunk_gemm(c, p, &g, NULL, 0, M));
     else
       for (int j = 0; j < W; j++) W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[j], cnt[j]));
+    trace(gs, S, 'G', capture);
   }
   /* Join: S has waited on C's last event in both branches (W > 1); with W = 1 C did nothing
    * after the fork, and joining it anyway keeps a capture's graph closed. */
   CU(cudaEventRecord(gs->ev_step[0], C), "cudaEventRecord (join)");
   CU(cudaStreamWaitEvent(S, gs->ev_step[0], 0), "cudaStreamWaitEvent (join)");
+  trace(gs, S, 'J', capture);
 
   /* Optional gathered outputs for the caller. */
   if (p->g_a && K > 0 && M > 0)
@@ -762,12 +798,15 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
   st->forked = true;
+  gs->tr_n = 0;
+  trace(gs, S, 'F', capture);
   if (!p->overlap)
     for (int j = 0; j < W; j++) {
       const int P = rs_pieces(xp, cnt[j], p->K);
       for (int k = 0; k < P; k++) {
         const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
         W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
+        trace(gs, S, j == r ? 'O' : 'G', capture);
       }
     }
   for (int s = 1; s < W; s++) {
@@ -788,17 +827,24 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
           gs->last_rs_direct++;
           continue;
         }
-        if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
+        if (p->overlap) {
+          W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
+          trace(gs, S, 'G', capture);
+        }
         /* One event serves every piece: a wait binds to the record made just before it. */
         CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
         CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
         CU(cudaMemcpyAsync(dst, part + (size_t)((off[j] + b0) * N) * es, es * (size_t)((b1 - b0) * N),
                            cudaMemcpyDefault, C),
            "cudaMemcpyAsync (partial to peer)");
+        trace(gs, C, 'P', capture);
         gs->last_rs_pushes++;
       }
     } else {
-      if (p->overlap) W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
+      if (p->overlap) {
+        W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j], cnt[j]));
+        trace(gs, S, 'G', capture);
+      }
       CU(cudaEventRecord(gs->ev_step[s], S), "cudaEventRecord (partial computed)");
       CU(cudaStreamWaitEvent(C, gs->ev_step[s], 0), "cudaStreamWaitEvent (partial computed)");
 #ifdef W8A8_HAVE_NCCL
@@ -818,6 +864,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
         c->broken = true;
         return w8a8_tp_nccl_err(fn, "ncclSend/ncclRecv (partials)", nr);
       }
+      trace(gs, C, 'P', capture);
 #endif
     }
   }
@@ -832,6 +879,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     for (int k = 0; k < P; k++) {
       const int64_t b0 = piece_begin(cnt[r], P, k), b1 = piece_begin(cnt[r], P, k + 1);
       W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r] + b0, b1 - b0));
+      trace(gs, S, 'O', capture);
     }
   }
   CU(cudaEventRecord(own_ready(gs, xp), C), "cudaEventRecord (partials sent)");
@@ -841,11 +889,13 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     for (int j = 0; j < W; j++)
       if (j != r) CU(cudaStreamWaitEvent(S, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer partials)");
   CU(cudaStreamWaitEvent(S, own_ready(gs, xp), 0), "cudaStreamWaitEvent (join)");
+  trace(gs, S, 'A', capture);
   w8a8_tp_reduce_srcs src;
   memset(&src, 0, sizeof src);
   for (int j = 0; j < W; j++)
     src.p[j] = j == r ? part + (size_t)(off[r] * N) * es : recv + (size_t)rs_slot(j, r) * (size_t)(cnt[r] * N) * es;
   W8A8_CHECK(w8a8_tp_launch_reduce(&src, pdt, W, cnt[r], N, p->out, p->ldo, p->out_dtype, p->bias, gs->num_sms, S));
+  trace(gs, S, 'R', capture);
   return finish(fn, c, xp, S, capture);
 }
 

@@ -74,6 +74,7 @@ typedef struct tp_group {
   struct w8a8_comm **comm;     /* [W] */
 } tp_group;
 
+#define TP_TRACE_MAX 64
 typedef struct w8a8_tp_gpu {
   tp_gpu_mode mode;
   int device, num_sms, cc;
@@ -127,6 +128,11 @@ typedef struct w8a8_tp_gpu {
                             * an exported block before the importers' cudaIpcCloseMemHandle is
                             * undefined behaviour (CUDA runtime API docs) */
   bool ipc_barrier_due;    /* an eager IPC call has not yet reached its in-call barrier */
+  /* W8A8_TP_TRACE (set when the communicator is created; a development aid, off by default): timing
+   * events recorded at the steps of each eager call (tp_gpu.c trace()), read by w8a8_tp_gpu_trace. */
+  cudaEvent_t tr_ev[TP_TRACE_MAX];
+  char tr_kind[TP_TRACE_MAX];
+  int tr_n, tr_on;
   char ipc_note[200];      /* why IPC was not chosen, when W8A8_TP_IPC=1 asked for it */
 } w8a8_tp_gpu;
 
@@ -164,6 +170,12 @@ W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on);
  * and the pieces' least rows (W8A8_TP_RS_MIN_ROWS; rows < 1: back to the variable); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c);
 W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
+/* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
+ * (RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream), O an own
+ * piece's GEMM done, A the peers' partials arrived, R the reduction done; AG: F fork, C a peer chunk
+ * (or piece) copied, G a GEMM done, J joined) and us[i], microseconds from F. Waits for the events (for
+ * benchmarks, after the call). Returns the count (0: tracing off or no eager call yet), -1 on a CUDA error. */
+W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max);
 /* The reduce-scatter's pieces of one peer's `rows` rows at this rank's K (direct transports), for the tests. */
 W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
