@@ -748,7 +748,8 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
     printf("# reduce-scatter: W8A8_TP_RS_DIRECT=%s W8A8_TP_RS_MIN_ROWS=%s\n", rsd ? rsd : "(unset: 0)",
            rsm ? rsm : "(unset: 256 rows per piece where K <= 4096, else 1024)");
     if (getenv("W8A8_TP_TRACE"))
-      printf("# W8A8_TP_TRACE: '# trace' lines = the last fused call's marks per rank, us from its fork (RS: G peer "
+      printf("# W8A8_TP_TRACE: '# trace' lines = the last fused call's marks per rank of the printing process, us "
+             "from its fork (RS: G peer "
              "piece GEMM done, P its push done, O own piece GEMM done, A peers' partials in, R reduced; AG: C chunk "
              "copied, G GEMM done, J joined)\n");
     printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",

@@ -448,6 +448,7 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
 static void trace(w8a8_tp_gpu *gs, cudaStream_t st, char k, unsigned long long capture) {
   if (!gs->tr_on || capture || gs->tr_n < 0 || gs->tr_n >= TP_TRACE_MAX) return;
   if (cudaEventRecord(gs->tr_ev[gs->tr_n], st) != cudaSuccess) {
+    cudaGetLastError(); /* not the next launch check's error */
     gs->tr_n = -1;
     return;
   }
@@ -516,11 +517,11 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
     CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
   }
+  if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
+  trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
   st->forked = true;
-  gs->tr_n = 0;
-  trace(gs, S, 'F', capture);
   /* The side stream's pulls start now; the S-side preparation below runs beside them. */
   if (flags) {
     /* What the waiting GEMM may depend on. It can hold every SM of its GPU while it waits, so nothing
@@ -556,6 +557,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
           CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, S),
              "cudaMemcpyAsync (rows of a peer on this GPU)");
         CU(cudaMemsetAsync(gs->flags + first[j], 1, sizeof(unsigned int), S), "cudaMemsetAsync (ready flag)");
+        trace(gs, S, 'C', capture);
       }
     }
     rd.flags = gs->flags;
@@ -795,11 +797,11 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   gs->last_rs_direct = 0;
   gs->last_rs_pushes = 0;
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
+  if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
+  trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
   st->forked = true;
-  gs->tr_n = 0;
-  trace(gs, S, 'F', capture);
   if (!p->overlap)
     for (int j = 0; j < W; j++) {
       const int P = rs_pieces(xp, cnt[j], p->K);
@@ -824,6 +826,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
           chunk_problem(p, NULL, part, off[j] + b0, b1 - b0, &q);
           q.out = dst;
           if (q.M > 0 && q.N > 0) W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
+          trace(gs, S, 'G', capture);
           gs->last_rs_direct++;
           continue;
         }
