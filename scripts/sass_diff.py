@@ -4,10 +4,11 @@
 With A and B (substrings of two mangled kernel names, each matching exactly one function): a unified
 diff of their instruction lists, addresses and encodings stripped, so that what differs between, e.g.,
 a kernel and its token-tail twin (session 8: the twin's code should differ in the producer only) shows
-as a few lines. With --pairs: for every kernel whose template arguments end in the TAIL switch set
-(`...ELb1EEv`), the count of differing lines against its twin without it (`...ELb0EEv`), and whether
+as a few lines. With --pairs: for every kernel whose TAIL switch (the second-to-last template
+argument) is set, the count of differing lines against its twin without it (`...ELb0EEv`), and whether
 the consumers' instructions (everything but the producer's TMA issue and its branches) look the same:
-the length of the longest common prefix and suffix of the two listings."""
+the length of the longest common prefix and suffix of the two listings; the stream-K twins (SK set) too,
+labelled."""
 import difflib
 import re
 import sys
@@ -56,16 +57,20 @@ def main():
     funcs = functions(args[0])
     if "--pairs" in sys.argv:
         n = 0
+        # The kernel's template arguments end with (..., TAIL, SK) since session 10: a token-tail twin
+        # ends in ELb1ELb0EEv, a stream-K twin in ELb0ELb1EEv (before session 13 this matched only the
+        # latter, so the tail twins went uncompared).
         for name in sorted(funcs):
-            if "ELb1EEv" not in name:
+            kind = "tail" if "ELb1ELb0EEv" in name else "streamk" if "ELb0ELb1EEv" in name else None
+            if kind is None:
                 continue
-            twin = name.replace("ELb1EEv", "ELb0EEv", 1)
+            twin = name.replace("ELb1ELb0EEv" if kind == "tail" else "ELb0ELb1EEv", "ELb0ELb0EEv", 1)
             if twin not in funcs:
                 continue
             a, b = funcs[twin], funcs[name]
             diff = sum(1 for l in difflib.unified_diff(a, b, lineterm="", n=0) if l[:1] in "+-" and l[:3] not in ("+++", "---"))
             p, s = common_ends(a, b)
-            print("%-90s %6d -> %6d instructions, %5d lines differ; common prefix %d, suffix %d" % (twin, len(a), len(b), diff, p, s))
+            print("%-8s %-90s %6d -> %6d instructions, %5d lines differ; common prefix %d, suffix %d" % (kind, twin, len(a), len(b), diff, p, s))
             n += 1
         print("%d pairs" % n)
         return 0

@@ -23,8 +23,8 @@ if command -v cuobjdump >/dev/null && [ -f "$O" ]; then
   # kernel slowed that tile 13-15%; in the twin only the producer should differ).
   cuobjdump -sass "$O" >"$BUILD/sm90.sass" 2>/dev/null &&
     python3 scripts/sass_diff.py "$BUILD/sm90.sass" --pairs >"$L/sm90ab-sass-pairs.txt" 2>&1 &&
-    python3 scripts/sass_diff.py "$BUILD/sm90.sass" Li128ELi6ELb0ELb0ELb1ELb0ELi1ELi1ELb0ELb0EEv \
-      Li128ELi6ELb0ELb0ELb1ELb0ELi1ELi1ELb0ELb1EEv >"$L/sm90ab-sass-fp8-128-tail.txt" 2>&1
+    python3 scripts/sass_diff.py "$BUILD/sm90.sass" Li128ELi6ELb0ELb0ELb1ELb0ELi1ELi1ELb0ELb0ELb0EEv \
+      Li128ELi6ELb0ELb0ELb1ELb0ELi1ELi1ELb0ELb1ELb0EEv >"$L/sm90ab-sass-fp8-128-tail.txt" 2>&1
 fi
 need_sm90_dev sm90ab
 # Runs with -T need kernels that carry the timeline (compiled out of the normal build since session 7):
