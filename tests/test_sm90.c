@@ -33,6 +33,7 @@ void w8a8_sm90_set_split_quad(int on);
 void w8a8_sm90_set_tail(int mode);
 void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
+int w8a8_sm90_last_tma_out(void);
 void w8a8_sm90_set_deep80(int on);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
@@ -703,6 +704,51 @@ W8A8_TEST(sm90_lean_matches_staged) {
   w8a8_sm90_set_lean(-1); /* back to W8A8_SM90_LEAN */
   g_capture_on = 0;
   PUBLIC_OR_SKIP();
+}
+
+/* fp32 outputs through the lean epilogue's TMA stores (session 14: two 32-column chunks per 64
+ * columns, 8-byte fragment stores) against the direct epilogue they replace: the same bits. Every
+ * unswapped configuration without split K (the pingpong tiles keep the direct epilogue for fp32 and
+ * say so) and the heuristic's choice; M = 300 and 65 (partial token tiles), N = 520 (a partial N
+ * tile of every BN), row strides N and N + 4 (a submatrix: still a multiple of 16 bytes), bias on
+ * and off, per-tensor and per-token / per-channel scales. Each case runs twice on the same data,
+ * lean off (direct) then on, both checked against the reference, the outputs compared byte for byte,
+ * and the second launch must have taken the fp32 staged path (w8a8_sm90_last_tma_out() == 2). */
+W8A8_TEST(sm90_lean_fp32_matches_direct) {
+  NEED_SM90();
+  int n = 0, engaged = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    for (int ci = -1; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
+      if (ci >= 0 && (w8a8_sm90_config_int8(ci) != dt || w8a8_sm90_config_swap_bn(ci) ||
+                      strstr(w8a8_sm90_config_name(ci), "splitk")))
+        continue;
+      const int pp = ci >= 0 && strstr(w8a8_sm90_config_name(ci), "_pp") != NULL;
+      for (int v = 0; v < 4 && !w8a8_test_failed(); v++) {
+        mm_case c = rotate(in, v < 2 ? 300 : 65, 520, 128 * 5 + 16 * v, v, ci, 1);
+        c.out = W8A8_DTYPE_FP32;
+        c.ldo_pad = v % 2 ? 4 : 0;
+        c.out_offset = 0;
+        c.azp = 0;
+        c.sa_per_token = v / 2;
+        c.sb_per_channel = (v + dt) % 2;
+        c.bias = (v + ci + 2) % 2;
+        const int same = run_ab_same_bits(&c, 2000 + (uint64_t)n, w8a8_sm90_set_lean);
+        const int got = w8a8_sm90_last_tma_out();
+        CHECK(same != 0, "%s cfg=%s M=%lld ldo_pad=%lld v=%d: the lean fp32 output differs from the direct one's",
+              dt ? "int8" : "fp8", ci < 0 ? "auto" : w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.ldo_pad, v);
+        if (ci >= 0 && same > 0)
+          CHECK(got == (pp ? 0 : 2), "%s cfg=%s v=%d: the launch's staged output was %d, expected %d",
+                dt ? "int8" : "fp8", w8a8_sm90_config_name(ci), v, got, pp ? 0 : 2);
+        engaged += same > 0 && got == 2;
+        n++;
+      }
+    }
+  }
+  w8a8_sm90_set_lean(-1); /* back to W8A8_SM90_LEAN */
+  g_capture_on = 0;
+  PUBLIC_OR_SKIP();
+  CHECK(engaged > 0, "no case took the fp32 staged epilogue (%d cases)", n);
 }
 
 /* The split-K reduction in quads (session 7, the default) against the element-wise one it replaces:

@@ -188,15 +188,21 @@ __attribute__((unused)) static CUresult make_tmap(CUtensorMap *m, const void *ba
 // boxes of 64 rows x 64 columns (128 bytes, the swizzle span) from the 128-byte-swizzled buffers.
 // Returns 0 where TMA cannot take the output (base not 16-byte aligned, row stride not a multiple of
 // 16 bytes, or the encoder refuses it): the kernel then stores directly.
-__attribute__((unused)) static int make_out_tmap(CUtensorMap *m, void *out, int64_t M, int64_t N, int64_t ldo) {
-  if (((uintptr_t)out % 16) != 0 || (ldo * 2) % 16 != 0 || M < 1 || N < 1) return 0;
+// The staged epilogues' output map: boxes of 64 rows x 128 bytes (64 16-bit or 32 fp32 columns),
+// 128-byte swizzle. esz: 2 or 4 bytes per element. Returns 1 (16-bit) or 2 (fp32), 0 where TMA
+// cannot address out (base or row stride not a multiple of 16 bytes) or the encoder refuses.
+__attribute__((unused)) static int make_out_tmap(CUtensorMap *m, void *out, int64_t M, int64_t N, int64_t ldo,
+                                                 int esz) {
+  if (((uintptr_t)out % 16) != 0 || (ldo * esz) % 16 != 0 || M < 1 || N < 1) return 0;
   cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
-  cuuint64_t strides[1] = {(cuuint64_t)(ldo * 2)};
-  cuuint32_t box[2] = {64, 64};
+  cuuint64_t strides[1] = {(cuuint64_t)(ldo * esz)};
+  cuuint32_t box[2] = {(cuuint32_t)(128 / esz), 64};
   cuuint32_t estr[2] = {1, 1};
-  return get_encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, out, dims, strides, box, estr,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return get_encode_tiled()(m, esz == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, out, dims,
+                            strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
+             ? esz / 2
+             : 0;
 }
 
 // ---- per-device, per-configuration state (set once; host-side queries only) -----------------------
@@ -826,6 +832,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, 
 #if defined(W8A8_HAVE_SM90A)
 static int g_staged = -1;  // W8A8_SM90_STAGED: 1 (default) staged epilogue where it applies, 0 never
 static int staged_enabled(void) { return w8a8_env_flag(&g_staged, "W8A8_SM90_STAGED", 1); }
+// W8A8_SM90_STAGED32: 1 (default) fp32 outputs through the lean epilogue's TMA stores (session 14),
+// 0 on the direct epilogue as before (A/B runs)
+static int g_staged32 = -1;
+static int staged32_enabled(void) { return w8a8_env_flag(&g_staged32, "W8A8_SM90_STAGED32", 1); }
 
 static int g_prm = -1;  // W8A8_SM90_PRM: 1 (default) the epilogue's scales through the shared-memory slot, 0 from global
 static int prm_enabled(void) { return w8a8_env_flag(&g_prm, "W8A8_SM90_PRM", 1); }
@@ -907,12 +917,14 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     memcpy(tt, c->swap ? ty : tx, sizeof *tt);
     tail->n = 0;
   }
-  // The staged epilogue (unswapped unsplit tiles, bf16 / fp16 out) where TMA can store the output;
-  // W8A8_SM90_STAGED=0 keeps the direct epilogue (A/B runs).
+  // The staged epilogue (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs
+  // (1), fp32 ones (2; the kernel's lean epilogue only, not the pingpong tiles'). W8A8_SM90_STAGED=0 keeps the direct
+  // epilogue for every output, W8A8_SM90_STAGED32=0 for fp32 ones (A/B runs).
   memset(to, 0, sizeof *to);
   *tma_out = 0;
-  if (!c->swap && !c->splitk && p->out_dtype != W8A8_DTYPE_FP32 && staged_enabled())
-    *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo);
+  const int f32 = p->out_dtype == W8A8_DTYPE_FP32;
+  if (!c->swap && !c->splitk && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
+    *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo, f32 ? 4 : 2);
   return W8A8_SUCCESS;
 }
 
@@ -929,6 +941,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on)
 // The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
 static int g_last_tail;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
+// The last launch's staged output (tests: that the fp32 one engaged): 0 none (direct epilogue), 1
+// 16-bit (lean or staged), 2 fp32 (lean).
+static int g_last_tma_out;
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_tma_out(void) { return __atomic_load_n(&g_last_tma_out, __ATOMIC_RELAXED); }
 // on: 1 plan_deep80 wherever it applies, 0 never, 2 its default rule, -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
@@ -1035,6 +1051,9 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
   __atomic_store_n(&g_last_tail, tail.n * 1000 + tail.rows, __ATOMIC_RELAXED);
+  // (an fp32 map serves the lean epilogue only: with the scale slot and without an int8 zero point)
+  const int lean32 = a.prm && a.lean && !(p->in_dtype == W8A8_DTYPE_INT8 && a.azp_mode != 0);
+  __atomic_store_n(&g_last_tma_out, tma_out == 2 && !lean32 ? 0 : tma_out, __ATOMIC_RELAXED);
   a.group = SM90_GROUP;
   if (c->sk) {  // (prepare checked that the schedule's partial tiles fit)
     a.sk_ws = st->ws;

@@ -109,8 +109,9 @@ typedef struct sm90_args {
   // w8a8_set_weights_constant: the producer loads the first K-blocks of the weights of its first
   // tile before griddepcontrol.wait (they cannot be written by the kernel before this one).
   int weights_constant;
-  // The staged epilogue (session 4, unswapped unsplit tiles, 16-bit outputs): tmap_o describes out
-  // and the tile leaves through shared memory and TMA stores. 0: the direct epilogue.
+  // The staged epilogue (session 4, unswapped unsplit tiles): tmap_o describes out and the tile
+  // leaves through shared memory and TMA stores. 1: a 16-bit output (sm90_epi_lean or _staged), 2:
+  // fp32 (session 14; sm90_epi_lean only, else direct), 0: the direct epilogue.
   int tma_out;
   // Unswapped unsplit tiles: the epilogue reads scale_a / scale_b from a shared-memory slot that an
   // otherwise idle producer warp fills while the main loop runs (1), or from global memory (0:
@@ -673,13 +674,70 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
 // 4 outputs: 4 I2F (int8), 4 FMUL, 4 FFMA, 2 F2FP, 1 LOP3, 2 STS, 1 LDS.64.
 // psa_s / psb_s: the slot's scale_a / scale_b (shared-window addresses); row0 the warpgroup's first
 // row in the tile; n_tile0 the tile's first column.
-template <bool INT8, int NACC, bool BF16, typename acc_t>
+//
+// fp32 outputs (session 14; the tensor-parallel reduce-scatter's partials, until then on
+// sm90_epi_direct): TMA's 128-byte swizzle spans 32 fp32 columns, so each 64-column group goes out
+// as two chunks of 64 rows x 32 columns (8 KB, the same buffers), the pair of a fragment row one
+// 8-byte store: the 8 rows of a warp store cover all 32 banks twice (256 bytes, the minimum of two
+// wavefronts). The values are sm90_epi_direct's fp32 ones (the same formula, no rounding after it).
+template <bool INT8, int NACC, int OUT, typename acc_t>
 SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs, int tid,
                             int bar, int row0, int m_base, int n_tile0, uint32_t psa_s, uint32_t psb_s) {
+  constexpr bool BF16 = OUT == SM90_OUT_BF16, F32 = OUT == SM90_OUT_FP32;
   const int r0 = tid / 32 * 16 + (tid % 32) / 4, c0 = 2 * (tid % 4);  // fragment row / column in the chunk
   const float sa0 = sm90_ld_smem_f32(psa_s + 4u * (uint32_t)(row0 + r0));
   const float sa1 = sm90_ld_smem_f32(psa_s + 4u * (uint32_t)(row0 + r0 + 8));
-  // rows r0 and r0 + 8 share r0 % 8, hence the swizzle; bits 4..6 of r0 * 128 + c0 * 2 are zero
+  if constexpr (F32) {
+    // rows r0 and r0 + 8 share r0 % 8; c0 * 4 (0, 8, 16, 24) holds bits 3..4, r0 * 128 none below 7:
+    // 16-byte unit (c0 * 4 / 16 + 2 jl) ^ (r0 % 8) of row r0 is xr ^ (jl << 5)
+    const uint32_t xr = (uint32_t)(r0 * 128 + c0 * 4) ^ ((uint32_t)(r0 & 7) << 4);
+    constexpr int J = NACC / 4;  // column groups of 8
+    static_assert(J % 8 == 0, "lean epilogue: chunks of 64 columns");
+#pragma unroll
+    for (int q = 0; q < J / 8; q++) {
+      float sbA[8], sbB[8], bA[8], bB[8];
+#pragma unroll
+      for (int jj = 0; jj < 8; jj++) sm90_ld_smem_v2f32(psb_s + 4u * (uint32_t)(c0 + 64 * q + 8 * jj), sbA[jj], sbB[jj]);
+      if (a.bias) {
+        const float *bias = (const float *)a.bias;
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) {
+          const int n = n_tile0 + c0 + 64 * q + 8 * jj;
+          bA[jj] = __ldg(bias + min(n, a.N - 1));
+          bB[jj] = __ldg(bias + min(n + 1, a.N - 1));
+        }
+      } else {
+#pragma unroll
+        for (int jj = 0; jj < 8; jj++) bA[jj] = bB[jj] = -0.0f;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int k = 2 * q + h;  // the call's chunk index: J / 4 chunks (even)
+        const uint32_t buf = bufs + (uint32_t)(k & 1) * 8192u;
+        sm90_epi_chunk_acquire<J / 4>(tid, bar, k);
+        const uint32_t base = buf + xr;
+#pragma unroll
+        for (int jl = 0; jl < 4; jl++) {
+          const int jj = 4 * h + jl;
+          const acc_t *g = acc + 4 * (8 * q + jj);
+          float v[4];
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            v[e] = INT8 ? __int2float_rn((int32_t)sm90_bits(g[e])) : __uint_as_float(sm90_bits(g[e]));
+          const float r00 = __fmaf_rn(sbA[jj], __fmul_rn(sa0, v[0]), bA[jj]);
+          const float r01 = __fmaf_rn(sbB[jj], __fmul_rn(sa0, v[1]), bB[jj]);
+          const float r10 = __fmaf_rn(sbA[jj], __fmul_rn(sa1, v[2]), bA[jj]);
+          const float r11 = __fmaf_rn(sbB[jj], __fmul_rn(sa1, v[3]), bB[jj]);
+          const uint32_t ad = base ^ ((uint32_t)jl << 5);
+          sm90_st_smem_v2f32(ad, r00, r01);
+          sm90_st_smem_v2f32(ad + 1024u, r10, r11);  // row r0 + 8
+        }
+        sm90_epi_chunk_release(tmap_o, buf, n_tile0 + 64 * q + 32 * h, m_base, tid, bar);
+      }
+    }
+    return;
+  }
+  // 16-bit outputs: rows r0 and r0 + 8 share r0 % 8, hence the swizzle; bits 4..6 of r0 * 128 + c0 * 2 are zero
   const uint32_t xr = (uint32_t)(r0 * 128 + c0 * 2) ^ ((uint32_t)(r0 & 7) << 4);
   constexpr int J = NACC / 4;  // column groups of 8
   static_assert(J % 8 == 0, "lean epilogue: chunks of 64 columns");
@@ -1256,7 +1314,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // the tile's two 64-row halves through this warpgroup's buffers and named barrier
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          if (a.tma_out)
+          if (a.tma_out == 1)  // (16-bit outputs; an fp32 map takes the direct epilogue here)
             sm90_epi_staged<INT8, C::NACC>(a, acc + h * C::NACC, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
                                            tid, 1 + cw, h * 64, tx * SM90_BM + h * 64, ty * BN + c0);
           else
@@ -1569,16 +1627,22 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       } else if constexpr (!SWAP) {
         if (prm) sm90_mbar_wait(pfull, (SK ? pe : pn) & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
-        if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0) &&
-            a.out_kind != SM90_OUT_FP32) {  // (tma_out is 16-bit only already)
+        // tma_out: 1 a 16-bit output map, 2 an fp32 one (the lean epilogue only; else direct)
+        if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
           if (a.out_kind == SM90_OUT_BF16)
-            sm90_epi_lean<INT8, C::NACC, true>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid,
-                                               1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s, psb_s);
+            sm90_epi_lean<INT8, C::NACC, SM90_OUT_BF16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
+                                                        tid, 1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s,
+                                                        psb_s);
+          else if (a.out_kind == SM90_OUT_FP16)
+            sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
+                                                        tid, 1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s,
+                                                        psb_s);
           else
-            sm90_epi_lean<INT8, C::NACC, false>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid,
-                                                1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s, psb_s);
-        } else if (a.tma_out && (C::NACC / 4) % 8 == 0)
+            sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP32>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
+                                                        tid, 1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s,
+                                                        psb_s);
+        } else if (a.tma_out == 1 && (C::NACC / 4) % 8 == 0)
           sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
                                          cw * 64, tx * SM90_BM + cw * 64, ty * BN + c0, qa, qb);
         else

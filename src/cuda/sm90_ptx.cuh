@@ -141,6 +141,9 @@ SM90_DEV void sm90_setmaxnreg_inc(void) {
 SM90_DEV void sm90_st_smem(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
+SM90_DEV void sm90_st_smem_v2f32(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
 // The same, multicast: the box lands at offset `dst` of every CTA in `mask` (cluster ranks), each
 // completing its bytes on the mbarrier at offset `bar` of that CTA.
 SM90_DEV void sm90_tma_load_2d_mc(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1, uint16_t mask) {
