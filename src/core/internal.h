@@ -116,21 +116,6 @@ typedef struct w8a8_mm_ready {
   int64_t first_row;                /* rows there from the start: the tile order begins at this row's tile */
 } w8a8_mm_ready;
 
-/* The reduce-scatter's sum fused into the GEMM's epilogue (src/tp/tp_gpu.c, session 14): instead of
- * this GEMM's own partial, out[i,n] = round(((p_0 + p_1) + ... + p_{w-1}) + bias[n]) with fp32
- * additions in rank order, p_pos = the own partial sb*(sa*v) (rounded to dtype first where dtype is
- * 16-bit), and for j != pos p_j = the peers' partials at src + (slot(j) * slot_elems + i * ld + n)
- * elements of dtype, slot(j) = j < pos ? j : j - 1: the bits of tp_reduce_kernel over the
- * partials the unfused schedule would have stored. Only the sm_90a kernel's lean epilogue honours
- * it; w8a8_cuda_scaled_mm refuses a problem with one that it does not take (w8a8_cuda_takes_rsum
- * says so beforehand). */
-typedef struct w8a8_mm_rsum {
-  const void *src;
-  int64_t slot_elems, ld;
-  int w, pos;
-  w8a8_dtype dtype; /* FP32, or out_dtype */
-} w8a8_mm_rsum;
-
 typedef struct w8a8_mm_problem {
   int64_t M, N, K;
   w8a8_dtype in_dtype;  /* INT8 or FP8_E4M3 */
@@ -150,7 +135,6 @@ typedef struct w8a8_mm_problem {
   const int32_t *azp;     /* NULL, len 1 or M */
   const int32_t *azp_adj; /* NULL or len N */
   const w8a8_mm_ready *ready; /* NULL, or A arrives in chunks (all-gather + GEMM) */
-  const w8a8_mm_rsum *rsum;   /* NULL, or the reduce-scatter's sum in the epilogue (GEMM + reduce-scatter) */
 } w8a8_mm_problem;
 
 typedef struct w8a8_quant_problem {

@@ -36,8 +36,6 @@ W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_proble
 W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm_problem *p);
 /* Whether w8a8_cuda_scaled_mm honours p->ready for p (the sm_90a kernel runs it). */
 W8A8_HIDDEN int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_problem *p);
-/* Whether w8a8_cuda_scaled_mm honours p->rsum for p (the sm_90a kernel's lean epilogue runs it). */
-W8A8_HIDDEN int w8a8_cuda_takes_rsum(const w8a8_handle *h, const w8a8_mm_problem *p);
 
 /* Launchers of the portable kernels (gemm_mma.cu, quant.cu). They launch on `stream` and
  * check the launch; the caller has made the handle's device current and checked the device. */

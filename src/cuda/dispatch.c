@@ -102,12 +102,6 @@ int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_problem *p) {
   return w8a8_sm90_accepts(h, p);
 }
 
-int w8a8_cuda_takes_rsum(const w8a8_handle *h, const w8a8_mm_problem *p) {
-  const w8a8_cuda_state *st = h->cuda;
-  if (!p->rsum || !st || st->cc != 90 || (h->kernel != W8A8_KERNEL_AUTO && h->kernel != W8A8_KERNEL_SM90)) return 0;
-  return w8a8_sm90_accepts(h, p);
-}
-
 w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   static const char fn[] = "w8a8_scaled_mm";
   const w8a8_cuda_state *st = h->cuda;
@@ -127,16 +121,15 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   }
   if (st->cc == 90 && (h->kernel == W8A8_KERNEL_AUTO || h->kernel == W8A8_KERNEL_SM90)) {
     s = w8a8_sm90_scaled_mm(h, p);
-    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_SM90 || p->ready || p->rsum) {
+    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_SM90 || p->ready) {
       guard_exit(&g);
       return s;
     }
     w8a8_clear_error(); /* the fast path declined this input: not the caller's error */
   }
-  if (p->ready || p->rsum) { /* the portable kernel cannot wait for arriving rows, nor sum partials */
+  if (p->ready) { /* the portable kernel cannot wait for arriving rows */
     guard_exit(&g);
-    return w8a8_err(W8A8_ERROR_INTERNAL, "%s: %s needs the sm_90a kernel", fn,
-                    p->ready ? "arriving chunks of A" : "the reduce-scatter's sum in the epilogue");
+    return w8a8_err(W8A8_ERROR_INTERNAL, "%s: arriving chunks of A need the sm_90a kernel", fn);
   }
   s = w8a8_cuda_launch_gemm(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->ws, st->ws_bytes);
   guard_exit(&g);

@@ -191,7 +191,7 @@ extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_gemv_launches(void) {
 // Whether the kernel takes p (see the top of the file).
 extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
   const bool int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  if (p->ready || p->rsum || p->M < 1 || p->N < 1 || p->M > (int8 ? GEMV_MAX_M_I8 : GEMV_MAX_M_FP8)) return 0;
+  if (p->ready || p->M < 1 || p->N < 1 || p->M > (int8 ? GEMV_MAX_M_I8 : GEMV_MAX_M_FP8)) return 0;
   if ((uintptr_t)p->a % 16 || (uintptr_t)p->b % 16 || p->lda % 16 || p->ldb % 16) return 0;
   return 1;
 }

@@ -798,16 +798,6 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
   if (p->ready && (p->ready->n < 1 || p->ready->n > SM90_MAX_READY || p->ready->end[p->ready->n - 1] != p->M))
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the sm_90a kernel takes 1..%d arriving chunks of A", FN,
                     SM90_MAX_READY);
-  if (p->rsum) {  // the reduce-scatter's sum in the epilogue (prepare checks the plan's side)
-    const w8a8_mm_rsum *rs = p->rsum;
-    if (rs->w < 2 || rs->pos < 0 || rs->pos >= rs->w || !rs->src || rs->ld < p->N || rs->ld > INT32_MAX ||
-        rs->slot_elems < 0 || (rs->dtype != W8A8_DTYPE_FP32 && rs->dtype != p->out_dtype) ||
-        p->out_dtype == W8A8_DTYPE_FP32 || p->ready || p->azp_mode != W8A8_AZP_NONE)
-      return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                      "%s: the fused reduce-scatter sum takes w >= 2 ranks, 16-bit outputs, fp32 or out-typed "
-                      "partials, no zero point and no arriving rows (w=%d pos=%d ld=%lld)",
-                      FN, rs->w, rs->pos, (long long)rs->ld);
-  }
   return W8A8_SUCCESS;
 }
 
@@ -935,14 +925,6 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   const int f32 = p->out_dtype == W8A8_DTYPE_FP32;
   if (!c->swap && !c->splitk && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
     *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo, f32 ? 4 : 2);
-  // The reduce-scatter's sum runs in the lean epilogue only (sm90_epi_lean_rs): the plan's tile must
-  // take it, else the caller keeps its separate reduction (w8a8_cuda_takes_rsum asked first).
-  if (p->rsum && (c->swap || c->splitk || c->pp || c->sk || c->bn % 64 != 0 || *tma_out != 1 || !prm_enabled() ||
-                  !lean_enabled()))
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                    "%s: the fused reduce-scatter sum needs a plain unswapped tile with the lean epilogue (plan %s, "
-                    "staged output %d)",
-                    FN, c->name, *tma_out);
   return W8A8_SUCCESS;
 }
 
@@ -1068,18 +1050,6 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.split_quad = w8a8_env_flag(&g_split_quad, "W8A8_SM90_SPLIT_QUAD", 1);
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
-  if (p->rsum) {  // (prepare checked that the plan's lean epilogue takes it)
-    const w8a8_mm_rsum *rs = p->rsum;
-    const size_t pes = rs->dtype == W8A8_DTYPE_FP32 ? 4 : 2;
-    a.rs_src = rs->src;
-    a.rs_slot = (long long)rs->slot_elems;
-    a.rs_ld = (int)rs->ld;
-    a.rs_w = rs->w;
-    a.rs_pos = rs->pos;
-    a.rs_f32 = rs->dtype == W8A8_DTYPE_FP32;
-    // pair loads (8 bytes fp32, 4 bytes 16-bit) where every row's even columns are aligned for them
-    a.rs_pair = (uintptr_t)rs->src % (2 * pes) == 0 && rs->ld % 2 == 0 && rs->slot_elems % 2 == 0;
-  }
   __atomic_store_n(&g_last_tail, tail.n * 1000 + tail.rows, __ATOMIC_RELAXED);
   // (an fp32 map serves the lean epilogue only: with the scale slot and without an int8 zero point)
   const int lean32 = a.prm && a.lean && !(p->in_dtype == W8A8_DTYPE_INT8 && a.azp_mode != 0);

@@ -34,10 +34,6 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#ifndef SM90_RS_PREFETCH
-#define SM90_RS_PREFETCH 1
-#endif
-#include "common.cuh"  // w8a8d_*: the reduce-scatter's conversions (sm90_epi_lean_rs)
 #include "sm90_ptx.cuh"
 #include "sm90_streamk.h"
 #include "sm90_wgmma.cuh"
@@ -168,13 +164,6 @@ typedef struct sm90_args {
   // keep their offsets, and within tmap_t's 128-byte alignment, so that it keeps its own.
   void *sk_ws;
   unsigned int *sk_locks;
-  // The reduce-scatter's sum in the epilogue (w8a8_mm_rsum; session 14): rs_w ranks (0: off), this
-  // GEMM's own partial in rank position rs_pos, the peers' partials of row i, column n at rs_src +
-  // (slot * rs_slot + i * rs_ld + n) elements (fp32 if rs_f32, else the 16-bit out type), slot(j) =
-  // j < rs_pos ? j : j - 1; rs_pair: pair loads allowed (see the host). sm90_epi_lean_rs.
-  const void *rs_src;
-  long long rs_slot;
-  int rs_ld, rs_w, rs_pos, rs_f32, rs_pair;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -801,130 +790,6 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
   }
 }
 
-// The reduce-scatter's sum in the epilogue (session 14; sm90_args.rs_*, w8a8_mm_rsum): the lean
-// epilogue's chunks and stores, but each output is the sum that tp_reduce_kernel would make of the
-// partials the unfused schedule stores: s = p_0, then s = s + p_j for j = 1..w-1 (fp32, __fadd_rn), p_pos
-// this tile's own partial fma(sb, sa*v, -0.0) (= fmul's bits, as the partial GEMM's epilogue; rounded
-// to the 16-bit partial type and widened where the partials are 16-bit), the others loaded from the
-// peers' landed partials (L2: the scale-slot warp prefetched the tile's rows when its main loop
-// began); then s + bias[n] and one rounding by common.cuh's converters (tp_reduce's, NaN included).
-// 16-bit outputs only (the host takes fp32 outputs to the separate reduction). Per 64-column chunk,
-// passes of G column groups, so that 4 G sums and 4 G loaded values are live at a time.
-// One partial of rank slot `slot` at (m, n) and (m, n + 1) as fp32; 0 past M or N (never stored).
-SM90_DEV void sm90_rs_load2(const sm90_args &a, int slot, int m, int n, float &x, float &y) {
-  x = y = 0.0f;
-  if (m >= a.M || n >= a.N) return;
-  const long long e = (long long)slot * a.rs_slot + (long long)m * a.rs_ld + n;
-  const bool two = n + 1 < a.N;
-  if (a.rs_f32) {
-    const float *p = (const float *)a.rs_src + e;
-    if (two && a.rs_pair) {
-      const float2 v = __ldcg((const float2 *)p);
-      x = v.x;
-      y = v.y;
-    } else {
-      x = __ldcg(p);
-      if (two) y = __ldcg(p + 1);
-    }
-  } else {
-    const unsigned short *p = (const unsigned short *)a.rs_src + e;
-    uint32_t u;
-    if (two && a.rs_pair)
-      u = __ldcg((const unsigned int *)p);
-    else
-      u = (uint32_t)__ldcg(p) | (two ? (uint32_t)__ldcg(p + 1) << 16 : 0u);
-    const bool bf = a.out_kind == SM90_OUT_BF16;
-    x = bf ? w8a8d_bf16_to_f32((uint16_t)(u & 0xffffu)) : w8a8d_f16_to_f32((uint16_t)(u & 0xffffu));
-    y = bf ? w8a8d_bf16_to_f32((uint16_t)(u >> 16)) : w8a8d_f16_to_f32((uint16_t)(u >> 16));
-  }
-}
-template <bool INT8, int NACC, int OUT, typename acc_t>
-SM90_DEV void sm90_epi_lean_rs(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs,
-                               int tid, int bar, int row0, int m_base, int n_tile0, uint32_t psa_s, uint32_t psb_s) {
-  constexpr bool BF16 = OUT == SM90_OUT_BF16;
-  static_assert(OUT != SM90_OUT_FP32, "the fused reduce-scatter sum: 16-bit outputs");
-  const int r0 = tid / 32 * 16 + (tid % 32) / 4, c0 = 2 * (tid % 4);  // fragment row / column in the chunk
-  const float sa0 = sm90_ld_smem_f32(psa_s + 4u * (uint32_t)(row0 + r0));
-  const float sa1 = sm90_ld_smem_f32(psa_s + 4u * (uint32_t)(row0 + r0 + 8));
-  const int m0 = m_base + r0, m1 = m0 + 8;
-  const uint32_t xr = (uint32_t)(r0 * 128 + c0 * 2) ^ ((uint32_t)(r0 & 7) << 4);
-  constexpr int J = NACC / 4;  // column groups of 8
-  static_assert(J % 8 == 0, "lean epilogue: chunks of 64 columns");
-  constexpr int G = 2;  // column groups per pass (4 G sums and 4 G loaded values live: 4 spilled registers
-                        // in the int8 128 x 256 kernels at G = 4)
-#pragma unroll
-  for (int q = 0; q < J / 8; q++) {
-    const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
-    sm90_epi_chunk_acquire<J / 8>(tid, bar, q);
-    const uint32_t base = buf + xr;
-#pragma unroll
-    for (int h = 0; h < 8 / G; h++) {
-      float sbA[G], sbB[G];
-#pragma unroll
-      for (int jl = 0; jl < G; jl++)
-        sm90_ld_smem_v2f32(psb_s + 4u * (uint32_t)(c0 + 64 * q + 8 * (G * h + jl)), sbA[jl], sbB[jl]);
-      float s[4 * G];
-      for (int j = 0; j < a.rs_w; j++) {
-        float t[4 * G];
-        if (j == a.rs_pos) {
-#pragma unroll
-          for (int jl = 0; jl < G; jl++) {
-            const acc_t *g = acc + 4 * (8 * q + G * h + jl);
-            float v[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-              v[e] = INT8 ? __int2float_rn((int32_t)sm90_bits(g[e])) : __uint_as_float(sm90_bits(g[e]));
-            t[4 * jl + 0] = __fmaf_rn(sbA[jl], __fmul_rn(sa0, v[0]), -0.0f);
-            t[4 * jl + 1] = __fmaf_rn(sbB[jl], __fmul_rn(sa0, v[1]), -0.0f);
-            t[4 * jl + 2] = __fmaf_rn(sbA[jl], __fmul_rn(sa1, v[2]), -0.0f);
-            t[4 * jl + 3] = __fmaf_rn(sbB[jl], __fmul_rn(sa1, v[3]), -0.0f);
-          }
-          if (!a.rs_f32) {  // the 16-bit partial the unfused GEMM would have stored, widened
-#pragma unroll
-            for (int e = 0; e < 4 * G; e++)
-              t[e] = BF16 ? w8a8d_bf16_to_f32(__bfloat16_as_ushort(__float2bfloat16_rn(t[e])))
-                          : w8a8d_f16_to_f32(__half_as_ushort(__float2half_rn(t[e])));
-          }
-        } else {
-          const int slot = j < a.rs_pos ? j : j - 1;
-#pragma unroll
-          for (int jl = 0; jl < G; jl++) {
-            const int n = n_tile0 + 64 * q + 8 * (G * h + jl) + c0;
-            sm90_rs_load2(a, slot, m0, n, t[4 * jl + 0], t[4 * jl + 1]);
-            sm90_rs_load2(a, slot, m1, n, t[4 * jl + 2], t[4 * jl + 3]);
-          }
-        }
-#pragma unroll
-        for (int e = 0; e < 4 * G; e++) s[e] = j == 0 ? t[e] : __fadd_rn(s[e], t[e]);
-      }
-      if (a.bias) {
-        const unsigned short *bias = (const unsigned short *)a.bias;
-#pragma unroll
-        for (int jl = 0; jl < G; jl++) {
-          const int n = n_tile0 + 64 * q + 8 * (G * h + jl) + c0;
-          const uint16_t hA = __ldg(bias + min(n, a.N - 1)), hB = __ldg(bias + min(n + 1, a.N - 1));
-          const float bA = BF16 ? w8a8d_bf16_to_f32(hA) : w8a8d_f16_to_f32(hA);
-          const float bB = BF16 ? w8a8d_bf16_to_f32(hB) : w8a8d_f16_to_f32(hB);
-          s[4 * jl + 0] = __fadd_rn(s[4 * jl + 0], bA);
-          s[4 * jl + 1] = __fadd_rn(s[4 * jl + 1], bB);
-          s[4 * jl + 2] = __fadd_rn(s[4 * jl + 2], bA);
-          s[4 * jl + 3] = __fadd_rn(s[4 * jl + 3], bB);
-        }
-      }
-#pragma unroll
-      for (int jl = 0; jl < G; jl++) {
-        uint32_t hh[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) hh[e] = BF16 ? w8a8d_f32_to_bf16(s[4 * jl + e]) : w8a8d_f32_to_f16(s[4 * jl + e]);
-        const uint32_t ad = base ^ ((uint32_t)(G * h + jl) << 4);  // row r0, 16-byte unit jj ^ (r0 % 8)
-        sm90_st_smem(ad, hh[0] | (hh[1] << 16));
-        sm90_st_smem(ad + 1024u, hh[2] | (hh[3] << 16));  // row r0 + 8
-      }
-    }
-    sm90_epi_chunk_release(tmap_o, buf, n_tile0 + 64 * q, m_base, tid, bar);
-  }
-}
-
 // Tile t of the grouped order -> (tile_x, tile_y). Groups of a.group tiles (SM90_GROUP, fewer in ready
 // launches) along X walk Y; inside a group X moves fastest, so the CTAs running at one time share a
 // few X tiles and a band of Y tiles in L2.
@@ -1494,20 +1359,6 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         sm90_mbar_wait(full0 + 8 * s, phase);
         if (lane == 0) tl[4 * pn + 1] = clock64();
       }
-      if constexpr (!SWAP && !SPLITK && !SK)
-        if (SM90_RS_PREFETCH && a.rs_w) {
-          // The reduce-scatter's sum (sm90_epi_lean_rs): this warpgroup's 64 rows of the peers'
-          // partials into L2 as the tile's main loop begins, for its epilogue (128-byte lines; thread
-          // tid takes row tid % 64 and every other line; rows past M skipped).
-          const int esz = a.rs_f32 ? 4 : 2, m = tx * SM90_BM + cw * 64 + tid % 64;
-          const int span = min(BN, a.N - ty * BN) * esz;
-          if (m < a.M)
-            for (int j = 0; j + 1 < a.rs_w; j++) {
-              const char *row =
-                  (const char *)a.rs_src + ((long long)j * a.rs_slot + (long long)m * a.rs_ld + ty * BN) * esz;
-              for (int o = 128 * (tid / 64); o < span; o += 256) sm90_prefetch_l2(row + o);
-            }
-        }
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
 
@@ -1779,15 +1630,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // tma_out: 1 a 16-bit output map, 2 an fp32 one (the lean epilogue only; else direct)
         if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
-          if (a.rs_w && a.out_kind == SM90_OUT_BF16)  // the reduce-scatter's sum (host: 16-bit outputs only)
-            sm90_epi_lean_rs<INT8, C::NACC, SM90_OUT_BF16>(a, acc, &tmap_o,
-                                                           red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
-                                                           cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s, psb_s);
-          else if (a.rs_w)
-            sm90_epi_lean_rs<INT8, C::NACC, SM90_OUT_FP16>(a, acc, &tmap_o,
-                                                           red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
-                                                           cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s, psb_s);
-          else if (a.out_kind == SM90_OUT_BF16)
+          if (a.out_kind == SM90_OUT_BF16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_BF16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
                                                         tid, 1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s,
                                                         psb_s);

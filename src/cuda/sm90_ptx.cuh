@@ -141,8 +141,6 @@ SM90_DEV void sm90_setmaxnreg_inc(void) {
 SM90_DEV void sm90_st_smem(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
-// One 128-byte line of global memory into L2 (no register, no completion to wait for).
-SM90_DEV void sm90_prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"((uint64_t)p)); }
 SM90_DEV void sm90_st_smem_v2f32(uint32_t addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }

@@ -224,10 +224,6 @@ static void gpu_comm_free(w8a8_comm *c) {
       for (int i = 0; i < c->size; i++)
         if (gs->ev_step[i]) cudaEventDestroy(gs->ev_step[i]);
     free(gs->ev_step);
-    if (gs->ev_piece)
-      for (int i = 0; i < c->size * TP_RS_MAX_PIECES; i++)
-        if (gs->ev_piece[i]) cudaEventDestroy(gs->ev_piece[i]);
-    free(gs->ev_piece);
     if (gs->d_sig) cudaFree(gs->d_sig);
     if (gs->flags) cudaFree(gs->flags);
     if (gs->h_sig) cudaFreeHost(gs->h_sig);
@@ -287,8 +283,7 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   c->m_count = calloc((size_t)W, sizeof *c->m_count);
   c->m_offset = calloc((size_t)W + 1, sizeof *c->m_offset);
   gs->ev_step = calloc((size_t)W, sizeof *gs->ev_step);
-  gs->ev_piece = calloc((size_t)W * TP_RS_MAX_PIECES, sizeof *gs->ev_piece);
-  if (!c->sig_all || !c->m_count || !c->m_offset || !gs->ev_step || !gs->ev_piece) {
+  if (!c->sig_all || !c->m_count || !c->m_offset || !gs->ev_step) {
     gpu_comm_free(c);
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate the communicator's tables", fn);
   }
@@ -304,8 +299,6 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done_cap, cudaEventDisableTiming);
   for (int i = 0; i < W && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&gs->ev_step[i], cudaEventDisableTiming);
-  for (int i = 0; i < W * TP_RS_MAX_PIECES && e == cudaSuccess; i++)  /* (used by GROUP transports only) */
-    e = cudaEventCreateWithFlags(&gs->ev_piece[i], cudaEventDisableTiming);
   const char *tr = getenv("W8A8_TP_TRACE");
   gs->tr_on = tr && tr[0] && strcmp(tr, "0") != 0;
   for (int i = 0; gs->tr_on && i < TP_TRACE_MAX && e == cudaSuccess; i++) e = cudaEventCreate(&gs->tr_ev[i]);

@@ -706,7 +706,7 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
  * whole chunks. One side stream pushes them all: on the H200 pair, two streams per direction moved
  * 297 GB/s per direction with both directions busy against 336 for one (scripts/steps/cebw.sh,
  * 2026-11-29), and both directions are busy in a reduce-scatter. */
-#define RS_MAX_PIECES TP_RS_MAX_PIECES
+#define RS_MAX_PIECES 4
 /* W8A8_TP_RS_MIN_ROWS=R: a piece's least rows; unset, the rule below. Session 12 wrote it (default then
  * 1024): at 1024 tokens on 2 GPUs a rank's chunk is 512 rows, so one piece, and the push of 70b-o's fp32
  * partials (17 MB, ~50 us) started only after that chunk's whole GEMM (~46 us): the fused op took 138 us
@@ -778,52 +778,6 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_pushes : -1;
 }
 
-/* W8A8_TP_RS_FUSE (session 14; default 1): the sum of the fused reduce-scatter in the epilogue of the
- * own rows' GEMMs (w8a8_mm_rsum, the sm_90a kernel's sm90_epi_lean_rs) instead of the own partials'
- * store and a separate reduction over the chunk (which read every partial and wrote out: ~93 us of
- * rs_o's ~566 at 8192 tokens on 2 H200s, session 14's trace). Own piece k waits (ev_piece) for the
- * peers' pushes of piece k only, which land while this rank computes its peers' rows and its earlier
- * pieces. The same bits as the separate reduction (the same partials, the same additions in rank
- * order, bias last, one rounding). Only with the GROUP transport (one process; the IPC transport's
- * events would have to be interprocess, and NCCL's send whole chunks), 16-bit outputs, fused calls,
- * and without W8A8_TP_RS_DIRECT; a piece whose GEMM cannot take it (a swapped or split tile, another
- * GPU) keeps the separate reduction of its rows. */
-static int g_rs_fuse = -1;
-static bool rs_fuse_on(void) { return w8a8_env_flag(&g_rs_fuse, "W8A8_TP_RS_FUSE", 1) != 0; }
-W8A8_HIDDEN void w8a8_tp_set_rs_fuse(int on) { __atomic_store_n(&g_rs_fuse, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
-W8A8_HIDDEN int w8a8_tp_gpu_last_rs_fused(const w8a8_comm *c) {
-  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_fused : -1;
-}
-/* The piece of peer j's push of this rank's rows that holds row `row`: j cuts them by its own K (the
- * ranks' K may differ; the agreement's table has each), and its side stream pushes them in order, so
- * its event after that piece covers every earlier one. */
-static int rs_peer_piece(const w8a8_comm *c, xport xp, int j, int64_t row) {
-  const int64_t rows = c->m_count[c->rank], Kj = c->sig_all[(size_t)j * TP_SIG_COUNT + TP_SIG_K];
-  const int P = rs_pieces(xp, rows, Kj);
-  int k = P - 1;
-  while (k > 0 && piece_begin(rows, P, k) > row) k--;
-  return k;
-}
-/* The own piece [b0, b1)'s GEMM with the sum in its epilogue: chunk_problem's, but into the caller's
- * rows with the bias, and the peers' partials of these rows (their receive slots) as the addends. */
-static void rs_fused_problem(const w8a8_comm *c, const w8a8_tp_problem *p, char *part, char *recv, w8a8_dtype pdt,
-                             int64_t b0, int64_t b1, w8a8_mm_problem *q, w8a8_mm_rsum *rs) {
-  const int r = c->rank;
-  const size_t es = w8a8_dtype_size(pdt);
-  chunk_problem(p, NULL, part, c->m_offset[r] + b0, b1 - b0, q);
-  q->out_dtype = p->out_dtype;
-  q->out = (char *)p->out + (size_t)b0 * (size_t)p->ldo * w8a8_dtype_size(p->out_dtype);
-  q->ldo = p->ldo;
-  q->bias = p->bias;
-  rs->src = recv + (size_t)(b0 * p->N) * es;
-  rs->slot_elems = c->m_count[r] * p->N;
-  rs->ld = p->N;
-  rs->w = c->size;
-  rs->pos = r;
-  rs->dtype = pdt;
-  q->rsum = rs;
-}
-
 static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
                                sched_state *st) {
   w8a8_tp_gpu *gs = c->gpu;
@@ -842,11 +796,6 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 
   gs->last_rs_direct = 0;
   gs->last_rs_pushes = 0;
-  gs->last_rs_fused = 0;
-  /* The sum in the own pieces' epilogues (W8A8_TP_RS_FUSE). Every GROUP rank records ev_piece after
-   * each push whatever it decides for its own rows, so a peer that fuses always waits on this call's. */
-  const bool fuse = xp == XP_GROUP && p->overlap && W > 1 && cnt[r] > 0 && rs_fuse_on() &&
-                    !w8a8_env_flag(&g_rs_direct, "W8A8_TP_RS_DIRECT", 0) && p->out_dtype != W8A8_DTYPE_FP32;
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
@@ -893,8 +842,6 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
            "cudaMemcpyAsync (partial to peer)");
         trace(gs, C, 'P', capture);
         gs->last_rs_pushes++;
-        if (xp == XP_GROUP && k < RS_MAX_PIECES)
-          CU(cudaEventRecord(gs->ev_piece[s * RS_MAX_PIECES + k], C), "cudaEventRecord (piece pushed)");
       }
     } else {
       if (p->overlap) {
@@ -929,49 +876,6 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   if (gs->last_rs_direct > 0) {
     CU(cudaEventRecord(gs->ev_step[0], S), "cudaEventRecord (partials stored into peers)");
     CU(cudaStreamWaitEvent(C, gs->ev_step[0], 0), "cudaStreamWaitEvent (partials stored into peers)");
-  }
-  if (fuse) {
-    /* Every rank's pushes (and their ev_piece records) are enqueued before anyone waits on them; a
-     * peer cannot record the next call's before this rank has enqueued its waits (each call begins
-     * with the agreement, which this rank joins only after this schedule). */
-    CU(cudaEventRecord(own_ready(gs, xp), C), "cudaEventRecord (partials sent)");
-    W8A8_CHECK(ready_barrier(fn, c, xp));
-    const int P = rs_pieces(xp, cnt[r], p->K);
-    for (int k = 0; k < P; k++) {
-      const int64_t b0 = piece_begin(cnt[r], P, k), b1 = piece_begin(cnt[r], P, k + 1);
-      if (b1 <= b0) continue;
-      for (int j = 0; j < W; j++) /* the peers' partials of these rows have landed */
-        if (j != r)
-          CU(cudaStreamWaitEvent(S, peer(c, j)->ev_piece[((r - j + W) % W) * RS_MAX_PIECES + rs_peer_piece(c, xp, j, b1 - 1)],
-                                 0),
-             "cudaStreamWaitEvent (peer piece)");
-      w8a8_mm_problem q;
-      w8a8_mm_rsum rs;
-      rs_fused_problem(c, p, part, recv, pdt, b0, b1, &q, &rs);
-      if (w8a8_cuda_takes_rsum(c->handle, &q)) {
-        W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
-        trace(gs, S, 'O', capture);
-        gs->last_rs_fused++;
-        continue;
-      }
-      /* this piece's tile cannot take the sum: its partials, then the separate sum of its rows */
-      W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r] + b0, b1 - b0));
-      trace(gs, S, 'O', capture);
-      w8a8_tp_reduce_srcs src;
-      memset(&src, 0, sizeof src);
-      for (int j = 0; j < W; j++)
-        src.p[j] = j == r ? part + (size_t)((off[r] + b0) * N) * es
-                          : recv + ((size_t)rs_slot(j, r) * (size_t)(cnt[r] * N) + (size_t)(b0 * N)) * es;
-      W8A8_CHECK(w8a8_tp_launch_reduce(&src, pdt, W, b1 - b0, N,
-                                       (char *)p->out + (size_t)b0 * (size_t)p->ldo * w8a8_dtype_size(p->out_dtype),
-                                       p->ldo, p->out_dtype, p->bias, gs->num_sms, S));
-    }
-    for (int j = 0; j < W; j++) /* (every piece waited on already; kept so that S covers the peers' whole pushes) */
-      if (j != r) CU(cudaStreamWaitEvent(S, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer partials)");
-    CU(cudaStreamWaitEvent(S, own_ready(gs, xp), 0), "cudaStreamWaitEvent (join)");
-    trace(gs, S, 'A', capture);
-    trace(gs, S, 'R', capture);
-    return finish(fn, c, xp, S, capture);
   }
   if (p->overlap) {
     const int P = rs_pieces(xp, cnt[r], p->K);

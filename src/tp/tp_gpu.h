@@ -75,8 +75,6 @@ typedef struct tp_group {
 } tp_group;
 
 #define TP_TRACE_MAX 64
-/* The reduce-scatter's most pieces per destination (tp_gpu.c rs_pieces). */
-#define TP_RS_MAX_PIECES 4
 typedef struct w8a8_tp_gpu {
   tp_gpu_mode mode;
   int device, num_sms, cc;
@@ -91,10 +89,6 @@ typedef struct w8a8_tp_gpu {
                             * captured one skip its entry waits (the event's last record belonged to the
                             * capture), racing with the peers' previous eager call still reading its buffers. */
   cudaEvent_t *ev_step; /* [W]: per-chunk copy (AG) or GEMM (RS) completion */
-  /* [W][TP_RS_MAX_PIECES]: RS with the sum in the own rows' epilogue (GROUP transport): [s][k] recorded
-   * on the side stream after the push of piece k to rank (rank + s) mod W; that rank's own piece k
-   * waits on it (tp_gpu.c rs_schedule) */
-  cudaEvent_t *ev_piece;
   unsigned long long done_capture; /* capture id under which ev_done was last recorded */
   /* Workspace (w8a8_comm_reserve): one device block; the AG and RS layouts overlay it
    * (every call starts after every peer's previous call has ended, see tp_gpu.c). */
@@ -109,7 +103,6 @@ typedef struct w8a8_tp_gpu {
   int last_chunks;   /* its ready table's chunks (one GEMM with flags; else 0) */
   int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
   int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
-  int last_rs_fused;  /* the last reduce-scatter's own pieces whose GEMM epilogue made the sum (W8A8_TP_RS_FUSE) */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
   bool owns_nccl;
@@ -176,10 +169,6 @@ W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on);
 /* The pieces the last reduce-scatter of c pushed to peers with cudaMemcpyAsync (GROUP / IPC transports),
  * and the pieces' least rows (W8A8_TP_RS_MIN_ROWS; rows < 1: back to the variable); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c);
-/* The own pieces whose GEMM epilogue made the last reduce-scatter's sum (W8A8_TP_RS_FUSE; 0: the
- * separate reduction made it), and the switch (1 on, 0 off, -1 back to the variable); for the tests. */
-W8A8_HIDDEN int w8a8_tp_gpu_last_rs_fused(const w8a8_comm *c);
-W8A8_HIDDEN void w8a8_tp_set_rs_fuse(int on);
 W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
