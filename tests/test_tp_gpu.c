@@ -824,6 +824,11 @@ static void sweep_rs_small_pieces(int W) {
   w8a8_tp_set_rs_min_rows(16);
   g_rs_min_rows = 16;
   sweep(W, 0);
+  /* and with the own rows cut into pieces as well (W8A8_TP_RS_OWN_WHOLE=0; session 14 made one launch of
+   * them the default): the peers' pushes the same, fused and unfused the same GEMMs again */
+  w8a8_tp_set_rs_own_whole(0);
+  if (!w8a8_test_failed()) sweep(W, 0);
+  w8a8_tp_set_rs_own_whole(-1);
   g_rs_min_rows = 0;
   w8a8_tp_set_rs_min_rows(-1);
 }

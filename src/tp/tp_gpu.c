@@ -778,6 +778,20 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_pushes : -1;
 }
 
+/* W8A8_TP_RS_OWN_WHOLE (session 14; default 1): this rank's own rows in ONE GEMM launch, fused and
+ * unfused alike (the same GEMMs: the same bits). The pieces exist so that a peer's partial leaves early;
+ * the own rows are not pushed, and cutting them only cost GEMM efficiency: session 14's trace of rs_o at
+ * 8192 tokens on 2 H200s had 4 own pieces of 1024 rows at ~59 us each where one launch of 4096 rows
+ * takes ~195. 0: the own rows in pieces as the peers' (A/B runs). */
+static int g_rs_own_whole = -1;
+static int rs_own_pieces(xport xp, int64_t rows, int64_t K) {
+  return w8a8_env_flag(&g_rs_own_whole, "W8A8_TP_RS_OWN_WHOLE", 1) ? 1 : rs_pieces(xp, rows, K);
+}
+/* Tests: 1 on, 0 off, -1 back to W8A8_TP_RS_OWN_WHOLE (read on the next call). */
+W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on) {
+  __atomic_store_n(&g_rs_own_whole, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
+
 static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
                                sched_state *st) {
   w8a8_tp_gpu *gs = c->gpu;
@@ -804,7 +818,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   st->forked = true;
   if (!p->overlap)
     for (int j = 0; j < W; j++) {
-      const int P = rs_pieces(xp, cnt[j], p->K);
+      const int P = j == r ? rs_own_pieces(xp, cnt[j], p->K) : rs_pieces(xp, cnt[j], p->K);
       for (int k = 0; k < P; k++) {
         const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
         W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
@@ -878,7 +892,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     CU(cudaStreamWaitEvent(C, gs->ev_step[0], 0), "cudaStreamWaitEvent (partials stored into peers)");
   }
   if (p->overlap) {
-    const int P = rs_pieces(xp, cnt[r], p->K);
+    const int P = rs_own_pieces(xp, cnt[r], p->K);
     for (int k = 0; k < P; k++) {
       const int64_t b0 = piece_begin(cnt[r], P, k), b1 = piece_begin(cnt[r], P, k + 1);
       W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r] + b0, b1 - b0));

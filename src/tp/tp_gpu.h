@@ -170,6 +170,9 @@ W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on);
  * and the pieces' least rows (W8A8_TP_RS_MIN_ROWS; rows < 1: back to the variable); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c);
 W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
+/* The own rows in one GEMM launch (W8A8_TP_RS_OWN_WHOLE, default) or in pieces as the peers' (0); 1 / 0,
+ * -1 back to the variable; for the tests. */
+W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
  * W8A8_TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the
