@@ -238,6 +238,7 @@ typedef struct tcase {
 static int64_t g_rs_modes_differ;
 static int g_rs_direct; /* run_rs: W8A8_TP_RS_DIRECT is on (sweep_rs_direct) */
 static int g_rs_min_rows; /* run_rs: W8A8_TP_RS_MIN_ROWS forced to this (sweep_rs_small_pieces), else 0 */
+static int g_rs_own_cut;  /* run_rs with g_rs_min_rows: the own rows in pieces too (W8A8_TP_RS_OWN_WHOLE=0) */
 
 /* x rounded to out's dtype (RNE, numeric.c) and widened back: W8A8_TP_PARTIALS_OUT's partial. */
 static float round_to_out(w8a8_dtype t, float x) {
@@ -701,6 +702,12 @@ static int run_rs(env *e, const tcase *tc) {
       CHECK(w8a8_tp_gpu_last_rs_pushes(e->comm[j]) == want, "W=%d rank %d M=%lld: %d pieces pushed to peers with "
             "pieces of >= %d rows, expected %d", W, j, (long long)M, w8a8_tp_gpu_last_rs_pushes(e->comm[j]),
             g_rs_min_rows, want);
+      /* the own rows: one launch (W8A8_TP_RS_OWN_WHOLE, the default), or the peers' cut */
+      const int64_t rj = rows_of(M, W, j, tc->skew), pj = rj / g_rs_min_rows;
+      const int own = rj <= 0 ? 0 : !g_rs_own_cut ? 1 : pj < 1 ? 1 : pj > 4 ? 4 : (int)pj;
+      CHECK(w8a8_tp_gpu_last_rs_own(e->comm[j]) == own, "W=%d rank %d M=%lld: %d GEMM launches over the own rows, "
+            "expected %d (own rows %s)", W, j, (long long)M, w8a8_tp_gpu_last_rs_own(e->comm[j]), own,
+            g_rs_own_cut ? "in pieces" : "whole");
     }
   }
   for (int j = 0; ok && j < W && !w8a8_test_failed(); j++) {
@@ -819,15 +826,19 @@ static void sweep_rs_direct(int W) {
 }
 /* The reduce-scatter in small pieces (W8A8_TP_RS_MIN_ROWS, session 12): the sweep's chunks (up to a few
  * hundred rows) cut into up to 4 pieces of >= 16 rows at unaligned row offsets, the pushes counted per
- * rank, the results against the reference and bit-identical to the unfused pair (the same pieces). */
+ * rank, the results against the reference and bit-identical to the unfused pair (the same pieces); the
+ * own rows in one launch, then (second pass) cut like the peers', the launches counted per rank. */
 static void sweep_rs_small_pieces(int W) {
+  w8a8_tp_set_rs_own_whole(1); /* (whatever W8A8_TP_RS_OWN_WHOLE says) */
   w8a8_tp_set_rs_min_rows(16);
   g_rs_min_rows = 16;
   sweep(W, 0);
   /* and with the own rows cut into pieces as well (W8A8_TP_RS_OWN_WHOLE=0; session 14 made one launch of
    * them the default): the peers' pushes the same, fused and unfused the same GEMMs again */
   w8a8_tp_set_rs_own_whole(0);
+  g_rs_own_cut = 1;
   if (!w8a8_test_failed()) sweep(W, 0);
+  g_rs_own_cut = 0;
   w8a8_tp_set_rs_own_whole(-1);
   g_rs_min_rows = 0;
   w8a8_tp_set_rs_min_rows(-1);

@@ -184,13 +184,11 @@ __attribute__((unused)) static CUresult make_tmap(CUtensorMap *m, const void *ba
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-// The output of the staged epilogue: 16-bit elements [M, N] with row stride ldo (elements), stored in
-// boxes of 64 rows x 64 columns (128 bytes, the swizzle span) from the 128-byte-swizzled buffers.
-// Returns 0 where TMA cannot take the output (base not 16-byte aligned, row stride not a multiple of
-// 16 bytes, or the encoder refuses it): the kernel then stores directly.
-// The staged epilogues' output map: boxes of 64 rows x 128 bytes (64 16-bit or 32 fp32 columns),
-// 128-byte swizzle. esz: 2 or 4 bytes per element. Returns 1 (16-bit) or 2 (fp32), 0 where TMA
-// cannot address out (base or row stride not a multiple of 16 bytes) or the encoder refuses.
+// The staged epilogues' output map: out [M, N] with row stride ldo (elements), stored from the
+// 128-byte-swizzled buffers in boxes of 64 rows x 128 bytes (the swizzle span: 64 16-bit or 32 fp32
+// columns). esz: 2 or 4 bytes per element. Returns 1 (16-bit) or 2 (fp32), or 0 where TMA cannot
+// address out (base or row stride not a multiple of 16 bytes) or the encoder refuses it: the kernel
+// then stores directly.
 __attribute__((unused)) static int make_out_tmap(CUtensorMap *m, void *out, int64_t M, int64_t N, int64_t ldo,
                                                  int esz) {
   if (((uintptr_t)out % 16) != 0 || (ldo * esz) % 16 != 0 || M < 1 || N < 1) return 0;

@@ -758,7 +758,9 @@ static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
  * pair. Only where this GPU's kernels can store into the peer's memory (the same GPU, peer access in
  * this process, or an IPC mapping: IPC requires peer access), only fp32 partials (16-bit ones take the
  * staged epilogue's TMA store, not measured on peer memory), only fused calls (the unfused baseline
- * keeps its GEMMs then copies). */
+ * keeps its GEMMs then copies). Since session 14 aligned fp32 partials leave through TMA stores too
+ * (W8A8_SM90_STAGED32), into the peer's buffer as well here: session 12's measurements above were of
+ * the direct epilogue's 8-byte stores; not re-measured, and only sweep_rs_direct covers that path. */
 static int g_rs_direct = -1;
 /* (Peer access as enabled when the group was created: an application that later disables it, or resets
  * the device under a live communicator, must turn W8A8_TP_RS_DIRECT off; the copy-engine push would only
@@ -791,6 +793,9 @@ static int rs_own_pieces(xport xp, int64_t rows, int64_t K) {
 W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on) {
   __atomic_store_n(&g_rs_own_whole, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
+W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_own : -1;
+}
 
 static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p, unsigned long long capture,
                                sched_state *st) {
@@ -810,6 +815,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 
   gs->last_rs_direct = 0;
   gs->last_rs_pushes = 0;
+  gs->last_rs_own = 0;
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
@@ -823,6 +829,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
         const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
         W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[j] + b0, b1 - b0));
         trace(gs, S, j == r ? 'O' : 'G', capture);
+        if (j == r && b1 > b0) gs->last_rs_own++;
       }
     }
   for (int s = 1; s < W; s++) {
@@ -897,6 +904,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       const int64_t b0 = piece_begin(cnt[r], P, k), b1 = piece_begin(cnt[r], P, k + 1);
       W8A8_CHECK(chunk_gemm(c, p, NULL, part, off[r] + b0, b1 - b0));
       trace(gs, S, 'O', capture);
+      if (b1 > b0) gs->last_rs_own++;
     }
   }
   CU(cudaEventRecord(own_ready(gs, xp), C), "cudaEventRecord (partials sent)");
@@ -927,6 +935,7 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   w8a8_tp_gpu *gs = c->gpu;
   gs->last_rs_direct = 0; /* (also for the calls that return here: nothing to do) */
   gs->last_rs_pushes = 0;
+  gs->last_rs_own = 0;
   if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
   gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;
   dev_guard g;

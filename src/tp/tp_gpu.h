@@ -103,6 +103,7 @@ typedef struct w8a8_tp_gpu {
   int last_chunks;   /* its ready table's chunks (one GEMM with flags; else 0) */
   int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
   int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
+  int last_rs_own;    /* the last reduce-scatter's GEMM launches over this rank's own rows */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
   bool owns_nccl;
@@ -173,6 +174,7 @@ W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
 /* The own rows in one GEMM launch (W8A8_TP_RS_OWN_WHOLE, default) or in pieces as the peers' (0); 1 / 0,
  * -1 back to the variable; for the tests. */
 W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on);
+W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
  * W8A8_TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the
