@@ -28,9 +28,9 @@
  *          gather, so both equal w8a8_scaled_mm on the gathered rows bit for bit (see ag_one_gemm
  *          and the deadlock rules before the launch).
  *   RS:    for s = 1..W-1 S computes the fp32 partial (no bias) of peer j = (r + s) mod W's rows
- *          (in pieces of >= 1024 rows, rs_pieces) and records ev_step[s] after each piece; C waits
- *          and pushes the piece into j's receive slot for this rank;
- *          own rows last; C records ev_ready; host barrier; S waits on every rank's ev_ready
+ *          (in pieces of >= 256 or 1024 rows, rs_pieces) and records ev_step[s] after each piece; C
+ *          waits and pushes the piece into j's receive slot for this rank;
+ *          own rows last, in one launch (rs_own_pieces); C records ev_ready; host barrier; S waits on every rank's ev_ready
  *          and sums in rank order (tp_reduce). Unfused: all GEMMs, then all pushes.
  *          W8A8_TP_PARTIALS_OUT with a bf16/fp16 out: the partial GEMMs write out's dtype (their
  *          epilogue without bias is sb*(sa*v) rounded once: p_j rounded to 16 bits, exactly the
