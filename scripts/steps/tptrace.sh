@@ -1,12 +1,13 @@
 #!/bin/bash
-# tptrace.sh — step "tptrace" (issue 6; session 13, NOT yet run): where a fused TP op's time goes.
+# tptrace.sh — step "tptrace" (issue 6; session 13, first run in session 14): where a fused TP op's time goes.
 #   1. the test tp_gpu_trace (W8A8_TP_TRACE's marks on two emulated or real ranks);
 #   2. with 2+ GPUs only: W8A8_TP_TRACE=1 w8a8 tp-bench --local NGPU at TPTRACE_M tokens (1024,8192) on every
 #      shape: each row is preceded by '# trace' lines, the last fused call's marks per rank in microseconds
-#      from its fork (RS: G a peer piece's GEMM done, P its push done, O an own piece's GEMM done, A the
-#      peers' partials in, R reduced; AG: C a chunk copied, G a GEMM done, J joined). The question it
-#      answers (NOTES, session 13): rs_o at 8192 tokens is fused 860 us against GEMM 491 + push 349, where
-#      pushes overlapped with the GEMMs and a ~60-95 us reduction would give ~590.
+#      from its fork (E the call reached the stream and AG's K own rows packed: before the fork,
+#      negative; RS: G a peer piece's GEMM done, P its push done, O an own GEMM done, A the peers'
+#      partials in, R reduced; AG: C a chunk copied, G a GEMM done, J joined). Session 14's reading is in
+#      NOTES (TP section); E and K (session 14, unrun) split the ~70 us that AG spends before its fork at
+#      8192 tokens (the wait for the peers' previous calls, the own rows' pack copy).
 # Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"

@@ -460,11 +460,12 @@ W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, in
   if (gs->tr_n < 0) return -1;
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) return -1;
-  int n = gs->tr_n < max ? gs->tr_n : max, bad = 0;
+  int n = gs->tr_n < max ? gs->tr_n : max, bad = 0, f = 0;
+  while (f < gs->tr_n - 1 && gs->tr_kind[f] != 'F') f++; /* times from the fork (E, K before it: negative) */
   for (int i = 0; i < n && !bad; i++) {
     float ms = 0;
-    bad = cudaEventSynchronize(gs->tr_ev[i]) != cudaSuccess ||
-          cudaEventElapsedTime(&ms, gs->tr_ev[0], gs->tr_ev[i]) != cudaSuccess;
+    bad = cudaEventSynchronize(gs->tr_ev[i]) != cudaSuccess || cudaEventSynchronize(gs->tr_ev[f]) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, gs->tr_ev[f], gs->tr_ev[i]) != cudaSuccess;
     us[i] = ms * 1e3f;
     kinds[i] = gs->tr_kind[i];
   }
@@ -484,6 +485,8 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const bool direct = xp != XP_NCCL; /* peers' buffers addressed directly (GROUP, IPC) */
   ag_bufs g = ag_layout(call_ws(gs, xp), M, K);
 
+  if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
+  trace(gs, S, 'E', capture); /* the call reached the compute stream */
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   /* Own rows, one scale and zero point per row, into the gathered buffer. */
   if (cnt[r] > 0) {
@@ -494,6 +497,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
                                      p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], S));
   }
+  trace(gs, S, 'K', capture); /* own rows packed (after the wait for the peers' previous calls) */
   CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   const bool one = ag_one_gemm(c, p, xp, &g);
@@ -517,7 +521,6 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
     CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
   }
-  if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
@@ -816,8 +819,9 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   gs->last_rs_direct = 0;
   gs->last_rs_pushes = 0;
   gs->last_rs_own = 0;
-  if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
+  trace(gs, S, 'E', capture); /* the call reached the compute stream */
+  if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");

@@ -176,7 +176,8 @@ W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
 W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on);
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
- * (RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
+ * (E the call reached the compute stream (before the wait for the peers' previous calls), AG: K own rows
+ * packed, both before F and so negative; RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
  * W8A8_TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the
  * reduction done; AG: F fork, C a peer chunk (or piece) copied (side stream; a same-GPU peer's on the
  * compute stream before a one-GEMM launch), G a GEMM done, J joined) and us[i], microseconds from F. Waits for the events (for
