@@ -40,22 +40,30 @@ tp_tests() {
   fi
 }
 # tp_env_ab STEP VAR "VALUES" OPS W: tp-bench --local W at 1024 and 2048 tokens once per value of the
-# environment variable VAR, two rounds (the second in reverse order), each run to $L/STEP-VALUE-rN.{txt,jsonl};
-# then the rows of the ops matching OPS (a regex: ag, rs, ag|rs) of every run in $L/STEP-fused.txt.
-# Appends "VALUE-rN: exit E;" per run to $res.
+# environment variable VAR, two rounds (the second in reverse order), each run to $L/STEP-VALUE-rN.txt (and
+# .jsonl); then the rows of the ops matching OPS (a regex: ag, rs, ag|rs), with their rank-0 '# trace' lines,
+# of every run in $L/STEP-fused.txt. Appends "VALUE-rN: exit E;" per run to $res. Optional env: TPAB_M
+# (tokens, default 1024,2048), TPAB_N (timed iterations, 18), TPAB_SHAPES (one run per --shape, appended to
+# the same .txt, each its own .jsonl; default every shape in one run), TPAB_ENV (more VAR=VALUE for the
+# runs, e.g. W8A8_TP_TRACE=1).
 tp_env_ab() {
-  local step=$1 var=$2 vals=$3 ops=$4 w=$5 round v order f
+  local step=$1 var=$2 vals=$3 ops=$4 w=$5 round v order f sh
   for round in 1 2; do
     order=$vals
     [ "$round" = 2 ] && order=$(echo "$vals" | tr ' ' '\n' | tac | tr '\n' ' ')
     for v in $order; do
-      env "$var=$v" timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$w" -m 1024,2048 -n 18 -w 2 \
-        -o "$L/$step-$v-r$round.jsonl" >"$L/$step-$v-r$round.txt" 2>&1
-      res="$res $v-r$round: exit $?;"
+      : >"$L/$step-$v-r$round.txt"
+      for sh in ${TPAB_SHAPES:-all}; do
+        local sa=() js="$L/$step-$v-r$round.jsonl"
+        [ "$sh" != all ] && sa=(--shape "$sh") && js="$L/$step-$v-r$round-$sh.jsonl"
+        env "$var=$v" ${TPAB_ENV:-} timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$w" "${sa[@]}" \
+          -m "${TPAB_M:-1024,2048}" -n "${TPAB_N:-18}" -w 2 -o "$js" >>"$L/$step-$v-r$round.txt" 2>&1
+        res="$res $v-r$round${sa[1]:+ $sh}: exit $?;"
+      done
     done
   done
   for f in "$L/$step"-*-r[12].txt; do
     echo "== $(basename "$f")"
-    grep -E "^[0-9a-z_-]+ +($ops) " "$f"
+    grep -E "^[0-9a-z_-]+ +($ops) |^# trace [0-9a-z_-]+ ($ops) .*rank 0" "$f"
   done >"$L/$step-fused.txt" 2>&1
 }

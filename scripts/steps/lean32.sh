@@ -7,7 +7,8 @@
 #      dtypes, STAGED32 = 0 1 1 0 (ABBA), each to $L/lean32-bench-VAL-rN.{txt,jsonl}; bench/ab_compare.py of
 #      each round to $L/lean32-ab-rN.txt;
 #   3. with 2+ GPUs: tp-bench --local NGPU --shape 70b-o and 70b-down at LEAN32_TPM (1024,8192) tokens,
-#      STAGED32 = 0 1 1 0: the reduce-scatter's GEMMs write fp32 partials (gemm_us and fused_us).
+#      STAGED32 = 0 1 1 0 (common.sh's tp_env_ab; rows in lean32-tp-fused.txt): the reduce-scatter's GEMMs
+#      write fp32 partials (gemm_us and fused_us).
 # Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"
@@ -28,18 +29,7 @@ python3 bench/ab_compare.py "$L/lean32-bench-0-r1.jsonl" "$L/lean32-bench-1-r2.j
 python3 bench/ab_compare.py "$L/lean32-bench-0-r4.jsonl" "$L/lean32-bench-1-r3.jsonl" --impls all >"$L/lean32-ab-r2.txt" 2>&1
 res="$res ab r1: $(grep -E '^w8a8' "$L/lean32-ab-r1.txt" | tr '\n' ' ') r2: $(grep -E '^w8a8' "$L/lean32-ab-r2.txt" | tr '\n' ' ')"
 if [ "${NGPU:-1}" -ge 2 ]; then
-  r=0
-  for v in 0 1 1 0; do
-    r=$((r + 1))
-    for sh in 70b-o 70b-down; do
-      W8A8_SM90_STAGED32=$v timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-bench --local "$NGPU" --shape $sh \
-        -m "${LEAN32_TPM:-1024,8192}" -n 9 -w 2 >>"$L/lean32-tp-$v-r$r.txt" 2>&1
-      res="$res tp $sh $v-r$r: exit $?;"
-    done
-  done
-  for f in "$L"/lean32-tp-*-r[1-4].txt; do
-    echo "== $(basename "$f")"
-    grep -E "^70b-[a-z_]+ +rs " "$f"
-  done >"$L/lean32-tp-rs.txt" 2>&1
+  TPAB_SHAPES="70b-o 70b-down" TPAB_M="${LEAN32_TPM:-1024,8192}" TPAB_N=9 \
+    tp_env_ab lean32-tp W8A8_SM90_STAGED32 "0 1" rs "$NGPU"  # rows in $L/lean32-tp-fused.txt
 fi
 echo "lean32:$res"

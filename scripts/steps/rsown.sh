@@ -4,8 +4,8 @@
 #   1. tests: RSOWN_TESTS (default: the RS sweeps, small pieces (both ways), partials_out, trace, graph
 #      capture, back_to_back, reduce_kernels) — on 2+ GPUs the ranks are real GPUs, on one GPU emulated;
 #   2. with 2+ GPUs: W8A8_TP_TRACE=1 tp-bench --local NGPU --shape RSOWN_SHAPES (70b-o 70b-down) at RSOWN_M
-#      (1024,8192) tokens, W8A8_TP_RS_OWN_WHOLE = 0 1 1 0 (ABBA), each to $L/rsown-tp-VAL-rN.txt; the rs rows
-#      and their '# trace' lines of every run in $L/rsown-tp-rs.txt.
+#      (1024,8192) tokens, W8A8_TP_RS_OWN_WHOLE = 0 1 1 0 (common.sh's tp_env_ab), each to
+#      $L/rsown-tp-VAL-rN.txt; the rs rows and their rank-0 '# trace' lines in $L/rsown-tp-fused.txt.
 # Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"
@@ -17,18 +17,7 @@ W8A8_TEST_VERBOSE=1 timeout -k 5 "$(cap 200)" "$BUILD/bin/w8a8_tests" ${RSOWN_TE
 res=" tests [exit $? $(grep -E '^[0-9]+ passed' "$L/rsown-tests.txt" | tail -n 1)]"
 grep -E '^\[ FAIL|CHECK|failed:' "$L/rsown-tests.txt" | head -n 5 >"$L/rsown-fails.txt"
 if [ "${NGPU:-1}" -ge 2 ]; then
-  r=0
-  for v in 0 1 1 0; do
-    r=$((r + 1))
-    for sh in ${RSOWN_SHAPES:-70b-o 70b-down}; do
-      W8A8_TP_TRACE=1 W8A8_TP_RS_OWN_WHOLE=$v timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-bench --local "$NGPU" \
-        --shape $sh -m "${RSOWN_M:-1024,8192}" -n 9 -w 2 >>"$L/rsown-tp-$v-r$r.txt" 2>&1
-      res="$res tp $sh $v-r$r: exit $?;"
-    done
-  done
-  for f in "$L"/rsown-tp-*-r[1-4].txt; do
-    echo "== $(basename "$f")"
-    grep -E "^70b-[a-z_]+ +rs |^# trace 70b-[a-z_]+ rs .*rank 0" "$f"
-  done >"$L/rsown-tp-rs.txt" 2>&1
+  TPAB_SHAPES="${RSOWN_SHAPES:-70b-o 70b-down}" TPAB_M="${RSOWN_M:-1024,8192}" TPAB_N=9 TPAB_ENV=W8A8_TP_TRACE=1 \
+    tp_env_ab rsown-tp W8A8_TP_RS_OWN_WHOLE "0 1" rs "$NGPU"  # rows and traces in $L/rsown-tp-fused.txt
 fi
 echo "rsown:$res"
