@@ -239,6 +239,11 @@ static int64_t g_rs_modes_differ;
 static int g_rs_direct; /* run_rs: W8A8_TP_RS_DIRECT is on (sweep_rs_direct) */
 static int g_rs_min_rows; /* run_rs: W8A8_TP_RS_MIN_ROWS forced to this (sweep_rs_small_pieces), else 0 */
 static int g_rs_own_cut;  /* run_rs with g_rs_min_rows: the own rows in pieces too (W8A8_TP_RS_OWN_WHOLE=0) */
+/* The pieces of `rows` rows under g_rs_min_rows: min(4, max(1, rows / R)), none without rows. */
+static int rs_cut(int64_t rows) {
+  const int64_t p = rows / g_rs_min_rows;
+  return rows <= 0 ? 0 : p < 1 ? 1 : p > 4 ? 4 : (int)p;
+}
 
 /* x rounded to out's dtype (RNE, numeric.c) and widened back: W8A8_TP_PARTIALS_OUT's partial. */
 static float round_to_out(w8a8_dtype t, float x) {
@@ -695,16 +700,14 @@ static int run_rs(env *e, const tcase *tc) {
     /* W8A8_TP_RS_MIN_ROWS (g_rs_min_rows): each peer's rows pushed in min(4, max(1, rows / R)) pieces */
     for (int j = 0; g_rs_min_rows && !g_rs_direct && M > 0 && N > 0 && j < W; j++) {
       int want = 0;
-      for (int i = 0; i < W; i++) {
-        const int64_t ri = rows_of(M, W, i, tc->skew), pi = ri / g_rs_min_rows;
-        want += i != j && ri > 0 ? (pi < 1 ? 1 : pi > 4 ? 4 : (int)pi) : 0;
-      }
+      for (int i = 0; i < W; i++)
+        if (i != j) want += rs_cut(rows_of(M, W, i, tc->skew));
       CHECK(w8a8_tp_gpu_last_rs_pushes(e->comm[j]) == want, "W=%d rank %d M=%lld: %d pieces pushed to peers with "
             "pieces of >= %d rows, expected %d", W, j, (long long)M, w8a8_tp_gpu_last_rs_pushes(e->comm[j]),
             g_rs_min_rows, want);
       /* the own rows: one launch (W8A8_TP_RS_OWN_WHOLE, the default), or the peers' cut */
-      const int64_t rj = rows_of(M, W, j, tc->skew), pj = rj / g_rs_min_rows;
-      const int own = rj <= 0 ? 0 : !g_rs_own_cut ? 1 : pj < 1 ? 1 : pj > 4 ? 4 : (int)pj;
+      const int64_t rj = rows_of(M, W, j, tc->skew);
+      const int own = rj <= 0 ? 0 : !g_rs_own_cut ? 1 : rs_cut(rj);
       CHECK(w8a8_tp_gpu_last_rs_own(e->comm[j]) == own, "W=%d rank %d M=%lld: %d GEMM launches over the own rows, "
             "expected %d (own rows %s)", W, j, (long long)M, w8a8_tp_gpu_last_rs_own(e->comm[j]), own,
             g_rs_own_cut ? "in pieces" : "whole");
@@ -936,10 +939,10 @@ W8A8_TEST(tp_gpu_rs_reduce_kernels) {
 /* W8A8_TP_TRACE (session 13; a development aid for tp-bench): with the variable set when the communicators
  * are created, each eager call leaves its marks (w8a8_tp_gpu_trace). Two ranks, one reduce-scatter and one
  * all-gather (checked against the reference as in the sweeps; the last call each ran is the fused one):
- * rank 0's marks start with F at 0 us; the reduce-scatter's are F, then G (peer piece GEMMs) and P (their
- * pushes, side stream), O (own pieces), A, R, with the compute stream's marks F, G, O, A, R in stream order
- * (non-decreasing times) and R last; the all-gather's end with J and hold a G and a C. Without the
- * variable: no marks. */
+ * rank 0's marks start with E (entry; the all-gather's then K, own rows packed), at or before F, the fork,
+ * at 0 us; the reduce-scatter's then G (peer piece GEMMs) and P (their pushes, side stream), O (own rows),
+ * A, R, with the compute stream's marks E, F, G, O, A, R in stream order (non-decreasing times) and R last;
+ * the all-gather's end with J and hold a G and a C. Without the variable: no marks. */
 W8A8_TEST(tp_gpu_trace) {
   GPU_OR_SKIP();
   REQUIRE(ref(), "no reference handle");

@@ -460,11 +460,12 @@ W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, in
   if (gs->tr_n < 0) return -1;
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) return -1;
-  int n = gs->tr_n < max ? gs->tr_n : max, bad = 0, f = 0;
+  int n = gs->tr_n < max ? gs->tr_n : max, f = 0;
   while (f < gs->tr_n - 1 && gs->tr_kind[f] != 'F') f++; /* times from the fork (E, K before it: negative) */
+  int bad = cudaEventSynchronize(gs->tr_ev[f]) != cudaSuccess;
   for (int i = 0; i < n && !bad; i++) {
     float ms = 0;
-    bad = cudaEventSynchronize(gs->tr_ev[i]) != cudaSuccess || cudaEventSynchronize(gs->tr_ev[f]) != cudaSuccess ||
+    bad = cudaEventSynchronize(gs->tr_ev[i]) != cudaSuccess ||
           cudaEventElapsedTime(&ms, gs->tr_ev[f], gs->tr_ev[i]) != cudaSuccess;
     us[i] = ms * 1e3f;
     kinds[i] = gs->tr_kind[i];
