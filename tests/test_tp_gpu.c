@@ -936,6 +936,86 @@ W8A8_TEST(tp_gpu_rs_reduce_kernels) {
   w8a8_tp_set_reduce_vec(-1);
 }
 
+/* The all-gather's own-row pack kernel (session 15, tp_pack in src/cuda/tp_kernels.cu), on its own:
+ * rows of random bytes with a row stride to a dense buffer whose neighbours are poisoned, the per-row
+ * scales and zero points (per-tensor values repeated), the ready flags (all 0 but the own one, which
+ * were poisoned), every byte checked. Shapes reach its four-load loop (K >= 4 x 256 x 16 bytes), its
+ * tail, several rows per block (rows > the grid) and rows = 0 (flags only); unaligned K / lda are
+ * declined (w8a8_tp_pack_takes) and left to the copy engine's path, which the sweeps run. */
+W8A8_TEST(tp_gpu_pack_kernel) {
+  GPU_OR_SKIP();
+  static const struct { int64_t rows, K, pad; } cs[] = {
+      {1, 16, 0}, {3, 96, 16}, {300, 4096 + 80, 32}, {5000, 64, 0}, {7, 16384 + 48, 16}, {2, 32768, 0}, {0, 64, 0}};
+  REQUIRE(w8a8_tp_pack_takes((void *)256, (void *)512, 4096, 4096) && !w8a8_tp_pack_takes((void *)256, (void *)512, 4100, 4096) &&
+              !w8a8_tp_pack_takes((void *)256, (void *)520, 4096, 4096) && !w8a8_tp_pack_takes((void *)256, (void *)512, 4096, 24) &&
+              !w8a8_tp_pack_takes((void *)256, (void *)512, 0, 0),
+          "w8a8_tp_pack_takes: wrong on 16-byte rules");
+  int nsm = 0;
+  cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0);
+  for (size_t c = 0; c < sizeof cs / sizeof cs[0] && !w8a8_test_failed(); c++) {
+    const int64_t R = cs[c].rows, K = cs[c].K, lda = K + cs[c].pad, gap = 256; /* gap: poisoned bytes each side */
+    const int per_tok = (int)(c & 1), azp_tok = (int)((c >> 1) & 1), with_azp = c != 2, nflags = 3 + (int)c % 4;
+    const int own = (int)c % nflags;
+    uint8_t *src = malloc((size_t)(R * lda) + 1), *got = malloc((size_t)(R * K + 2 * gap) + 1);
+    float *sc = malloc(sizeof(float) * (size_t)(R + 1)), *gsc = malloc(sizeof(float) * (size_t)(R + 1));
+    int32_t *az = malloc(sizeof(int32_t) * (size_t)(R + 1)), *gaz = malloc(sizeof(int32_t) * (size_t)(R + 1));
+    unsigned int gfl[8];
+    REQUIRE(src && got && sc && gsc && az && gaz, "out of memory");
+    uint64_t st = mix(1234, (uint64_t)c, 5);
+    for (int64_t i = 0; i < R * lda; i++) src[i] = (uint8_t)next(&st);
+    for (int64_t i = 0; i <= R; i++) sc[i] = (float)(next(&st) % 1000) * 0.001f + 0.01f, az[i] = (int32_t)(next(&st) % 300) - 150;
+    uint8_t *dsrc = NULL, *ddst = NULL;
+    float *dsc = NULL, *dgsc = NULL;
+    int32_t *daz = NULL, *dgaz = NULL;
+    unsigned int *dfl = NULL;
+    int ok = cudaMalloc((void **)&dsrc, (size_t)(R * lda) + 16) == cudaSuccess &&
+             cudaMalloc((void **)&ddst, (size_t)(R * K + 2 * gap)) == cudaSuccess &&
+             cudaMalloc((void **)&dsc, sizeof(float) * (size_t)(R + 1)) == cudaSuccess &&
+             cudaMalloc((void **)&dgsc, sizeof(float) * (size_t)(R + 1)) == cudaSuccess &&
+             cudaMalloc((void **)&daz, sizeof(int32_t) * (size_t)(R + 1)) == cudaSuccess &&
+             cudaMalloc((void **)&dgaz, sizeof(int32_t) * (size_t)(R + 1)) == cudaSuccess &&
+             cudaMalloc((void **)&dfl, sizeof gfl) == cudaSuccess;
+    CHECK(ok, "cudaMalloc");
+    if (ok) {
+      cudaMemcpy(dsrc, src, (size_t)(R * lda), cudaMemcpyHostToDevice);
+      cudaMemcpy(dsc, sc, sizeof(float) * (size_t)(R + 1), cudaMemcpyHostToDevice);
+      cudaMemcpy(daz, az, sizeof(int32_t) * (size_t)(R + 1), cudaMemcpyHostToDevice);
+      cudaMemset(ddst, POISON, (size_t)(R * K + 2 * gap));
+      cudaMemset(dgsc, POISON, sizeof(float) * (size_t)(R + 1));
+      cudaMemset(dgaz, POISON, sizeof(int32_t) * (size_t)(R + 1));
+      cudaMemset(dfl, POISON, sizeof gfl);
+      CHECK(w8a8_tp_pack_takes(ddst + gap, dsrc, lda, K), "case %zu: declined", c);
+      const w8a8_status s = w8a8_tp_launch_pack(ddst + gap, dsrc, lda, K, R, dgsc, dsc, per_tok,
+                                                with_azp ? dgaz : NULL, daz, azp_tok, dfl, nflags, own, nsm, 0);
+      CHECK(s == W8A8_SUCCESS && cudaDeviceSynchronize() == cudaSuccess, "case %zu: launch: %s", c, w8a8_last_error());
+      cudaMemcpy(got, ddst, (size_t)(R * K + 2 * gap), cudaMemcpyDeviceToHost);
+      cudaMemcpy(gsc, dgsc, sizeof(float) * (size_t)(R + 1), cudaMemcpyDeviceToHost);
+      cudaMemcpy(gaz, dgaz, sizeof(int32_t) * (size_t)(R + 1), cudaMemcpyDeviceToHost);
+      cudaMemcpy(gfl, dfl, sizeof gfl, cudaMemcpyDeviceToHost);
+      int64_t bad = 0, badpad = 0, badsc = 0;
+      for (int64_t i = 0; i < R; i++)
+        for (int64_t k = 0; k < K; k++) bad += got[gap + i * K + k] != src[i * lda + k];
+      for (int64_t i = 0; i < gap; i++) badpad += (got[i] != POISON) + (got[gap + R * K + i] != POISON);
+      for (int64_t i = 0; i < R; i++) {
+        badsc += memcmp(&gsc[i], &sc[per_tok ? i : 0], sizeof(float)) != 0;
+        if (with_azp) badsc += gaz[i] != az[azp_tok ? i : 0];
+      }
+      const uint8_t *tail = (const uint8_t *)&gsc[R], *tz = (const uint8_t *)&gaz[R];
+      for (int b = 0; b < 4; b++) badsc += (tail[b] != POISON) + (tz[b] != POISON);
+      if (!with_azp) /* no zero points asked for: none written */
+        for (int64_t i = 0; i < R; i++) badsc += (uint32_t)gaz[i] != 0xA5A5A5A5u;
+      int badfl = 0;
+      for (int i = 0; i < nflags; i++) badfl += gfl[i] != (i == own ? 1u : 0u);
+      for (int i = nflags; i < 8; i++) badfl += gfl[i] != 0xA5A5A5A5u;
+      CHECK(bad == 0 && badpad == 0 && badsc == 0 && badfl == 0,
+            "case %zu (rows %lld K %lld lda %lld): %lld wrong bytes, %lld neighbours written, %lld wrong scales/azp, %d wrong flags",
+            c, (long long)R, (long long)K, (long long)lda, (long long)bad, (long long)badpad, (long long)badsc, badfl);
+    }
+    cudaFree(dsrc), cudaFree(ddst), cudaFree(dsc), cudaFree(dgsc), cudaFree(daz), cudaFree(dgaz), cudaFree(dfl);
+    free(src), free(got), free(sc), free(gsc), free(az), free(gaz);
+  }
+}
+
 /* W8A8_TP_TRACE (session 13; a development aid for tp-bench): with the variable set when the communicators
  * are created, each eager call leaves its marks (w8a8_tp_gpu_trace). Two ranks, one reduce-scatter and one
  * all-gather (checked against the reference as in the sweeps; the last call each ran is the fused one):

@@ -418,6 +418,11 @@ int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt, const int *
  * that the first peer tiles start when their piece lands instead of after the whole copy. At TP = 2 and
  * 1024 tokens the fused op took 105 us against gemm 69 + comm 37 (h200x2-tp-group-2026-11-30.txt): the
  * peer half (1.2 waves of tiles) could start only once the whole 4 MB had arrived under the GEMM's load. */
+/* W8A8_TP_AG_PACK: the own-row pack as one kernel (default) or, =0, as the copy engine's 2D copy. */
+static bool ag_pack_env(void) {
+  const char *e = getenv("W8A8_TP_AG_PACK");
+  return !(e && e[0] == '0');
+}
 static int ag_pieces_env(void) {
   const char *e = getenv("W8A8_TP_AG_PIECES");
   const int v = e ? atoi(e) : 1;
@@ -489,18 +494,6 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
   trace(gs, S, 'E', capture); /* the call reached the compute stream */
   if (direct) W8A8_CHECK(entry_waits(fn, c, xp, S, capture));
-  /* Own rows, one scale and zero point per row, into the gathered buffer. */
-  if (cnt[r] > 0) {
-    if (K > 0)
-      CU(cudaMemcpy2DAsync(g.a + off[r] * K, (size_t)K, p->a, (size_t)p->lda, (size_t)K, (size_t)cnt[r],
-                           cudaMemcpyDeviceToDevice, S),
-         "cudaMemcpy2DAsync (own rows)");
-    W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
-                                     p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], S));
-  }
-  trace(gs, S, 'K', capture); /* own rows packed (after the wait for the peers' previous calls) */
-  CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
-  if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   const bool one = ag_one_gemm(c, p, xp, &g);
   const bool flags = one && p->overlap;
   gs->last_one_gemm = one;
@@ -517,11 +510,34 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     if (nch < W) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: %d ranks do not fit the ready table", fn, W);
     for (int i = nch - 1; i >= 0; i--) first[chrank[i]] = i;
   }
-  /* Ready flags (one GEMM, fused): reset before the fork, so that the side stream's writes come after. */
-  if (flags) {
-    CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
-    CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
+  /* Own rows, one scale and zero point per row, into the gathered buffer; and the ready flags (one
+   * GEMM, fused), reset before the fork so that the side stream's writes come after. One kernel
+   * (tp_pack) where the rows are 16-byte aligned (W8A8_TP_AG_PACK=0: the copy engine's 2D copy, the
+   * expand kernel and two memsets, as before session 15). */
+  const uint8_t *asrc = (const uint8_t *)p->a;
+  if (ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || flags)) {
+    const int64_t rows = cnt[r] > 0 ? cnt[r] : 0;
+    W8A8_CHECK(w8a8_tp_launch_pack(g.a + off[r] * K, asrc, (int64_t)p->lda, K, rows, g.scale + off[r], p->scale_a,
+                                   p->scale_a_per_token, zp ? g.azp + off[r] : NULL, p->azp,
+                                   p->azp_mode == W8A8_AZP_PER_TOKEN, flags ? gs->flags : NULL, flags ? nch : 0,
+                                   flags ? first[r] : 0, gs->num_sms, S));
+  } else {
+    if (cnt[r] > 0) {
+      if (K > 0)
+        CU(cudaMemcpy2DAsync(g.a + off[r] * K, (size_t)K, p->a, (size_t)p->lda, (size_t)K, (size_t)cnt[r],
+                             cudaMemcpyDeviceToDevice, S),
+           "cudaMemcpy2DAsync (own rows)");
+      W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
+                                       p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], S));
+    }
+    if (flags) {
+      CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
+      CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
+    }
   }
+  trace(gs, S, 'K', capture); /* own rows packed (after the wait for the peers' previous calls) */
+  CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
+  if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");

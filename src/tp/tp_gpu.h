@@ -39,6 +39,15 @@ typedef struct w8a8_tp_reduce_srcs {
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
                                               int32_t *dst_azp, const int32_t *azp, int azp_per_row, int64_t rows,
                                               cudaStream_t stream);
+/* The all-gather's own-row pack in one kernel: rows [rows, K] from src (row stride lda) to dense dst,
+ * the per-row scales / zero points as w8a8_tp_launch_expand, and flags[0..nflags) = (i == own) when
+ * flags is not NULL. Only where w8a8_tp_pack_takes (16-byte multiples); rows may be 0 (flags only). */
+W8A8_HIDDEN int w8a8_tp_pack_takes(const void *dst, const void *src, int64_t lda, int64_t K);
+W8A8_HIDDEN w8a8_status w8a8_tp_launch_pack(uint8_t *dst, const uint8_t *src, int64_t lda, int64_t K, int64_t rows,
+                                            float *dst_scale, const float *scale, int scale_per_row,
+                                            int32_t *dst_azp, const int32_t *azp, int azp_per_row,
+                                            unsigned int *flags, int nflags, int own, int num_sms,
+                                            cudaStream_t stream);
 /* out = round(((q_0 + q_1) + ... + q_{W-1}) + bias) with q_j = (float)srcs->p[j][e]: src_dtype is
  * fp32 (W8A8_TP_PARTIALS_FP32) or out's bf16/fp16 (W8A8_TP_PARTIALS_OUT). */
 /* Test and benchmark hook: the 8-wide reduce kernel on (1), off (0), or as W8A8_TP_REDUCE_VEC says (-1: on unless it is 0). */
