@@ -934,6 +934,50 @@ W8A8_TEST(sm90_tail_matches_fill) {
   w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
 }
 
+/* Session 15's two rules at 33..64 tokens: where the weight tiles outnumber the SMs (plan_deep declines),
+ * 33..48 tokens take plan_small's swap-AB n64 tile (not the 128 x 256 / 128 x 128 tile), 49 and N with
+ * tiles = SMs do not; and plan_deep no longer takes two n32 token tiles over one n64 (K = 8192, N = 4096:
+ * 32 weight tiles, where the old rule took them). Results through the public API checked. */
+W8A8_TEST(sm90_swap64_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_SWAP64_MAX") || getenv("W8A8_SM90_DEEP_N32X2"))
+    SKIP("the environment sets the rules under test");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  REQUIRE(sms > 0, "no SM count");
+  const int64_t wide = (int64_t)(sms + 1) * 128 - 40, even = (int64_t)sms * 128;
+  static const int64_t Ms[] = {33, 40, 48, 49, 40};
+  int v = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const int n64 = w8a8_sm90_config_lookup(dt ? "int8_swap_n64" : "fp8_swap_n64", NULL, NULL, NULL);
+    const int n32d = w8a8_sm90_config_lookup(dt ? "int8_swap_n32_deep" : "fp8_swap_n32_deep", NULL, NULL, NULL);
+    const int n32t = w8a8_sm90_config_lookup(dt ? "int8_swap_n32_deep_tail" : "fp8_swap_n32_deep_tail", NULL, NULL, NULL);
+    REQUIRE(n64 >= 0 && n32d >= 0, "no swap n64 / n32 deep configuration");
+    for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
+      const int64_t M = Ms[i], N = i == 4 ? even : wide, K = 512;
+      int split = 0;
+      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
+      CHECK((ci == n64 && split == 1) == (i < 3), "%s M=%lld N=%lld: planned %s split %d", dt ? "int8" : "fp8",
+            (long long)M, (long long)N, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
+      mm_case c = rotate(in, M, N, K, v, -1, 0);
+      run_case(&c, 2500 + (uint64_t)v);
+    }
+    for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) { /* plan_deep: one n64 tile, not two n32 */
+      int split = 0;
+      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, 4096, 8192, &split);
+      if (ci == PLAN_INVALID) break;
+      CHECK(ci != n32d && ci != n32t, "%s M=%lld N=4096 K=8192: planned two n32 tiles (%s split %d)",
+            dt ? "int8" : "fp8", (long long)M, w8a8_sm90_config_name(ci), split);
+    }
+  }
+  cudaFree(dbuf);
+  w8a8_destroy(h);
+}
+
 /* plan_deep80: taken wherever it applies (w8a8_sm90_set_deep80(1), session 8's experiment), at 65..80
  * tokens with K >= 4096 the heuristic plans the n64 deep tail twin (two token tiles), and the result
  * through the public API is right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the
