@@ -935,9 +935,10 @@ W8A8_TEST(sm90_tail_matches_fill) {
 }
 
 /* Session 15's two rules at 33..64 tokens: where the weight tiles outnumber the SMs (plan_deep declines),
- * 33..48 tokens take plan_small's swap-AB n64 tile (not the 128 x 256 / 128 x 128 tile), 49 and N with
- * tiles = SMs do not; and plan_deep no longer takes two n32 token tiles over one n64 (K = 8192, N = 4096:
- * 32 weight tiles, where the old rule took them). Results through the public API checked. */
+ * 33..40 tokens take plan_small's swap-AB n64 tile (not the 128 x 256 / 128 x 128 tile), 41 and N with
+ * tiles = SMs do not; and plan_deep takes two n32 token tiles over one n64 for fp8 only (8b-o's N = K =
+ * 4096 at 33 and 64 tokens, where the rule doubles the CTAs on the H200's 132 SMs), never for int8.
+ * Results through the public API checked. */
 W8A8_TEST(sm90_swap64_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_SWAP64_MAX") || getenv("W8A8_SM90_DEEP_N32X2"))
@@ -948,7 +949,7 @@ W8A8_TEST(sm90_swap64_plan) {
   const int sms = handle_sms(h);
   REQUIRE(sms > 0, "no SM count");
   const int64_t wide = (int64_t)(sms + 1) * 128 - 40, even = (int64_t)sms * 128;
-  static const int64_t Ms[] = {33, 40, 48, 49, 40};
+  static const int64_t Ms[] = {33, 36, 40, 41, 40};
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
@@ -966,12 +967,16 @@ W8A8_TEST(sm90_swap64_plan) {
       mm_case c = rotate(in, M, N, K, v, -1, 0);
       run_case(&c, 2500 + (uint64_t)v);
     }
-    for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) { /* plan_deep: one n64 tile, not two n32 */
+    for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) { /* plan_deep: two n32 tiles for fp8 only */
       int split = 0;
-      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, 4096, 8192, &split);
+      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, 4096, 4096, &split);
       if (ci == PLAN_INVALID) break;
-      CHECK(ci != n32d && ci != n32t, "%s M=%lld N=4096 K=8192: planned two n32 tiles (%s split %d)",
-            dt ? "int8" : "fp8", (long long)M, w8a8_sm90_config_name(ci), split);
+      const int two = ci == n32d || ci == n32t;
+      if (dt || sms == 132)
+        CHECK(two == !dt, "%s M=%lld N=4096 K=4096: planned %s split %d, expected %s", dt ? "int8" : "fp8",
+              (long long)M, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split, dt ? "one n64 tile" : "two n32 tiles");
+      mm_case c = rotate(in, M, 4096, 4096, v++, -1, 0);
+      run_case(&c, 2500 + (uint64_t)v);
     }
   }
   cudaFree(dbuf);

@@ -327,8 +327,8 @@ static sm90_plan deep_split(int dev, int ci, long long clusters, int kblocks, in
 // 10.9 vs 15.9 of the 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). At 33..64 tokens
 // two n32 tiles beat one n64 tile by up to 9% on 8b-o: taken where they double the CTAs (below; not
 // yet run as a plan). Returns config -1 where it does not apply.
-static int g_deep_n32x2 = -1;  // W8A8_SM90_DEEP_N32X2: 1 = plan_deep's two n32 tiles where they double the CTAs
-static int deep_n32x2_enabled(void) { return w8a8_env_flag(&g_deep_n32x2, "W8A8_SM90_DEEP_N32X2", 0); }
+static int g_deep_n32x2 = -1;  // W8A8_SM90_DEEP_N32X2: plan_deep's two n32 tiles: 1 both dtypes, 0 never, unset fp8 only (2)
+static int deep_n32x2_mode(void) { return w8a8_env_mode(&g_deep_n32x2, "W8A8_SM90_DEEP_N32X2", 2); }
 static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -343,26 +343,33 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
   // sweep rows at 33..64 tokens, 8b-o (32 weight tiles, n64 split 2 = 64 CTAs, n32 x 2 split 2 =
   // 128): 9.9 vs 10.5-10.8 us; 8b-down (the same counts, K = 14336): 21.9-24.4 vs 22.1-24.2, even.
   // Where both give the same CTAs (70b-qkv-tp4, 70b-down-tp4, 8b-qkv) n64 was even or better.
-  // Session 15 (sm90_dev -a, fp8, h200x2-sm90-session15-2026-11-30.txt): since v13-v15 the n64 tile won
-  // there: 8b-down M = 33 20.9 vs 23.2 us (n32 x 2 with the token tail), M = 64 21.0 vs 22.9; 8b-o even
-  // (9.20 vs 9.48, 9.55 vs 9.59). Off by default; W8A8_SM90_DEEP_N32X2=1 takes the two n32 tiles again.
-  if (!deep_n32x2_enabled()) return a;
+  // Session 15 (h200-sm90-session15-2026-11-30.txt): sm90_dev -a (fp8) had the n64 tile ahead on 8b-down
+  // (M = 33 20.9 vs 23.2 us, 64 21.0 vs 22.9) and even on 8b-o; the interleaved A/B through torch_compare
+  // (W8A8_SM90_DEEP_N32X2 1 vs 0, two rounds, M = 33 / 40 / 48 / 64) kept that for int8 only: int8 n64
+  // 1.01-1.09x on 8b-down, 1.00-1.04x on 8b-o; fp8 n64 0.95-0.97x on 8b-down at 33, 1.03-1.05x at 48 / 64,
+  // 0.96-0.99x on 8b-o (0.95-0.97x with the weights-constant hint). So two n32 tiles for fp8 only
+  // (W8A8_SM90_DEEP_N32X2: unset that rule, 1 both dtypes, 0 neither).
+  const int n32x2 = deep_n32x2_mode();
+  if (n32x2 == 0 || (n32x2 == 2 && int8)) return a;
   const sm90_plan b = deep_split(dev, n32, 2 * tiles, kblocks, num_sms);
   if (a.config >= 0 && b.config >= 0 && b.split >= a.split) return b;  // 2 x tiles x b.split CTAs >= 2 x n64's
   return a;
 }
 
-// 33..SWAP64_MAX tokens (default 48) where the weight tiles alone exceed the SMs (plan_deep declines:
+// 33..SWAP64_MAX tokens (default 40) where the weight tiles alone exceed the SMs (plan_deep declines:
 // one CTA per SM cannot hold them; 8b-gateup, N = 28672: 224 tiles): plan_small's swap-AB n64 tile at
-// split 1 (two CTAs per SM) instead of the 128 x 256 tile with 95..64 of its 128 token rows out of
-// bounds. Session 15 (sm90_dev -a, fp8 8b-gateup): M = 33 34.6 us against 38.8; M = 64 37.6 against
-// 36.4 (the 128 x 256 tile wins there). W8A8_SM90_SWAP64_MAX=N moves the bound (32: off).
+// split 1 (two CTAs per SM) instead of the 128 x 256 tile with 95..88 of its 128 token rows out of
+// bounds. Session 15 (h200-sm90-session15-2026-11-30.txt): sm90_dev -a, fp8 8b-gateup M = 33 34.6 us
+// against 38.8, M = 64 37.6 against 36.4; the interleaved A/B through torch_compare (W8A8_SM90_SWAP64_MAX
+// 32 vs 64, two rounds) at M = 33 / 40 / 48 / 56 / 64: fp8 1.11 / 1.07 / 1.04 / 1.00 / 0.96x, int8 1.08-1.09
+// / 1.06 / 1.01 / 0.95 / 0.94x, fp8 with the weights-constant hint 1.02 / 0.98 / 0.96 / 0.92 / 0.90x: hence
+// 40. W8A8_SM90_SWAP64_MAX=N moves the bound (32: off).
 static int g_swap64_max = -1;
 static int swap64_max(void) {
   int v = __atomic_load_n(&g_swap64_max, __ATOMIC_RELAXED);
   if (v < 0) {
     const char *e = getenv("W8A8_SM90_SWAP64_MAX");
-    v = e && e[0] >= '0' && e[0] <= '9' ? atoi(e) : 48;
+    v = e && e[0] >= '0' && e[0] <= '9' ? atoi(e) : 40;
     if (v > 64) v = 64;
     __atomic_store_n(&g_swap64_max, v, __ATOMIC_RELAXED);
   }
