@@ -35,6 +35,8 @@ void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
 int w8a8_sm90_last_tma_out(void);
 void w8a8_sm90_set_deep80(int on);
+void w8a8_sm90_set_swap64_max(int tokens);
+void w8a8_sm90_set_deep_n32x2(int mode);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
 void w8a8_sm90_set_sk_mc2(int on);
@@ -934,22 +936,32 @@ W8A8_TEST(sm90_tail_matches_fill) {
   w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
 }
 
-/* Session 15's two rules at 33..64 tokens: where the weight tiles outnumber the SMs (plan_deep declines),
- * 33..40 tokens take plan_small's swap-AB n64 tile (not the 128 x 256 / 128 x 128 tile), 41 and N with
- * tiles = SMs do not; and plan_deep takes two n32 token tiles over one n64 for fp8 only (8b-o's N = K =
- * 4096 at 33 and 64 tokens, where the rule doubles the CTAs on the H200's 132 SMs), never for int8.
- * Results through the public API checked. */
+/* Session 15's two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)
+ * but are at most twice the SMs, with >= 16 K-blocks, 33..40 tokens (the bound: w8a8_sm90_set_swap64_max)
+ * take plan_small's swap-AB n64 tile at split 1; not 41 tokens, nor N with tiles = SMs or > 2 x SMs, nor
+ * 15 K-blocks; the hook moves the bound (48) and turns it off (32). (2) plan_deep takes two n32 token tiles
+ * over one n64 for fp8 only (8b-o's N = K = 4096 at 33 and 64 tokens, where the rule doubles the CTAs on
+ * the H200's 132 SMs), never for int8; w8a8_sm90_set_deep_n32x2 1 / 0 give both dtypes / neither. Results
+ * through the public API checked for the planned swap tiles. */
 W8A8_TEST(sm90_swap64_plan) {
   NEED_SM90();
-  if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_SWAP64_MAX") || getenv("W8A8_SM90_DEEP_N32X2"))
-    SKIP("the environment sets the rules under test");
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
-  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)160 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
   REQUIRE(sms > 0, "no SM count");
-  const int64_t wide = (int64_t)(sms + 1) * 128 - 40, even = (int64_t)sms * 128;
-  static const int64_t Ms[] = {33, 36, 40, 41, 40};
+  w8a8_sm90_set_swap64_max(-1);
+  w8a8_sm90_set_deep_n32x2(-1);
+  const int env_set = getenv("W8A8_SM90_SWAP64_MAX") || getenv("W8A8_SM90_DEEP_N32X2");
+  if (env_set) w8a8_sm90_set_swap64_max(40), w8a8_sm90_set_deep_n32x2(2); /* the defaults, whatever the environment */
+  const int64_t wide = (int64_t)(sms + 1) * 128 - 40, even = (int64_t)sms * 128, over = (int64_t)(2 * sms + 1) * 128;
+  /* M, N, K, bound (0: the default), expected to take swap n64 */
+  const int64_t cases[][5] = {{33, wide, 2048, 0, 1}, {36, wide, 2048, 0, 1}, {40, wide, 2048, 0, 1},
+                              {41, wide, 2048, 0, 0}, {40, even, 2048, 0, 0}, {40, over, 2048, 0, 0},
+                              {40, wide, 1920, 0, 0}, {44, wide, 2048, 48, 1}, {49, wide, 2048, 48, 0},
+                              {33, wide, 2048, 32, 0}};
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
@@ -957,28 +969,43 @@ W8A8_TEST(sm90_swap64_plan) {
     const int n32d = w8a8_sm90_config_lookup(dt ? "int8_swap_n32_deep" : "fp8_swap_n32_deep", NULL, NULL, NULL);
     const int n32t = w8a8_sm90_config_lookup(dt ? "int8_swap_n32_deep_tail" : "fp8_swap_n32_deep_tail", NULL, NULL, NULL);
     REQUIRE(n64 >= 0 && n32d >= 0, "no swap n64 / n32 deep configuration");
-    for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
-      const int64_t M = Ms[i], N = i == 4 ? even : wide, K = 512;
+    for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+      w8a8_sm90_set_swap64_max(cases[i][3] ? (int)cases[i][3] : env_set ? 40 : -1);
       int split = 0;
-      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
+      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      CHECK((ci == n64 && split == 1) == (i < 3), "%s M=%lld N=%lld: planned %s split %d", dt ? "int8" : "fp8",
-            (long long)M, (long long)N, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
-      mm_case c = rotate(in, M, N, K, v, -1, 0);
-      run_case(&c, 2500 + (uint64_t)v);
+      CHECK((ci == n64 && split == 1) == (cases[i][4] != 0), "%s M=%lld N=%lld K=%lld bound %lld: planned %s split %d",
+            dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, (long long)cases[i][3],
+            ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
+      if (i == 0 || i == 3) { /* the swap tile and its neighbour through the public API */
+        mm_case c = rotate(in, M, N, K, v++, -1, 0);
+        run_case(&c, 2500 + (uint64_t)v);
+      }
     }
-    for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) { /* plan_deep: two n32 tiles for fp8 only */
-      int split = 0;
-      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, 4096, 4096, &split);
-      if (ci == PLAN_INVALID) break;
-      const int two = ci == n32d || ci == n32t;
-      if (dt || sms == 132)
-        CHECK(two == !dt, "%s M=%lld N=4096 K=4096: planned %s split %d, expected %s", dt ? "int8" : "fp8",
-              (long long)M, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split, dt ? "one n64 tile" : "two n32 tiles");
-      mm_case c = rotate(in, M, 4096, 4096, v++, -1, 0);
-      run_case(&c, 2500 + (uint64_t)v);
+    w8a8_sm90_set_swap64_max(env_set ? 40 : -1);
+    /* plan_deep: two n32 tiles for fp8 only (mode 2, the default), both (1), neither (0) */
+    for (int mode = 2; mode >= 0 && !w8a8_test_failed(); mode--) {
+      w8a8_sm90_set_deep_n32x2(mode);
+      for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) {
+        int split = 0;
+        const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, 4096, 4096, &split);
+        if (ci == PLAN_INVALID) break;
+        const int two = ci == n32d || ci == n32t, want = mode == 1 || (mode == 2 && !dt);
+        if (!want || sms == 132)
+          CHECK(two == want, "%s M=%lld N=4096 K=4096 mode %d: planned %s split %d, expected %s", dt ? "int8" : "fp8",
+                (long long)M, mode, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split,
+                want ? "two n32 tiles" : "one n64 tile");
+        if (mode == 2) {
+          mm_case c = rotate(in, M, 4096, 4096, v++, -1, 0);
+          run_case(&c, 2500 + (uint64_t)v);
+        }
+      }
     }
+    w8a8_sm90_set_deep_n32x2(env_set ? 2 : -1);
   }
+  w8a8_sm90_set_swap64_max(-1);
+  w8a8_sm90_set_deep_n32x2(-1);
   cudaFree(dbuf);
   w8a8_destroy(h);
 }

@@ -228,6 +228,7 @@ typedef struct tcase {
   int zp; /* 0 none, 1 premultiplied azp_adj, 2 azp per tensor, 3 per token (int8) */
   int64_t M, N, K;
   int skew, pad, gathered;
+  int apad; /* all-gather: extra padding of a's rows only (lda = K + pad + apad) */
   uint64_t seed;
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
   int want_pieces; /* all-gather: 1 = ... with more chunks than ranks (W8A8_TP_AG_PIECES) */
@@ -368,7 +369,7 @@ static int add_abs_slack(float *acc, int64_t rows, int64_t N, int64_t K, const u
 /* Run one all-gather case on env e; returns 0 when everything matched. */
 static int run_ag(env *e, const tcase *tc) {
   const int W = e->W;
-  const int64_t M = tc->M, K = tc->K, lda = K + tc->pad, ldb = K + tc->pad;
+  const int64_t M = tc->M, K = tc->K, lda = K + tc->pad + tc->apad, ldb = K + tc->pad;
   const size_t oes = w8a8_dtype_size(tc->out);
   int fails0 = w8a8_test_failed();
   ag_rank R[MAXW];
@@ -485,6 +486,15 @@ static int run_ag(env *e, const tcase *tc) {
       if (tc->want_one)
         CHECK(w8a8_tp_gpu_last_ag_one_gemm(e->comm[j]) == 1, "W=%d rank %d: the fused all-gather ran per chunk, "
               "not as one GEMM with ready flags", W, j);
+      { /* the own rows' pack: the kernel where a, lda and K are 16-byte multiples (and there is something to
+         * pack or flags to reset), unless W8A8_TP_AG_PACK=0; else the copy engine's path */
+        const char *pe = getenv("W8A8_TP_AG_PACK");
+        const int aligned = K > 0 && K % 16 == 0 && lda % 16 == 0;
+        const int want = !(pe && pe[0] == '0') && aligned && (R[j].Mj > 0 || w8a8_tp_gpu_last_ag_one_gemm(e->comm[j]) == 1);
+        CHECK(w8a8_tp_gpu_last_ag_pack(e->comm[j]) == want, "W=%d rank %d (K %lld lda %lld rows %lld): the pack %s, "
+              "expected %s", W, j, (long long)K, (long long)lda, (long long)R[j].Mj,
+              w8a8_tp_gpu_last_ag_pack(e->comm[j]) ? "kernel ran" : "kernel did not run", want ? "the kernel" : "the old path");
+      }
       if (tc->want_pieces) {
         /* cut where a peer on another GPU holds rows in two or more 128-row token tiles (skew 1 at W = 2:
          * rank 0's peer holds none, so rank 0's chunks are the ranks' own) */
@@ -947,7 +957,8 @@ W8A8_TEST(tp_gpu_pack_kernel) {
   static const struct { int64_t rows, K, pad; } cs[] = {
       {1, 16, 0}, {3, 96, 16}, {300, 4096 + 80, 32}, {5000, 64, 0}, {7, 16384 + 48, 16}, {2, 32768, 0}, {0, 64, 0}};
   REQUIRE(w8a8_tp_pack_takes((void *)256, (void *)512, 4096, 4096) && !w8a8_tp_pack_takes((void *)256, (void *)512, 4100, 4096) &&
-              !w8a8_tp_pack_takes((void *)256, (void *)520, 4096, 4096) && !w8a8_tp_pack_takes((void *)256, (void *)512, 4096, 24) &&
+              !w8a8_tp_pack_takes((void *)256, (void *)520, 4096, 4096) &&
+              !w8a8_tp_pack_takes((void *)264, (void *)512, 4096, 4096) && !w8a8_tp_pack_takes((void *)256, (void *)512, 4096, 24) &&
               !w8a8_tp_pack_takes((void *)256, (void *)512, 0, 0),
           "w8a8_tp_pack_takes: wrong on 16-byte rules");
   int nsm = 0;
@@ -1134,6 +1145,11 @@ static void one_gemm_cases(int W) {
     /* pieces: where a peer on another GPU holds two or more token tiles of rows (M >= 700 here) */
     t.want_pieces = W > 1 && g_pieces && w8a8_cuda_device_count() > 1 && cs[i].M >= 700 && cs[i].skew != 2;
     run_ag(&e, &t);
+    if (i == 1 && !w8a8_test_failed()) { /* the same with a's rows 8 bytes apart from a 16-byte multiple:
+                                           * the copy engine's pack, the flags by the memsets */
+      t.apad = 8, t.seed += 50;
+      run_ag(&e, &t);
+    }
   }
   env_close(&e);
 }
@@ -1150,6 +1166,14 @@ static void one_gemm_pieces(int W) {
   g_pieces = 0;
   unsetenv("W8A8_TP_AG_PIECES");
 }
+/* The same with the own-row pack kernel off (W8A8_TP_AG_PACK=0, session 15): the copy engine's 2D copy,
+ * the expand kernel and the flags' memsets, as before tp_pack. */
+static void one_gemm_nopack(int W) {
+  setenv("W8A8_TP_AG_PACK", "0", 1);
+  one_gemm_cases(W);
+  unsetenv("W8A8_TP_AG_PACK");
+}
+W8A8_TEST(tp_gpu_ag_one_gemm_nopack_w2) { one_gemm_nopack(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w2) { one_gemm_pieces(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w4) { one_gemm_pieces(4); }
 

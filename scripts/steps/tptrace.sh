@@ -5,9 +5,9 @@
 #      shape: each row is preceded by '# trace' lines, the last fused call's marks per rank in microseconds
 #      from its fork (E the call reached the stream and AG's K own rows packed: before the fork,
 #      negative; RS: G a peer piece's GEMM done, P its push done, O an own GEMM done, A the peers'
-#      partials in, R reduced; AG: C a chunk copied, G a GEMM done, J joined). Session 14's reading is in
-#      NOTES (TP section); E and K (session 14, unrun) split the ~70 us that AG spends before its fork at
-#      8192 tokens (the wait for the peers' previous calls, the own rows' pack copy).
+#      partials in, R reduced; AG: C a chunk copied, G a GEMM done, J joined). Sessions 14-15's readings are
+#      in NOTES (TP section): E and K (first run in session 15) put ~45 us of AG's ~55 before its fork at
+#      8192 tokens in the own rows' pack copy; the tp_pack kernel has it at ~21.
 # Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"

@@ -39,6 +39,9 @@ W8A8_HIDDEN void w8a8_clear_error(void);
  * and kept in *cache (-1: not read yet; a caller may store 0 / 1 there to override it). Default on
  * (dflt = 1): on unless the value starts with '0'; default off: on only if it starts with '1'. */
 W8A8_HIDDEN int w8a8_env_flag(int *cache, const char *name, int dflt);
+/* A non-negative integer setting from the environment, read once into *cache (-1: not read yet), clamped
+ * to [lo, hi] (lo >= 0); unset or not a whole decimal number: dflt. A value a hook stores meanwhile wins. */
+W8A8_HIDDEN int w8a8_env_int(int *cache, const char *name, int dflt, int lo, int hi);
 /* A three-way switch: 0 if the value starts with '0', 1 if with '1', otherwise (unset too) `other`;
  * read once into *cache (-1: not read yet). A value a hook stores meanwhile wins over the read. */
 W8A8_HIDDEN int w8a8_env_mode(int *cache, const char *name, int other);

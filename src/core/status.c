@@ -47,6 +47,21 @@ int w8a8_env_flag(int *cache, const char *name, int dflt) {
   return v;
 }
 
+int w8a8_env_int(int *cache, const char *name, int dflt, int lo, int hi) {
+  int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *e = getenv(name);
+    char *end = NULL;
+    long x = e && *e ? strtol(e, &end, 10) : dflt;
+    if (!e || !*e || end == e || *end != '\0') x = dflt; /* unset or not a number: the default */
+    int want = (int)(x < lo ? lo : x > hi ? hi : x), unread = -1;
+    /* only over "not read yet": a hook's value stored meanwhile wins */
+    if (!__atomic_compare_exchange_n(cache, &unread, want, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return unread;
+    v = want;
+  }
+  return v;
+}
+
 int w8a8_env_mode(int *cache, const char *name, int other) {
   int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
   if (v < 0) {

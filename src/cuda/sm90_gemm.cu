@@ -325,8 +325,8 @@ static sm90_plan deep_split(int dev, int ci, long long clusters, int kblocks, in
 // within 9% of it at every M = 17..64 row it applies to, and 1.01-1.47x faster than the plans it
 // replaces (fp8 8b-o M = 33..64 10.5-10.8 us where the 128 x 128 tile took 14.5; 70b-qkv-tp4 M = 64
 // 10.9 vs 15.9 of the 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). At 33..64 tokens
-// two n32 tiles beat one n64 tile by up to 9% on 8b-o: taken where they double the CTAs (below; not
-// yet run as a plan). Returns config -1 where it does not apply.
+// two n32 tiles beat one n64 tile by up to 9% on 8b-o: taken where they double the CTAs, for fp8 only
+// since session 15 (below). Returns config -1 where it does not apply.
 static int g_deep_n32x2 = -1;  // W8A8_SM90_DEEP_N32X2: plan_deep's two n32 tiles: 1 both dtypes, 0 never, unset fp8 only (2)
 static int deep_n32x2_mode(void) { return w8a8_env_mode(&g_deep_n32x2, "W8A8_SM90_DEEP_N32X2", 2); }
 static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
@@ -363,18 +363,14 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // against 38.8, M = 64 37.6 against 36.4; the interleaved A/B through torch_compare (W8A8_SM90_SWAP64_MAX
 // 32 vs 64, two rounds) at M = 33 / 40 / 48 / 56 / 64: fp8 1.11 / 1.07 / 1.04 / 1.00 / 0.96x, int8 1.08-1.09
 // / 1.06 / 1.01 / 0.95 / 0.94x, fp8 with the weights-constant hint 1.02 / 0.98 / 0.96 / 0.92 / 0.90x: hence
-// 40. W8A8_SM90_SWAP64_MAX=N moves the bound (32: off).
+// 40. W8A8_SM90_SWAP64_MAX=N moves the bound (32: off; hook w8a8_sm90_set_swap64_max). Kept to what the
+// measurement covers (helper-42's review): at least 16 K-blocks (8b-gateup has 32), at most 2 x SMs weight
+// tiles (one wave of two CTAs per SM; 8b-gateup: 224 of 264), and no ready flags (the all-gather's tiles
+// wait for rows: not measured there). It applies with the weights-constant hint (1.02x at 33, 0.98x at 40)
+// and under W8A8_FP8_ACCUM_FAST (the fast 128 x 256 tile it replaces there took 36.0 us at 64 tokens where
+// the precise one took 36.4: not measured at 33..40).
 static int g_swap64_max = -1;
-static int swap64_max(void) {
-  int v = __atomic_load_n(&g_swap64_max, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_SM90_SWAP64_MAX");
-    v = e && e[0] >= '0' && e[0] <= '9' ? atoi(e) : 40;
-    if (v > 64) v = 64;
-    __atomic_store_n(&g_swap64_max, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
+static int swap64_max(void) { return w8a8_env_int(&g_swap64_max, "W8A8_SM90_SWAP64_MAX", 40, 32, 64); }
 
 // 65..80 tokens on the n64 deep ring with two token tiles (the second holds 1..16 tokens, loaded
 // through the token tail where tail_plan takes it: int8 always, fp8 up to 8 rows), plan_deep's split
@@ -463,7 +459,8 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // at M = 64 the 128 x 128 tile does the same work as at M = 128 (one 128-row tile), so it
   // removes that cliff by construction.
   // 17..64 tokens: plan_deep first (session 7); where it does not apply (more weight tiles than
-  // SMs; 33..64 tokens with a short K), plan_small up to 32 tokens and the rules below. 33..128
+  // SMs; 33..64 tokens with a short K), plan_small up to 32 tokens, and at 33..swap64_max() tokens where
+  // the weight tiles outnumber the SMs (session 15, see swap64_max), then the rules below. 33..128
   // tokens, measured on the H200 (session 2,
   // bench/results/h200-torch-compare-2026-11-29-v2/v3): one 128-row tile covers M <= 128, so the
   // unsplit 128 x 128 tile runs on N / 128 SMs. Few weight tiles and a long K (8b-down: 32 tiles x
@@ -481,7 +478,8 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     if (pl.config >= 0) return pl;
   }
   if (p->M <= 32) return plan_small(p, num_sms);
-  if (p->M <= swap64_max() && (p->N + SM90_BM - 1) / SM90_BM > num_sms) {
+  if (p->M <= swap64_max() && !p->ready && kblocks_all >= 16 && (p->N + SM90_BM - 1) / SM90_BM > num_sms &&
+      (p->N + SM90_BM - 1) / SM90_BM <= 2 * (int64_t)num_sms) {
     const sm90_plan pl = plan_small(p, num_sms);
     if (pl.config >= 0) return pl;
   }
@@ -977,6 +975,14 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g
 // 16-bit (lean or staged), 2 fp32 (lean).
 static int g_last_tma_out;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tma_out(void) { return __atomic_load_n(&g_last_tma_out, __ATOMIC_RELAXED); }
+// tokens: the swap-AB n64 rule's upper bound (32: off; clamped to 32..64), -1 back to W8A8_SM90_SWAP64_MAX
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_swap64_max(int tokens) {
+  __atomic_store_n(&g_swap64_max, tokens < 0 ? -1 : tokens < 32 ? 32 : tokens > 64 ? 64 : tokens, __ATOMIC_RELAXED);
+}
+// mode: plan_deep's two n32 token tiles: 1 both dtypes, 0 never, 2 fp8 only (the rule), -1 back to the variable
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep_n32x2(int mode) {
+  __atomic_store_n(&g_deep_n32x2, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+}
 // on: 1 plan_deep80 wherever it applies, 0 never, 2 its default rule, -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) {
   __atomic_store_n(&g_deep80, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
@@ -1011,6 +1017,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_swap64_max(int tokens) { (void)tokens; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep_n32x2(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }

@@ -1,9 +1,11 @@
-// tp_kernels.cu — the two small kernels of the GPU tensor-parallel schedules (src/tp/tp_gpu.c).
+// tp_kernels.cu — the small kernels of the GPU tensor-parallel schedules (src/tp/tp_gpu.c).
 //
+//   tp_pack:    the all-gather's own rows (strided a -> the dense gathered buffer), one scale and
+//               zero point per row, and the one-GEMM ready flags' reset, in one launch (session 15).
 //   tp_expand:  a rank's per-tensor or per-token scale_a (and zero point) written as one value
 //               per row into the gathered buffer, so rows from ranks with different per-tensor
-//               scales share one per-token GEMM description (as the CPU path does in ag_gemm.c).
-//               The 8-bit rows themselves move with cudaMemcpy2DAsync (copy engine).
+//               scales share one per-token GEMM description (as the CPU path does in ag_gemm.c);
+//               with the rows' cudaMemcpy2DAsync (copy engine), the pack where tp_pack declines.
 //   tp_reduce:  the reduce-scatter's sum. out[i, n] = round(((p_0 + p_1) + ... + p_{W-1}) + bias[n]),
 //               fp32 additions in rank order with explicit __fadd_rn (nvcc may not contract or
 //               reorder them), rounded once by common.cuh's converters: exactly gemm_rs.c's
@@ -41,8 +43,11 @@ extern "C" w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scal
 // cudaMemcpy2DAsync (copy engine) + tp_expand + two cudaMemsetAsync of the ready flags. Session 15's
 // trace put ~45 us of 70b-qkv's fused all-gather at 8192 tokens (33.5 MB of own rows: ~0.8 TB/s) and
 // ~10 us at 1024 between the call's entry and its packed rows. Rows move in 16-byte units (the host
-// takes this kernel only where dst, src, K and lda are multiples of 16; else the old path), four loads
-// in flight per thread; one block per row in turn (grid-stride). Scales (and zero points) one per row,
+// takes this kernel only where dst, src, K and lda are multiples of 16; else the old path), one block
+// of 256 threads per row in turn (grid-stride, up to 8 blocks per SM): at K = 4096..8192 bytes each
+// thread moves 1-2 units per row, so the loads in flight come from occupancy; the four-load loop
+// engages only above 12 KB per row. Measured 33.5 MB in ~21 us (~3.2 TB/s read + write).
+// Rows of a few bytes leave most of a block idle: correct, not fast (hidden sizes are >= 2 KB). Scales (and zero points) one per row,
 // as tp_expand; flags[0..nflags) = 0 but flags[own] = 1 (the one-GEMM ready table), by block 0.
 __global__ void tp_pack_kernel(uint8_t *dst, const uint8_t *src, int64_t lda, int64_t K, int64_t rows,
                                float *dst_scale, const float *scale, int scale_per_row, int32_t *dst_azp,

@@ -13,8 +13,10 @@
  *          finished everything it did with this rank's buffers, so this call may overwrite
  *          them: that, not a second buffer, is what keeps back-to-back calls from racing,
  *          and it also holds when a captured graph is replayed (fixed buffers, fixed events).
- *   AG:    pack own rows (cudaMemcpy2DAsync, strided a -> dense gathered rows) and one scale /
- *          zero point per row (tp_expand) on S; record ev_ready; host barrier (every rank's
+ *   AG:    pack own rows (strided a -> dense gathered rows) and one scale / zero point per row on S:
+ *          one tp_pack kernel, which also resets the one-GEMM ready flags (session 15), where a, lda
+ *          and K are 16-byte multiples; else cudaMemcpy2DAsync + tp_expand + the flags' memsets;
+ *          record ev_ready; host barrier (every rank's
  *          ev_ready is recorded before anyone waits on it); S runs the own rows' GEMM at once
  *          while C, for s = 1..W-1, waits on peer j = (r - s) mod W's ev_ready and pulls its
  *          rows, scales and zero points from j's buffer into the same rows of its own
@@ -515,7 +517,8 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
    * (tp_pack) where the rows are 16-byte aligned (W8A8_TP_AG_PACK=0: the copy engine's 2D copy, the
    * expand kernel and two memsets, as before session 15). */
   const uint8_t *asrc = (const uint8_t *)p->a;
-  if (ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || flags)) {
+  gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || flags);
+  if (gs->last_ag_pack) {
     const int64_t rows = cnt[r] > 0 ? cnt[r] : 0;
     W8A8_CHECK(w8a8_tp_launch_pack(g.a + off[r] * K, asrc, (int64_t)p->lda, K, rows, g.scale + off[r], p->scale_a,
                                    p->scale_a_per_token, zp ? g.azp + off[r] : NULL, p->azp,
@@ -535,7 +538,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
     }
   }
-  trace(gs, S, 'K', capture); /* own rows packed (after the wait for the peers' previous calls) */
+  trace(gs, S, 'K', capture); /* own rows packed, flags reset (after the wait for the peers' previous calls) */
   CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
@@ -812,6 +815,9 @@ static int rs_own_pieces(xport xp, int64_t rows, int64_t K) {
 /* Tests: 1 on, 0 off, -1 back to W8A8_TP_RS_OWN_WHOLE (read on the next call). */
 W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on) {
   __atomic_store_n(&g_rs_own_whole, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_pack : -1;
 }
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_own : -1;

@@ -112,6 +112,7 @@ typedef struct w8a8_tp_gpu {
   int last_chunks;   /* its ready table's chunks (one GEMM with flags; else 0) */
   int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
   int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
+  int last_ag_pack;   /* the last all-gather packed its own rows with tp_pack (w8a8_tp_gpu_last_ag_pack) */
   int last_rs_own;    /* the last reduce-scatter's GEMM launches over this rank's own rows */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
@@ -184,9 +185,12 @@ W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
  * -1 back to the variable; for the tests. */
 W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on);
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c);
+/* Tests: 1 if the last all-gather packed its own rows (and reset the ready flags) with the tp_pack kernel, 0
+ * if it took the copy engine's path or packed nothing, -1 without a GPU communicator. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (E the call reached the compute stream (before the wait for the peers' previous calls), AG: K own rows
- * packed, both before F and so negative; RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
+ * packed and the ready flags reset (since session 15 on both pack paths), both before F and so negative; RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
  * W8A8_TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the
  * reduction done; AG: F fork, C a peer chunk (or piece) copied (side stream; a same-GPU peer's on the
  * compute stream before a one-GEMM launch), G a GEMM done, J joined) and us[i], microseconds from F. Waits for the events (for
