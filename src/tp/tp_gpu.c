@@ -414,17 +414,19 @@ int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt, const int *
   return n;
 }
 
+/* W8A8_TP_AG_PACK: the own-row pack as one kernel (default) or, =0, as the copy engine's 2D copy
+ * (session 15; read per call, so tests may set it). */
+static bool ag_pack_env(void) {
+  const char *e = getenv("W8A8_TP_AG_PACK");
+  return !(e && e[0] == '0');
+}
+
 /* W8A8_TP_AG_PIECES=P (session 10; default 1: measured in session 11, no gain: P = 2 even, P = 4
  * 0.85-0.96x, h200x2-tp-pieces-2026-11-30.txt): the one-GEMM all-gather pulls each
  * peer's rows (on other GPUs) in up to P pieces of whole token tiles, each with its own ready flag, so
  * that the first peer tiles start when their piece lands instead of after the whole copy. At TP = 2 and
  * 1024 tokens the fused op took 105 us against gemm 69 + comm 37 (h200x2-tp-group-2026-11-30.txt): the
  * peer half (1.2 waves of tiles) could start only once the whole 4 MB had arrived under the GEMM's load. */
-/* W8A8_TP_AG_PACK: the own-row pack as one kernel (default) or, =0, as the copy engine's 2D copy. */
-static bool ag_pack_env(void) {
-  const char *e = getenv("W8A8_TP_AG_PACK");
-  return !(e && e[0] == '0');
-}
 static int ag_pieces_env(void) {
   const char *e = getenv("W8A8_TP_AG_PIECES");
   const int v = e ? atoi(e) : 1;
