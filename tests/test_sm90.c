@@ -1358,13 +1358,15 @@ W8A8_TEST(sm90_deep_swap_ring) {
  * warpgroup j % 2), the ring wraps inside a tile (K = 1000: 8 K-blocks on 6 stages), across tiles
  * (K = 200: 2 K-blocks) and every tile is one K-block (K = 100); partial tiles at the M, N and K
  * edges. The 128 x 64 tiles: one staged-epilogue chunk per tile, the case whose buffer reuse raced
- * the previous tile's TMA store until session 5's review. */
+ * the previous tile's TMA store until session 5's review. The 128 x 192 tiles (session 15): three
+ * chunks per tile, odd like the 128 x 64 tile's one, and fp8's promotion in two halves of 96 columns. */
 W8A8_TEST(sm90_many_tiles_per_cta) {
   NEED_SM90();
-  static const char *names[] = {"int8_128x128_pp", "fp8_128x128_pp", "int8_128x64", "fp8_128x64_promote"};
+  static const char *names[] = {"int8_128x128_pp", "fp8_128x128_pp", "int8_128x64", "fp8_128x64_promote",
+                                "int8_128x192", "fp8_128x192_promote"};
   static const int64_t shapes[][3] = {{2000, 3000, 200}, {1100, 2056, 1000}, {1500, 2600, 100}};
   int v = 0;
-  for (int ni = 0; ni < 4; ni++) {
+  for (int ni = 0; ni < 6; ni++) {
     int i8 = 0;
     const int ci = w8a8_sm90_config_lookup(names[ni], &i8, NULL, NULL);
     REQUIRE(ci >= 0, "no configuration %s", names[ni]);

@@ -981,7 +981,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // The 128 x 256 fp8 tile with promotion (session 4): 128 accumulators + a 128-register temporary
   // do not fit, so each K-block is promoted in two halves of 128 columns through one 64-register
   // temporary (see the loop below).
-  constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && C::NACC == 128 && !SWAP && !SPLITK;
+  constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && (C::NACC == 128 || C::NACC == 96) && !SWAP && !SPLITK;
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
