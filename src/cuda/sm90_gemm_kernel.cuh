@@ -980,7 +980,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   constexpr bool PROMOTE_DB = PROMOTE && (MINB == 1 ? C::NACC <= 64 : C::NACC <= 16);
   // The 128 x 256 fp8 tile with promotion (session 4): 128 accumulators + a 128-register temporary
   // do not fit, so each K-block is promoted in two halves of 128 columns through one 64-register
-  // temporary (see the loop below).
+  // temporary (see the loop below); the 128 x 192 tile (session 15) likewise, 96 + 48.
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && (C::NACC == 128 || C::NACC == 96) && !SWAP && !SPLITK;
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
@@ -1420,7 +1420,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // 128 x 128 tile (each 128-deep block from zero, then added in K order): same bits.
         // Against fp8_128x128_promote it halves the A bytes per FLOP read from L2, whose
         // bandwidth bounds the 128 x 128 tile's main loop (0.44 us per K-block measured vs the
-        // tensor pipe's 0.28).
+        // tensor pipe's 0.28). The 128 x 192 tile (session 15) does the same in halves of 96 columns
+        // (m64n96, 48 registers; the B half at 96 rows = 12 swizzle periods).
         for (int kb = kb_lo; kb < kb_hi; kb++) {
           sm90_mbar_wait(full0 + 8 * s, phase);
           const uint64_t dx = sm90_desc_k128(smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK);
