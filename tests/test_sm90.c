@@ -734,7 +734,8 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
                       strstr(w8a8_sm90_config_name(ci), "splitk")))
         continue;
       const int pp = ci >= 0 && strstr(w8a8_sm90_config_name(ci), "_pp") != NULL;
-      const int many = ci < 0 || strstr(w8a8_sm90_config_name(ci), "128x64") != NULL;
+      const int many = ci < 0 || strstr(w8a8_sm90_config_name(ci), "128x64") != NULL ||
+                       strstr(w8a8_sm90_config_name(ci), "128x192") != NULL;
       for (int v = 0; v < 4 + many && !w8a8_test_failed(); v++) {
         mm_case c = v == 4 ? rotate(in, 2048, 2560, 128, v, ci, 1)
                            : rotate(in, v < 2 ? 300 : 65, 520, 128 * 5 + 16 * v, v, ci, 1);
@@ -1358,21 +1359,40 @@ W8A8_TEST(sm90_deep_swap_ring) {
  * warpgroup j % 2), the ring wraps inside a tile (K = 1000: 8 K-blocks on 6 stages), across tiles
  * (K = 200: 2 K-blocks) and every tile is one K-block (K = 100); partial tiles at the M, N and K
  * edges. The 128 x 64 tiles: one staged-epilogue chunk per tile, the case whose buffer reuse raced
- * the previous tile's TMA store until session 5's review. The 128 x 192 tiles (session 15): three
- * chunks per tile, odd like the 128 x 64 tile's one, and fp8's promotion in two halves of 96 columns. */
+ * the previous tile's TMA store until session 5's review. The 128 x 192 tiles (session 15; helper-43's
+ * cases): three chunks per tile, odd like the 128 x 64 tile's one, across more tiles than SMs, through
+ * the lean epilogue (bf16, fp32: six chunks) and the staged one (int8 with a zero point, fp8 with the lean
+ * path off), fp16 / fp32 / bf16 out, a last column tile of 64 valid columns; fp8's promotion in two
+ * halves of 96 columns; the launch must report its TMA-store path (w8a8_sm90_last_tma_out). */
 W8A8_TEST(sm90_many_tiles_per_cta) {
   NEED_SM90();
   static const char *names[] = {"int8_128x128_pp", "fp8_128x128_pp", "int8_128x64", "fp8_128x64_promote",
                                 "int8_128x192", "fp8_128x192_promote"};
   static const int64_t shapes[][3] = {{2000, 3000, 200}, {1100, 2056, 1000}, {1500, 2600, 100}};
+  /* 128 x 192: 224, 192, 224 tiles (> 132 SMs); N = 2560 leaves 64 columns in the last tile (its second
+   * B half all fill, two of its three output chunks outside the tensor) */
+  static const int64_t shapes192[][3] = {{2000, 2560, 200}, {1500, 3000, 100}, {2048, 2600, 384}};
   int v = 0;
   for (int ni = 0; ni < 6; ni++) {
     int i8 = 0;
     const int ci = w8a8_sm90_config_lookup(names[ni], &i8, NULL, NULL);
     REQUIRE(ci >= 0, "no configuration %s", names[ni]);
+    const int x192 = strstr(names[ni], "x192") != NULL;
     for (int si = 0; si < 3 && !w8a8_test_failed(); si++, v++) {
-      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, shapes[si][0], shapes[si][1], shapes[si][2], v, ci, 1);
+      const int64_t *sh = x192 ? shapes192[si] : shapes[si];
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, sh[0], sh[1], sh[2], v, ci, 1);
+      if (x192) { /* the TMA-store epilogues (aligned output), bf16 / fp16 / fp32 in turn */
+        c.ldo_pad = 0, c.out_offset = 0;
+        c.out = si == 2 ? W8A8_DTYPE_FP32 : si ? W8A8_DTYPE_FP16 : W8A8_DTYPE_BF16;
+        c.azp = i8 && si == 1 ? 2 : 0; /* int8 fp16 with a zero point: the staged epilogue */
+      }
+      const int staged = x192 && si == 1 && !i8; /* fp8's staged epilogue: the lean one off */
+      if (staged) w8a8_sm90_set_lean(0);
       run_case(&c, 700 + (uint64_t)v);
+      if (staged) w8a8_sm90_set_lean(-1);
+      if (x192 && !w8a8_test_failed())
+        CHECK(w8a8_sm90_last_tma_out() == (si == 2 ? 2 : 1), "%s M=%lld N=%lld: the launch's staged output was %d, "
+              "expected %d", names[ni], (long long)sh[0], (long long)sh[1], w8a8_sm90_last_tma_out(), si == 2 ? 2 : 1);
     }
   }
 }

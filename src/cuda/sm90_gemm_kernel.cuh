@@ -593,7 +593,7 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
 // The staged epilogues' buffer protocol (sm90_epi_staged, sm90_epi_lean): each consumer warpgroup
 // has two 8 KB buffers, chunk q of a call in buffer q % 2. Before writing one, the TMA store that
 // last read it must be done: two chunks ago normally; but with an odd number of chunks per call
-// (BN = 64: one) the previous call's last chunk used this chunk 0's buffer, so nothing may still
+// (BN = 64: one; BN = 192: three) the previous call's last chunk used this chunk 0's buffer, so nothing may still
 // read (review, session 5: wait_read<1> let that store race the writes).
 template <int NCHUNK>
 SM90_DEV void sm90_epi_chunk_acquire(int tid, int bar, int q) {
