@@ -455,6 +455,8 @@ static int split256_enabled(void) { return w8a8_env_flag(&g_split256, "W8A8_SM90
 static int g_narrow256 = -1;
 static int narrow256_mode(void) { return w8a8_env_mode(&g_narrow256, "W8A8_SM90_NARROW256", 2); }
 
+static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 plan's 128 x 192 rule (opt-in until measured), 0 / unset off
+static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 0); }
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens where plan_deep does not apply: the 128 x 128 tile (history: before the deep ring
@@ -566,6 +568,17 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // keeps it to one 128-deep block's truncation. fp8_128x256 (fast accumulation) is what
   // W8A8_FP8_ACCUM_FAST maps the wide tile to (apply_fp8_accum).
   const char *name = int8 ? (wide ? "int8_128x256" : "int8_128x128") : (wide ? "fp8_128x256_promote" : "fp8_128x128_promote");
+  // W8A8_SM90_WIDE192=1 (session 15; opt-in, NOT yet run or measured): the 128 x 192 tile where its share
+  // of the SMs' work, counting the last column tile's empty columns, beats the pick above's by 10%
+  // (70b-qkv-tp4 M = 1024: 112 tiles x 95% filled = 0.81 of one wave against 0.61). Not with ready flags.
+  if (wide192_enabled() && !p->ready) {
+    const int64_t n192 = (p->N + 191) / 192, t192 = tm * n192;
+    const double e192 = (double)t192 / (double)(((t192 + num_sms - 1) / num_sms) * num_sms) *
+                        ((double)p->N / (double)(n192 * 192));
+    const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
+    const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
+    if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : "fp8_128x192_promote";
+  }
   sm90_plan pl = {find_config(name), 1};
   return pl;
 }
