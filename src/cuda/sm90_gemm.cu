@@ -455,6 +455,10 @@ static int split256_enabled(void) { return w8a8_env_flag(&g_split256, "W8A8_SM90
 static int g_narrow256 = -1;
 static int narrow256_mode(void) { return w8a8_env_mode(&g_narrow256, "W8A8_SM90_NARROW256", 2); }
 
+// The share of whole waves of num_sms CTAs that `tiles` tiles fill (1.0: no SM idle in the last wave).
+static double wave_share(int64_t tiles, int num_sms) {
+  return (double)tiles / (double)(((tiles + num_sms - 1) / num_sms) * num_sms);
+}
 static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 plan's 128 x 192 rule (opt-in until measured), 0 / unset off
 static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 0); }
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
@@ -560,8 +564,8 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // 128 x 256 one lost (70b-qkv-tp4 M = 4096 164.7 vs 150.7, 8b-qkv M = 1024 63.0 vs 51.9).
   int64_t tm = (p->M + 127) / 128;
   int64_t t256 = tm * ((p->N + 255) / 256), t128 = tm * ((p->N + 127) / 128);
-  double e256 = (double)t256 / (double)(((t256 + num_sms - 1) / num_sms) * num_sms);
-  double e128 = (double)t128 / (double)(((t128 + num_sms - 1) / num_sms) * num_sms);
+  double e256 = wave_share(t256, num_sms);
+  double e128 = wave_share(t128, num_sms);
   int wide = e256 >= e128 * 0.9;
   // fp8 always promotes (PRECISE): QGMMA's own accumulation over the whole K range measured an error
   // of 1.1e-3 of sum|a||b| at K = 429 on random e4m3 data (NOTES.md), growing with K, where promotion
@@ -573,8 +577,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // (70b-qkv-tp4 M = 1024: 112 tiles x 95% filled = 0.81 of one wave against 0.61). Not with ready flags.
   if (wide192_enabled() && !p->ready) {
     const int64_t n192 = (p->N + 191) / 192, t192 = tm * n192;
-    const double e192 = (double)t192 / (double)(((t192 + num_sms - 1) / num_sms) * num_sms) *
-                        ((double)p->N / (double)(n192 * 192));
+    const double e192 = wave_share(t192, num_sms) * ((double)p->N / (double)(n192 * 192));
     const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
     const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
     if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : "fp8_128x192_promote";

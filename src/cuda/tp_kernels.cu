@@ -19,12 +19,19 @@
 #include "cuda_backend.h"
 #include "tp/tp_gpu.h"
 
-__global__ void tp_expand_kernel(float *dst_scale, const float *scale, int scale_per_row, int32_t *dst_azp,
-                                 const int32_t *azp, int azp_per_row, int64_t rows) {
+// One scale (and zero point) per row, grid-stride: tp_expand's body, and tp_pack's.
+static __device__ __forceinline__ void tp_expand_rows(float *dst_scale, const float *scale, int scale_per_row,
+                                                      int32_t *dst_azp, const int32_t *azp, int azp_per_row,
+                                                      int64_t rows) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += (int64_t)gridDim.x * blockDim.x) {
     dst_scale[i] = scale[scale_per_row ? i : 0];
     if (dst_azp) dst_azp[i] = azp[azp_per_row ? i : 0];
   }
+}
+
+__global__ void tp_expand_kernel(float *dst_scale, const float *scale, int scale_per_row, int32_t *dst_azp,
+                                 const int32_t *azp, int azp_per_row, int64_t rows) {
+  tp_expand_rows(dst_scale, scale, scale_per_row, dst_azp, azp, azp_per_row, rows);
 }
 
 extern "C" w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
@@ -67,10 +74,7 @@ __global__ void tp_pack_kernel(uint8_t *dst, const uint8_t *src, int64_t lda, in
     }
     for (; u < U; u += blockDim.x) d[u] = __ldg(s + u);
   }
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += (int64_t)gridDim.x * blockDim.x) {
-    dst_scale[i] = scale[scale_per_row ? i : 0];
-    if (dst_azp) dst_azp[i] = azp[azp_per_row ? i : 0];
-  }
+  tp_expand_rows(dst_scale, scale, scale_per_row, dst_azp, azp, azp_per_row, rows);
   if (blockIdx.x == 0 && flags)
     for (int i = threadIdx.x; i < nflags; i += blockDim.x) flags[i] = i == own ? 1u : 0u;
 }

@@ -438,6 +438,9 @@ static int ag_pieces_env(void) {
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_one_gemm : -1;
 }
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_pack : -1;
+}
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_chunks(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_chunks : -1;
 }
@@ -817,9 +820,6 @@ static int rs_own_pieces(xport xp, int64_t rows, int64_t K) {
 /* Tests: 1 on, 0 off, -1 back to W8A8_TP_RS_OWN_WHOLE (read on the next call). */
 W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on) {
   __atomic_store_n(&g_rs_own_whole, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
-W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c) {
-  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_pack : -1;
 }
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_own : -1;
