@@ -39,6 +39,7 @@ void w8a8_sm90_set_swap64_max(int tokens);
 void w8a8_sm90_set_deep_n32x2(int mode);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
+void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_sk_mc2(int on);
 void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
@@ -1007,6 +1008,52 @@ W8A8_TEST(sm90_swap64_plan) {
   }
   w8a8_sm90_set_swap64_max(-1);
   w8a8_sm90_set_deep_n32x2(-1);
+  cudaFree(dbuf);
+  w8a8_destroy(h);
+}
+
+/* plan's 128 x 192 rule (session 15, default since 16): on a GPU with 132 SMs the 192 tile where its
+ * share of one wave, counting the last column tile's empty columns, beats the 128 / 256 pick's by 10%
+ * (70b-qkv-tp4 M = 1024: 112 tiles at 95% against 0.61 of a wave; 8b-qkv M = 512: 128 tiles), not at
+ * M = 2048 on the same weights (the 128 x 128 tile fills 0.81 as well) nor at 4096 x 4096; with the
+ * hook at 0 never. The two 192 plans run through the public API (K = 1024: the rule does not read K). */
+W8A8_TEST(sm90_wide192_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)160 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  REQUIRE(sms > 0, "no SM count");
+  /* M, N, K, expected to take the 192 tile (with 132 SMs) */
+  const int64_t cases[][4] = {{1024, 2560, 8192, 1}, {1024, 2560, 1024, 1}, {512, 6144, 4096, 1},
+                              {512, 6144, 1024, 1}, {2048, 2560, 8192, 0}, {4096, 4096, 4096, 0}};
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
+  int v = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const int t192 = w8a8_sm90_config_lookup(dt ? "int8_128x192" : "fp8_128x192_promote", NULL, NULL, NULL);
+    REQUIRE(t192 >= 0, "no 128 x 192 configuration");
+    for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
+      w8a8_sm90_set_wide192(on);
+      for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
+        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+        int split = 0;
+        const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, N, K, &split);
+        if (ci == PLAN_INVALID) break;
+        const int want = on && cases[i][3] != 0;
+        if (!want || sms == 132)
+          CHECK((ci == t192) == want, "%s M=%lld N=%lld K=%lld rule %s: planned %s split %d", dt ? "int8" : "fp8",
+                (long long)M, (long long)N, (long long)K, on ? "on" : "off", ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+                split);
+        if (on && K == 1024) {
+          mm_case c = rotate(in, M, N, K, v++, -1, 0);
+          run_case(&c, 2700 + (uint64_t)v);
+        }
+      }
+    }
+  }
+  w8a8_sm90_set_wide192(-1);
   cudaFree(dbuf);
   w8a8_destroy(h);
 }

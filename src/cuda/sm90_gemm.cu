@@ -459,8 +459,8 @@ static int narrow256_mode(void) { return w8a8_env_mode(&g_narrow256, "W8A8_SM90_
 static double wave_share(int64_t tiles, int num_sms) {
   return (double)tiles / (double)(((tiles + num_sms - 1) / num_sms) * num_sms);
 }
-static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 plan's 128 x 192 rule (opt-in until measured), 0 / unset off
-static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 0); }
+static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 rule, 0 off
+static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 1); }
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   // 33..64 tokens where plan_deep does not apply: the 128 x 128 tile (history: before the deep ring
@@ -572,9 +572,12 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // keeps it to one 128-deep block's truncation. fp8_128x256 (fast accumulation) is what
   // W8A8_FP8_ACCUM_FAST maps the wide tile to (apply_fp8_accum).
   const char *name = int8 ? (wide ? "int8_128x256" : "int8_128x128") : (wide ? "fp8_128x256_promote" : "fp8_128x128_promote");
-  // W8A8_SM90_WIDE192=1 (session 15; opt-in, NOT yet run or measured): the 128 x 192 tile where its share
+  // W8A8_SM90_WIDE192 (session 15's rule, default since session 16): the 128 x 192 tile where its share
   // of the SMs' work, counting the last column tile's empty columns, beats the pick above's by 10%
   // (70b-qkv-tp4 M = 1024: 112 tiles x 95% filled = 0.81 of one wave against 0.61). Not with ready flags.
+  // Measured (envab 0 vs 1, two rounds, h200-sm90-session16-2026-11-30.txt): 70b-qkv-tp4 M = 1024 fp8
+  // 47.2 -> 39.0 us (1.20-1.22x), int8 43.1 -> 33.9 (1.26-1.29x); 8b-qkv M = 512 fp8 26.1 -> 22.6
+  // (1.15-1.16x), int8 24.2 -> 19.5 (1.24x). Where it does not fire the 192 tile mostly lost (sm90ab).
   if (wide192_enabled() && !p->ready) {
     const int64_t n192 = (p->N + 191) / 192, t192 = tm * n192;
     const double e192 = wave_share(t192, num_sms) * ((double)p->N / (double)(n192 * 192));
@@ -1018,6 +1021,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) {
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { set_switch(&g_sk_mc2, on); }
 // on: 1 plan_deep256 (its rule), 0 never, -1 back to W8A8_SM90_DEEP256
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { set_switch(&g_deep256, on); }
+// on: plan's 128 x 192 rule (1 the rule, 0 never), -1 back to W8A8_SM90_WIDE192
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: 1 the 128 x 64 tile at 129..256 tokens wherever it applies, 0 never, 2 its rule, -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
   __atomic_store_n(&g_narrow256, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
@@ -1043,6 +1048,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_swap64_max(int tokens) { (void)tokens;
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep_n32x2(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
