@@ -101,7 +101,7 @@ run_tests() { # name timeout args...
 if has sm90; then
   # the several-tiles-per-CTA cases first, in their own process (a hang there must not cost the rest)
   run_tests sm90-tiles 120 sm90_many_tiles
-  run_tests sm90-suite 300 sm90_ tune_ -sm90_many_tiles
+  run_tests sm90-suite 420 sm90_ tune_ -sm90_many_tiles
 fi
 # TESTS="name-prefix ...": those tests (e.g. the rest of a suite a budget cut short)
 has tests && run_tests tests 300 $TESTS
