@@ -40,6 +40,7 @@ void w8a8_sm90_set_deep_n32x2(int mode);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
 void w8a8_sm90_set_wide192(int on);
+void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_sk_mc2(int on);
 void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
@@ -906,14 +907,19 @@ W8A8_TEST(sm90_tail_matches_fill) {
     /* M, N, which passes take the twin (1 fp8 with W8A8_SM90_FP8_TAIL_BOX=0: an eighth of the tile, 2
      * int8, 4 fp8 with =1: int8's boxes, 8 fp8 with the default 2: half the tile). Every base plan here
      * has a twin (checked): 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at N = 1024), 128 x 128
-     * at M = 300 (96 CTAs, three token tiles). */
-    static const int64_t cases[][3] = {{129, 8192, 15}, {136, 8192, 15}, {176, 8192, 14},
-                                       {200, 8192, 6},  {300, 4096, 0},  {129, 1024, 0}};
+     * at M = 300 (96 CTAs, three token tiles); the single partial token tile of the plain 128 x 128 tile
+     * (session 16's W8A8_SM90_TAIL_SINGLE): 112 CTAs at N = 14336 take it (not fp8 with its box setting
+     * 0), 64 CTAs at N = 8192 do not. */
+    static const int64_t cases[][3] = {{129, 8192, 15}, {136, 8192, 15}, {176, 8192, 14}, {200, 8192, 6},
+                                       {300, 4096, 0},  {129, 1024, 0},  {65, 14336, 14}, {80, 14336, 14},
+                                       {80, 8192, 0}};
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    w8a8_sm90_set_tail_single(1);
     const int64_t K = 384;
     for (int dt = 0; dt < 4 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt == 1 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       w8a8_sm90_set_fp8_tail_box(dt == 3 ? 2 : dt == 2);
-      for (int mi = 0; mi < 6 && !w8a8_test_failed(); mi++, v++) {
+      for (int mi = 0; mi < ncases && !w8a8_test_failed(); mi++, v++) {
         const int64_t M = cases[mi][0], N = cases[mi][1];
         int split = 0;
         w8a8_sm90_set_tail_heuristic(0);
@@ -937,6 +943,19 @@ W8A8_TEST(sm90_tail_matches_fill) {
     }
     w8a8_sm90_set_fp8_tail_box(-1);
     CHECK(w8a8_test_failed() || twins > 0, "no case took a *_tail twin: the check above was vacuous");
+    /* with the single-tile rule off the plain tile keeps the filled box */
+    w8a8_sm90_set_tail_single(0);
+    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+      int split = 0;
+      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+      w8a8_sm90_set_tail_heuristic(0);
+      const int base = plan_of(h, dbuf, (size_t)32 << 20, in, 80, 14336, K, &split);
+      w8a8_sm90_set_tail_heuristic(1);
+      const int with = plan_of(h, dbuf, (size_t)32 << 20, in, 80, 14336, K, &split);
+      CHECK(base == with, "%s M=80 N=14336, W8A8_SM90_TAIL_SINGLE=0: planned %s, expected %s", dt ? "int8" : "fp8",
+            with >= 0 ? w8a8_sm90_config_name(with) : "nothing", base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
+    }
+    w8a8_sm90_set_tail_single(-1);
   }
   cudaFree(dbuf);
   w8a8_destroy(h);

@@ -636,7 +636,8 @@ static int tail_mode(void) {
 // 16-row box) 5% on 8b-o. int8 128 x 256 (the multicast twin): M = 129 1.13-1.19x on
 // 70b-gateup-tp4 and 8b-gateup, M = 192 1.5-2.5% slower (twice the MMA work per stage against the
 // same fill). Not where the partial tile is the only token tile (M = 65..100 on the 128-row tile:
-// every CTA splits its loads, 8-17% slower), not with three token tiles (swap n32 at M = 65..80:
+// every CTA splits its loads, 8-17% slower; except, since session 16, the plain 128 x 128 tiles where
+// apply_tail's gate passes: W8A8_SM90_TAIL_SINGLE below), not with three token tiles (swap n32 at M = 65..80:
 // 2-8% slower); several boxes always lost (each box ~85 cycles per stage, session 8). Except on the n64
 // deep ring with three or more token tiles (plan_deep256's, session 11; sm90_dev -R 1 vs 3, split 2,
 // h200-sm90-deep256-2026-11-30.txt): 70b-qkv-tp4 int8 M = 129 19.2 -> 14.1 us, 136 18.4 -> 14.1, 160
@@ -658,6 +659,16 @@ static int g_fp8_tail_box = -1;
 static int fp8_any_box(const w8a8_handle *h) {
   return h->weights_constant ? 0 : w8a8_env_mode(&g_fp8_tail_box, "W8A8_SM90_FP8_TAIL_BOX", 2);
 }
+// W8A8_SM90_TAIL_SINGLE (session 16; default 1, 0 for A/B runs): the rule also takes the partial tile where it
+// is the ONLY token tile (65..127 tokens), on the plain 128 x 128 tiles (int8, and fp8 where fp8_box is not 0:
+// not with the weights-constant hint, unmeasured there), any box; apply_tail's 70% grid gate decides where.
+// sm90_dev -R 0 vs 3 (h200-sm90-session16-2026-11-30.txt part 6): 70b-gateup-tp4 (112 CTAs) int8 M = 65 / 72 /
+// 80 / 96 44.2 / 42.9 / 40.9 / 39.0 -> 34.5 / 34.4 / 34.8 / 34.9 us (1.12-1.28x), fp8 45.0 / 43.3 / 41.4 / 39.2 ->
+// 34.6 / 34.6 / 34.7 / 34.9 (1.12-1.30x), even at 104; on 32..64 CTAs (70b-down-tp4, 70b-o-tp4, 8b-qkv, 8b-o) it
+// lost 5-15% (session 9's "8-17%"), which the gate keeps out. The 128 x 64 tile's twin gained at 65..80 on
+// 128 CTAs but lost at 96..104 and to the plans those shapes have there: not taken.
+static int g_tail_single = -1;
+static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A8_SM90_TAIL_SINGLE", 1); }
 static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box) {
   tail_boxes t = {0, 0};
   const int box = c->swap ? c->bn : SM90_BM;
@@ -675,7 +686,9 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, 
   else if (!c->int8 && fp8_box == 2 && !c->swap && c->bn <= 128) cap = box / 2;
   // three or more token tiles on the n64 deep ring (plan_deep256's): any box (see above)
   const int deep_many = c->swap && c->minb == 1 && box == 64 && token_rows > 2 * (int64_t)box;
-  if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many)) {
+  const int single = token_rows < box && !c->swap && c->bn == 128 && !c->splitk && c->mcast != 2 &&
+                     (c->int8 || fp8_box != 0) && tail_single_enabled();
+  if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many || single)) {
     t.n = 1;
     t.rows = rows;
   }
@@ -1029,6 +1042,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
 }
 // on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { set_switch(&g_tail_env, on); }
+// on: tail_plan's single-token-tile rule (1) or not (0), -1 back to W8A8_SM90_TAIL_SINGLE
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_single(int on) { set_switch(&g_tail_single, on); }
 // on: 1 apply_sk's stream-K twins wherever the schedule has units, 0 never, 2 its rule, -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) {
   __atomic_store_n(&g_sk, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
@@ -1043,6 +1058,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_single(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_swap64_max(int tokens) { (void)tokens; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep_n32x2(int mode) { (void)mode; }
