@@ -41,6 +41,7 @@ void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
 void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_tail_single(int on);
+void w8a8_sm90_set_fold(int on);
 void w8a8_sm90_set_sk_mc2(int on);
 void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
@@ -881,6 +882,29 @@ W8A8_TEST(sm90_tail_matches_fill) {
             w8a8_sm90_config_name(ci), (long long)c.M, g_tail_test_mode);
     }
   }
+  /* The fold (tail mode 4, session 16): the unswapped unsplit unicast twins at 65..127 tokens (one token
+   * tile) load rows [0, 64) and [M - 64, M) in one 3-D box; the same bits as the filled box (every output
+   * type and epilogue through rotate, per-token scales and zero points, the weights-constant hint), and
+   * the launch took the fold (1 box of 128 rows). */
+  int nfold = 0;
+  for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
+    const char *name = w8a8_sm90_config_name(ci);
+    if (!is_tail_config(ci) || w8a8_sm90_config_swap_bn(ci) || strstr(name, "_mc2") || strstr(name, "splitk")) continue;
+    nfold++;
+    const int i8 = w8a8_sm90_config_int8(ci);
+    static const int64_t fms[4] = {65, 100, 127, 72};
+    for (int mi = 0; mi < 4 && !w8a8_test_failed(); mi++, v++) {
+      g_tail_test_mode = 4;
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, fms[mi], 200 + 72 * (v % 3), 128 * 3 + 16, v, ci, 1);
+      g_weights_constant = mi % 2;
+      g_tail_test_config = ci;
+      CHECK(run_ab_same_bits(&c, 1900 + (uint64_t)v, tail_switch) != 0,
+            "%s M=%lld N=%lld the fold: the output differs from the filled box's", name, (long long)c.M, (long long)c.N);
+      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128, "%s M=%lld: the launch did not take the fold (%d)", name,
+            (long long)c.M, w8a8_sm90_last_tail());
+    }
+  }
+  CHECK(nfold == 4, "%d fold-capable *_tail configurations, expected 4", nfold);
   g_weights_constant = 0;
   w8a8_sm90_set_tail(-1);
   g_capture_on = 0;
@@ -956,6 +980,31 @@ W8A8_TEST(sm90_tail_matches_fill) {
             with >= 0 ? w8a8_sm90_config_name(with) : "nothing", base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
     }
     w8a8_sm90_set_tail_single(-1);
+    /* W8A8_SM90_FOLD=1 (off by default): the heuristic takes the twin with the fold whatever the grid
+     * (80 x 8192: 64 CTAs of 128 x 128, below the tail's 70% gate; 100 x 1024: 16 CTAs of 128 x 64), and
+     * the result through the public API is right */
+    w8a8_sm90_set_fold(1);
+    static const int64_t fcases[][2] = {{80, 8192}, {100, 1024}};
+    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+      for (int fi = 0; fi < 2 && !w8a8_test_failed(); fi++, v++) {
+        int split = 0;
+        w8a8_sm90_set_tail_heuristic(0);
+        const int base = plan_of(h, dbuf, (size_t)32 << 20, in, fcases[fi][0], fcases[fi][1], K, &split);
+        w8a8_sm90_set_tail_heuristic(1);
+        const int with = plan_of(h, dbuf, (size_t)32 << 20, in, fcases[fi][0], fcases[fi][1], K, &split);
+        char twin[64];
+        const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
+        CHECK(tw >= 0 && with == tw, "%s M=%lld N=%lld, W8A8_SM90_FOLD=1: planned %s, expected %s", dt ? "int8" : "fp8",
+              (long long)fcases[fi][0], (long long)fcases[fi][1], with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
+              tw >= 0 ? twin : "a twin");
+        mm_case c = rotate(in, fcases[fi][0], fcases[fi][1], K, v, -1, 0);
+        run_case(&c, 1950 + (uint64_t)v);
+        CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128, "%s M=%lld N=%lld: the launch did not take the fold (%d)",
+              dt ? "int8" : "fp8", (long long)fcases[fi][0], (long long)fcases[fi][1], w8a8_sm90_last_tail());
+      }
+    }
+    w8a8_sm90_set_fold(-1);
   }
   cudaFree(dbuf);
   w8a8_destroy(h);

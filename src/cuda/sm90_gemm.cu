@@ -190,6 +190,20 @@ __attribute__((unused)) static CUresult make_tmap(CUtensorMap *m, const void *ba
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+// The fold's map (sm90_tail_fold; rows in 65..127): two blocks of 64 rows of A, the first at row 0, the
+// second at row rows - 64 (they overlap where rows < 128), as dimension 2 of a 3-D map, so that one box of
+// 128 x 64 x 2 bytes lands in a stage exactly as a 128-row box would (the same 128-byte swizzle rows).
+__attribute__((unused)) static CUresult make_fold_tmap(CUtensorMap *m, const void *base, int64_t rows, int64_t K,
+                                                       int64_t ld) {
+  cuuint64_t dims[3] = {(cuuint64_t)K, 64, 2};
+  cuuint64_t strides[2] = {(cuuint64_t)ld, (cuuint64_t)((rows - 64) * ld)};
+  cuuint32_t box[3] = {SM90_BK, 64, 2};
+  cuuint32_t estr[3] = {1, 1, 1};
+  return get_encode_tiled()(m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, (void *)base, dims, strides, box, estr,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 // The staged epilogues' output map: out [M, N] with row stride ldo (elements), stored from the
 // 128-byte-swizzled buffers in boxes of 64 rows x 128 bytes (the swizzle span: 64 16-bit or 32 fp32
 // columns). esz: 2 or 4 bytes per element. Returns 1 (16-bit) or 2 (fp32), or 0 where TMA cannot
@@ -619,7 +633,8 @@ static void apply_mc2m(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
 // The token tail's boxes in the configurations with it (sm90_config.tail): w8a8_sm90_set_tail(mode)
 // 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), 2 the valid rows in small boxes
 // wherever a token tile is partial, 3 one box of the valid rows rounded up to 8 wherever a token tile
-// is partial. Modes 2 and 3 are for tests and measurements (sm90_dev -R). Whether the heuristic
+// is partial, 4 the fold where tail_plan can take it (else as 1). Modes 2..4 are for tests and
+// measurements (sm90_dev -R). Whether the heuristic
 // takes those configurations at all: apply_tail.
 static int g_tail = -1;
 static int tail_mode(void) {
@@ -669,11 +684,27 @@ static int fp8_any_box(const w8a8_handle *h) {
 // 128 CTAs but lost at 96..104 and to the plans those shapes have there: not taken.
 static int g_tail_single = -1;
 static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A8_SM90_TAIL_SINGLE", 1); }
+// The fold (session 16, NOT yet run on a GPU; the kernel's sm90_tail_fold): a single partial token tile of
+// 65..127 rows on an unswapped, unsplit, unicast twin loads rows [0, 64) and [M - 64, M) in one 3-D box,
+// every row a real row of A (no fill, no short box), returned as one box of SM90_BM rows. Taken in tail
+// mode 4 (sm90_dev -R 4, tests) and, with W8A8_SM90_FOLD=1 (off until measured), by the rule (mode 1)
+// whatever the grid (apply_tail). The measurement it answers: -P (real rows past M) ran 70b-down-tp4's
+// 128 x 64 tile at 18.2 us (int8) for M = 65..128 where today's plans take 21.3-23.9 (part 6).
+static int g_fold = -1;
+static int fold_enabled(void) { return w8a8_env_flag(&g_fold, "W8A8_SM90_FOLD", 0); }
+static int tail_is_fold(tail_boxes t) { return t.n == 1 && t.rows == SM90_BM; }
 static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box) {
   tail_boxes t = {0, 0};
   const int box = c->swap ? c->bn : SM90_BM;
   const int v = (int)(token_rows % box);
   if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
+  if ((mode == 4 || (mode == 1 && fold_enabled())) && !c->swap && !c->splitk && c->mcast != 2 && token_rows > 64 &&
+      token_rows < SM90_BM) {
+    t.n = 1;
+    t.rows = SM90_BM;
+    return t;
+  }
+  if (mode == 4) mode = 1;
   if (mode == 2) {  // boxes of an eighth of the tile (at least 8 rows)
     t.rows = box / 8 < 8 ? 8 : box / 8;
     t.n = (v + t.rows - 1) / t.rows;
@@ -714,7 +745,8 @@ static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
   const int64_t tokens = p->M, weights = p->N;  // M is rows_x unswapped, rows_y swapped
   const int tb = c->swap ? c->bn : SM90_BM, wb = c->swap ? SM90_BM : c->bn;
   const int64_t ctas = (tokens + tb - 1) / tb * ((weights + wb - 1) / wb) * (c->splitk ? pl->split : 1);
-  if (tail_plan(c, tokens, 1, fp8_any_box(h)).n > 0 && ctas * 10 >= (int64_t)num_sms * 7) pl->config = to;
+  const tail_boxes bx = tail_plan(c, tokens, 1, fp8_any_box(h));
+  if (bx.n > 0 && ((tail_is_fold(bx) && !p->ready) || ctas * 10 >= (int64_t)num_sms * 7)) pl->config = to;
 }
 
 // w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
@@ -975,15 +1007,20 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
   // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
   *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h));
-  if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
+  if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0 ||
+      (tail_is_fold(*tail) && p->ready)) {  // the kernel assumes the first two; the fold has no ready-flag path
     tail->n = 0;
     tail->rows = 0;
   }
   memcpy(tt, c->swap ? ty : tx, sizeof *tt);
-  if (tail->n && make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K, c->swap ? ldy : ldx, tail->rows) !=
-                     CUDA_SUCCESS) {
+  const CUresult rt = !tail->n               ? CUDA_SUCCESS
+                      : tail_is_fold(*tail) ? make_fold_tmap(tt, xp, rows_x, p->K, ldx)
+                                            : make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K,
+                                                        c->swap ? ldy : ldx, tail->rows);
+  if (rt != CUDA_SUCCESS) {
     memcpy(tt, c->swap ? ty : tx, sizeof *tt);
     tail->n = 0;
+    tail->rows = 0;
   }
   // The staged epilogue (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs
   // (1), fp32 ones (2; the kernel's lean epilogue only, not the pingpong tiles'). W8A8_SM90_STAGED=0 keeps the direct
@@ -1051,12 +1088,15 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) {
 // mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
 // partial, -1 the default (1)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
-  __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 3 ? 1 : mode, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 4 ? 1 : mode, __ATOMIC_RELAXED);
 }
+// on: the fold under tail_plan's rule (1) or not (0), -1 back to W8A8_SM90_FOLD
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int on) { set_switch(&g_fold, on); }
 #else
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_single(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }

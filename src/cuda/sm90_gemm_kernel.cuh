@@ -848,15 +848,40 @@ SM90_DEV uint32_t sm90_stage_tx(const sm90_args &a, uint32_t stage_bytes, bool t
   const int box = SWAP ? BN : SM90_BM;
   return tail ? stage_bytes - (uint32_t)(box - a.tail_n * a.tail_rows) * SM90_BK : stage_bytes;
 }
+// The fold (session 16; unswapped tail twins, a single partial token tile of 65..127 rows, no ready
+// flags): tail_n = 1 and tail_rows = SM90_BM (which tail_plan's boxes never are: their rows are fewer
+// than the box's), tmap_t a 3-D map of two 64-row blocks, rows [0, 64) and [M - 64, M), loaded by one
+// box into the stage's 128 rows. Every row read is a row of A: no out-of-bounds fill and no short box
+// (sm90_dev -P, which reads real rows past M, was the fastest form of such a tile on every shape
+// measured: h200-sm90-session16-2026-11-30.txt part 6). Consumer warpgroup 1's 64 rows are then tokens
+// M - 64 .. M - 1 (row r of the tile: token M - 128 + r); the tokens both warpgroups hold (M - 64 .. 63)
+// are computed twice from the same bytes by the same instructions and stored twice with the same bits.
+SM90_DEV bool sm90_tail_fold(const sm90_args &a) { return a.tail_rows == SM90_BM; }
+// The first token of the 64 rows of consumer warpgroup cw (0 or 1) whose place in the tile the caller's
+// row0 = tile row 0 + cw * 64 (+ an offset below 64) gives: row0 itself, or with the fold (FOLD kernels
+// only; the others compile the caller's expression unchanged) M - 64 + the offset for warpgroup 1.
+template <bool FOLD>
+SM90_DEV int sm90_fold_row(const sm90_args &a, int row0, int cw) {
+  if constexpr (FOLD)
+    if (cw == 1 && sm90_tail_fold(a)) return a.M - 128 + row0 % 128;
+  return row0;
+}
 // The token box of one K-block: whole, or the tail's boxes at their rows' places (tail_rows is a
 // multiple of 8, i.e. of the 128-byte swizzle's 1024-byte period, so each box lands in the layout
-// that the whole box would have had).
+// that the whole box would have had), or the fold's one 3-D box (FOLD: the unswapped unsplit unicast
+// twins, the only ones tail_plan gives a fold; the others keep their code).
+template <bool SWAP, bool FOLD>
 SM90_DEV void sm90_load_tokens(const sm90_args &a, uint32_t dst, const CUtensorMap *map, const CUtensorMap *tmap_t,
                                uint32_t full, int k, int row0, bool tail) {
   if (!tail) {
     sm90_tma_load_2d(dst, map, full, k, row0);
     return;
   }
+  if constexpr (FOLD && !SWAP)
+    if (sm90_tail_fold(a)) {
+      sm90_tma_load_3d(dst, tmap_t, full, k, 0, 0);
+      return;
+    }
   for (int j = 0, r = 0; j < a.tail_n; j++, r += a.tail_rows)
     sm90_tma_load_2d(dst + (uint32_t)(r * SM90_BK), tmap_t, full, k, row0 + r);
 }
@@ -1147,7 +1172,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           }
 #pragma unroll
           for (int i = 0; i < SM90_BM / 32; i++) {
-            const int m = tx * SM90_BM + 32 * i + lane;
+            // (the fold: row r >= 64 holds token M - 128 + r; sm90_fold_row)
+            const int m = sm90_fold_row<TAIL && !SWAP && MC == 1>(a, tx * SM90_BM + 32 * i, i / 2) + lane;
             va[i] = __ldcg(a.sa + (a.sa_per_token && m < a.M ? m : 0));
           }
           sm90_mbar_wait(pempty, (pn & 1) ^ 1);  // the consumers are done with the previous tile's
@@ -1205,9 +1231,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           if constexpr (TAIL) {
             if constexpr (SWAP) {  // X = weights, Y = tokens
               if (!pre) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
-              sm90_load_tokens(a, dst + C::X_BYTES, &tmap_y, &tmap_t, full, kb * SM90_BK, ty * BN, tail);
+              sm90_load_tokens<SWAP, false>(a, dst + C::X_BYTES, &tmap_y, &tmap_t, full, kb * SM90_BK, ty * BN, tail);
             } else {  // X = tokens, Y = weights
-              sm90_load_tokens(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK, tx * SM90_BM, tail);
+              sm90_load_tokens<SWAP, MC == 1 && !SPLITK>(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK, tx * SM90_BM, tail);
               if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
                 sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
                                     ty * BN + crank * (BN / 2), (uint16_t)0x3);
@@ -1633,21 +1659,21 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
           if (a.out_kind == SM90_OUT_BF16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_BF16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
-                                                        tid, 1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s,
+                                                        tid, 1 + cw, cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN, psa_s,
                                                         psb_s);
           else if (a.out_kind == SM90_OUT_FP16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
-                                                        tid, 1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s,
+                                                        tid, 1 + cw, cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN, psa_s,
                                                         psb_s);
           else
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP32>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
-                                                        tid, 1 + cw, cw * 64, tx * SM90_BM + cw * 64, ty * BN, psa_s,
+                                                        tid, 1 + cw, cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN, psa_s,
                                                         psb_s);
         } else if (a.tma_out == 1 && (C::NACC / 4) % 8 == 0)
           sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
-                                         cw * 64, tx * SM90_BM + cw * 64, ty * BN + c0, qa, qb);
+                                         cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN + c0, qa, qb);
         else
-          sm90_epi_direct<INT8, C::NACC>(a, acc, tx * SM90_BM + cw * 64 + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
+          sm90_epi_direct<INT8, C::NACC>(a, acc, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw) + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
         if constexpr (SK) pe++;
       } else {

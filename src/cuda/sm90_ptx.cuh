@@ -82,6 +82,15 @@ SM90_DEV void sm90_tma_load_2d(uint32_t dst, const void *tmap, uint32_t bar, int
       : "memory");
 }
 
+// 3-D tile load (the token tail's fold, sm90_tail_fold): box at (c0, c1, c2), the innermost first.
+SM90_DEV void sm90_tma_load_3d(uint32_t dst, const void *tmap, uint32_t bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(
+          dst),
+      "l"((uint64_t)tmap), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
 // 2-D tile store (the staged epilogue): the box at shared-memory `src` to (c0 = inner coordinate,
 // c1 = row) of the tensor; parts of the box outside the tensor are not written (M and N tails).
 // Asynchronous: one bulk group per commit; wait_read<N> returns once at most N of this thread's
