@@ -1033,7 +1033,8 @@ W8A8_TEST(tp_gpu_pack_kernel) {
  * rank 0's marks start with E (entry; the all-gather's then K, own rows packed), at or before F, the fork,
  * at 0 us; the reduce-scatter's then G (peer piece GEMMs) and P (their pushes, side stream), O (own rows),
  * A, R, with the compute stream's marks E, F, G, O, A, R in stream order (non-decreasing times) and R last;
- * the all-gather's end with J and hold a G and a C. Without the variable: no marks. */
+ * the all-gather's end with J and hold a G and a C (and a W, the side stream's wait for the peer's rows,
+ * before its C: session 16). Without the variable: no marks. */
 W8A8_TEST(tp_gpu_trace) {
   GPU_OR_SKIP();
   REQUIRE(ref(), "no reference handle");
@@ -1069,14 +1070,21 @@ W8A8_TEST(tp_gpu_trace) {
     for (int i = 0; i < n; i++) {
       has_g |= k[i] == 'G', has_p |= k[i] == 'P', has_c |= k[i] == 'C', has_o |= k[i] == 'O', has_a |= k[i] == 'A';
       if (i > fi) CHECK(us[i] >= 0.0f, "mark %d (%c) at %.3f us, before the fork", i, k[i], us[i]);
-      if (k[i] != 'P' && k[i] != 'C') { /* the compute stream's marks, in its order */
+      if (k[i] != 'P' && k[i] != 'C' && k[i] != 'W') { /* the compute stream's marks, in its order */
         CHECK(us[i] >= last_s, "mark %d (%c) at %.3f us, before the previous compute-stream mark (%.3f)", i, k[i], us[i],
               last_s);
         last_s = us[i];
       }
     }
-    if (ag)
+    if (ag) {
       CHECK(k[n - 1] == 'J' && has_g && has_c, "all-gather marks: last %c, G %d, C %d", k[n - 1], has_g, has_c);
+      int w = -1, cw = -1; /* the first W and the first C after it: W at or before that C */
+      for (int i = 0; i < n; i++)
+        if (k[i] == 'W' && w < 0) w = i;
+        else if (k[i] == 'C' && w >= 0 && cw < 0) cw = i;
+      CHECK(w >= 0 && (cw < 0 || us[w] <= us[cw]), "all-gather marks: W at %d (%.3f us), the C after it at %d (%.3f us)", w,
+            w >= 0 ? us[w] : 0.0f, cw, cw >= 0 ? us[cw] : 0.0f);
+    }
     else
       CHECK(k[n - 1] == 'R' && has_g && has_p && has_o && has_a, "reduce-scatter marks: last %c, G %d P %d O %d A %d",
             k[n - 1], has_g, has_p, has_o, has_a);

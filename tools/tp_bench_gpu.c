@@ -751,7 +751,8 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
       printf("# W8A8_TP_TRACE: '# trace' lines = the last fused call's marks per rank of the printing process, us "
              "from its fork F (E the call reached the stream, before the wait for the peers' previous calls, and AG's "
              "K own rows packed: before F, negative; RS: G peer piece GEMM done, P its push done, O own GEMM done, "
-             "A peers' partials in, R reduced; AG: C chunk copied, G GEMM done, J joined)\n");
+             "A peers' partials in, R reduced; AG: W a peer's rows seen packed by the side stream (its copy starts), C "
+             "chunk copied, G GEMM done, J joined)\n");
     printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
            "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
            "speedup", "#wrong");

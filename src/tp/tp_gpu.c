@@ -616,6 +616,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
       ag_bufs pg = ag_layout(pws, M, K);
       CU(cudaStreamWaitEvent(C, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
+      trace(gs, C, 'W', capture); /* the side stream has seen peer j's rows packed: its copy starts here */
       if (flags && ag_same_gpu(c, xp, j)) {
         /* copied on S before the GEMM */
       } else if (flags) {
