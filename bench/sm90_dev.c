@@ -35,7 +35,7 @@
  *      library's rule, 2 = small boxes only, 3 = one box of the valid rows rounded up to 8, 4 = the
  *      fold where it applies (one token tile of 65..127 rows on an unswapped unsplit unicast twin: rows
  *      [0, 64) and [M - 64, M) in one 3-D box; else as 1); one row each, interleaved; the configuration
- *      column then ends in /tMODE.
+ *      column then ends in /tMODE. (With -P there is no partial token tile: -R changes nothing.)
  *   -k time every split-K configuration timed (the heuristic's, and with -a the others) with each
  *      of these splits, one row per split: how a small-M time depends on the split.
  * W8A8_TUNE_FILE=table makes the '*' rows the tuned plan instead of the heuristic's.

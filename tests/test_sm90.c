@@ -883,27 +883,38 @@ W8A8_TEST(sm90_tail_matches_fill) {
     }
   }
   /* The fold (tail mode 4, session 16): the unswapped unsplit unicast twins at 65..127 tokens (one token
-   * tile) load rows [0, 64) and [M - 64, M) in one 3-D box; the same bits as the filled box (every output
-   * type and epilogue through rotate, per-token scales and zero points, the weights-constant hint), and
-   * the launch took the fold (1 box of 128 rows). */
+   * tile) load rows [0, 64) and [M - 64, M) in one 3-D box; the same bits as the filled box, checked
+   * against the reference too, and the launch took the fold (1 box of 128 rows). Per twin 24 cases: rotate's
+   * v over 12 consecutive values gives every (output type, int8 zero-point mode) pair and both scale
+   * granularities, once with the lean epilogue and once without (then the staged one for 16-bit outputs,
+   * the direct one for fp32 and int8 with a zero point), at M = 65 / 100 / 127 / 72 (warpgroup 1 holds 1 /
+   * 36 / 63 / 8 rows of its own) with and without the weights-constant hint; then one case with more
+   * tiles than SMs and a long K (CTAs run a second tile; the ring and the scale slot wrap). */
   int nfold = 0;
+  g_tail_test_mode = 4;
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
     const char *name = w8a8_sm90_config_name(ci);
     if (!is_tail_config(ci) || w8a8_sm90_config_swap_bn(ci) || strstr(name, "_mc2") || strstr(name, "splitk")) continue;
-    nfold++;
     const int i8 = w8a8_sm90_config_int8(ci);
+    const int bn = strstr(name, "128x64") ? 64 : 128;
     static const int64_t fms[4] = {65, 100, 127, 72};
-    for (int mi = 0; mi < 4 && !w8a8_test_failed(); mi++, v++) {
-      g_tail_test_mode = 4;
-      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, fms[mi], 200 + 72 * (v % 3), 128 * 3 + 16, v, ci, 1);
-      g_weights_constant = mi % 2;
+    for (int vv = 0; vv < 25 && !w8a8_test_failed(); vv++) {
+      const int big = vv == 24;
+      const int64_t M = big ? 100 : fms[vv % 4];
+      const int64_t N = big ? (int64_t)bn * 136 + 8 : 200 + 72 * (vv % 3), K = big ? 1200 : 128 * 3 + 16;
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, K, 12 * nfold + vv % 12, ci, 1);
+      w8a8_sm90_set_lean(vv < 12 || big);
+      g_weights_constant = vv % 2;
       g_tail_test_config = ci;
-      CHECK(run_ab_same_bits(&c, 1900 + (uint64_t)v, tail_switch) != 0,
-            "%s M=%lld N=%lld the fold: the output differs from the filled box's", name, (long long)c.M, (long long)c.N);
+      CHECK(run_ab_same_bits(&c, 1900 + (uint64_t)(100 * nfold + vv), tail_switch) != 0,
+            "%s M=%lld N=%lld K=%lld lean %d, the fold: the output differs from the filled box's", name, (long long)c.M,
+            (long long)c.N, (long long)c.K, vv < 12 || big);
       CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128, "%s M=%lld: the launch did not take the fold (%d)", name,
             (long long)c.M, w8a8_sm90_last_tail());
     }
+    nfold++;
   }
+  w8a8_sm90_set_lean(-1);
   CHECK(nfold == 4, "%d fold-capable *_tail configurations, expected 4", nfold);
   g_weights_constant = 0;
   w8a8_sm90_set_tail(-1);

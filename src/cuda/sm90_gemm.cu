@@ -634,8 +634,7 @@ static void apply_mc2m(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
 // 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), 2 the valid rows in small boxes
 // wherever a token tile is partial, 3 one box of the valid rows rounded up to 8 wherever a token tile
 // is partial, 4 the fold where tail_plan can take it (else as 1). Modes 2..4 are for tests and
-// measurements (sm90_dev -R). Whether the heuristic
-// takes those configurations at all: apply_tail.
+// measurements (sm90_dev -R). Whether the heuristic takes those configurations at all: apply_tail.
 static int g_tail = -1;
 static int tail_mode(void) {
   const int v = __atomic_load_n(&g_tail, __ATOMIC_RELAXED);
@@ -693,13 +692,15 @@ static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A
 static int g_fold = -1;
 static int fold_enabled(void) { return w8a8_env_flag(&g_fold, "W8A8_SM90_FOLD", 0); }
 static int tail_is_fold(tail_boxes t) { return t.n == 1 && t.rows == SM90_BM; }
-static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box) {
+static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready) {
   tail_boxes t = {0, 0};
   const int box = c->swap ? c->bn : SM90_BM;
   const int v = (int)(token_rows % box);
   if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
-  if ((mode == 4 || (mode == 1 && fold_enabled())) && !c->swap && !c->splitk && c->mcast != 2 && token_rows > 64 &&
-      token_rows < SM90_BM) {
+  // (not with ready flags: the kernel's waits would cover the rows, but it is unmeasured there; the rule below
+  // then decides, as without the fold)
+  if ((mode == 4 || (mode == 1 && fold_enabled())) && !ready && !c->swap && !c->splitk && c->mcast != 2 &&
+      token_rows > 64 && token_rows < SM90_BM) {
     t.n = 1;
     t.rows = SM90_BM;
     return t;
@@ -745,8 +746,8 @@ static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
   const int64_t tokens = p->M, weights = p->N;  // M is rows_x unswapped, rows_y swapped
   const int tb = c->swap ? c->bn : SM90_BM, wb = c->swap ? SM90_BM : c->bn;
   const int64_t ctas = (tokens + tb - 1) / tb * ((weights + wb - 1) / wb) * (c->splitk ? pl->split : 1);
-  const tail_boxes bx = tail_plan(c, tokens, 1, fp8_any_box(h));
-  if (bx.n > 0 && ((tail_is_fold(bx) && !p->ready) || ctas * 10 >= (int64_t)num_sms * 7)) pl->config = to;
+  const tail_boxes bx = tail_plan(c, tokens, 1, fp8_any_box(h), p->ready != NULL);
+  if (bx.n > 0 && (tail_is_fold(bx) || ctas * 10 >= (int64_t)num_sms * 7)) pl->config = to;
 }
 
 // w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
@@ -1006,9 +1007,8 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
                     (int)r1, (int)r2);
   // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
   // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
-  *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h));
-  if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0 ||
-      (tail_is_fold(*tail) && p->ready)) {  // the kernel assumes the first two; the fold has no ready-flag path
+  *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h), p->ready != NULL);
+  if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
     tail->n = 0;
     tail->rows = 0;
   }
@@ -1086,7 +1086,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) {
   __atomic_store_n(&g_sk, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
 }
 // mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
-// partial, -1 the default (1)
+// partial, 4 the fold where it applies (else 1), -1 the default (1)
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
   __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 4 ? 1 : mode, __ATOMIC_RELAXED);
 }
