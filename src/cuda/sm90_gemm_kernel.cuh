@@ -1173,7 +1173,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #pragma unroll
           for (int i = 0; i < SM90_BM / 32; i++) {
             // (the fold: row r >= 64 holds token M - 128 + r; sm90_fold_row)
-            const int m = sm90_fold_row<TAIL && !SWAP && MC == 1>(a, tx * SM90_BM + 32 * i, i / 2) + lane;
+            const int m = sm90_fold_row<TAIL && !SWAP && !SPLITK && MC == 1>(a, tx * SM90_BM + 32 * i, i / 2) + lane;
             va[i] = __ldcg(a.sa + (a.sa_per_token && m < a.M ? m : 0));
           }
           sm90_mbar_wait(pempty, (pn & 1) ^ 1);  // the consumers are done with the previous tile's
@@ -1233,7 +1233,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
               if (!pre) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
               sm90_load_tokens<SWAP, false>(a, dst + C::X_BYTES, &tmap_y, &tmap_t, full, kb * SM90_BK, ty * BN, tail);
             } else {  // X = tokens, Y = weights
-              sm90_load_tokens<SWAP, MC == 1 && !SPLITK>(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK, tx * SM90_BM, tail);
+              sm90_load_tokens<SWAP, !SPLITK && MC == 1>(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK, tx * SM90_BM, tail);
               if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
                 sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
                                     ty * BN + crank * (BN / 2), (uint16_t)0x3);
@@ -1659,21 +1659,26 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
           if (a.out_kind == SM90_OUT_BF16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_BF16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
-                                                        tid, 1 + cw, cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN, psa_s,
-                                                        psb_s);
+                                                        tid, 1 + cw, cw * 64,
+                                                        sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                                        ty * BN, psa_s, psb_s);
           else if (a.out_kind == SM90_OUT_FP16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
-                                                        tid, 1 + cw, cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN, psa_s,
-                                                        psb_s);
+                                                        tid, 1 + cw, cw * 64,
+                                                        sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                                        ty * BN, psa_s, psb_s);
           else
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP32>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
-                                                        tid, 1 + cw, cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN, psa_s,
-                                                        psb_s);
+                                                        tid, 1 + cw, cw * 64,
+                                                        sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                                        ty * BN, psa_s, psb_s);
         } else if (a.tma_out == 1 && (C::NACC / 4) % 8 == 0)
           sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
-                                         cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw), ty * BN + c0, qa, qb);
-        else
-          sm90_epi_direct<INT8, C::NACC>(a, acc, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw) + r0, ty * BN + c0, qa, qb, cw * 64 + r0, c0);
+                                         cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                         ty * BN + c0, qa, qb);
+        else  // (this branch is unswapped and unsplit: the fold's kernels are the unicast tail twins)
+          sm90_epi_direct<INT8, C::NACC>(a, acc, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw) + r0,
+                                         ty * BN + c0, qa, qb, cw * 64 + r0, c0);
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
         if constexpr (SK) pe++;
       } else {
