@@ -992,8 +992,8 @@ W8A8_TEST(sm90_tail_matches_fill) {
     }
     w8a8_sm90_set_tail_single(-1);
     /* W8A8_SM90_FOLD=1 (off by default): the heuristic takes the twin with the fold whatever the grid
-     * (80 x 8192: 64 CTAs of 128 x 128, below the tail's 70% gate; 100 x 1024: 16 CTAs of 128 x 64), and
-     * the result through the public API is right */
+     * (80 x 8192: plan's fold rule puts it on 128 CTAs of 128 x 64; 100 x 1024: 16 CTAs of 128 x 64, below
+     * the tail's 70% gate), and the result through the public API is right */
     w8a8_sm90_set_fold(1);
     static const int64_t fcases[][2] = {{80, 8192}, {100, 1024}};
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
@@ -1009,6 +1009,11 @@ W8A8_TEST(sm90_tail_matches_fill) {
         CHECK(tw >= 0 && with == tw, "%s M=%lld N=%lld, W8A8_SM90_FOLD=1: planned %s, expected %s", dt ? "int8" : "fp8",
               (long long)fcases[fi][0], (long long)fcases[fi][1], with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
               tw >= 0 ? twin : "a twin");
+        /* both on the 128 x 64 tile: plan's fold rule at 80 x 8192 (128 tiles of 64 on 132 SMs), the
+         * 89..128-token rule at 100 x 1024 */
+        CHECK(with >= 0 && strstr(w8a8_sm90_config_name(with), "128x64") != NULL,
+              "%s M=%lld N=%lld: planned %s, expected the 128 x 64 tile's twin", dt ? "int8" : "fp8",
+              (long long)fcases[fi][0], (long long)fcases[fi][1], with >= 0 ? w8a8_sm90_config_name(with) : "nothing");
         mm_case c = rotate(in, fcases[fi][0], fcases[fi][1], K, v, -1, 0);
         run_case(&c, 1950 + (uint64_t)v);
         CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128, "%s M=%lld N=%lld: the launch did not take the fold (%d)",

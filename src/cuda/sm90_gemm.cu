@@ -473,6 +473,14 @@ static int narrow256_mode(void) { return w8a8_env_mode(&g_narrow256, "W8A8_SM90_
 static double wave_share(int64_t tiles, int num_sms) {
   return (double)tiles / (double)(((tiles + num_sms - 1) / num_sms) * num_sms);
 }
+// W8A8_SM90_FOLD=1 (session 16, NOT yet run on a GPU; off until measured): the token tail's fold (tail_plan)
+// in the rule, and here the 128 x 64 tile for a single partial token tile (65..127 tokens) where its tiles
+// fill between half of the SMs and all of them (N / 64 in [SMs / 2, SMs]: 70b-down-tp4 128 CTAs, 8b-qkv 96,
+// 70b-o-tp4 128; not 70b-qkv-tp4's 40, which the split-K rule serves, nor 8b-o's 64), before plan_deep80 and
+// the 128 x 128 tile: -P's 128 x 64 rows were 18.2 us int8 / 19.5 fp8 on 70b-down-tp4 and 10.2 / 11.4 on
+// 8b-qkv against the plans' 21.3-23.9 / 22.0-23.9 and 13.0-13.8 (h200-sm90-session16-2026-11-30.txt part 6).
+static int g_fold = -1;
+static int fold_enabled(void) { return w8a8_env_flag(&g_fold, "W8A8_SM90_FOLD", 0); }
 static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 rule, 0 off
 static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 1); }
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
@@ -507,6 +515,11 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   if (p->M <= swap64_max() && !p->ready && kblocks_all >= 16 && (p->N + SM90_BM - 1) / SM90_BM > num_sms &&
       (p->N + SM90_BM - 1) / SM90_BM <= 2 * (int64_t)num_sms) {
     const sm90_plan pl = plan_small(p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
+  if (fold_enabled() && !p->ready && p->M > 64 && p->M < SM90_BM && 2 * ((p->N + 63) / 64) >= num_sms &&
+      (p->N + 63) / 64 <= num_sms) {
+    sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
   {
@@ -688,9 +701,8 @@ static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A
 // every row a real row of A (no fill, no short box), returned as one box of SM90_BM rows. Taken in tail
 // mode 4 (sm90_dev -R 4, tests) and, with W8A8_SM90_FOLD=1 (off until measured), by the rule (mode 1)
 // whatever the grid (apply_tail). The measurement it answers: -P (real rows past M) ran 70b-down-tp4's
-// 128 x 64 tile at 18.2 us (int8) for M = 65..128 where today's plans take 21.3-23.9 (part 6).
-static int g_fold = -1;
-static int fold_enabled(void) { return w8a8_env_flag(&g_fold, "W8A8_SM90_FOLD", 0); }
+// 128 x 64 tile at 18.2 us (int8) for M = 65..128 where today's plans take 21.3-23.9 (part 6). The same
+// switch moves plan()'s choice there to the 128 x 64 tile (see g_fold there).
 static int tail_is_fold(tail_boxes t) { return t.n == 1 && t.rows == SM90_BM; }
 static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready) {
   tail_boxes t = {0, 0};
