@@ -909,8 +909,11 @@ W8A8_TEST(sm90_tail_matches_fill) {
       CHECK(run_ab_same_bits(&c, 1900 + (uint64_t)(100 * nfold + vv), tail_switch) != 0,
             "%s M=%lld N=%lld K=%lld lean %d, the fold: the output differs from the filled box's", name, (long long)c.M,
             (long long)c.N, (long long)c.K, vv < 12 || big);
-      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128, "%s M=%lld: the launch did not take the fold (%d)", name,
-            (long long)c.M, w8a8_sm90_last_tail());
+      /* 1128: one 3-D box; 2064: the two 2-D boxes the host falls back to where the driver refuses the 3-D map */
+      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128 || w8a8_sm90_last_tail() == 2064,
+            "%s M=%lld: the launch did not take the fold (%d)", name, (long long)c.M, w8a8_sm90_last_tail());
+      if (vv == 0 && nfold == 0)
+        printf("  the fold took %s\n", w8a8_sm90_last_tail() == 1128 ? "one 3-D box" : "two 2-D boxes (3-D map refused)");
     }
     nfold++;
   }
@@ -1016,8 +1019,9 @@ W8A8_TEST(sm90_tail_matches_fill) {
               (long long)fcases[fi][0], (long long)fcases[fi][1], with >= 0 ? w8a8_sm90_config_name(with) : "nothing");
         mm_case c = rotate(in, fcases[fi][0], fcases[fi][1], K, v, -1, 0);
         run_case(&c, 1950 + (uint64_t)v);
-        CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128, "%s M=%lld N=%lld: the launch did not take the fold (%d)",
-              dt ? "int8" : "fp8", (long long)fcases[fi][0], (long long)fcases[fi][1], w8a8_sm90_last_tail());
+        CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128 || w8a8_sm90_last_tail() == 2064,
+              "%s M=%lld N=%lld: the launch did not take the fold (%d)", dt ? "int8" : "fp8", (long long)fcases[fi][0],
+              (long long)fcases[fi][1], w8a8_sm90_last_tail());
       }
     }
     w8a8_sm90_set_fold(-1);

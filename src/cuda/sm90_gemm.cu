@@ -1029,7 +1029,11 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
                       : tail_is_fold(*tail) ? make_fold_tmap(tt, xp, rows_x, p->K, ldx)
                                             : make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K,
                                                         c->swap ? ldy : ldx, tail->rows);
-  if (rt != CUDA_SUCCESS) {
+  if (rt != CUDA_SUCCESS && tail_is_fold(*tail) &&
+      make_tmap(tt, xp, rows_x, p->K, ldx, SM90_BM / 2) == CUDA_SUCCESS) {  // the fold as two 2-D boxes
+    tail->n = 2;
+    tail->rows = SM90_BM / 2;
+  } else if (rt != CUDA_SUCCESS) {
     memcpy(tt, c->swap ? ty : tx, sizeof *tt);
     tail->n = 0;
     tail->rows = 0;

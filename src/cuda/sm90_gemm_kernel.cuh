@@ -856,7 +856,12 @@ SM90_DEV uint32_t sm90_stage_tx(const sm90_args &a, uint32_t stage_bytes, bool t
 // measured: h200-sm90-session16-2026-11-30.txt part 6). Consumer warpgroup 1's 64 rows are then tokens
 // M - 64 .. M - 1 (row r of the tile: token M - 128 + r); the tokens both warpgroups hold (M - 64 .. 63)
 // are computed twice from the same bytes by the same instructions and stored twice with the same bits.
-SM90_DEV bool sm90_tail_fold(const sm90_args &a) { return a.tail_rows == SM90_BM; }
+// Where the driver refuses that map (its strides overlap), the host falls back to two 2-D boxes of 64 rows
+// at rows 0 and M - 64 (tail_n = 2, tail_rows = 64: no other tail of an unswapped 128-row tile has that
+// form, their boxes being one, or eighths of the tile); the stage is the same.
+SM90_DEV bool sm90_tail_fold(const sm90_args &a) {
+  return a.tail_rows == SM90_BM || (a.tail_n == 2 && a.tail_rows == SM90_BM / 2);
+}
 // The first token of the 64 rows of consumer warpgroup cw (0 or 1) whose place in the tile the caller's
 // row0 = tile row 0 + cw * 64 (+ an offset below 64) gives: row0 itself, or with the fold (FOLD kernels
 // only; the others compile the caller's expression unchanged) M - 64 + the offset for warpgroup 1.
@@ -879,7 +884,12 @@ SM90_DEV void sm90_load_tokens(const sm90_args &a, uint32_t dst, const CUtensorM
   }
   if constexpr (FOLD && !SWAP)
     if (sm90_tail_fold(a)) {
-      sm90_tma_load_3d(dst, tmap_t, full, k, 0, 0);
+      if (a.tail_n == 1) {
+        sm90_tma_load_3d(dst, tmap_t, full, k, 0, 0);
+      } else {
+        sm90_tma_load_2d(dst, tmap_t, full, k, 0);
+        sm90_tma_load_2d(dst + (uint32_t)(SM90_BM / 2 * SM90_BK), tmap_t, full, k, a.M - SM90_BM / 2);
+      }
       return;
     }
   for (int j = 0, r = 0; j < a.tail_n; j++, r += a.tail_rows)
