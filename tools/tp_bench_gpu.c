@@ -65,6 +65,7 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 #define MAX_ITERS 1000
 const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (hidden; static link) */
 int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_TP_TRACE) */
+const char *w8a8_sm90_last_config(int *split); /* src/cuda/sm90_gemm.cu (hidden): the process's last sm90 launch */
 
 typedef cli_tp_shape shape;
 #define k_shapes cli_tp_shapes
@@ -532,6 +533,9 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
         printf("# trace %s %s M=%lld %s rank %d (last fused call, us from its fork):", sh->name, sh->ag ? "ag" : "rs",
                (long long)M, fp8 ? "fp8_e4m3" : "int8", r);
         for (int i = 0; i < tn; i++) printf(" %c %.1f", tk[i], tus[i]);
+        int lsplit = 0;
+        const char *lcfg = w8a8_sm90_last_config(&lsplit);
+        if (lcfg[0]) printf("; last sm90 launch %s split %d", lcfg, lsplit);
         printf("%s\n", tn < 0 ? " (a CUDA error: no trace)" : "");
       }
       const int64_t rows = sh->ag ? M : d->Mr, n = rows * d->Nr;

@@ -1062,6 +1062,14 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on)
 // The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
 static int g_last_tail;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
+// The last launch's configuration and split (tp-bench's W8A8_TP_TRACE lines: which tile a fused call's GEMM
+// ran): its name, "" before any launch; *split its split-K factor. The process's last launch, any thread's.
+static int g_last_config = -1;
+extern "C" W8A8_HIDDEN const char *w8a8_sm90_last_config(int *split) {
+  const int v = __atomic_load_n(&g_last_config, __ATOMIC_RELAXED);
+  if (split) *split = v < 0 ? 0 : v % 16;
+  return v < 0 ? "" : CONFIGS[v / 16].name;
+}
 // The last launch's staged output (tests: that the fp32 one engaged): 0 none (direct epilogue), 1
 // 16-bit (lean or staged), 2 fp32 (lean).
 static int g_last_tma_out;
@@ -1125,6 +1133,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
+extern "C" W8A8_HIDDEN const char *w8a8_sm90_last_config(int *split) {
+  if (split) *split = 0;
+  return "";
+}
 #endif
 
 #if defined(W8A8_HAVE_SM90A)
@@ -1194,6 +1206,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   // (an fp32 map serves the lean epilogue only: with the scale slot and without an int8 zero point)
   const int lean32 = a.prm && a.lean && !(p->in_dtype == W8A8_DTYPE_INT8 && a.azp_mode != 0);
   __atomic_store_n(&g_last_tma_out, tma_out == 2 && !lean32 ? 0 : tma_out, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_last_config, pl.config * 16 + pl.split, __ATOMIC_RELAXED);
   a.group = SM90_GROUP;
   if (c->sk) {  // (prepare checked that the schedule's partial tiles fit)
     a.sk_ws = st->ws;
