@@ -853,6 +853,17 @@ static int is_tail_config(int ci) {
   const size_t l = strlen(n);
   return l > 5 && !strcmp(n + l - 5, "_tail");
 }
+/* The heuristic's plan of M x N x K with its *_tail twins off (*base) and on (*with), in plan_problem's
+ * 32 MB buffer; 0 where the problem did not plan (plan_of has failed the test then). */
+static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, int64_t N, int64_t K, int *base,
+                      int *with) {
+  int split = 0;
+  w8a8_sm90_set_tail_heuristic(0);
+  *base = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+  w8a8_sm90_set_tail_heuristic(1);
+  *with = *base == PLAN_INVALID ? PLAN_INVALID : plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+  return *base != PLAN_INVALID && *with != PLAN_INVALID;
+}
 W8A8_TEST(sm90_tail_matches_fill) {
   NEED_SM90();
   int v = 0, ntail = 0;
@@ -959,12 +970,8 @@ W8A8_TEST(sm90_tail_matches_fill) {
       w8a8_sm90_set_fp8_tail_box(dt == 3 ? 2 : dt == 2);
       for (int mi = 0; mi < ncases && !w8a8_test_failed(); mi++, v++) {
         const int64_t M = cases[mi][0], N = cases[mi][1];
-        int split = 0;
-        w8a8_sm90_set_tail_heuristic(0);
-        const int base = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
-        if (base == PLAN_INVALID) break;
-        w8a8_sm90_set_tail_heuristic(1);
-        const int with = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+        int base, with;
+        if (!tail_plans(h, dbuf, in, M, N, K, &base, &with)) break;
         char twin[64];
         const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
         CHECK(tw >= 0, "%s M=%lld N=%lld: the base plan %s has no *_tail twin (the case would be vacuous)",
@@ -984,12 +991,9 @@ W8A8_TEST(sm90_tail_matches_fill) {
     /* with the single-tile rule off the plain tile keeps the filled box */
     w8a8_sm90_set_tail_single(0);
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
-      int split = 0;
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      w8a8_sm90_set_tail_heuristic(0);
-      const int base = plan_of(h, dbuf, (size_t)32 << 20, in, 80, 14336, K, &split);
-      w8a8_sm90_set_tail_heuristic(1);
-      const int with = plan_of(h, dbuf, (size_t)32 << 20, in, 80, 14336, K, &split);
+      int base, with;
+      if (!tail_plans(h, dbuf, in, 80, 14336, K, &base, &with)) break;
       CHECK(base == with, "%s M=80 N=14336, W8A8_SM90_TAIL_SINGLE=0: planned %s, expected %s", dt ? "int8" : "fp8",
             with >= 0 ? w8a8_sm90_config_name(with) : "nothing", base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
     }
@@ -1002,11 +1006,8 @@ W8A8_TEST(sm90_tail_matches_fill) {
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       for (int fi = 0; fi < 2 && !w8a8_test_failed(); fi++, v++) {
-        int split = 0;
-        w8a8_sm90_set_tail_heuristic(0);
-        const int base = plan_of(h, dbuf, (size_t)32 << 20, in, fcases[fi][0], fcases[fi][1], K, &split);
-        w8a8_sm90_set_tail_heuristic(1);
-        const int with = plan_of(h, dbuf, (size_t)32 << 20, in, fcases[fi][0], fcases[fi][1], K, &split);
+        int base, with;
+        if (!tail_plans(h, dbuf, in, fcases[fi][0], fcases[fi][1], K, &base, &with)) break;
         char twin[64];
         const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
         CHECK(tw >= 0 && with == tw, "%s M=%lld N=%lld, W8A8_SM90_FOLD=1: planned %s, expected %s", dt ? "int8" : "fp8",
