@@ -232,6 +232,7 @@ typedef struct tcase {
   uint64_t seed;
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
   int want_pieces; /* all-gather: 1 = ... with more chunks than ranks (W8A8_TP_AG_PIECES) */
+  int check_push;  /* all-gather with W8A8_TP_AG_PUSH=1: the fused call pushed iff ag_push's rule holds */
   int partials; /* reduce-scatter: W8A8_TP_PARTIALS_FP32 or _OUT */
 } tcase;
 
@@ -503,6 +504,18 @@ static int run_ag(env *e, const tcase *tc) {
           cut |= i != j && e->dev[i] != e->dev[j] && R[i].Mj > 0 && (R[i].off + R[i].Mj - 1) / 128 > R[i].off / 128;
         const int n = w8a8_tp_gpu_last_ag_chunks(e->comm[j]);
         CHECK(cut ? n > W : n == W, "W=%d rank %d: %d chunks, expected %s %d", W, j, n, cut ? "more than" : "exactly", W);
+      }
+      if (tc->check_push) {
+        /* pushed where every rank has rows and a GPU of its own (tp_gpu.c's ag_push; the peer-flag probe at
+         * creation must have passed there: a GPU pair where it fails shows here) */
+        int want = W > 1 && tc->want_one;
+        for (int i = 0; i < W; i++) {
+          want &= R[i].Mj > 0;
+          for (int k = 0; k < i; k++) want &= e->dev[i] != e->dev[k];
+        }
+        const int got = w8a8_tp_gpu_last_ag_push(e->comm[j]);
+        CHECK(got == want, "W=%d rank %d: the fused all-gather %s, expected it to %s", W, j,
+              got == 1 ? "pushed its rows" : "did not push", want ? "push" : "pull");
       }
     }
   }
@@ -1123,6 +1136,7 @@ W8A8_TEST(tp_gpu_back_to_back) {
  * (bitwise: the same single GEMM on the gathered rows). Large enough that chunks arrive while
  * tiles already run (M = 2000 x K = 1024 per call). */
 static int g_pieces; /* W8A8_TP_AG_PIECES is set (one_gemm_pieces) */
+static int g_push;   /* W8A8_TP_AG_PUSH=1 (one_gemm_push) */
 static void one_gemm_cases(int W) {
   GPU_OR_SKIP();
   if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
@@ -1152,6 +1166,7 @@ static void one_gemm_cases(int W) {
     t.want_one = W > 1;
     /* pieces: where a peer on another GPU holds two or more token tiles of rows (M >= 700 here) */
     t.want_pieces = W > 1 && g_pieces && w8a8_cuda_device_count() > 1 && cs[i].M >= 700 && cs[i].skew != 2;
+    t.check_push = g_push;
     run_ag(&e, &t);
     if (i == 1 && !w8a8_test_failed()) { /* the same with a's rows 8 bytes apart from a 16-byte multiple:
                                            * the copy engine's pack, the flags by the memsets */
@@ -1182,6 +1197,22 @@ static void one_gemm_nopack(int W) {
   unsetenv("W8A8_TP_AG_PACK");
 }
 W8A8_TEST(tp_gpu_ag_one_gemm_nopack_w2) { one_gemm_nopack(2); }
+/* The same with W8A8_TP_AG_PUSH=1 (session 17): ranks on GPUs of their own push their rows into the peers
+ * and set the peers' ready flags (every case with rows on every rank; the skewed cases with an empty rank
+ * pull, and reset the flags at their end for the pushes after them). On one GPU, and at W = 4 on two, every
+ * call pulls: the check is then that nothing pushed. The cases run one after another on the same ranks,
+ * pushes after pulls and pulls after pushes (the flags' end-of-call reset; the ordering argument that no
+ * push of call n + 1 can land before call n's reset is in tp_gpu.c at ag_push: the same data in both calls
+ * would hide such a race from any result check). */
+static void one_gemm_push(int W) {
+  setenv("W8A8_TP_AG_PUSH", "1", 1);
+  g_push = 1;
+  one_gemm_cases(W);
+  g_push = 0;
+  unsetenv("W8A8_TP_AG_PUSH");
+}
+W8A8_TEST(tp_gpu_ag_one_gemm_push_w2) { one_gemm_push(2); }
+W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w2) { one_gemm_pieces(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w4) { one_gemm_pieces(4); }
 

@@ -305,6 +305,9 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   /* The one-GEMM all-gather's ready flags (one per chunk, at most W8A8_MM_MAX_READY: a peer's rows may
    * come in pieces, ag_pieces): reset by each call that uses them, before any use. */
   if (e == cudaSuccess) e = cudaMalloc((void **)&gs->flags, sizeof(unsigned int) * W8A8_MM_MAX_READY);
+  /* zero (the push all-gather's idle value: peers may set them before this rank's first call) */
+  if (e == cudaSuccess) e = cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * W8A8_MM_MAX_READY, gs->side);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(gs->side);
   dev_exit(prev, gs->device);
   if (e != cudaSuccess) {
     w8a8_status s = w8a8_cuda_error(fn, "creating the communicator's stream and events", e);
@@ -389,6 +392,7 @@ w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int
     group_free(g);
     return s;
   }
+  for (int j = 0; j < nranks; j++) w8a8_tp_gpu_probe_push(made[j]);
   for (int j = 0; j < nranks; j++) comms[j] = made[j];
   return W8A8_SUCCESS;
 }
@@ -493,6 +497,7 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
     free(all);
     /* Nobody uses a peer's entry before every rank has registered. */
     s = w8a8_tp_group_barrier(fn, g);
+    if (s == W8A8_SUCCESS) w8a8_tp_gpu_probe_push(c);
   } else {
     if (mine) group_free(mine);
     free(all);

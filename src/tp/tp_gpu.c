@@ -351,6 +351,30 @@ static w8a8_status w8a8_tp_write_flag(const char *fn, cudaStream_t X, unsigned i
   return W8A8_SUCCESS;
 }
 
+W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c) {
+  w8a8_tp_gpu *gs = c->gpu;
+  write_value_fn f = get_write_value();
+  gs->push_ok = 0;
+  if (!f || gs->mode != TP_GPU_GROUP || !gs->group || !gs->flags) return;
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) {
+    cudaGetLastError();
+    return;
+  }
+  bool ok = true;
+  for (int j = 0; j < c->size && ok; j++) {
+    const w8a8_tp_gpu *pj = peer(c, j);
+    if (j == c->rank || !pj || pj->device == gs->device) continue;
+    /* 0 is the flags' idle value: harmless to a peer that is not yet running anything */
+    ok = w8a8_tp_gpu_peer_on(gs->device, pj->device) && pj->flags &&
+         f((CUstream)gs->side, (CUdeviceptr)(uintptr_t)pj->flags, 0u, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
+  }
+  ok = cudaStreamSynchronize(gs->side) == cudaSuccess && ok;
+  cudaGetLastError();
+  cudaSetDevice(prev);
+  gs->push_ok = ok;
+}
+
 /* What a schedule had enqueued when it returned (for the clean-up of a failed call). */
 typedef struct sched_state {
   bool forked;         /* C waits on S's fork event: C's work is part of this call (and of a capture) */
@@ -374,6 +398,7 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   if (st->flags_launched)
     for (int j = 0; j < st->flags_n; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
+  gs->flags_dirty = true;
   /* C also waits for what S enqueued (W8A8_TP_RS_DIRECT's GEMMs store into peers' memory, the one-GEMM
    * all-gather reads peers' scales), so that draining C (the IPC teardown, the workspace re-exchange)
    * covers every access this rank makes to peer memory; then S joins C. */
@@ -441,6 +466,9 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c) {
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_pack : -1;
 }
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_push : -1;
+}
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_chunks(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_chunks : -1;
 }
@@ -454,6 +482,34 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
   const cudaError_t e2 = cudaDeviceSynchronize();
   cudaSetDevice(prev);
   return e == cudaSuccess && e2 == cudaSuccess ? 0 : -1;
+}
+
+/* W8A8_TP_AG_PUSH=1 (session 17; default off until measured): the one-GEMM all-gather PUSHES this rank's
+ * packed rows into every peer's gathered buffer from its side stream, right after its own pack (no wait
+ * on a peer's event), and sets the peer's ready flag for them with a stream memory operation on the peer's
+ * memory; the pull (default) waits for each peer's pack event, then copies its rows in and sets its own
+ * flag. Why (cebw, h200x2-copy-engine-bw): one 4 MiB copy took 25.8 us pulled and 20.7 pushed (2 MiB:
+ * 25.6 / 15.6), and at 1024 tokens (70b qkv, TP = 2) the pulled rows landed 37 us after the fork, the
+ * GEMM's second wave of tiles waiting for them (84 us in the fused call against 71 alone).
+ * ag_push takes it only where no further host barrier is needed: eager calls of the in-process group
+ * (XP_GROUP), every peer on another GPU with its flags writable from every rank (push_ok, probed at
+ * creation; read after the call's agreement, so every rank sees the same), one chunk per rank
+ * (W8A8_TP_AG_PIECES = 1: rank j's chunk is flags[j] on every rank), and every rank with rows: then
+ * every flag a peer sets is waited on by some tile of this call's GEMM, so that it has landed before the
+ * reset at the end of the call. The flags' protocol with push: zero at creation and after every call
+ * with flags (reset on S after the join, before ev_done, which a peer's next push waits for through its
+ * entry waits: neither a push nor its flag can land before the reset that precedes it); this rank's own
+ * flag set on S after the pack; each peer's by that peer. */
+static bool ag_push(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, unsigned long long capture, bool flags) {
+  const char *e = getenv("W8A8_TP_AG_PUSH");
+  if (!flags || !e || e[0] != '1' || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
+  (void)p;
+  for (int j = 0; j < c->size; j++) {
+    /* flags_dirty: a pull call left flags set (every rank the same: the same calls, env and decisions) */
+    if (c->m_count[j] <= 0 || !peer(c, j)->push_ok || peer(c, j)->flags_dirty) return false;
+    if (j != c->rank && ag_same_gpu(c, xp, j)) return false;
+  }
+  return true;
 }
 
 /* W8A8_TP_TRACE: a mark of kind k on stream st (eager calls only; a failed record ends the trace). */
@@ -522,13 +578,18 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
    * (tp_pack) where the rows are 16-byte aligned (W8A8_TP_AG_PACK=0: the copy engine's 2D copy, the
    * expand kernel and two memsets, as before session 15). */
   const uint8_t *asrc = (const uint8_t *)p->a;
-  gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || flags);
+  /* push: the peers set this rank's flags for their rows (maybe before this point); only the own one here */
+  const bool push = ag_push(c, p, xp, capture, flags);
+  gs->last_ag_push = push;
+  const bool reset = flags && !push;
+  gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || reset);
   if (gs->last_ag_pack) {
     const int64_t rows = cnt[r] > 0 ? cnt[r] : 0;
     W8A8_CHECK(w8a8_tp_launch_pack(g.a + off[r] * K, asrc, (int64_t)p->lda, K, rows, g.scale + off[r], p->scale_a,
                                    p->scale_a_per_token, zp ? g.azp + off[r] : NULL, p->azp,
-                                   p->azp_mode == W8A8_AZP_PER_TOKEN, flags ? gs->flags : NULL, flags ? nch : 0,
-                                   flags ? first[r] : 0, gs->num_sms, S));
+                                   p->azp_mode == W8A8_AZP_PER_TOKEN, reset ? gs->flags : NULL, reset ? nch : 0,
+                                   reset ? first[r] : 0, gs->num_sms, S));
+    if (push) W8A8_CHECK(w8a8_tp_write_flag(fn, S, gs->flags + first[r]));
   } else {
     if (cnt[r] > 0) {
       if (K > 0)
@@ -538,9 +599,11 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
                                        p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], S));
     }
-    if (flags) {
+    if (reset) {
       CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
       CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
+    } else if (push) {
+      W8A8_CHECK(w8a8_tp_write_flag(fn, S, gs->flags + first[r]));
     }
   }
   trace(gs, S, 'K', capture); /* own rows packed, flags reset (after the wait for the peers' previous calls) */
@@ -608,10 +671,23 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     W8A8_CHECK(chunk_gemm(c, p, &g, NULL, off[r], cnt[r]));
     trace(gs, S, 'G', capture);
   }
+  if (push && nch != W) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: %d chunks for %d ranks in a push", fn, nch, W);
   for (int s = 1; s < W; s++) {
-    /* One GEMM: pull in the order its tiles meet the rows (own, r + 1, ..., W - 1, 0, ..., r - 1). */
-    const int j = one ? (r + s) % W : (r - s + W) % W;
-    if (direct) {
+    /* One GEMM: pull in the order its tiles meet the rows (own, r + 1, ..., W - 1, 0, ..., r - 1). Push:
+     * first to the peer whose tiles meet these rows soonest (r - 1, r - 2, ...). */
+    const int j = one && !push ? (r + s) % W : (r - s + W) % W;
+    if (push) {
+      void *pws = peer_ws(c, xp, j);
+      if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
+      ag_bufs pg = ag_layout(pws, M, K);
+      trace(gs, C, 'W', capture); /* the push to peer j starts (C waits for nothing but the fork) */
+      if (K > 0)
+        CU(cudaMemcpyAsync(pg.a + off[r] * K, g.a + off[r] * K, (size_t)(cnt[r] * K), cudaMemcpyDefault, C),
+           "cudaMemcpyAsync (own rows into a peer)");
+      /* rank r's chunk is flags[r] on every rank (one chunk per rank) */
+      W8A8_CHECK(w8a8_tp_write_flag(fn, C, peer(c, j)->flags + r));
+      trace(gs, C, 'C', capture);
+    } else if (direct) {
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
       ag_bufs pg = ag_layout(pws, M, K);
@@ -684,6 +760,18 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   CU(cudaEventRecord(gs->ev_step[0], C), "cudaEventRecord (join)");
   CU(cudaStreamWaitEvent(S, gs->ev_step[0], 0), "cudaStreamWaitEvent (join)");
   trace(gs, S, 'J', capture);
+  /* The ready flags back to zero for a push (ag_push): after a push (its peers may push the next call's
+   * rows as soon as this call's end is recorded), and after a pull while W8A8_TP_AG_PUSH is set; a pull
+   * without it leaves them set (flags_dirty: no push until a call resets them). */
+  if (flags) {
+    const char *pe = getenv("W8A8_TP_AG_PUSH");
+    if (push || (pe && pe[0] == '1')) {
+      CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags, end)");
+      gs->flags_dirty = false;
+    } else {
+      gs->flags_dirty = true;
+    }
+  }
 
   /* Optional gathered outputs for the caller. */
   if (p->g_a && K > 0 && M > 0)

@@ -113,6 +113,10 @@ typedef struct w8a8_tp_gpu {
   int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
   int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
   int last_ag_pack;   /* the last all-gather packed its own rows with tp_pack (w8a8_tp_gpu_last_ag_pack) */
+  int last_ag_push;   /* the last all-gather pushed its rows into the peers (W8A8_TP_AG_PUSH; w8a8_tp_gpu_last_ag_push) */
+  bool flags_dirty;   /* flags may be set (a pull call without the end-of-call reset, a failed call): no push */
+  int push_ok;        /* in-process group: this rank's side stream wrote a ready flag into every peer on another GPU
+                       * (cuStreamWriteValue32 on peer memory, probed at creation: w8a8_tp_gpu_probe_push) */
   int last_rs_own;    /* the last reduce-scatter's GEMM launches over this rank's own rows */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
@@ -188,6 +192,14 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c);
 /* Tests: 1 if the last all-gather packed its own rows (and reset the ready flags) with the tp_pack kernel, 0
  * if it took the copy engine's path or packed nothing, -1 without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
+/* Tests: 1 if the last all-gather pushed this rank's rows into its peers' buffers and set their ready flags
+ * (W8A8_TP_AG_PUSH=1, where tp_gpu.c's ag_push takes the call), 0 if it pulled or gathered otherwise, -1
+ * without a GPU communicator. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c);
+/* Once all ranks of an in-process group exist: whether c's side stream can write into each peer's ready
+ * flags on another GPU (a stream memory operation on peer memory, then a synchronize: creation only);
+ * sets push_ok (0 where a write or the synchronize failed; the CUDA error is cleared). */
+W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (E the call reached the compute stream (before the wait for the peers' previous calls), AG: K own rows
  * packed and the ready flags reset (since session 15 on both pack paths), both before F and so negative; RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with

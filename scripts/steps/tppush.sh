@@ -1,0 +1,27 @@
+#!/bin/bash
+# tppush.sh — step "tppush" (issue 6, session 17): the push all-gather (W8A8_TP_AG_PUSH=1, tp_gpu.c's
+# ag_push: each rank's side stream copies its packed rows into the peers and sets their ready flags)
+# against the pull (default), on real GPU ranks (--local NGPU).
+#   1. the one-GEMM all-gather tests (pull, pieces, no-pack, push) and tp_gpu_trace;
+#   2. with 2+ GPUs: tp-bench --local NGPU, the all-gather shapes at TPAB_M tokens (1024..8192), PUSH 0 / 1
+#      in two rounds (the second reversed), with W8A8_TP_TRACE=1 (rank 0's marks: with push, W = the push's
+#      start, C = its flag written into the peer);
+#   3. tp-stack --local NGPU at 1024..8192 tokens, PUSH 0, 1, 1, 0 (its ag_qkv / ag_gate_up columns).
+# Prediction (session 17): ag_qkv at 1024 tokens 124 -> ~110 us (the peer rows land ~20 us after the
+# fork instead of 37, before the GEMM's second wave); little at 8192 (32 MiB: 100 us pulled, 96 pushed).
+# Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
+set -u
+: "${L:?}" "${BUILD:?}"
+LEFT_S=${LEFT_S:-300}
+. "$(dirname "$0")/common.sh"
+tp_tests tppush 200 tp_gpu_ag_one_gemm tp_gpu_trace
+TPAB_M=${TPAB_M:-1024,2048,4096,8192} TPAB_ENV="W8A8_TP_TRACE=1" TPAB_SHAPES="70b-qkv 70b-gate_up" \
+  tp_env_ab tppush W8A8_TP_AG_PUSH "0 1" ag "$W"
+for v in 0 1 1 0; do
+  echo "== W8A8_TP_AG_PUSH=$v" >>"$L/tppush-stack.txt"
+  W8A8_TP_AG_PUSH=$v timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-stack --local "$W" --tokens 1024,2048,4096,8192 \
+    --layers 2 -n 10 -w 2 >>"$L/tppush-stack.txt" 2>&1
+  res="$res stack$v: exit $?;"
+done
+grep -E '^== |^ +[0-9]+ +[0-9]+ fused|fused op /' "$L/tppush-stack.txt" >"$L/tppush-stack-fused.txt"
+echo "tppush:$res"
