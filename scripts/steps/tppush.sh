@@ -14,7 +14,7 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
-tp_tests tppush 200 tp_gpu_ag_one_gemm tp_gpu_trace
+tp_tests tppush 90 tp_gpu_ag_one_gemm tp_gpu_trace
 TPAB_M=${TPAB_M:-1024,2048,4096,8192} TPAB_ENV="W8A8_TP_TRACE=1" TPAB_SHAPES="70b-qkv 70b-gate_up" \
   tp_env_ab tppush W8A8_TP_AG_PUSH "0 1" ag "$W"
 for v in 0 1 1 0; do

@@ -492,7 +492,7 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
  * 25.6 / 15.6), and at 1024 tokens (70b qkv, TP = 2) the pulled rows landed 37 us after the fork, the
  * GEMM's second wave of tiles waiting for them (84 us in the fused call against 71 alone).
  * ag_push takes it only where no further host barrier is needed: eager calls of the in-process group
- * (XP_GROUP), every peer on another GPU with its flags writable from every rank (push_ok, probed at
+ * (XP_GROUP), every rank on a GPU of its own, with the peers' flags writable from every rank (push_ok, probed at
  * creation; read after the call's agreement, so every rank sees the same), one chunk per rank
  * (W8A8_TP_AG_PIECES = 1: rank j's chunk is flags[j] on every rank), and every rank with rows: then
  * every flag a peer sets is waited on by some tile of this call's GEMM, so that it has landed before the
@@ -504,10 +504,15 @@ static bool ag_push(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, unsi
   const char *e = getenv("W8A8_TP_AG_PUSH");
   if (!flags || !e || e[0] != '1' || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
   (void)p;
+  /* Every condition is the same on every rank (a rank that pushes while a peer pulls would leave both
+   * waiting for ever: session 17's first run hung at W = 3 on 2 GPUs, where the rank alone on its GPU took
+   * "my peers are on other GPUs" for the rule): row counts, every rank's probe and dirty flag, every pair
+   * of ranks on distinct GPUs. */
   for (int j = 0; j < c->size; j++) {
     /* flags_dirty: a pull call left flags set (every rank the same: the same calls, env and decisions) */
     if (c->m_count[j] <= 0 || !peer(c, j)->push_ok || peer(c, j)->flags_dirty) return false;
-    if (j != c->rank && ag_same_gpu(c, xp, j)) return false;
+    for (int k = 0; k < j; k++)
+      if (peer(c, j)->device == peer(c, k)->device) return false;
   }
   return true;
 }
