@@ -964,6 +964,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
                                        {80, 8192, 0}};
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     w8a8_sm90_set_tail_single(1);
+    w8a8_sm90_set_fold(0); /* session 16's expectations: the fold's rule (default since session 17) below */
     const int64_t K = 384;
     for (int dt = 0; dt < 4 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt == 1 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
@@ -998,7 +999,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
             with >= 0 ? w8a8_sm90_config_name(with) : "nothing", base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
     }
     w8a8_sm90_set_tail_single(-1);
-    /* W8A8_SM90_FOLD=1 (off by default): the heuristic takes the twin with the fold whatever the grid
+    /* W8A8_SM90_FOLD=1 (session 16's rule; the default is 2 since session 17): the heuristic takes the twin with the fold whatever the grid
      * (80 x 8192: plan's fold rule puts it on 128 CTAs of 128 x 64; 100 x 1024: 16 CTAs of 128 x 64, below
      * the tail's 70% gate), and the result through the public API is right */
     w8a8_sm90_set_fold(1);
@@ -1024,6 +1025,39 @@ W8A8_TEST(sm90_tail_matches_fill) {
               "%s M=%lld N=%lld: the launch did not take the fold (%d)", dt ? "int8" : "fp8", (long long)fcases[fi][0],
               (long long)fcases[fi][1], w8a8_sm90_last_tail());
       }
+    }
+    /* The measured rule (fold mode 2, the default since session 17): the 128 x 64 tile's twin with the fold
+     * at 65..80 tokens int8 / 65..72 fp8 where its tiles fill 90..100% of the SMs (N = 8192: 128 of 132), not
+     * on 96 CTAs (N = 6144) nor past the ceiling; and fp8 with the weights-constant hint on the 128 x 128
+     * twin at 65..80 tokens (N = 14336: 112 CTAs). want: 1 the 128 x 64 twin and the fold at launch, 2 the
+     * 128 x 128 fp8 twin and the fold (weights-constant hint), 0 no fold at launch. */
+    w8a8_sm90_set_fold(2);
+    static const struct { int int8, wc; int64_t M, N; int want; } rcases[] = {
+        {1, 0, 80, 8192, 1}, {0, 0, 72, 8192, 1}, {1, 0, 65, 8192, 1}, {0, 0, 80, 8192, 0}, {1, 0, 96, 8192, 0},
+        {1, 0, 80, 6144, 0}, {0, 0, 72, 6144, 0}, {0, 1, 72, 14336, 2}, {0, 1, 96, 14336, 0}, {1, 0, 72, 14336, 0}};
+    for (int i = 0; i < (int)(sizeof rcases / sizeof rcases[0]) && !w8a8_test_failed(); i++, v++) {
+      const w8a8_dtype in = rcases[i].int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+      const int64_t M = rcases[i].M, N = rcases[i].N;
+      REQUIRE_OK(w8a8_set_weights_constant(h, rcases[i].wc));
+      int base, with;
+      const int got = tail_plans(h, dbuf, in, M, N, K, &base, &with);
+      REQUIRE_OK(w8a8_set_weights_constant(h, 0));
+      if (!got) break;
+      const char *name = with >= 0 ? w8a8_sm90_config_name(with) : "nothing";
+      if (rcases[i].want == 1)
+        CHECK(strstr(name, "128x64") && strstr(name, "_tail"), "%s M=%lld N=%lld, the fold's rule: planned %s, expected "
+              "the 128 x 64 tile's twin", rcases[i].int8 ? "int8" : "fp8", (long long)M, (long long)N, name);
+      if (rcases[i].want == 2)
+        CHECK(!strcmp(name, "fp8_128x128_promote_tail"), "fp8 M=%lld N=%lld, weights constant, the fold's rule: planned "
+              "%s, expected fp8_128x128_promote_tail", (long long)M, (long long)N, name);
+      mm_case c = rotate(in, M, N, K, v, -1, 0);
+      g_weights_constant = rcases[i].wc;
+      run_case(&c, 1980 + (uint64_t)v);
+      g_weights_constant = 0;
+      const int folded = w8a8_sm90_last_tail() == 1128 || w8a8_sm90_last_tail() == 2064;
+      CHECK(w8a8_test_failed() || folded == (rcases[i].want != 0), "%s M=%lld N=%lld%s, the fold's rule: the launch %s "
+            "the fold (%d; planned %s)", rcases[i].int8 ? "int8" : "fp8", (long long)M, (long long)N,
+            rcases[i].wc ? " weights constant" : "", folded ? "took" : "did not take", w8a8_sm90_last_tail(), name);
     }
     w8a8_sm90_set_fold(-1);
   }
@@ -1188,6 +1222,7 @@ W8A8_TEST(sm90_deep80_plan) {
   if (handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, twins[0], 2) >= 128 &&
       w8a8_sm90_config_max_ctas(h, twins[1], 2) >= 128) {
     w8a8_sm90_set_deep80(2);
+    w8a8_sm90_set_fold(0); /* the fold's rule (session 17) takes N = 8192 at 65..72 tokens: sm90_tail_matches_fill */
     /* expected: 1 the twin (split 2), 0 not, 2 int8 only (fp8's rule stops at 72 tokens), 3 the twin at
      * split 1 (128 of 132 SMs, up to 72 tokens) */
     static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {72, 4096, 4096, 1}, {80, 4096, 4096, 2},
@@ -1208,6 +1243,7 @@ W8A8_TEST(sm90_deep80_plan) {
     }
   }
   w8a8_sm90_set_deep80(-1); /* back to W8A8_SM90_DEEP80 */
+  w8a8_sm90_set_fold(-1);
   cudaFree(dbuf);
   w8a8_destroy(h);
 }

@@ -473,14 +473,22 @@ static int narrow256_mode(void) { return w8a8_env_mode(&g_narrow256, "W8A8_SM90_
 static double wave_share(int64_t tiles, int num_sms) {
   return (double)tiles / (double)(((tiles + num_sms - 1) / num_sms) * num_sms);
 }
-// W8A8_SM90_FOLD=1 (session 16, NOT yet run on a GPU; off until measured): the token tail's fold (tail_plan)
-// in the rule, and here the 128 x 64 tile for a single partial token tile (65..127 tokens) where its tiles
-// fill between half of the SMs and all of them (N / 64 in [SMs / 2, SMs]: 70b-down-tp4 128 CTAs, 8b-qkv 96,
-// 70b-o-tp4 128; not 70b-qkv-tp4's 40, which the split-K rule serves, nor 8b-o's 64), before plan_deep80 and
-// the 128 x 128 tile: -P's 128 x 64 rows were 18.2 us int8 / 19.5 fp8 on 70b-down-tp4 and 10.2 / 11.4 on
-// 8b-qkv against the plans' 21.3-23.9 / 22.0-23.9 and 13.0-13.8 (h200-sm90-session16-2026-11-30.txt part 6).
+// W8A8_SM90_FOLD: the token tail's fold (tail_plan; the kernel's sm90_tail_fold), and the 128 x 64 tile for a
+// single partial token tile where its tiles fill most of the SMs. 0 off; 1 session 16's rule (the fold
+// wherever a twin can take it, any grid, and the 128 x 64 tile at 65..127 tokens where N / 64 is in [SMs / 2,
+// SMs]); unset (2) the measured rule, fold_measured below. Session 17 ran rule 1 (sm90_dev -R 0/3/4 and envab
+// 0 vs 1, two rounds, 5 shapes x M = 65..120: h200-session17-2026-11-30.txt parts 1-2): the fold was 1-2 us
+// faster than the one-box tail on every forced twin, but far from -P's real rows (70b-down-tp4 128 x 64 int8
+// 22.0 us at M = 80 against 18.1), and end to end it lost 2-5% overall: 8b-qkv (the 128 x 64 tile on 96
+// CTAs) 0.77-0.99x, every shape at 96..120 tokens 0.81-0.94x. It won at 65..80 tokens where the 128 x 64
+// tile fills >= 90% of the SMs (70b-down-tp4 int8 24.4 -> 21.9 us at 65, 1.10x at 72, 1.01x at 80; fp8
+// 1.05 / 1.03x at 65 / 72, 0.94x at 80; 70b-o-tp4 int8 1.03-1.05x, fp8 1.01-1.02x), and for fp8 with the
+// weights-constant hint on the 128 x 128 twin, which the single-tile tail does not take (70b-gateup-tp4,
+// 112 CTAs: 41.7 -> 35.7 us at 65, 1.16x at 72, 1.07x at 80; 1.01x at 96, 0.98x beyond).
 static int g_fold = -1;
-static int fold_enabled(void) { return w8a8_env_flag(&g_fold, "W8A8_SM90_FOLD", 0); }
+static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
+// The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
+static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 rule, 0 off
 static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 1); }
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
@@ -517,7 +525,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     const sm90_plan pl = plan_small(p, num_sms);
     if (pl.config >= 0) return pl;
   }
-  if (fold_enabled() && !p->ready && p->M > 64 && p->M < SM90_BM && 2 * ((p->N + 63) / 64) >= num_sms &&
+  if (fold_mode() == 1 && !p->ready && p->M > 64 && p->M < SM90_BM && 2 * ((p->N + 63) / 64) >= num_sms &&
       (p->N + 63) / 64 <= num_sms) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
@@ -699,11 +707,19 @@ static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A
 // The fold (session 16, NOT yet run on a GPU; the kernel's sm90_tail_fold): a single partial token tile of
 // 65..127 rows on an unswapped, unsplit, unicast twin loads rows [0, 64) and [M - 64, M) in one 3-D box,
 // every row a real row of A (no fill, no short box), returned as one box of SM90_BM rows. Taken in tail
-// mode 4 (sm90_dev -R 4, tests) and, with W8A8_SM90_FOLD=1 (off until measured), by the rule (mode 1)
-// whatever the grid (apply_tail). The measurement it answers: -P (real rows past M) ran 70b-down-tp4's
-// 128 x 64 tile at 18.2 us (int8) for M = 65..128 where today's plans take 21.3-23.9 (part 6). The same
-// switch moves plan()'s choice there to the 128 x 64 tile (see g_fold there).
+// mode 4 (sm90_dev -R 4, tests) and by the rule (mode 1) as W8A8_SM90_FOLD says (g_fold: by default the
+// measured rule, fold_measured + apply_tail's grid + fold_move's plan). The question it was built for
+// (session 16): -P (real rows past M) ran 70b-down-tp4's 128 x 64 tile at 18.2 us (int8) for M = 65..128
+// where the plans took 21.3-23.9; the fold took 22.0 (session 17): its rows are real, yet it is nearly as
+// slow as the one box of valid rows (23.2), so the cost is not the fill alone (NOTES, Hopper, session 17).
 static int tail_is_fold(tail_boxes t) { return t.n == 1 && t.rows == SM90_BM; }
+// Fold mode 2 (see g_fold): the 128 x 64 twin up to fold_max_tokens, and the fp8 128 x 128 twin where fp8_box is
+// 0 (the weights-constant hint: the single-tile tail does not take it) up to 80 tokens; apply_tail adds the
+// grid (>= 90% of the SMs for the 128 x 64 twin, the tail's 70% for the other), fold_move the 128 x 64 plan.
+static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) {
+  if (c->bn == 64) return token_rows <= fold_max_tokens(c->int8);
+  return c->bn == 128 && !c->int8 && fp8_box == 0 && token_rows <= 80;
+}
 static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready) {
   tail_boxes t = {0, 0};
   const int box = c->swap ? c->bn : SM90_BM;
@@ -711,8 +727,9 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, 
   if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
   // (not with ready flags: the kernel's waits would cover the rows, but it is unmeasured there; the rule below
   // then decides, as without the fold)
-  if ((mode == 4 || (mode == 1 && fold_enabled())) && !ready && !c->swap && !c->splitk && c->mcast != 2 &&
-      token_rows > 64 && token_rows < SM90_BM) {
+  const int fm = mode == 1 ? fold_mode() : 0;
+  if ((mode == 4 || fm == 1 || (fm == 2 && fold_measured(c, token_rows, fp8_box))) && !ready && !c->swap &&
+      !c->splitk && c->mcast != 2 && token_rows > 64 && token_rows < SM90_BM) {
     t.n = 1;
     t.rows = SM90_BM;
     return t;
@@ -759,7 +776,29 @@ static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
   const int tb = c->swap ? c->bn : SM90_BM, wb = c->swap ? SM90_BM : c->bn;
   const int64_t ctas = (tokens + tb - 1) / tb * ((weights + wb - 1) / wb) * (c->splitk ? pl->split : 1);
   const tail_boxes bx = tail_plan(c, tokens, 1, fp8_any_box(h), p->ready != NULL);
-  if (bx.n > 0 && (tail_is_fold(bx) || ctas * 10 >= (int64_t)num_sms * 7)) pl->config = to;
+  // the fold: any grid under rule 1; under rule 2 >= 90% of the SMs on the 128 x 64 twin (session 17: 8b-qkv's
+  // 96 CTAs lost), the tail's 70% elsewhere
+  const int gate = tail_is_fold(bx) ? (fold_mode() == 1 ? 0 : c->bn == 64 ? 9 : 7) : 7;
+  if (bx.n > 0 && ctas * 10 >= (int64_t)num_sms * gate) pl->config = to;
+}
+
+// Fold rule 2's plan (see g_fold): a single partial token tile of 65..fold_max_tokens rows goes to the 128 x 64
+// tile, whose twin then takes the fold, where the tile's grid fills 90..100% of the SMs (N / 64 in [0.9 SMs,
+// SMs]: 70b-down-tp4, 70b-o-tp4 on 132 SMs); not fp8 with the weights-constant hint (70b-o-tp4 0.96x, mixed),
+// not with ready flags. After the heuristic's plan (not a tuned one): it replaces plan_deep80's split 1 at
+// 65..72 tokens and the 128 x 128 tile's single-tile tail at 73..80 there.
+static void fold_move(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  const int64_t n64 = (p->N + 63) / 64;
+  if (fold_mode() != 2 || p->ready || p->M <= 64 || p->M > fold_max_tokens(int8) || n64 * 10 < 9LL * num_sms ||
+      n64 > num_sms || (!int8 && h->weights_constant) || tail_mode() != 1 ||
+      !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1))
+    return;
+  const int to = find_config(int8 ? "int8_128x64" : "fp8_128x64_promote");
+  if (to >= 0) {
+    pl->config = to;
+    pl->split = 1;
+  }
 }
 
 // w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
@@ -872,7 +911,10 @@ static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan 
 static sm90_plan choose_plan(const w8a8_handle *h, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan pl;
   const int tuned = tuned_plan(h, p, &pl);
-  if (!tuned) pl = plan(h->device_index, p, num_sms);
+  if (!tuned) {
+    pl = plan(h->device_index, p, num_sms);
+    fold_move(h, p, &pl, num_sms);
+  }
   apply_fp8_accum(h, &pl);
   if (!tuned) apply_mc2m(h, p, &pl);
   apply_pp(h, p, &pl, num_sms);
@@ -1114,8 +1156,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) {
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
   __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 4 ? 1 : mode, __ATOMIC_RELAXED);
 }
-// on: the fold under tail_plan's rule (1) or not (0), -1 back to W8A8_SM90_FOLD
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int on) { set_switch(&g_fold, on); }
+// mode: the fold's rule (g_fold: 0 off, 1 session 16's, 2 the measured one), -1 back to W8A8_SM90_FOLD
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int mode) {
+  __atomic_store_n(&g_fold, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+}
 #else
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
