@@ -1080,6 +1080,15 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     tail->n = 0;
     tail->rows = 0;
   }
+#ifdef W8A8_SM90_TAILX
+  // Session 17's experiment (a build with -DW8A8_SM90_TAILX only; never the library's): where the only token
+  // tile is partial and one short box loads it (unswapped, not the fold), the A map itself carries the
+  // tail's box and the kernel loads through it (sm90_load_tokens): the short box through the kernel's first
+  // descriptor instead of tmap_t. Is the tail map's flat ~3-5 us the descriptor or the box?
+  if (!c->swap && !c->splitk && c->mcast != 2 && tail->n == 1 && !tail_is_fold(*tail) && rows_x <= SM90_BM &&
+      make_tmap(tx, xp, rows_x, p->K, ldx, tail->rows) != CUDA_SUCCESS)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_SM90_TAILX: the short A map was refused", FN);
+#endif
   // The staged epilogue (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs
   // (1), fp32 ones (2; the kernel's lean epilogue only, not the pingpong tiles'). W8A8_SM90_STAGED=0 keeps the direct
   // epilogue for every output, W8A8_SM90_STAGED32=0 for fp32 ones (A/B runs).
