@@ -303,7 +303,8 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   gs->tr_on = tr && tr[0] && strcmp(tr, "0") != 0;
   for (int i = 0; gs->tr_on && i < TP_TRACE_MAX && e == cudaSuccess; i++) e = cudaEventCreate(&gs->tr_ev[i]);
   /* The one-GEMM all-gather's ready flags (one per chunk, at most W8A8_MM_MAX_READY: a peer's rows may
-   * come in pieces, ag_pieces): reset by each call that uses them, before any use. */
+   * come in pieces, ag_pieces): reset at the start of each pulling call that uses them, and at the end of
+   * calls that may precede a push (tp_gpu.c ag_push: a push needs them zero before the peers write). */
   if (e == cudaSuccess) e = cudaMalloc((void **)&gs->flags, sizeof(unsigned int) * W8A8_MM_MAX_READY);
   /* zero (the push all-gather's idle value: peers may set them before this rank's first call) */
   if (e == cudaSuccess) e = cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * W8A8_MM_MAX_READY, gs->side);

@@ -380,6 +380,7 @@ typedef struct sched_state {
   bool forked;         /* C waits on S's fork event: C's work is part of this call (and of a capture) */
   int flags_launched;  /* the one-GEMM launch waiting on ready flags is on S (AG): flags to release */
   int flags_n;         /* how many (the chunks of the launch) */
+  int pushed;          /* AG push (ag_push): the peers' GEMMs wait on this rank's flag in their tables */
 } sched_state;
 
 /* A schedule that fails after the fork returns with C's work not joined into S. Join it, so that S
@@ -393,12 +394,23 @@ typedef struct sched_state {
 static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state *st) {
   w8a8_tp_gpu *gs = c->gpu;
   cudaStream_t S = (cudaStream_t)c->handle->stream;
-  if (!st->forked) return;
+  if (!st->forked && !st->pushed) return;
   char saved[512];
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  /* A push agreed at the ready barrier (before the fork, so also where the fork failed): the peers' GEMMs
+   * wait on this rank's flag in their tables. Set it (their rows from here may be missing: the group is
+   * broken after this, so their calls report the failure; this keeps them from waiting for ever). */
+  if (st->pushed)
+    for (int j = 0; j < c->size; j++)
+      if (j != c->rank) (void)w8a8_tp_write_flag(fn, gs->side, peer(c, j)->flags + c->rank);
+  if (st->flags_launched || st->pushed) gs->flags_dirty = true;
+  if (!st->forked) {
+    cudaGetLastError();
+    w8a8_err(W8A8_SUCCESS, "%s", saved);
+    return;
+  }
   if (st->flags_launched)
     for (int j = 0; j < st->flags_n; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
-  gs->flags_dirty = true;
   /* C also waits for what S enqueued (W8A8_TP_RS_DIRECT's GEMMs store into peers' memory, the one-GEMM
    * all-gather reads peers' scales), so that draining C (the IPC teardown, the workspace re-exchange)
    * covers every access this rank makes to peer memory; then S joins C. */
@@ -499,18 +511,22 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
  * reset at the end of the call. The flags' protocol with push: zero at creation and after every call
  * with flags (reset on S after the join, before ev_done, which a peer's next push waits for through its
  * entry waits: neither a push nor its flag can land before the reset that precedes it); this rank's own
- * flag set on S after the pack; each peer's by that peer. */
-static bool ag_push(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, unsigned long long capture, bool flags) {
+ * flag set on S after the pack; each peer's by that peer. What ag_push returns is this rank's wish: the
+ * call pushes only where every rank wishes it (ag_schedule reads the peers' push_wish after the ready
+ * barrier), since `flags` rests on each rank's own handle and pointers. Never after a capture without the
+ * end-of-call reset (capture_noreset). A failed push call sets its flag in every peer (clean_up_after_error).
+ * Session 17's review added those three; they have not run on a GPU (the A/B below ran before them). */
+static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags) {
   const char *e = getenv("W8A8_TP_AG_PUSH");
   if (!flags || !e || e[0] != '1' || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
-  (void)p;
   /* Every condition is the same on every rank (a rank that pushes while a peer pulls would leave both
    * waiting for ever: session 17's first run hung at W = 3 on 2 GPUs, where the rank alone on its GPU took
    * "my peers are on other GPUs" for the rule): row counts, every rank's probe and dirty flag, every pair
    * of ranks on distinct GPUs. */
   for (int j = 0; j < c->size; j++) {
     /* flags_dirty: a pull call left flags set (every rank the same: the same calls, env and decisions) */
-    if (c->m_count[j] <= 0 || !peer(c, j)->push_ok || peer(c, j)->flags_dirty) return false;
+    if (c->m_count[j] <= 0 || !peer(c, j)->push_ok || peer(c, j)->flags_dirty || peer(c, j)->capture_noreset)
+      return false;
     for (int k = 0; k < j; k++)
       if (peer(c, j)->device == peer(c, k)->device) return false;
   }
@@ -583,9 +599,13 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
    * (tp_pack) where the rows are 16-byte aligned (W8A8_TP_AG_PACK=0: the copy engine's 2D copy, the
    * expand kernel and two memsets, as before session 15). */
   const uint8_t *asrc = (const uint8_t *)p->a;
-  /* push: the peers set this rank's flags for their rows (maybe before this point); only the own one here */
-  const bool push = ag_push(c, p, xp, capture, flags);
-  gs->last_ag_push = push;
+  /* push: the peers set this rank's flags for their rows (maybe before this point); only the own one here.
+   * ag_push is this rank's wish: `flags` (one GEMM) rests on this rank's handle and pointers, which the
+   * agreement does not cover, so the call pushes only if every rank wishes it (read after the ready
+   * barrier below). A wish that falls back to the pull leaves the pull's starting state all the same: the
+   * flags zero (a wish needs flags_dirty clear) but the own one, written below. */
+  bool push = ag_push(c, xp, capture, flags);
+  gs->push_wish = push;
   const bool reset = flags && !push;
   gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || reset);
   if (gs->last_ag_pack) {
@@ -614,6 +634,9 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   trace(gs, S, 'K', capture); /* own rows packed, flags reset (after the wait for the peers' previous calls) */
   CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
+  for (int j = 0; j < W && push; j++) push = peer(c, j)->push_wish; /* (push: XP_GROUP, W > 1: barrier passed) */
+  gs->last_ag_push = push;
+  st->pushed = push;
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
   CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (fork)");
@@ -770,12 +793,15 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
    * without it leaves them set (flags_dirty: no push until a call resets them). */
   if (flags) {
     const char *pe = getenv("W8A8_TP_AG_PUSH");
-    if (push || (pe && pe[0] == '1')) {
+    const bool want = push || (pe && pe[0] == '1');
+    if (want)
       CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags, end)");
-      gs->flags_dirty = false;
-    } else {
-      gs->flags_dirty = true;
-    }
+    /* A graph captured without the reset may be replayed at any time later and leave the flags set, with
+     * no host code to say so: no push on this communicator after such a capture (capture_noreset). */
+    if (capture)
+      gs->capture_noreset = gs->capture_noreset || !want;
+    else
+      gs->flags_dirty = !want;
   }
 
   /* Optional gathered outputs for the caller. */
@@ -805,7 +831,7 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
-    sched_state st = {false, 0, 0};
+    sched_state st = {false, 0, 0, 0};
     s = ag_schedule(fn, c, &p, capture, &st);
     if (s != W8A8_SUCCESS) clean_up_after_error(fn, c, &st);
     leave(&g, gs->device);
@@ -1064,7 +1090,7 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
-    sched_state st = {false, 0, 0};
+    sched_state st = {false, 0, 0, 0};
     s = rs_schedule(fn, c, &p, capture, &st);
     if (s != W8A8_SUCCESS) clean_up_after_error(fn, c, &st);
     leave(&g, gs->device);

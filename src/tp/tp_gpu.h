@@ -115,6 +115,8 @@ typedef struct w8a8_tp_gpu {
   int last_ag_pack;   /* the last all-gather packed its own rows with tp_pack (w8a8_tp_gpu_last_ag_pack) */
   int last_ag_push;   /* the last all-gather pushed its rows into the peers (W8A8_TP_AG_PUSH; w8a8_tp_gpu_last_ag_push) */
   bool flags_dirty;   /* flags may be set (a pull call without the end-of-call reset, a failed call): no push */
+  bool capture_noreset; /* a captured flags call without the end-of-call reset: its replays may leave flags set */
+  bool push_wish;     /* this call's ag_push (read by the peers after the ready barrier: all wish, or none pushes) */
   int push_ok;        /* in-process group: this rank's side stream wrote a ready flag into every peer on another GPU
                        * (cuStreamWriteValue32 on peer memory, probed at creation: w8a8_tp_gpu_probe_push) */
   int last_rs_own;    /* the last reduce-scatter's GEMM launches over this rank's own rows */
