@@ -714,8 +714,10 @@ static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A
 // slow as the one box of valid rows (23.2), so the cost is not the fill alone (NOTES, Hopper, session 17).
 static int tail_is_fold(tail_boxes t) { return t.n == 1 && t.rows == SM90_BM; }
 // Fold mode 2 (see g_fold): the 128 x 64 twin up to fold_max_tokens, and the fp8 128 x 128 twin where fp8_box is
-// 0 (the weights-constant hint: the single-tile tail does not take it) up to 80 tokens; apply_tail adds the
-// grid (>= 90% of the SMs for the 128 x 64 twin, the tail's 70% for the other), fold_move the 128 x 64 plan.
+// 0 (the weights-constant hint, or W8A8_SM90_FP8_TAIL_BOX=0: the single-tile tail does not take it) up to 80
+// tokens; apply_tail adds the grid (>= 90% of the SMs for the 128 x 64 twin, the tail's 70% for the other),
+// fold_move the 128 x 64 plan. (A tuned 128 x 64 plan folds here too, the hint and N / 64 <= SMs unchecked:
+// those two are fold_move's, which tuned plans skip.)
 static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) {
   if (c->bn == 64) return token_rows <= fold_max_tokens(c->int8);
   return c->bn == 128 && !c->int8 && fp8_box == 0 && token_rows <= 80;
@@ -1002,8 +1004,9 @@ static int g_split_quad = -1;  // W8A8_SM90_SPLIT_QUAD: 1 (default) the split-K 
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
 // one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
 // where a later step refused). One difference: that path asks without its ready flags, so at
-// 129..255 tokens the probe plans the multicast twin and the launch the plain tile (apply_mc2m);
-// the two take the same problems (same tile, same tensor maps).
+// 129..255 tokens the probe plans the multicast twin and the launch the plain tile (apply_mc2m), and at
+// 65..80 tokens the probe may plan the fold's 128 x 64 tile (fold_move) where the launch keeps its plan;
+// the two take the same problems (the same operand checks and maps; a refused fold map falls back to boxes).
 static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
                            sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, CUtensorMap *tt,
                            tail_boxes *tail, int *tma_out) {
