@@ -1213,6 +1213,36 @@ static void one_gemm_push(int W) {
 }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w2) { one_gemm_push(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
+/* The push's flags protocol across calls (session 17's review): a pull without W8A8_TP_AG_PUSH leaves the
+ * flags set (flags_dirty), so the first call with it set must pull (and reset at its end), the next one
+ * push; unset again, pull. Every call's result checked (run_ag: exact int8, poisoned workspaces). Two
+ * ranks on two GPUs. */
+W8A8_TEST(tp_gpu_ag_push_transitions) {
+  GPU_OR_SKIP();
+  if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
+  if (tp_ndev() < 2) SKIP("the push needs ranks on two GPUs");
+  REQUIRE(ref(), "no reference handle");
+  env e;
+  REQUIRE(env_open(&e, 2, 800, 256, 512), "could not create 2 ranks: %s", w8a8_last_error());
+  tcase t;
+  memset(&t, 0, sizeof t);
+  t.in = W8A8_DTYPE_INT8, t.out = W8A8_DTYPE_BF16, t.sa_tok = 1, t.sb_chan = 1, t.bias = 1;
+  t.M = 700, t.N = 256, t.K = 512, t.want_one = 1;
+  /* env for each call, and whether it must push */
+  static const struct { const char *env; int push; } seq[] = {{NULL, 0}, {"1", 0}, {"1", 1}, {"1", 1}, {NULL, 0}, {"1", 0}, {"1", 1}};
+  for (int i = 0; i < (int)(sizeof seq / sizeof seq[0]) && !w8a8_test_failed(); i++) {
+    if (seq[i].env) setenv("W8A8_TP_AG_PUSH", seq[i].env, 1);
+    else unsetenv("W8A8_TP_AG_PUSH");
+    t.seed = 7100u + (uint64_t)i;
+    run_ag(&e, &t);
+    for (int j = 0; j < 2; j++)
+      CHECK(w8a8_tp_gpu_last_ag_push(e.comm[j]) == seq[i].push, "call %d (W8A8_TP_AG_PUSH %s) rank %d: %s, expected %s",
+            i, seq[i].env ? seq[i].env : "unset", j, w8a8_tp_gpu_last_ag_push(e.comm[j]) == 1 ? "pushed" : "pulled",
+            seq[i].push ? "a push" : "a pull");
+  }
+  unsetenv("W8A8_TP_AG_PUSH");
+  env_close(&e);
+}
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w2) { one_gemm_pieces(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w4) { one_gemm_pieces(4); }
 

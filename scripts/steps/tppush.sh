@@ -2,7 +2,7 @@
 # tppush.sh — step "tppush" (issue 6, session 17): the push all-gather (W8A8_TP_AG_PUSH=1, tp_gpu.c's
 # ag_push: each rank's side stream copies its packed rows into the peers and sets their ready flags)
 # against the pull (default), on real GPU ranks (--local NGPU).
-#   1. the one-GEMM all-gather tests (pull, pieces, no-pack, push) and tp_gpu_trace;
+#   1. the one-GEMM all-gather tests (pull, pieces, no-pack, push, the push transitions) and tp_gpu_trace;
 #   2. with 2+ GPUs: tp-bench --local NGPU, the all-gather shapes at TPAB_M tokens (1024..8192), PUSH 0 / 1
 #      in two rounds (the second reversed), with W8A8_TP_TRACE=1 (rank 0's marks: with push, W = the push's
 #      start, C = its flag written into the peer);
@@ -14,7 +14,7 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
-tp_tests tppush 90 tp_gpu_ag_one_gemm tp_gpu_trace
+tp_tests tppush 90 tp_gpu_ag_one_gemm tp_gpu_ag_push tp_gpu_trace
 TPAB_M=${TPAB_M:-1024,2048,4096,8192} TPAB_ENV="W8A8_TP_TRACE=1" TPAB_SHAPES="70b-qkv 70b-gate_up" \
   tp_env_ab tppush W8A8_TP_AG_PUSH "0 1" ag "$W"
 for v in 0 1 1 0; do
