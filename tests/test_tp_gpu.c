@@ -1182,35 +1182,27 @@ W8A8_TEST(tp_gpu_ag_one_gemm_w4) { one_gemm_cases(4); }
 /* The same with the peers' rows pulled in pieces (W8A8_TP_AG_PIECES, session 10): only peers on other
  * GPUs are cut, so on one GPU this is the plain schedule again; on two, W = 2 cuts the peer's rows into
  * 3 pieces, W = 4 (two ranks per GPU) cuts the two ranks of the other GPU while the table has room. */
-static void one_gemm_pieces(int W) {
-  setenv("W8A8_TP_AG_PIECES", "3", 1);
-  g_pieces = 1;
+/* one_gemm_cases with the environment variable var = val and *mark set for the checks, then both undone */
+static void one_gemm_with(const char *var, const char *val, int *mark, int W) {
+  setenv(var, val, 1);
+  if (mark) *mark = 1;
   one_gemm_cases(W);
-  g_pieces = 0;
-  unsetenv("W8A8_TP_AG_PIECES");
+  if (mark) *mark = 0;
+  unsetenv(var);
 }
+static void one_gemm_pieces(int W) { one_gemm_with("W8A8_TP_AG_PIECES", "3", &g_pieces, W); }
 /* The same with the own-row pack kernel off (W8A8_TP_AG_PACK=0, session 15): the copy engine's 2D copy,
  * the expand kernel and the flags' memsets, as before tp_pack. */
-static void one_gemm_nopack(int W) {
-  setenv("W8A8_TP_AG_PACK", "0", 1);
-  one_gemm_cases(W);
-  unsetenv("W8A8_TP_AG_PACK");
-}
+static void one_gemm_nopack(int W) { one_gemm_with("W8A8_TP_AG_PACK", "0", NULL, W); }
 W8A8_TEST(tp_gpu_ag_one_gemm_nopack_w2) { one_gemm_nopack(2); }
 /* The same with W8A8_TP_AG_PUSH=1 (session 17): ranks on GPUs of their own push their rows into the peers
  * and set the peers' ready flags (every case with rows on every rank; the skewed cases with an empty rank
- * pull, and reset the flags at their end for the pushes after them). On one GPU, and at W = 4 on two, every
+ * pull, and reset the flags at their end for the pushes after them). On one GPU, and at W = 3 on two, every
  * call pulls: the check is then that nothing pushed. The cases run one after another on the same ranks,
  * pushes after pulls and pulls after pushes (the flags' end-of-call reset; the ordering argument that no
  * push of call n + 1 can land before call n's reset is in tp_gpu.c at ag_push: the same data in both calls
  * would hide such a race from any result check). */
-static void one_gemm_push(int W) {
-  setenv("W8A8_TP_AG_PUSH", "1", 1);
-  g_push = 1;
-  one_gemm_cases(W);
-  g_push = 0;
-  unsetenv("W8A8_TP_AG_PUSH");
-}
+static void one_gemm_push(int W) { one_gemm_with("W8A8_TP_AG_PUSH", "1", &g_push, W); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w2) { one_gemm_push(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
 /* The push's flags protocol across calls (session 17's review): a pull without W8A8_TP_AG_PUSH leaves the

@@ -516,9 +516,12 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
  * barrier), since `flags` rests on each rank's own handle and pointers. Never after a capture without the
  * end-of-call reset (capture_noreset). A failed push call sets its flag in every peer (clean_up_after_error).
  * Session 17's review added those three; they have not run on a GPU (the A/B below ran before them). */
-static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags) {
+static bool ag_push_env(void) {
   const char *e = getenv("W8A8_TP_AG_PUSH");
-  if (!flags || !e || e[0] != '1' || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
+  return e && e[0] == '1';
+}
+static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags) {
+  if (!flags || !ag_push_env() || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
   /* Every condition is the same on every rank (a rank that pushes while a peer pulls would leave both
    * waiting for ever: session 17's first run hung at W = 3 on 2 GPUs, where the rank alone on its GPU took
    * "my peers are on other GPUs" for the rule): row counts, every rank's probe and dirty flag, every pair
@@ -614,7 +617,6 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
                                    p->scale_a_per_token, zp ? g.azp + off[r] : NULL, p->azp,
                                    p->azp_mode == W8A8_AZP_PER_TOKEN, reset ? gs->flags : NULL, reset ? nch : 0,
                                    reset ? first[r] : 0, gs->num_sms, S));
-    if (push) W8A8_CHECK(w8a8_tp_write_flag(fn, S, gs->flags + first[r]));
   } else {
     if (cnt[r] > 0) {
       if (K > 0)
@@ -627,10 +629,9 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     if (reset) {
       CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
       CU(cudaMemsetAsync(gs->flags + first[r], 1, sizeof(unsigned int), S), "cudaMemsetAsync (own ready flag)");
-    } else if (push) {
-      W8A8_CHECK(w8a8_tp_write_flag(fn, S, gs->flags + first[r]));
     }
   }
+  if (push) W8A8_CHECK(w8a8_tp_write_flag(fn, S, gs->flags + first[r])); /* (either pack path) */
   trace(gs, S, 'K', capture); /* own rows packed, flags reset (after the wait for the peers' previous calls) */
   CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
@@ -792,8 +793,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
    * rows as soon as this call's end is recorded), and after a pull while W8A8_TP_AG_PUSH is set; a pull
    * without it leaves them set (flags_dirty: no push until a call resets them). */
   if (flags) {
-    const char *pe = getenv("W8A8_TP_AG_PUSH");
-    const bool want = push || (pe && pe[0] == '1');
+    const bool want = push || ag_push_env();
     if (want)
       CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags, end)");
     /* A graph captured without the reset may be replayed at any time later and leave the flags set, with
