@@ -9,12 +9,16 @@
 #   3. tp-stack --local NGPU at 1024..8192 tokens, PUSH 0, 1, 1, 0 (its ag_qkv / ag_gate_up columns).
 # Prediction (session 17): ag_qkv at 1024 tokens 124 -> ~110 us (the peer rows land ~20 us after the
 # fork instead of 37, before the GEMM's second wave); little at 8192 (32 MiB: 100 us pulled, 96 pushed).
-# Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
+# TPPUSH_AB=0: the tests only. Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
 tp_tests tppush 90 tp_gpu_ag_one_gemm tp_gpu_ag_push tp_gpu_trace
+if [ "${TPPUSH_AB:-1}" = 0 ]; then  # the tests only
+  echo "tppush:$res (TPPUSH_AB=0: no A/B)"
+  exit 0
+fi
 TPAB_M=${TPAB_M:-1024,2048,4096,8192} TPAB_ENV="W8A8_TP_TRACE=1" TPAB_SHAPES="70b-qkv 70b-gate_up" \
   tp_env_ab tppush W8A8_TP_AG_PUSH "0 1" ag "$W"
 for v in 0 1 1 0; do
