@@ -1512,21 +1512,27 @@ W8A8_TEST(sm90_streamk) {
   }
 }
 
-/* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM): every_config's K = 1192
- * (10 K-blocks) never wraps their ring; here K = 3917 (31 K-blocks: the ring wraps three times at
- * split 1, once or twice at split 2) and two token tiles (M = 2 bn). */
+/* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM; session 18's n80 / n96 /
+ * n128 with 4-7): every_config's K = 1192 (10 K-blocks) never wraps their ring; here K = 3917 (31
+ * K-blocks: the ring wraps three times at split 1, once or twice at split 2) and two token tiles, full
+ * (M = 2 bn) and with the second one partial (M = bn + 1 + 2 ni: 1..23 rows, TMA's fill past M). */
 W8A8_TEST(sm90_deep_swap_ring) {
   NEED_SM90();
-  static const char *names[] = {"fp8_swap_n8_deep",  "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
-                                "int8_swap_n8_deep", "int8_swap_n16_deep", "int8_swap_n32_deep", "int8_swap_n64_deep"};
+  static const char *names[] = {"fp8_swap_n8_deep",   "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
+                                "int8_swap_n8_deep",  "int8_swap_n16_deep", "int8_swap_n32_deep", "int8_swap_n64_deep",
+                                "fp8_swap_n80_deep",  "fp8_swap_n96_deep",  "fp8_swap_n128_deep", "int8_swap_n80_deep",
+                                "int8_swap_n96_deep", "int8_swap_n128_deep"};
   int v = 0;
-  for (int ni = 0; ni < 8 && !w8a8_test_failed(); ni++) {
+  for (int ni = 0; ni < (int)(sizeof names / sizeof names[0]) && !w8a8_test_failed(); ni++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(names[ni], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", names[ni]);
     for (int split = 1; split <= 2 && !w8a8_test_failed(); split++, v++) {
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, 2 * bn, 300, 3917, v, ci, split);
       run_case(&c, 1300 + (uint64_t)v);
+      if (w8a8_test_failed()) break;
+      mm_case d = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 1 + 2 * ni, 300, 3917, v + 1, ci, split);
+      run_case(&d, 1400 + (uint64_t)v);
     }
   }
 }

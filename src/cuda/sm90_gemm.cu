@@ -163,6 +163,18 @@ static const sm90_config CONFIGS[] = {
     // against our 949; 14 column tiles of 192). fp8 promotes in two halves of 96 columns (PROMOTE_HALF).
     SM90_CFG("int8_128x192", 192, 4, true, false, false, false, 1),
     SM90_CFG("fp8_128x192_promote", 192, 4, false, false, true, false, 1),
+    // Session 18: the swap-AB deep ring with wider token tiles, for 65..256 tokens (one or two token
+    // tiles on wgmma's N side, the weights' 128 rows on its M side, split-K over a cluster where the
+    // weight tiles leave SMs idle): what cuBLASLt's tensorwise kernels do there (bench/torch_kernels.py,
+    // h200-session18: sm90_qqtst_64x136 / 128x144 / 64x72 ..._TNT at 65..160 tokens), where our 128-row
+    // token tiles compute 128 - (M % 128) rows of padding (the 128 -> 129 step: 8b-gateup 37.5 -> 53.7 us).
+    // Stages: as many as 227 KB hold beside the split-K partial tile (BN lines of 132 words).
+    SM90_CFG("fp8_swap_n80_deep", 80, 7, false, true, true, true, 1),
+    SM90_CFG("fp8_swap_n96_deep", 96, 6, false, true, true, true, 1),
+    SM90_CFG("fp8_swap_n128_deep", 128, 4, false, true, true, true, 1),
+    SM90_CFG("int8_swap_n80_deep", 80, 7, true, true, false, true, 1),
+    SM90_CFG("int8_swap_n96_deep", 96, 6, true, true, false, true, 1),
+    SM90_CFG("int8_swap_n128_deep", 128, 4, true, true, false, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64

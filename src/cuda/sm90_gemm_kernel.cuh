@@ -1610,8 +1610,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // (The timeline build's int8 two-CTA n64 spilled 24 bytes with it: that one loads as v2 there.)
         // Session 13: v3c ran (oldab v2 -> v3c): the deep fp8 rings n32 / n64 1.05-1.09x, int8 n8..n32
         // 1.02-1.07x, but fp8 two-CTA n16 (v2's order) 0.98x; the fp8 two-CTA n8 / n16 / n32 now prefetch
-        // too (0 spills in both builds).
-        constexpr bool QPRE = (INT8 && !(SM90_TL && SWAP && MINB == 2 && BN == 64)) || (SWAP && (MINB == 1 || BN <= 32));
+        // too (0 spills in both builds). Session 18: not the fp8 swapped n128 (three 64-register accumulator
+        // sets with the promotion: the prefetch spilled 396 bytes there).
+        constexpr bool QPRE = (INT8 && !(SM90_TL && SWAP && MINB == 2 && BN == 64)) || (SWAP && (MINB == 1 || BN <= 32) && BN <= 96);
         constexpr int QT = !QPRE || C::RED_ML / 16 < LU ? LU : C::RED_ML / 16;  // a warp's lines at split 2
 #pragma unroll
         for (int i = 0; i < C::NACC; i++) {
