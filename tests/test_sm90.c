@@ -42,6 +42,7 @@ void w8a8_sm90_set_deep256(int on);
 void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
+void w8a8_sm90_set_wide_swap(int on);
 void w8a8_sm90_set_sk_mc2(int on);
 void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
@@ -580,18 +581,30 @@ static int handle_sms(w8a8_handle *h) {
   return w8a8_get_info(h, &info) == W8A8_SUCCESS ? info.num_sms : 0;
 }
 
-/* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure. */
+/* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure.
+ * plan_wide_swap's rule (session 18) is off until plan_rig_close: the tests of the earlier rules pin what
+ * those plan (sm90_wide_swap_plan turns it back on). */
 static int plan_rig_open(w8a8_handle **h, uint8_t **dbuf, size_t bytes) {
   *h = NULL;
   *dbuf = NULL;
-  if (w8a8_create(h, W8A8_DEVICE_CUDA, sm90_device()) != W8A8_SUCCESS) return 0;
+  w8a8_sm90_set_wide_swap(0);
+  if (w8a8_create(h, W8A8_DEVICE_CUDA, sm90_device()) != W8A8_SUCCESS) {
+    w8a8_sm90_set_wide_swap(-1);
+    return 0;
+  }
   if (cudaMalloc((void **)dbuf, bytes) != cudaSuccess) {
     w8a8_destroy(*h);
     *h = NULL;
     *dbuf = NULL;
+    w8a8_sm90_set_wide_swap(-1);
     return 0;
   }
   return 1;
+}
+static void plan_rig_close(w8a8_handle *h, uint8_t *dbuf) {
+  cudaFree(dbuf);
+  w8a8_destroy(h);
+  w8a8_sm90_set_wide_swap(-1); /* back to W8A8_SM90_WIDE_SWAP */
 }
 
 /* W8A8_FP8_ACCUM_FAST: where the heuristic runs a promoting 128 x 256 fp8 tile (fp8_128x256_promote, or
@@ -866,6 +879,7 @@ static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, i
 }
 W8A8_TEST(sm90_tail_matches_fill) {
   NEED_SM90();
+  w8a8_sm90_set_wide_swap(0); /* its rule cases pin the fold's plans at 65..80 tokens (session 17) */
   int v = 0, ntail = 0;
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
     if (!is_tail_config(ci)) continue;
@@ -1064,6 +1078,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
   cudaFree(dbuf);
   w8a8_destroy(h);
   w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
+  w8a8_sm90_set_wide_swap(-1);
 }
 
 /* Session 15's two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)
@@ -1136,8 +1151,7 @@ W8A8_TEST(sm90_swap64_plan) {
   }
   w8a8_sm90_set_swap64_max(-1);
   w8a8_sm90_set_deep_n32x2(-1);
-  cudaFree(dbuf);
-  w8a8_destroy(h);
+  plan_rig_close(h, dbuf);
 }
 
 /* plan's 128 x 192 rule (session 15, default since 16): on a GPU with 132 SMs the 192 tile where its
@@ -1182,8 +1196,7 @@ W8A8_TEST(sm90_wide192_plan) {
     }
   }
   w8a8_sm90_set_wide192(-1);
-  cudaFree(dbuf);
-  w8a8_destroy(h);
+  plan_rig_close(h, dbuf);
 }
 
 /* plan_deep80: taken wherever it applies (w8a8_sm90_set_deep80(1), session 8's experiment), at 65..80
@@ -1244,8 +1257,7 @@ W8A8_TEST(sm90_deep80_plan) {
   }
   w8a8_sm90_set_deep80(-1); /* back to W8A8_SM90_DEEP80 */
   w8a8_sm90_set_fold(-1);
-  cudaFree(dbuf);
-  w8a8_destroy(h);
+  plan_rig_close(h, dbuf);
 }
 
 /* The split-K tile at 129..256 tokens (session 9, W8A8_SM90_SPLIT256 on by default): with at most 64
@@ -1291,8 +1303,7 @@ W8A8_TEST(sm90_split256_plan) {
       run_case(&c, 2000 + (uint64_t)v);
     }
   }
-  cudaFree(dbuf);
-  w8a8_destroy(h);
+  plan_rig_close(h, dbuf);
 }
 
 /* plan's 128 x 64 tile at 129..256 tokens (W8A8_SM90_NARROW256, session 9's candidate for 8b-o's
@@ -1342,8 +1353,7 @@ W8A8_TEST(sm90_narrow256_plan) {
     w8a8_sm90_set_narrow256(-1);
   }
   w8a8_sm90_set_narrow256(-1); /* back to W8A8_SM90_NARROW256 */
-  cudaFree(dbuf);
-  w8a8_destroy(h);
+  plan_rig_close(h, dbuf);
 }
 
 /* plan's 128 x 64 tile at 89..128 tokens (one 128-row token tile, at most SMs / 2 weight tiles): with
@@ -1381,8 +1391,7 @@ W8A8_TEST(sm90_narrow128_plan) {
     mm_case c = rotate(in, 120, 1024, 7168, dt, -1, 0); /* the last case's plan (the 128 x 64 tile) */
     run_case(&c, 2300 + (uint64_t)dt);
   }
-  cudaFree(dbuf);
-  w8a8_destroy(h);
+  plan_rig_close(h, dbuf);
 }
 
 /* plan_deep256 (session 11): at 129..192 tokens the n64 deep ring over three token tiles where plan_deep's
@@ -1440,8 +1449,7 @@ W8A8_TEST(sm90_deep256_plan) {
           took);
   }
   w8a8_sm90_set_deep256(-1); /* back to W8A8_SM90_DEEP256 */
-  cudaFree(dbuf);
-  w8a8_destroy(h);
+  plan_rig_close(h, dbuf);
 }
 
 /* Stream-K (session 10: the SK twins of the 128 x 128 tiles, sm90_streamk.h's schedule on a grid of one CTA
@@ -1507,9 +1515,70 @@ W8A8_TEST(sm90_streamk) {
     }
     w8a8_sm90_set_streamk(-1);
     w8a8_sm90_set_sk_mc2(-1);
-    cudaFree(dbuf);
-    w8a8_destroy(h);
+    plan_rig_close(h, dbuf);
   }
+}
+
+/* plan_wide_swap (session 18): the swap-AB deep ring with n80 / n96 token tiles at 65..96 tokens (one token
+ * tile) and 129..192 (two) where deep_split's split is >= 2, >= 32 K-blocks (>= 56 at 81..96). On a GPU
+ * with 132 SMs (the gates depend on the count and on the clusters that run at once): N = 2560 K = 8192
+ * (70b-qkv-tp4's 20 weight tiles) at 72 / 96 tokens n80 / n96 at split 4; N = 4096 K = 4096 at 72 and 160
+ * tokens n80 at split 2, K = 8192 at 192 n96 at split 2; not at 96 tokens with K = 4096 (32 K-blocks), nor
+ * 112 / 200 tokens, nor N = 14336 (split 1), K = 2048, N = 6144 at 129 (96 clusters: split 1), nor at 129
+ * tokens of N = 2560 (plan_deep256's n64 comes first), nor with the switch off. Then three problems the rule
+ * takes on any GPU (9 weight tiles), through the public API against the reference. */
+W8A8_TEST(sm90_wide_swap_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)160 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
+  /* M, N, K, switch, expected bn (0: not a wide swap tile), expected split */
+  static const int64_t cases[][6] = {{72, 2560, 8192, 1, 80, 4},  {96, 2560, 8192, 1, 96, 4},  {72, 4096, 4096, 1, 80, 2},
+                                     {160, 4096, 4096, 1, 80, 2}, {192, 4096, 8192, 1, 96, 2}, {96, 4096, 4096, 1, 0, 0},
+                                     {112, 2560, 8192, 1, 0, 0},  {200, 4096, 4096, 1, 0, 0},  {72, 14336, 8192, 1, 0, 0},
+                                     {72, 8192, 2048, 1, 0, 0},   {129, 6144, 4096, 1, 0, 0},  {129, 2560, 8192, 1, 0, 0},
+                                     {72, 2560, 8192, 0, 0, 0}};
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
+  int v = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    char n80[32], n96[32];
+    snprintf(n80, sizeof n80, "%s_swap_n80_deep", dt ? "int8" : "fp8");
+    snprintf(n96, sizeof n96, "%s_swap_n96_deep", dt ? "int8" : "fp8");
+    const int c80 = w8a8_sm90_config_lookup(n80, NULL, NULL, NULL), c96 = w8a8_sm90_config_lookup(n96, NULL, NULL, NULL);
+    REQUIRE(c80 >= 0 && c96 >= 0, "no %s / %s", n80, n96);
+    const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, c80, 4) >= 80 &&
+                     w8a8_sm90_config_max_ctas(h, c96, 4) >= 80 && w8a8_sm90_config_max_ctas(h, c80, 2) >= 128 &&
+                     w8a8_sm90_config_max_ctas(h, c96, 2) >= 128 && w8a8_sm90_config_max_ctas(h, c80, 8) < 160;
+    for (int i = 0; i < ncases && h200 && !w8a8_test_failed(); i++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = cases[i][4];
+      int split = 0;
+      w8a8_sm90_set_wide_swap((int)cases[i][3]);
+      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
+      const int ok = bn ? ci == (bn == 80 ? c80 : c96) && split == cases[i][5] : ci >= 0 && ci != c80 && ci != c96;
+      CHECK(ok, "%s M=%lld N=%lld K=%lld switch %d: planned %s split %d, expected %s split %d", dt ? "int8" : "fp8",
+            (long long)M, (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+            split, bn ? (bn == 80 ? n80 : n96) : "another plan", (int)cases[i][5]);
+    }
+    w8a8_sm90_set_wide_swap(1);
+    /* 9 weight tiles: one token tile of 72 (n80, 8 rows past M) and of 90 (n96, K = 7168: 56 K-blocks), two
+     * of 75 at 150 tokens; the plan is checked where deep_split fits a split of 2 (any GPU with >= 36 SMs) */
+    static const int64_t runs[][3] = {{72, 1040, 4096}, {90, 1040, 7168}, {150, 1040, 4096}};
+    for (int i = 0; i < 3 && !w8a8_test_failed(); i++, v++) {
+      int split = 0;
+      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, runs[i][0], runs[i][1], runs[i][2], &split);
+      if (ci == PLAN_INVALID) break;
+      if (handle_sms(h) >= 36)
+        CHECK(ci == (i == 1 ? c96 : c80) && split >= 2, "%s M=%lld N=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8",
+              (long long)runs[i][0], (long long)runs[i][1], (long long)runs[i][2],
+              ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
+      mm_case c = rotate(in, runs[i][0], runs[i][1], runs[i][2], v, -1, 0);
+      run_case(&c, 2400 + (uint64_t)v);
+    }
+  }
+  plan_rig_close(h, dbuf);
 }
 
 /* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM; session 18's n80 / n96 /

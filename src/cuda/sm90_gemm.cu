@@ -497,6 +497,36 @@ static double wave_share(int64_t tiles, int num_sms) {
 // 1.05 / 1.03x at 65 / 72, 0.94x at 80; 70b-o-tp4 int8 1.03-1.05x, fp8 1.01-1.02x), and for fp8 with the
 // weights-constant hint on the 128 x 128 twin, which the single-tile tail does not take (70b-gateup-tp4,
 // 112 CTAs: 41.7 -> 35.7 us at 65, 1.16x at 72, 1.07x at 80; 1.01x at 96, 0.98x beyond).
+// Session 18: the swap-AB deep ring with wider token tiles (n80 / n96) at 65..96 tokens (one token tile)
+// and 129..192 (two), where its split fills the SMs at >= 2 (weight tiles x token tiles x split <= what runs
+// at once, the largest power of two: deep_split), >= 32 K-blocks (>= 56 at 81..96 tokens), no ready flags
+// (the all-gather's tiles: not measured). At 129..192 it comes after plan_deep256 (three n64 token tiles,
+// 70b-qkv-tp4), so it replaces the unswapped 128-row token tiles only. Measured (sm90_dev, forced against
+// the heuristic, h200-session18 part 2; best split per row, which deep_split's rule picks on every row
+// below): fp8 / int8, 70b-qkv-tp4 M = 72 / 96 1.32 / 1.23x (split 4), 70b-down-tp4 72 1.16 / 1.10x, 96 1.06 /
+// 1.03x, 8b-qkv 72 1.10 / 1.11x, 8b-o 72 1.04 / 1.08x, 8b-down 72 / 96 1.03-1.09x, and at 129..192 8b-o
+// 1.18-1.26x / 1.08-1.19x, 8b-down 1.19-1.32x / 1.08-1.18x (two token tiles at split 2 on 128 CTAs). Where
+// the split came out 1 it lost (8b-qkv at 129..192 0.81-1.02x, 70b-down-tp4 0.81-1.09x, 70b-gateup-tp4
+// 0.76-0.98x), with K = 2048 too (70b-o-tp4 0.55-0.89x), and at 81..96 tokens with K = 4096 (8b-o int8
+// 0.93x, 8b-qkv 0.97x). The n128 tile (97..128 tokens, 193..256) lost nearly everywhere (0.54-1.05x).
+// W8A8_SM90_WIDE_SWAP=0 turns it off (A/B runs; hook w8a8_sm90_set_wide_swap).
+static int g_wide_swap = -1;
+static int wide_swap_enabled(void) { return w8a8_env_flag(&g_wide_swap, "W8A8_SM90_WIDE_SWAP", 1); }
+static sm90_plan plan_wide_swap(int dev, const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan none = {-1, 1};
+  if (p->ready || p->M <= 64 || (p->M > 96 && p->M <= 128) || p->M > 192 || !wide_swap_enabled()) return none;
+  const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (kblocks < (p->M > 80 && p->M <= 96 ? 56 : 32)) return none;
+  const long long token_tiles = p->M <= 96 ? 1 : 2, rows = (p->M + token_tiles - 1) / token_tiles;
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  const int ci = find_config(rows <= 80 ? (int8 ? "int8_swap_n80_deep" : "fp8_swap_n80_deep")
+                                        : (int8 ? "int8_swap_n96_deep" : "fp8_swap_n96_deep"));
+  const sm90_plan pl = deep_split(dev, ci, token_tiles * ((p->N + SM90_BM - 1) / SM90_BM), kblocks, num_sms);
+  return pl.config >= 0 && pl.split >= 2 ? pl : none;
+}
+// Whether configuration ci is one of plan_wide_swap's (fold_move leaves those alone).
+static int is_wide_swap(int ci) { return ci >= 0 && CONFIGS[ci].swap && CONFIGS[ci].bn >= 80; }
+
 static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
@@ -542,12 +572,20 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     sm90_plan pl = {find_config(int8 ? "int8_128x64" : "fp8_128x64_promote"), 1};
     if (pl.config >= 0) return pl;
   }
+  if (p->M <= 96) {
+    const sm90_plan pl = plan_wide_swap(dev, p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
   {
     const sm90_plan pl = plan_deep80(dev, p, num_sms);
     if (pl.config >= 0) return pl;
   }
   {
     const sm90_plan pl = plan_deep256(dev, p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
+  if (p->M > 128) {
+    const sm90_plan pl = plan_wide_swap(dev, p, num_sms);
     if (pl.config >= 0) return pl;
   }
   // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
@@ -805,6 +843,7 @@ static void fold_move(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan 
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t n64 = (p->N + 63) / 64;
   if (fold_mode() != 2 || p->ready || p->M <= 64 || p->M > fold_max_tokens(int8) || n64 * 10 < 9LL * num_sms ||
+      is_wide_swap(pl->config) ||
       n64 > num_sms || (!int8 && h->weights_constant) || tail_mode() != 1 ||
       !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1))
     return;
@@ -1180,6 +1219,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) {
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
   __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 4 ? 1 : mode, __ATOMIC_RELAXED);
 }
+// on: plan_wide_swap's rule (1) or never (0), -1 back to W8A8_SM90_WIDE_SWAP
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide_swap(int on) { set_switch(&g_wide_swap, on); }
 // mode: the fold's rule (g_fold: 0 off, 1 session 16's, 2 the measured one), -1 back to W8A8_SM90_FOLD
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int mode) {
   __atomic_store_n(&g_fold, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
@@ -1189,6 +1230,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide_swap(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_single(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
