@@ -3,7 +3,7 @@
 # variable ENVAB_VAR (e.g. W8A8_SM90_SPLIT_QUAD) is set to ENVAB_A (default 0) and ENVAB_B (default 1) in
 # turn, ENVAB_ROUNDS rounds (default 2: A B A B, so neither side always runs on the cooler GPU), at
 # ENVAB_M tokens (default 1,16,32,64,128), on ENVAB_SHAPES (default all). Each run writes $L/h200-torch-compare-envab-{a,b}N.{md,jsonl}
-# (in logs.tgz: at most 8 files come back from $OUT); bench/ab_compare.py compares every round, the pair of
+# (in logs.tgz: at most 8 files come back from $OUT); ENVAB_TB_MAX caps each run's torch_compare budget (40 s); bench/ab_compare.py compares every round, the pair of
 # round N goes to $L/envab-ab-rN.txt. Env: L, BUILD, LEFT_S, ENVAB_*.
 set -u
 : "${L:?}" "${BUILD:?}" "${ENVAB_VAR:?envab: set ENVAB_VAR}"
@@ -13,7 +13,7 @@ A=${ENVAB_A:-0} B=${ENVAB_B:-1} R=${ENVAB_ROUNDS:-2} MS=${ENVAB_M:-1,16,32,64,12
 SH=()  # ENVAB_SHAPES: torch_compare's --shapes (default every shape of its suites)
 [ -n "${ENVAB_SHAPES:-}" ] && SH=(--shapes "$ENVAB_SHAPES")
 case "$R" in '' | *[!0-9]* | 0) echo "envab: ENVAB_ROUNDS must be a positive integer (got '$R')"; exit 1 ;; esac
-tb=$(((LEFT_S - 20) / (2 * R) - 25)); [ "$tb" -gt 40 ] && tb=40
+tb=$(((LEFT_S - 20) / (2 * R) - 25)); [ "$tb" -gt "${ENVAB_TB_MAX:-40}" ] && tb=${ENVAB_TB_MAX:-40}
 [ "$tb" -lt 8 ] && { echo "envab: skipped (${LEFT_S} s left)"; exit 0; }
 res=""
 for r in $(seq 1 "$R"); do
