@@ -175,6 +175,16 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("int8_swap_n80_deep", 80, 7, true, true, false, true, 1),
     SM90_CFG("int8_swap_n96_deep", 96, 6, true, true, false, true, 1),
     SM90_CFG("int8_swap_n128_deep", 128, 4, true, true, false, true, 1),
+    // Session 18, an experiment (not planned): the swapped tile WITHOUT split-K, i.e. a persistent grid (one
+    // CTA per SM walking tiles, the next tile's loads under this one's epilogue), more stages (no partial
+    // tile beside the ring: 6 at n128) and the per-warpgroup staged epilogue (unused since session 2): is
+    // SPLITK's one-tile-per-CTA grid why the swapped n128 took 51.5 us on 8b-gateup at M = 128 where the
+    // plain 128 x 256 tile took 37.2 and cuBLASLt's swapped 128x136 34-36? n160 / n192 (int8; fp8 has no
+    // register plan for 80 / 96 promoted columns per thread x 3) for one token tile of 129..192.
+    SM90_CFG("fp8_swap_n128_ps", 128, 6, false, true, true, false, 1),
+    SM90_CFG("int8_swap_n128_ps", 128, 6, true, true, false, false, 1),
+    SM90_CFG("int8_swap_n160_ps", 160, 5, true, true, false, false, 1),
+    SM90_CFG("int8_swap_n192_ps", 192, 4, true, true, false, false, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64

@@ -1026,6 +1026,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && (C::NACC == 128 || C::NACC == 96) && !SWAP && !SPLITK;
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
+  static_assert(SPLITK || !SWAP || BN % C::CW == 0, "the swapped epilogue stages whole chunks of CW columns");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
   static_assert(MC == 1 || (MC == 2 && !SWAP && !SPLITK && BN % 16 == 0), "multicast: plain tiles only");
