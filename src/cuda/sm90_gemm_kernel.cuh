@@ -1713,6 +1713,18 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #define SM90_STG_ST(i, v) sm90_st_smem(stg + (uint32_t)(i) * 4, (v))
 #define SM90_STG_LD(i) sm90_ld_smem(stg + (uint32_t)(i) * 4)
 #endif
+        // (The swapped tiles without split-K only: session 18's experiment configurations *_swap_*_ps.)
+        // Session 18, NOT yet run on a GPU: each thread takes a quad of four consecutive output channels
+        // (weight rows 4q..4q+3 of the warpgroup's 64, q = tid % 16: the same quad for the whole tile, so
+        // its scales / bias / zero-point terms load once) for every 8th token of the chunk, the formula
+        // and pair stores of the split-K quads (sm90_quad_store: the bits of sm90_epi_elem); a token row's
+        // 16 quads are 16 neighbouring lanes, 128 contiguous bytes of bf16. It replaced one element per
+        // thread and step with its scale, bias and zero-point loads each time (session 2's loop): with
+        // it the persistent swapped n128 tile took 26.4 us on 8b-qkv at M = 128 where the plain 128 x 128
+        // tile, the same MMAs, took 12.9 (h200-session18 part 5).
+        const int eq = tid % 16, en = tx * SM90_BM + cw * 64 + 4 * eq;
+        sm90_quad eqp;
+        sm90_quad_load<INT8>(a, 0, en, eqp);
 #pragma unroll
         for (int ch = 0; ch < BN / C::CW; ch++) {
 #pragma unroll
@@ -1722,13 +1734,21 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
             SM90_STG_ST(row * C::STG_STRIDE + col, sm90_bits(acc[i]));
           }
           sm90_named_bar(1 + cw, 128);
-#pragma unroll SM90_EPI_UNROLL
-          for (int idx = tid; idx < 64 * C::CW; idx += 128) {
-            int row = SWAP ? idx % 64 : idx / C::CW, col = SWAP ? idx / 64 : idx % C::CW;
-            uint32_t raw = SM90_STG_LD(row * C::STG_STRIDE + col);
-            int gx = tx * SM90_BM + cw * 64 + row, gy = ty * BN + ch * C::CW + col;
-            int m = SWAP ? gy : gx, n = SWAP ? gx : gy;
-            if (m < a.M && n < a.N) sm90_epi_elem<INT8>(a, m, n, raw);
+#pragma unroll 1
+          for (int c = tid / 16; c < C::CW; c += 8) {
+            const int m = ty * BN + ch * C::CW + c;
+            uint32_t raw[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) raw[j] = SM90_STG_LD((4 * eq + j) * C::STG_STRIDE + c);
+            if (m < a.M && en < a.N) {
+              float sa;
+              int32_t zp;
+              sm90_quad_row<INT8>(a, m, sa, zp);
+              eqp.sa = sa;
+              eqp.zp = zp;
+              sm90_quad_fence(eqp);
+              sm90_quad_store<INT8>(a, m, en, eqp, raw);
+            }
           }
           sm90_named_bar(1 + cw, 128);
         }
