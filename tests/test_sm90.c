@@ -879,7 +879,6 @@ static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, i
 }
 W8A8_TEST(sm90_tail_matches_fill) {
   NEED_SM90();
-  w8a8_sm90_set_wide_swap(0); /* its rule cases pin the fold's plans at 65..80 tokens (session 17) */
   int v = 0, ntail = 0;
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
     if (!is_tail_config(ci)) continue;
@@ -1078,7 +1077,6 @@ W8A8_TEST(sm90_tail_matches_fill) {
   cudaFree(dbuf);
   w8a8_destroy(h);
   w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
-  w8a8_sm90_set_wide_swap(-1);
 }
 
 /* Session 15's two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)
@@ -1550,7 +1548,8 @@ W8A8_TEST(sm90_wide_swap_plan) {
     REQUIRE(c80 >= 0 && c96 >= 0, "no %s / %s", n80, n96);
     const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, c80, 4) >= 80 &&
                      w8a8_sm90_config_max_ctas(h, c96, 4) >= 80 && w8a8_sm90_config_max_ctas(h, c80, 2) >= 128 &&
-                     w8a8_sm90_config_max_ctas(h, c96, 2) >= 128 && w8a8_sm90_config_max_ctas(h, c80, 8) < 160;
+                     w8a8_sm90_config_max_ctas(h, c96, 2) >= 128 && w8a8_sm90_config_max_ctas(h, c80, 4) < 128 &&
+                     w8a8_sm90_config_max_ctas(h, c80, 8) < 160;
     for (int i = 0; i < ncases && h200 && !w8a8_test_failed(); i++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = cases[i][4];
       int split = 0;
@@ -1563,6 +1562,7 @@ W8A8_TEST(sm90_wide_swap_plan) {
             split, bn ? (bn == 80 ? n80 : n96) : "another plan", (int)cases[i][5]);
     }
     w8a8_sm90_set_wide_swap(1);
+    w8a8_sm90_set_deep256(0); /* (at 150 tokens plan_deep256 comes first: it declines on the H200 only) */
     /* 9 weight tiles: one token tile of 72 (n80, 8 rows past M) and of 90 (n96, K = 7168: 56 K-blocks), two
      * of 75 at 150 tokens; the plan is checked where deep_split fits a split of 2 (any GPU with >= 36 SMs) */
     static const int64_t runs[][3] = {{72, 1040, 4096}, {90, 1040, 7168}, {150, 1040, 4096}};
@@ -1577,6 +1577,7 @@ W8A8_TEST(sm90_wide_swap_plan) {
       mm_case c = rotate(in, runs[i][0], runs[i][1], runs[i][2], v, -1, 0);
       run_case(&c, 2400 + (uint64_t)v);
     }
+    w8a8_sm90_set_deep256(-1);
   }
   plan_rig_close(h, dbuf);
 }
@@ -1584,7 +1585,10 @@ W8A8_TEST(sm90_wide_swap_plan) {
 /* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM; session 18's n80 / n96 /
  * n128 with 4-7): every_config's K = 1192 (10 K-blocks) never wraps their ring; here K = 3917 (31
  * K-blocks: the ring wraps three times at split 1, once or twice at split 2) and two token tiles, full
- * (M = 2 bn) and with the second one partial (M = bn + 1 + 2 ni: 1..23 rows, TMA's fill past M). */
+ * (M = 2 bn) and with the second one partial (M = bn + 1 + 2 ni: 1..27 rows, TMA's fill past M). Then
+ * the swapped tiles without split-K (session 18's *_ps experiments, a persistent grid): two token tiles
+ * (the second partial), 134 weight tiles (more than the H200's SMs: a CTA takes a second tile and its
+ * staging buffer again) and N % 4 = 2 (the quad epilogue's partial last quad). */
 W8A8_TEST(sm90_deep_swap_ring) {
   NEED_SM90();
   static const char *names[] = {"fp8_swap_n8_deep",   "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
@@ -1600,9 +1604,17 @@ W8A8_TEST(sm90_deep_swap_ring) {
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, 2 * bn, 300, 3917, v, ci, split);
       run_case(&c, 1300 + (uint64_t)v);
       if (w8a8_test_failed()) break;
-      mm_case d = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 1 + 2 * ni, 300, 3917, v + 1, ci, split);
+      mm_case d = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 1 + 2 * ni, 300, 3917, v + 40, ci, split);
       run_case(&d, 1400 + (uint64_t)v);
     }
+  }
+  static const char *persistent[] = {"fp8_swap_n128_ps", "int8_swap_n128_ps", "int8_swap_n160_ps", "int8_swap_n192_ps"};
+  for (int ni = 0; ni < 4 && !w8a8_test_failed(); ni++, v++) {
+    int i8 = 0, bn = 0;
+    const int ci = w8a8_sm90_config_lookup(persistent[ni], &i8, &bn, NULL);
+    REQUIRE(ci >= 0 && bn > 0, "no configuration %s", persistent[ni]);
+    mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 5, 134 * 128 - 126, 640, v, ci, 1);
+    run_case(&c, 1500 + (uint64_t)v);
   }
 }
 

@@ -177,7 +177,8 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("int8_swap_n128_deep", 128, 4, true, true, false, true, 1),
     // Session 18, an experiment (not planned): the swapped tile WITHOUT split-K, i.e. a persistent grid (one
     // CTA per SM walking tiles, the next tile's loads under this one's epilogue), more stages (no partial
-    // tile beside the ring: 6 at n128) and the per-warpgroup staged epilogue (unused since session 2): is
+    // tile beside the ring: 6 at n128 against the split-K tile's 4; n192's 4 could be 5) and the
+    // per-warpgroup staged epilogue (unused since session 2): is
     // SPLITK's one-tile-per-CTA grid why the swapped n128 took 51.5 us on 8b-gateup at M = 128 where the
     // plain 128 x 256 tile took 37.2 and cuBLASLt's swapped 128x136 34-36? n160 / n192 (int8; fp8 has no
     // register plan for 80 / 96 promoted columns per thread x 3) for one token tile of 129..192.
@@ -535,7 +536,9 @@ static sm90_plan plan_wide_swap(int dev, const w8a8_mm_problem *p, int num_sms) 
   return pl.config >= 0 && pl.split >= 2 ? pl : none;
 }
 // Whether configuration ci is one of plan_wide_swap's (fold_move leaves those alone).
-static int is_wide_swap(int ci) { return ci >= 0 && CONFIGS[ci].swap && CONFIGS[ci].bn >= 80; }
+static int is_wide_swap(int ci) {
+  return ci >= 0 && CONFIGS[ci].swap && CONFIGS[ci].splitk && (CONFIGS[ci].bn == 80 || CONFIGS[ci].bn == 96);
+}
 
 static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
