@@ -1608,8 +1608,9 @@ W8A8_TEST(sm90_deep_swap_ring) {
       run_case(&d, 1400 + (uint64_t)v);
     }
   }
-  static const char *persistent[] = {"fp8_swap_n128_ps", "int8_swap_n128_ps", "int8_swap_n160_ps", "int8_swap_n192_ps"};
-  for (int ni = 0; ni < 4 && !w8a8_test_failed(); ni++, v++) {
+  static const char *persistent[] = {"fp8_swap_n128_ps", "int8_swap_n128_ps", "int8_swap_n160_ps", "int8_swap_n192_ps",
+                                     "fp8_swap_n160_ps"};
+  for (int ni = 0; ni < 5 && !w8a8_test_failed(); ni++, v++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(persistent[ni], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", persistent[ni]);

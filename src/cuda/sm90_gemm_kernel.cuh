@@ -1023,7 +1023,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // The 128 x 256 fp8 tile with promotion (session 4): 128 accumulators + a 128-register temporary
   // do not fit, so each K-block is promoted in two halves of 128 columns through one 64-register
   // temporary (see the loop below); the 128 x 192 tile (session 15) likewise, 96 + 48.
-  constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && (C::NACC == 128 || C::NACC == 96) && !SWAP && !SPLITK;
+  // Session 18 (NOT yet run on a GPU): also the swapped n160 without split-K (fp8_swap_n160_ps: halves of 80
+  // tokens, wgmma m64n80, the Y half at 80 rows = 10 swizzle periods; 80 + 40 registers).
+  constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && !SPLITK &&
+                                (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && C::NACC == 80));
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(SPLITK || !SWAP || BN % C::CW == 0, "the swapped epilogue stages whole chunks of CW columns");

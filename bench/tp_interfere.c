@@ -1,0 +1,202 @@
+/* tp_interfere.c — development benchmark for issue 6 (session 18): does a peer GPU's copy engine WRITING
+ * into this GPU's memory slow this GPU's GEMM more than this GPU's own engine pulling the same bytes?
+ * Session 17's push all-gather landed its rows earlier than the pull but made the fused GEMM ~90 us
+ * slower at 8192 tokens (NOTES, TP session 17); the hypothesis is that incoming NVLink writes allocate in
+ * L2 and evict the GEMM's reused weight tiles.
+ *
+ * On GPU 0 (needs 2 GPUs with peer access): the all-gather's GEMM of 70b-qkv at TP = 2 (N = 5120, K =
+ * 8192, int8 or fp8, per-token x per-channel, bf16 out) at M tokens, timed by events on its stream, while
+ * at the same time:
+ *   alone  nothing else runs;
+ *   pull   GPU 0's side stream copies BYTES from GPU 1 into GPU 0 (cudaMemcpyAsync on GPU 0's stream);
+ *   push   GPU 1's stream copies BYTES from GPU 1 into GPU 0 (the same bytes, GPU 1's engine);
+ *   local  GPU 0's side stream copies BYTES within GPU 0 (HBM traffic without NVLink).
+ * The modes are interleaved in rounds (alone, pull, push, local, then reversed), each GEMM call is one
+ * sample, the copy launched just before it; medians per mode, and each mode's copy time alone.
+ *
+ *   tp_interfere [-d int8|fp8] [-m M] [-b MiB] [-n ROUNDS]
+ * Build (against the static library, as sm90_dev): see scripts/steps/tpl2.sh.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "w8a8.h"
+
+#define CK(x)                                                                                       \
+  do {                                                                                              \
+    cudaError_t e_ = (x);                                                                           \
+    if (e_ != cudaSuccess) {                                                                        \
+      fprintf(stderr, "tp_interfere: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__);   \
+      return 1;                                                                                     \
+    }                                                                                               \
+  } while (0)
+
+enum { ALONE, PULL, PUSH, LOCAL, NMODES };
+static const char *k_names[NMODES] = {"alone", "pull", "push", "local"};
+
+static int cmp_float(const void *a, const void *b) {
+  const float x = *(const float *)a, y = *(const float *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* n random bytes that are valid operands of either dtype (|v| small, no NaN patterns for fp8) */
+static void fill_q8(uint8_t *h, size_t n, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    h[i] = (uint8_t)((seed >> 33) % 64) | (uint8_t)(((seed >> 40) & 1) << 7);
+  }
+}
+
+int main(int argc, char **argv) {
+  int fp8 = 0, rounds = 10;
+  int64_t M = 1024;
+  const int64_t N = 5120, K = 8192;
+  size_t mib = 32;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-d") && i + 1 < argc) fp8 = !strcmp(argv[++i], "fp8");
+    else if (!strcmp(argv[i], "-m") && i + 1 < argc) M = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "-b") && i + 1 < argc) mib = (size_t)atoll(argv[++i]);
+    else if (!strcmp(argv[i], "-n") && i + 1 < argc) rounds = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: tp_interfere [-d int8|fp8] [-m M] [-b MiB] [-n ROUNDS]\n");
+      return 2;
+    }
+  }
+  if (M < 1 || M > 65536 || mib < 1 || mib > 4096 || rounds < 1 || rounds > 1000) {
+    fprintf(stderr, "tp_interfere: -m 1..65536, -b 1..4096, -n 1..1000\n");
+    return 2;
+  }
+  int ngpu = 0, peer = 0;
+  CK(cudaGetDeviceCount(&ngpu));
+  if (ngpu < 2) {
+    printf("tp_interfere: %d GPU(s); needs 2: skipped\n", ngpu);
+    return 0;
+  }
+  CK(cudaDeviceCanAccessPeer(&peer, 0, 1));
+  if (!peer) {
+    printf("tp_interfere: no peer access between GPU 0 and 1: skipped\n");
+    return 0;
+  }
+  const size_t bytes = mib << 20;
+  const w8a8_dtype in = fp8 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
+
+  /* GPU 1: the source of the pulls / pushes, and the stream that pushes */
+  void *src1 = NULL;
+  cudaStream_t s1;
+  CK(cudaSetDevice(1));
+  CK(cudaDeviceEnablePeerAccess(0, 0));
+  CK(cudaMalloc(&src1, bytes));
+  CK(cudaMemset(src1, 1, bytes));
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+
+  /* GPU 0: the GEMM's operands, the landing buffer, a local source, two streams */
+  CK(cudaSetDevice(0));
+  CK(cudaDeviceEnablePeerAccess(1, 0));
+  uint8_t *ha = (uint8_t *)malloc((size_t)(M * K)), *hb = (uint8_t *)malloc((size_t)(N * K));
+  float *hs = (float *)malloc(sizeof(float) * (size_t)(M > N ? M : N));
+  if (!ha || !hb || !hs) {
+    fprintf(stderr, "tp_interfere: out of host memory\n");
+    return 1;
+  }
+  fill_q8(ha, (size_t)(M * K), 1);
+  fill_q8(hb, (size_t)(N * K), 2);
+  for (int64_t i = 0; i < (M > N ? M : N); i++) hs[i] = 1.0f / 64.0f + (float)(i % 7) / 1024.0f;
+  void *da, *db, *dsa, *dsb, *dout, *dst0, *src0;
+  CK(cudaMalloc(&da, (size_t)(M * K)));
+  CK(cudaMalloc(&db, (size_t)(N * K)));
+  CK(cudaMalloc(&dsa, sizeof(float) * (size_t)M));
+  CK(cudaMalloc(&dsb, sizeof(float) * (size_t)N));
+  CK(cudaMalloc(&dout, 2 * (size_t)(M * N)));
+  CK(cudaMalloc(&dst0, bytes));
+  CK(cudaMalloc(&src0, bytes));
+  CK(cudaMemset(src0, 2, bytes));
+  CK(cudaMemcpy(da, ha, (size_t)(M * K), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(db, hb, (size_t)(N * K), cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dsa, hs, sizeof(float) * (size_t)M, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dsb, hs, sizeof(float) * (size_t)N, cudaMemcpyHostToDevice));
+  cudaStream_t s0, c0;
+  CK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&c0, cudaStreamNonBlocking));
+  w8a8_handle *h = NULL;
+  if (w8a8_create(&h, W8A8_DEVICE_CUDA, 0) != W8A8_SUCCESS || w8a8_set_stream(h, s0) != W8A8_SUCCESS) {
+    fprintf(stderr, "tp_interfere: %s\n", w8a8_last_error());
+    return 1;
+  }
+  const w8a8_matrix A = w8a8_matrix_make(in, W8A8_ROW_MAJOR, M, K, K, da);
+  const w8a8_matrix B = w8a8_matrix_make(in, W8A8_COL_MAJOR, K, N, K, db);
+  const w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dout);
+  const w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, M, dsa), SB = w8a8_vector_make(W8A8_DTYPE_FP32, N, dsb);
+
+  cudaEvent_t e0, e1, c_start, c_end, p_start, p_end;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  CK(cudaEventCreate(&c_start));
+  CK(cudaEventCreate(&c_end));
+  CK(cudaSetDevice(1));
+  CK(cudaEventCreate(&p_start));
+  CK(cudaEventCreate(&p_end));
+  CK(cudaSetDevice(0));
+
+  const int nsamp = 2 * rounds;
+  float *gemm_us = (float *)calloc((size_t)NMODES * nsamp, sizeof(float));
+  float *copy_us = (float *)calloc((size_t)NMODES * nsamp, sizeof(float));
+  if (!gemm_us || !copy_us) return 1;
+  /* warm-up: the GEMM's plan and the copies' paths */
+  for (int i = 0; i < 3; i++)
+    if (w8a8_scaled_mm(h, &A, &B, &SA, &SB, NULL, NULL, &O) != W8A8_SUCCESS) {
+      fprintf(stderr, "tp_interfere: %s\n", w8a8_last_error());
+      return 1;
+    }
+  CK(cudaMemcpyAsync(dst0, src1, bytes, cudaMemcpyDefault, c0));
+  CK(cudaDeviceSynchronize());
+  for (int r = 0; r < nsamp; r++) {
+    for (int k = 0; k < NMODES; k++) {
+      const int mode = r % 2 ? NMODES - 1 - k : k;
+      /* the copy first (launched, not waited for), then the GEMM on s0 with its own events */
+      if (mode == PULL || mode == LOCAL) {
+        CK(cudaEventRecord(c_start, c0));
+        CK(cudaMemcpyAsync(dst0, mode == PULL ? src1 : src0, bytes, cudaMemcpyDefault, c0));
+        CK(cudaEventRecord(c_end, c0));
+      } else if (mode == PUSH) {
+        CK(cudaSetDevice(1));
+        CK(cudaEventRecord(p_start, s1));
+        CK(cudaMemcpyAsync(dst0, src1, bytes, cudaMemcpyDefault, s1));
+        CK(cudaEventRecord(p_end, s1));
+        CK(cudaSetDevice(0));
+      }
+      CK(cudaEventRecord(e0, s0));
+      if (w8a8_scaled_mm(h, &A, &B, &SA, &SB, NULL, NULL, &O) != W8A8_SUCCESS) {
+        fprintf(stderr, "tp_interfere: %s\n", w8a8_last_error());
+        return 1;
+      }
+      CK(cudaEventRecord(e1, s0));
+      CK(cudaDeviceSynchronize());
+      CK(cudaSetDevice(1));
+      CK(cudaDeviceSynchronize());
+      CK(cudaSetDevice(0));
+      float ms = 0.0f, cms = 0.0f;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (mode == PULL || mode == LOCAL) CK(cudaEventElapsedTime(&cms, c_start, c_end));
+      if (mode == PUSH) CK(cudaEventElapsedTime(&cms, p_start, p_end));
+      gemm_us[mode * nsamp + r] = 1000.0f * ms;
+      copy_us[mode * nsamp + r] = 1000.0f * cms;
+    }
+  }
+  struct cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("# tp_interfere on %s x2: the GEMM of 70b-qkv at TP = 2 (M = %lld, N = %lld, K = %lld, %s, bf16 out) on\n"
+         "# GPU 0 while a %zu MiB copy runs; %d samples per mode, interleaved; median (min..max) us\n",
+         prop.name, (long long)M, (long long)N, (long long)K, fp8 ? "fp8" : "int8", mib, nsamp);
+  printf("# mode    gemm_us (min..max)          copy_us (its own events)\n");
+  for (int mode = 0; mode < NMODES; mode++) {
+    qsort(gemm_us + mode * nsamp, (size_t)nsamp, sizeof(float), cmp_float);
+    qsort(copy_us + mode * nsamp, (size_t)nsamp, sizeof(float), cmp_float);
+    const float *g = gemm_us + mode * nsamp, *c = copy_us + mode * nsamp;
+    printf("  %-6s %8.1f (%7.1f..%7.1f)   %8.1f\n", k_names[mode], g[nsamp / 2], g[0], g[nsamp - 1], c[nsamp / 2]);
+  }
+  w8a8_destroy(h);
+  return 0;
+}
