@@ -1,7 +1,7 @@
 #!/bin/bash
 # common.sh — sourced by the step scripts (after they set LEFT_S): T0, `cap N` (the seconds the next
 # command may take: at most N, never past LEFT_S less a margin for the kill, at least 5) and
-# `build_sm90_dev LIB OUT` (bench/sm90_dev linked against a static libw8a8.a), `need_sm90_dev STEP`,
+# `build_bench SRC LIB OUT`, `build_sm90_dev LIB OUT` (bench/sm90_dev linked against a static libw8a8.a), `need_sm90_dev STEP`,
 # `tp_tests STEP SECONDS FILTER...` and `tp_env_ab STEP VAR "VALUES" OPS W` (an interleaved A/B of one
 # library switch through tp-bench).
 T0=$(date +%s)
@@ -11,11 +11,13 @@ cap() {
   [ "$t" -lt 5 ] && t=5
   echo "$t"
 }
-build_sm90_dev() {
-  gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/sm90_dev.c "$1" \
+# build_bench SRC LIB OUT: a development bench (bench/*.c) linked against a static libw8a8.a
+build_bench() {
+  gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include "$1" "$2" \
     -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ \
-    $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) $(mpicc --showme:link 2>/dev/null) -o "$2"
+    $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) $(mpicc --showme:link 2>/dev/null) -o "$3"
 }
+build_sm90_dev() { build_bench bench/sm90_dev.c "$1" "$2"; }
 # need_sm90_dev STEP: DEV = $BUILD/bin/sm90_dev, built against this call's $BUILD/lib/libw8a8.a (always:
 # a warm machine keeps an older one), log in $L/STEP-build.txt; if it does not build, the step ends
 # with that as its summary line.

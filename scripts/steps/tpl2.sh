@@ -8,10 +8,8 @@ set -u
 LEFT_S=${LEFT_S:-120}
 . "$(dirname "$0")/common.sh"
 mkdir -p "$BUILD/bin"
-gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/tp_interfere.c "$BUILD/lib/libw8a8.a" \
-  -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp -lstdc++ \
-  $(pkg-config --libs nccl 2>/dev/null || echo -lnccl) $(mpicc --showme:link 2>/dev/null) -o "$BUILD/bin/tp_interfere" \
-  >"$L/tpl2-build.txt" 2>&1 || { echo "tpl2: tp_interfere did not build (tpl2-build.txt)"; exit 1; }
+build_bench bench/tp_interfere.c "$BUILD/lib/libw8a8.a" "$BUILD/bin/tp_interfere" >"$L/tpl2-build.txt" 2>&1 ||
+  { echo "tpl2: tp_interfere did not build (tpl2-build.txt)"; exit 1; }
 res=""
 for m in ${TPL2_M:-1024 8192}; do
   for d in int8 fp8; do

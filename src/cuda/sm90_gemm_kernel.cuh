@@ -1747,10 +1747,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
               float sa;
               int32_t zp;
               sm90_quad_row<INT8>(a, m, sa, zp);
-              eqp.sa = sa;
-              eqp.zp = zp;
-              sm90_quad_fence(eqp);
-              sm90_quad_store<INT8>(a, m, en, eqp, raw);
+              sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, sa, zp, raw);  // (the quads' row-and-store step)
             }
           }
           sm90_named_bar(1 + cw, 128);
