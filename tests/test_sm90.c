@@ -43,6 +43,7 @@ void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
 void w8a8_sm90_set_wide_swap(int on);
+void w8a8_sm90_set_single_swap(int on);
 void w8a8_sm90_set_sk_mc2(int on);
 void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
@@ -582,21 +583,26 @@ static int handle_sms(w8a8_handle *h) {
 }
 
 /* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure.
- * plan_wide_swap's rule (session 18) is off until plan_rig_close: the tests of the earlier rules pin what
- * those plan (sm90_wide_swap_plan turns it back on). */
+ * plan_wide_swap's rule (session 18) and plan_single_swap's (session 19) are off until plan_rig_close: the
+ * tests of the earlier rules pin what those plan (sm90_wide_swap_plan / sm90_single_swap_plan turn them on). */
+static void plan_rules_default(void) {
+  w8a8_sm90_set_wide_swap(-1); /* back to W8A8_SM90_WIDE_SWAP */
+  w8a8_sm90_set_single_swap(-1);
+}
 static int plan_rig_open(w8a8_handle **h, uint8_t **dbuf, size_t bytes) {
   *h = NULL;
   *dbuf = NULL;
   w8a8_sm90_set_wide_swap(0);
+  w8a8_sm90_set_single_swap(0);
   if (w8a8_create(h, W8A8_DEVICE_CUDA, sm90_device()) != W8A8_SUCCESS) {
-    w8a8_sm90_set_wide_swap(-1);
+    plan_rules_default();
     return 0;
   }
   if (cudaMalloc((void **)dbuf, bytes) != cudaSuccess) {
     w8a8_destroy(*h);
     *h = NULL;
     *dbuf = NULL;
-    w8a8_sm90_set_wide_swap(-1);
+    plan_rules_default();
     return 0;
   }
   return 1;
@@ -604,7 +610,7 @@ static int plan_rig_open(w8a8_handle **h, uint8_t **dbuf, size_t bytes) {
 static void plan_rig_close(w8a8_handle *h, uint8_t *dbuf) {
   cudaFree(dbuf);
   w8a8_destroy(h);
-  w8a8_sm90_set_wide_swap(-1); /* back to W8A8_SM90_WIDE_SWAP */
+  plan_rules_default();
 }
 
 /* W8A8_FP8_ACCUM_FAST: where the heuristic runs a promoting 128 x 256 fp8 tile (fp8_128x256_promote, or
@@ -1582,13 +1588,72 @@ W8A8_TEST(sm90_wide_swap_plan) {
   plan_rig_close(h, dbuf);
 }
 
+/* plan_single_swap (session 19): one swapped token tile of 160 at 129..160 tokens where N / 128 is in [3/4,
+ * 2] x the SMs with >= 32 K-blocks, its token-tail twin where the tile is partial below 153 rows (one box of
+ * the valid rows rounded up to 8); not at 128 or 161 tokens, not on fewer weight tiles or a shorter K, not
+ * with the switch off. Then the heuristic's results through the public API where the rule takes the
+ * problem on any GPU (N = 128 x SMs), with aligned outputs of each type and no zero point. */
+W8A8_TEST(sm90_single_swap_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  const size_t bytes = (size_t)192 << 20; /* (36864 x 4096 weights) */
+  REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  /* M, N, K, switch, expected: 0 another plan, 1 the n160 tile, 2 its tail twin */
+  static const int64_t cases[][5] = {{129, 14336, 8192, 1, 2}, {144, 28672, 4096, 1, 2}, {152, 14336, 8192, 1, 2},
+                                     {153, 14336, 8192, 1, 1}, {160, 14336, 8192, 1, 1}, {128, 14336, 8192, 1, 0},
+                                     {161, 14336, 8192, 1, 0}, {144, 8192, 7168, 1, 0},  {144, 28672, 2048, 1, 0},
+                                     {144, 36864, 4096, 1, 0}, {144, 14336, 8192, 0, 0}};
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
+  int v = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    char n160[32], n160t[40];
+    snprintf(n160, sizeof n160, "%s_swap_n160_ps", dt ? "int8" : "fp8");
+    snprintf(n160t, sizeof n160t, "%s_swap_n160_ps_tail", dt ? "int8" : "fp8");
+    const int c1 = w8a8_sm90_config_lookup(n160, NULL, NULL, NULL), c2 = w8a8_sm90_config_lookup(n160t, NULL, NULL, NULL);
+    REQUIRE(c1 >= 0 && c2 >= 0, "no %s / %s", n160, n160t);
+    for (int i = 0; i < ncases && sms == 132 && !w8a8_test_failed(); i++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], want = cases[i][4];
+      int split = 0;
+      w8a8_sm90_set_single_swap((int)cases[i][3]);
+      const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
+      const int ok = want ? ci == (want == 1 ? c1 : c2) : ci >= 0 && ci != c1 && ci != c2;
+      CHECK(ok, "%s M=%lld N=%lld K=%lld switch %d: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M,
+            (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+            want ? (want == 1 ? n160 : n160t) : "another plan");
+    }
+    w8a8_sm90_set_single_swap(1);
+    static const int64_t ms[3] = {129, 150, 160};
+    for (int i = 0; i < 3 && sms > 0 && !w8a8_test_failed(); i++, v++) {
+      const int64_t N = 128 * (int64_t)sms;
+      int split = 0;
+      const int ci = plan_of(h, dbuf, bytes, in, ms[i], N, 4096, &split);
+      if (ci == PLAN_INVALID) break;
+      CHECK(ci == (i < 2 ? c2 : c1), "%s M=%lld N=%lld: planned %s", dt ? "int8" : "fp8", (long long)ms[i],
+            (long long)N, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
+      mm_case c = rotate(in, ms[i], N, 4096, v, -1, 0);
+      c.out = OUTS[i];
+      c.ldo_pad = 4 * i;
+      c.out_offset = 0;
+      c.azp = 0;
+      run_case(&c, 2600 + (uint64_t)v);
+    }
+  }
+  plan_rig_close(h, dbuf);
+}
+
 /* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM; session 18's n80 / n96 /
  * n128 with 4-7): every_config's K = 1192 (10 K-blocks) never wraps their ring; here K = 3917 (31
  * K-blocks: the ring wraps three times at split 1, once or twice at split 2) and two token tiles, full
  * (M = 2 bn) and with the second one partial (M = bn + 1 + 2 ni: 1..27 rows, TMA's fill past M). Then
  * the swapped tiles without split-K (session 18's *_ps experiments, a persistent grid): two token tiles
  * (the second partial), 134 weight tiles (more than the H200's SMs: a CTA takes a second tile and its
- * staging buffer again) and N % 4 = 2 (the quad epilogue's partial last quad). */
+ * staging buffer again) and N % 4 = 2 (the quad epilogue's partial last quad); then with N % 4 = 0 and
+ * aligned outputs in each output type (the lean epilogue, session 19). */
 W8A8_TEST(sm90_deep_swap_ring) {
   NEED_SM90();
   static const char *names[] = {"fp8_swap_n8_deep",   "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
@@ -1608,14 +1673,25 @@ W8A8_TEST(sm90_deep_swap_ring) {
       run_case(&d, 1400 + (uint64_t)v);
     }
   }
-  static const char *persistent[] = {"fp8_swap_n128_ps", "int8_swap_n128_ps", "int8_swap_n160_ps", "int8_swap_n192_ps",
-                                     "fp8_swap_n160_ps"};
-  for (int ni = 0; ni < 5 && !w8a8_test_failed(); ni++, v++) {
+  static const char *persistent[] = {"fp8_swap_n128_ps",  "int8_swap_n128_ps",      "int8_swap_n160_ps",
+                                     "int8_swap_n192_ps", "fp8_swap_n160_ps",       "int8_swap_n160_ps_tail",
+                                     "fp8_swap_n160_ps_tail"};
+  for (int ni = 0; ni < 7 && !w8a8_test_failed(); ni++, v++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(persistent[ni], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", persistent[ni]);
     mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 5, 134 * 128 - 126, 640, v, ci, 1);
     run_case(&c, 1500 + (uint64_t)v);
+    /* The lean epilogue (session 19, sm90_epi_swap_lean: aligned out, ldo % 4 == 0, no zero point) in
+     * each output type, on the same grid: two token tiles (the second partial), 134 weight tiles. */
+    for (int o = 0; o < 3 && !w8a8_test_failed(); o++) {
+      mm_case e = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 3 + 2 * o, 134 * 128, 384, v + o, ci, 1);
+      e.out = OUTS[o];
+      e.ldo_pad = 4 * o; /* ldo = N, N + 4, N + 8 */
+      e.out_offset = 0;
+      e.azp = 0;
+      run_case(&e, 1600 + (uint64_t)(3 * v + o));
+    }
   }
 }
 

@@ -189,6 +189,11 @@ static const sm90_config CONFIGS[] = {
     // fp8 at 129..160 tokens in one token tile: the promotion in two halves of 80 tokens (PROMOTE_HALF, as
     // the 128 x 192 / 256 tiles; three 80-register sets would not fit). NOT yet run on a GPU.
     SM90_CFG("fp8_swap_n160_ps", 160, 5, false, true, true, false, 1),
+    // Session 19: their token-tail twins (one box of the valid rows rounded up to 8 where the single token tile
+    // is partial: at M = 129 the plain n160 tile's 31 filled rows cost 2-4 us, 129 against 144 in
+    // h200-session19 part 3), for plan_single_swap.
+    SM90_CFG_TAIL("int8_swap_n160_ps_tail", 160, 5, true, true, false, false, 1),
+    SM90_CFG_TAIL("fp8_swap_n160_ps_tail", 160, 5, false, true, true, false, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -538,6 +543,29 @@ static sm90_plan plan_wide_swap(int dev, const w8a8_mm_problem *p, int num_sms) 
   const sm90_plan pl = deep_split(dev, ci, token_tiles * ((p->N + SM90_BM - 1) / SM90_BM), kblocks, num_sms);
   return pl.config >= 0 && pl.split >= 2 ? pl : none;
 }
+// Session 19: ONE swapped token tile of 160 at 129..160 tokens (int8_swap_n160_ps / fp8_swap_n160_ps: a persistent
+// grid, no split-K, the lean swapped epilogue; the token-tail twin through apply_tail where the tile is partial),
+// where the 128-row token tiles need two (the second nearly empty at 129) and the weight tiles of 128 fill the
+// SMs: N / 128 in [3/4 SMs, 2 SMs], >= 32 K-blocks, no ready flags, and what the lean epilogue needs (no int8
+// zero point; out and ldo allow 4-element stores; else the swapped tile's general epilogue, slower: not taken).
+// cuBLASLt does the same there (torch's tensorwise kernels at 129..192 tokens: sm90_qqtst_128x136 .. 128x160
+// _TNT, h200-session18 part 1). Measured (sm90_dev, forced against the heuristic, h200-session19 part 3, before
+// the twins): 70b-gateup-tp4 (112 weight tiles) fp8 1.17-1.24x at 129..160, int8 1.12 / 1.25x at 144 / 160
+// (even at 129: the fill); 8b-gateup (224) fp8 1.11-1.16x, int8 1.04 / 1.07x at 144 / 160 (0.97x at 129). On
+// 20..64 weight tiles it lost (0.5-0.85x). W8A8_SM90_SINGLE_SWAP=0 turns it off (hook w8a8_sm90_set_single_swap).
+static int g_single_swap = -1;
+static int single_swap_enabled(void) { return w8a8_env_flag(&g_single_swap, "W8A8_SM90_SINGLE_SWAP", 1); }
+static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan none = {-1, 1};
+  if (p->ready || p->M <= SM90_BM || p->M > 160 || !single_swap_enabled()) return none;
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  const int64_t wtiles = (p->N + SM90_BM - 1) / SM90_BM, esz = p->out_dtype == W8A8_DTYPE_FP32 ? 4 : 2;
+  if ((int8 && p->azp_mode != W8A8_AZP_NONE) || (uintptr_t)p->out % (uintptr_t)(4 * esz) != 0 || p->ldo % 4 != 0 ||
+      4 * wtiles < 3 * (int64_t)num_sms || wtiles > 2 * (int64_t)num_sms || (p->K + SM90_BK - 1) / SM90_BK < 32)
+    return none;
+  sm90_plan pl = {find_config(int8 ? "int8_swap_n160_ps" : "fp8_swap_n160_ps"), 1};
+  return pl;
+}
 // Whether configuration ci is one of plan_wide_swap's (fold_move leaves those alone).
 static int is_wide_swap(int ci) {
   return ci >= 0 && CONFIGS[ci].swap && CONFIGS[ci].splitk && (CONFIGS[ci].bn == 80 || CONFIGS[ci].bn == 96);
@@ -602,6 +630,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   }
   if (p->M > 128) {
     const sm90_plan pl = plan_wide_swap(dev, p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
+  {
+    const sm90_plan pl = plan_single_swap(p, num_sms);
     if (pl.config >= 0) return pl;
   }
   // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
@@ -815,7 +847,8 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, 
   else if (!c->int8 && fp8_box == 2 && !c->swap && c->bn <= 128) cap = box / 2;
   // three or more token tiles on the n64 deep ring (plan_deep256's): any box (see above)
   const int deep_many = c->swap && c->minb == 1 && box == 64 && token_rows > 2 * (int64_t)box;
-  const int single = token_rows < box && !c->swap && c->bn == 128 && !c->splitk && c->mcast != 2 &&
+  // (the swapped unsplit tiles: plan_single_swap's n160 twins, session 19)
+  const int single = token_rows < box && (c->swap || c->bn == 128) && !c->splitk && c->mcast != 2 &&
                      (c->int8 || fp8_box != 0) && tail_single_enabled();
   if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many || single)) {
     t.n = 1;
@@ -1237,6 +1270,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
 }
 // on: plan_wide_swap's rule (1) or never (0), -1 back to W8A8_SM90_WIDE_SWAP
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide_swap(int on) { set_switch(&g_wide_swap, on); }
+// on: plan_single_swap's rule (1) or never (0), -1 back to W8A8_SM90_SINGLE_SWAP
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_single_swap(int on) { set_switch(&g_single_swap, on); }
 // mode: the fold's rule (g_fold: 0 off, 1 session 16's, 2 the measured one), -1 back to W8A8_SM90_FOLD
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int mode) {
   __atomic_store_n(&g_fold, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
@@ -1247,6 +1282,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide_swap(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_single_swap(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_single(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
@@ -1320,6 +1356,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.azp_adj = p->azp_adj;
   size_t esz = a.out_kind == SM90_OUT_FP32 ? 4 : 2;
   a.pair_store = ((uintptr_t)p->out % (2 * esz)) == 0 && (p->ldo % 2) == 0;
+  a.quad_store = ((uintptr_t)p->out % (4 * esz)) == 0 && (p->ldo % 4) == 0;
   a.split = pl.split;
   a.weights_constant = h->weights_constant && c->mcast != 2;
   a.tma_out = tma_out;

@@ -95,6 +95,7 @@ typedef struct sm90_args {
   const int32_t *azp;
   const int32_t *azp_adj;
   int pair_store;             // out and ldo allow 2-element stores along n
+  int quad_store;             // out and ldo allow 4-element (8- or 16-byte) stores along n
   int split;                  // split-K factor = cluster size (SPLITK kernels), else 1
   // All-gather + GEMM in one launch (src/tp/tp_gpu.c): A's rows arrive in chunks while the kernel
   // runs. ready == NULL: everything is in place. Else chunk c (rows [ready_end[c-1], ready_end[c])
@@ -556,6 +557,78 @@ SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, in
   }
 }
 
+// Lean swapped epilogue (session 19) for the swapped tiles without split-K (the persistent *_swap_*_ps
+// configurations): the general one below (quads through a 64-channel x CW-token buffer, session 18)
+// executed ~2000 instructions per warp and tile on int8_swap_n128_ps (ncu source counters, 8b-qkv M =
+// 128) where the plain tile's sm90_epi_lean executed ~410: a 64-bit address, bounds checks, both
+// 16-bit conversions under predicates and generic-address staging per output row. Here, as
+// sm90_epi_lean: the output type is a template parameter, the caller has checked that the warpgroup's
+// 64 channels are below N, that out / ldo allow 4-element stores and that there is no int8 zero point;
+// bias is an FFMA addend, -0.0 without one (the same bits as fmul); the channel parameters are loaded
+// once per tile and the token scales (esa: token tid / 16 + 8 j of the tile) by the caller. The buffer
+// holds CW token lines of 64 channels, SWL_STRIDE (68) words apart: the fragment's stores (8 channels x
+// 4 token pairs per warp) hit 32 different banks, and a token line's 16 quads are one 16-byte load each
+// (16-byte aligned lines). Per row of 4 outputs: 1 LDS.128, 4 I2F (int8), 4 FMUL, 4 FFMA, 2 F2FP (16-bit),
+// one 8- or 16-byte store, and a token compare (the M tail).
+// stg: this warpgroup's buffer (shared-window address); m_base the tile's first token, n0 the
+// warpgroup's first channel.
+template <bool INT8, int BN, int CW, int OUT, typename acc_t>
+SM90_DEV void sm90_epi_swap_lean(const sm90_args &a, const acc_t *acc, uint32_t stg, int tid, int bar, int m_base,
+                                 int n0, const float (&esa)[BN / 8]) {
+  constexpr bool BF16 = OUT == SM90_OUT_BF16, F32 = OUT == SM90_OUT_FP32;
+  constexpr int LS = 68;  // = sm90_cfg::SWL_STRIDE
+  static_assert(CW % 8 == 0 && BN % CW == 0, "whole chunks of 8-token groups");
+  const int warp = tid / 32, lane = tid % 32;
+  const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);  // fragment channel / token
+  const int eq = tid % 16, t0 = tid / 16;                     // the thread's quad of channels, first token
+  float sb[4], bs[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const int n = n0 + 4 * eq + j;
+    sb[j] = __ldg(a.sb + (a.sb_per_channel ? n : 0));
+    bs[j] = a.bias ? sm90_ldg_bias(a, n) : -0.0f;
+    asm volatile("" : "+f"(sb[j]), "+f"(bs[j]));  // opaque (see sm90_quad_fence)
+  }
+  constexpr int ESZ = F32 ? 4 : 2;
+  char *o = (char *)a.out + ((long long)(m_base + t0) * a.ldo + n0 + 4 * eq) * ESZ;
+  const long long step8 = 8 * a.ldo * ESZ;  // bytes from token m to m + 8
+#pragma unroll
+  for (int ch = 0; ch < BN / CW; ch++) {
+#pragma unroll
+    for (int ii = 0; ii < CW / 2; ii++) {
+      const int i = ch * (CW / 2) + ii;
+      const int row = r0 + 8 * ((ii / 2) % 2), col = 8 * (ii / 4) + c0 + ii % 2;
+      sm90_st_smem(stg + (uint32_t)(col * LS + row) * 4u, sm90_bits(acc[i]));
+    }
+    sm90_named_bar(bar, 128);
+#pragma unroll
+    for (int k = 0; k < CW / 8; k++) {
+      const int c = t0 + 8 * k, j = ch * (CW / 8) + k;
+      const uint4 q = sm90_ld_smem_v4(stg + (uint32_t)(c * LS + 4 * eq) * 4u);
+      const uint32_t raw[4] = {q.x, q.y, q.z, q.w};
+      float r[4];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const float v = INT8 ? __int2float_rn((int32_t)raw[e]) : __uint_as_float(raw[e]);
+        r[e] = __fmaf_rn(sb[e], __fmul_rn(esa[j], v), bs[e]);
+      }
+      if (m_base + t0 + 8 * j < a.M) {
+        char *d = o + j * step8;
+        if constexpr (F32) {
+          *(float4 *)d = make_float4(r[0], r[1], r[2], r[3]);
+        } else {
+          uint32_t h[4];
+#pragma unroll
+          for (int e = 0; e < 4; e++)
+            h[e] = BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(r[e])) : __half_as_ushort(__float2half_rn(r[e]));
+          *(uint2 *)d = make_uint2(h[0] | (h[1] << 16), h[2] | (h[3] << 16));
+        }
+      }
+    }
+    sm90_named_bar(bar, 128);
+  }
+}
+
 // Direct epilogue from the wgmma accumulator fragment (not swapped: rows are tokens). A consumer
 // thread holds, for column group j (8 columns), the pairs (m0, n..n+1) = acc[4j], acc[4j+1] and
 // (m0 + 8, n..n+1) = acc[4j+2], acc[4j+3], with n = n0 + 8j. v1 went through shared memory
@@ -938,11 +1011,15 @@ struct sm90_cfg {
   static const int RED_ML = SWAP ? BN : SM90_BM;
   static const int RED_STRIDE = RED_NL + 4;
   static const int STG_STRIDE = SWAP ? CW + 1 : CW + 8;
+  // Swapped unsplit tiles: per consumer warpgroup one staging buffer, 64 channel lines of STG_STRIDE
+  // words (the general epilogue) or CW token lines of SWL_STRIDE (the lean one, sm90_epi_swap_lean).
+  static const int SWL_STRIDE = 68;
+  static const int STG_WG_BYTES = ((64 * STG_STRIDE > CW * SWL_STRIDE ? 64 * STG_STRIDE : CW * SWL_STRIDE) * 4 + 15) / 16 * 16;
   // Unswapped unsplit tiles: the staged epilogue's buffers, 2 per consumer warpgroup of 64 rows x
   // 128 bytes (64 16-bit outputs), 1024-aligned (the TMA 128-byte swizzle period).
   static const int OUT_BUF_BYTES = 64 * 128;
   static const int RED_BYTES = SPLITK ? RED_ML * RED_STRIDE * 4
-                               : SWAP ? (2 * 64 * STG_STRIDE * 4 + 15) / 16 * 16
+                               : SWAP ? 2 * STG_WG_BYTES
                                       : 2 * 2 * OUT_BUF_BYTES;
   static const int BAR_BYTES = 2 * STAGES * 8;
   // Unswapped unsplit tiles: the epilogue's scale slot (sm90_args.prm): two barriers (full,
@@ -1704,53 +1781,64 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
         if constexpr (SK) pe++;
       } else {
-        // Per consumer warpgroup, in chunks of CW columns through a 64 x CW staging buffer.
-#if SM90_EPI_V2
-        // Plain shared-memory accesses (the named barriers' memory clobbers keep them in order),
-        // so that the compiler can batch the per-element loads of the epilogue loop.
-        uint32_t *stg = (uint32_t *)(smem + STAGES * C::STAGE_BYTES) + cw * 64 * C::STG_STRIDE;
-#define SM90_STG_ST(i, v) (stg[(i)] = (v))
-#define SM90_STG_LD(i) (stg[(i)])
-#else
-        const uint32_t stg = red0 + (uint32_t)(cw * 64 * C::STG_STRIDE) * 4;
+        // Per consumer warpgroup, in chunks of CW tokens through a staging buffer (the swapped tiles
+        // without split-K only: the experiment configurations *_swap_*_ps, session 18).
+        // General path (session 18; run in session 19): each thread takes a quad of four consecutive
+        // output channels (weight rows 4q..4q+3 of the warpgroup's 64, q = tid % 16, the same quad for
+        // the whole tile: its scales / bias / zero-point terms load once) for every 8th token of the
+        // chunk, with the formula and pair stores of the split-K quads (sm90_splitk_store: the bits of
+        // sm90_epi_elem). Session 2's loop (one element per thread and step, its parameters loaded each
+        // time) took the persistent swapped n128 tile to 26.4 us on 8b-qkv at M = 128 where the plain
+        // 128 x 128 tile took 12.9 (h200-session18 part 5); the quads 18.3 (session 19: main loop the
+        // plain tile's, 516 cycles per K-block, epilogue 12.5k cycles against 1.6k: each row loaded its
+        // scale inside the row loop, one dependent global round trip per row); the rows' scales loaded
+        // at once before the first chunk (esa / ezp below, token tid / 16 + 8 j of the tile) 16.4, still
+        // ~2000 instructions per warp and tile (ncu): hence the lean path, sm90_epi_swap_lean, wherever
+        // it applies (no int8 zero point, 4-element stores, the warpgroup's 64 channels below N).
+        // The staging goes through the shared window (ld / st.shared): SM90_EPI_V2's plain C++ accesses
+        // compiled to generic-address LD.E / ST.E here.
+        const uint32_t stg = red0 + (uint32_t)cw * C::STG_WG_BYTES;
 #define SM90_STG_ST(i, v) sm90_st_smem(stg + (uint32_t)(i) * 4, (v))
 #define SM90_STG_LD(i) sm90_ld_smem(stg + (uint32_t)(i) * 4)
-#endif
-        // (The swapped tiles without split-K only: session 18's experiment configurations *_swap_*_ps.)
-        // Session 18, NOT yet run on a GPU: each thread takes a quad of four consecutive output channels
-        // (weight rows 4q..4q+3 of the warpgroup's 64, q = tid % 16: the same quad for the whole tile, so
-        // its scales / bias / zero-point terms load once) for every 8th token of the chunk, the formula
-        // and pair stores of the split-K quads (sm90_quad_store: the bits of sm90_epi_elem); a token row's
-        // 16 quads are 16 neighbouring lanes, 128 contiguous bytes of bf16. It replaced one element per
-        // thread and step with its scale, bias and zero-point loads each time (session 2's loop): with
-        // it the persistent swapped n128 tile took 26.4 us on 8b-qkv at M = 128 where the plain 128 x 128
-        // tile, the same MMAs, took 12.9 (h200-session18 part 5).
-        const int eq = tid % 16, en = tx * SM90_BM + cw * 64 + 4 * eq;
-        sm90_quad eqp;
-        sm90_quad_load<INT8>(a, 0, en, eqp);
+        static_assert(C::CW % 8 == 0, "a chunk is whole groups of 8 tokens");
+        constexpr int ER = BN / 8;
+        float esa[ER];
+        int32_t ezp[ER];
 #pragma unroll
-        for (int ch = 0; ch < BN / C::CW; ch++) {
+        for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, ty * BN + tid / 16 + 8 * j, esa[j], ezp[j]);
+        const int en0 = tx * SM90_BM + cw * 64;
+        if (a.quad_store && en0 + 64 <= a.N && !(INT8 && a.azp_mode != 0)) {
+          if (a.out_kind == SM90_OUT_BF16)
+            sm90_epi_swap_lean<INT8, BN, C::CW, SM90_OUT_BF16>(a, acc, stg, tid, 1 + cw, ty * BN, en0, esa);
+          else if (a.out_kind == SM90_OUT_FP16)
+            sm90_epi_swap_lean<INT8, BN, C::CW, SM90_OUT_FP16>(a, acc, stg, tid, 1 + cw, ty * BN, en0, esa);
+          else
+            sm90_epi_swap_lean<INT8, BN, C::CW, SM90_OUT_FP32>(a, acc, stg, tid, 1 + cw, ty * BN, en0, esa);
+        } else {
+          const int eq = tid % 16, en = en0 + 4 * eq;
+          sm90_quad eqp;
+          sm90_quad_load<INT8>(a, 0, en, eqp);
 #pragma unroll
-          for (int ii = 0; ii < C::CW / 2; ii++) {
-            int i = ch * (C::CW / 2) + ii;
-            int row = r0 + 8 * ((ii / 2) % 2), col = 8 * (ii / 4) + c0 + ii % 2;
-            SM90_STG_ST(row * C::STG_STRIDE + col, sm90_bits(acc[i]));
-          }
-          sm90_named_bar(1 + cw, 128);
-#pragma unroll 1
-          for (int c = tid / 16; c < C::CW; c += 8) {
-            const int m = ty * BN + ch * C::CW + c;
-            uint32_t raw[4];
+          for (int ch = 0; ch < BN / C::CW; ch++) {
 #pragma unroll
-            for (int j = 0; j < 4; j++) raw[j] = SM90_STG_LD((4 * eq + j) * C::STG_STRIDE + c);
-            if (m < a.M && en < a.N) {
-              float sa;
-              int32_t zp;
-              sm90_quad_row<INT8>(a, m, sa, zp);
-              sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, sa, zp, raw);  // (the quads' row-and-store step)
+            for (int ii = 0; ii < C::CW / 2; ii++) {
+              int i = ch * (C::CW / 2) + ii;
+              int row = r0 + 8 * ((ii / 2) % 2), col = 8 * (ii / 4) + c0 + ii % 2;
+              SM90_STG_ST(row * C::STG_STRIDE + col, sm90_bits(acc[i]));
             }
+            sm90_named_bar(1 + cw, 128);
+#pragma unroll
+            for (int k = 0; k < C::CW / 8; k++) {
+              const int c = tid / 16 + 8 * k, j = ch * (C::CW / 8) + k;
+              const int m = ty * BN + ch * C::CW + c;
+              uint32_t raw[4];
+#pragma unroll
+              for (int q = 0; q < 4; q++) raw[q] = SM90_STG_LD((4 * eq + q) * C::STG_STRIDE + c);
+              if (m < a.M && en < a.N)
+                sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, esa[j], ezp[j], raw);  // (the quads' row-and-store step)
+            }
+            sm90_named_bar(1 + cw, 128);
           }
-          sm90_named_bar(1 + cw, 128);
         }
 #undef SM90_STG_ST
 #undef SM90_STG_LD

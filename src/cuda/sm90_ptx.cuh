@@ -172,6 +172,12 @@ SM90_DEV float sm90_ld_smem_f32(uint32_t addr) {
 SM90_DEV void sm90_ld_smem_v2f32(uint32_t addr, float &x, float &y) {
   asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(addr));
 }
+// Four consecutive words (addr 16-byte aligned), as sm90_ld_smem_f32: volatile, no memory clobber.
+SM90_DEV uint4 sm90_ld_smem_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
 SM90_DEV uint32_t sm90_ld_smem(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
