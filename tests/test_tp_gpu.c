@@ -1205,9 +1205,12 @@ W8A8_TEST(tp_gpu_ag_one_gemm_nopack_w2) { one_gemm_nopack(2); }
 static void one_gemm_push(int W) { one_gemm_with("W8A8_TP_AG_PUSH", "1", &g_push, W); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w2) { one_gemm_push(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
+/* Push mode 2 (session 19): the push's copies wait for the compute stream's pre-launch work (the peers'
+ * packs, their scales), the same protocol otherwise. */
+W8A8_TEST(tp_gpu_ag_one_gemm_push2_w2) { one_gemm_with("W8A8_TP_AG_PUSH", "2", &g_push, 2); }
 /* The push's flags protocol across calls (session 17's review): a pull without W8A8_TP_AG_PUSH leaves the
  * flags set (flags_dirty), so the first call with it set must pull (and reset at its end), the next one
- * push; unset again, pull. Every call's result checked (run_ag: exact int8, poisoned workspaces). Two
+ * push; unset again, pull; then push modes 1 and 2 in turn (session 19). Every call's result checked (run_ag: exact int8, poisoned workspaces). Two
  * ranks on two GPUs. */
 W8A8_TEST(tp_gpu_ag_push_transitions) {
   GPU_OR_SKIP();
@@ -1221,7 +1224,8 @@ W8A8_TEST(tp_gpu_ag_push_transitions) {
   t.in = W8A8_DTYPE_INT8, t.out = W8A8_DTYPE_BF16, t.sa_tok = 1, t.sb_chan = 1, t.bias = 1;
   t.M = 700, t.N = 256, t.K = 512, t.want_one = 1;
   /* env for each call, and whether it must push */
-  static const struct { const char *env; int push; } seq[] = {{NULL, 0}, {"1", 0}, {"1", 1}, {"1", 1}, {NULL, 0}, {"1", 0}, {"1", 1}};
+  static const struct { const char *env; int push; } seq[] = {{NULL, 0}, {"1", 0}, {"1", 1}, {"1", 1}, {NULL, 0},
+                                                              {"1", 0},  {"1", 1}, {"2", 1}, {"1", 1}, {"2", 1}};
   for (int i = 0; i < (int)(sizeof seq / sizeof seq[0]) && !w8a8_test_failed(); i++) {
     if (seq[i].env) setenv("W8A8_TP_AG_PUSH", seq[i].env, 1);
     else unsetenv("W8A8_TP_AG_PUSH");

@@ -756,7 +756,7 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
              "from its fork F (E the call reached the stream, before the wait for the peers' previous calls, and AG's "
              "K own rows packed: before F, negative; RS: G peer piece GEMM done, P its push done, O own GEMM done, "
              "A peers' partials in, R reduced; AG: W a peer's rows seen packed by the side stream (its copy starts), C "
-             "chunk copied, G GEMM done, J joined)\n");
+             "chunk copied, L the one GEMM's launch reached (fused with ready flags), G GEMM done, J joined)\n");
     printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
            "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
            "speedup", "#wrong");

@@ -9,6 +9,10 @@
 #   3. tp-stack --local NGPU at 1024..8192 tokens, PUSH 0, 1, 1, 0 (its ag_qkv / ag_gate_up columns).
 # Prediction (session 17): ag_qkv at 1024 tokens 124 -> ~110 us (the peer rows land ~20 us after the
 # fork instead of 37, before the GEMM's second wave); little at 8192 (32 MiB: 100 us pulled, 96 pushed).
+# Session 19: push mode 2 (the push after the compute stream's pre-launch work; tp_gpu.c ag_push_env) and the
+# trace's L mark (the one GEMM's launch reached): TPPUSH_VALS (the A/B's values, default "0 1 2"),
+# TPPUSH_STACK_VALS (the stacks', "0 2 2 0"). Prediction (helper-47's H1): mode 2's L well before mode 1's
+# (mode 1: L ~ C, the push's end), ag_qkv int8 8192 ~490 us or less (mode 1 ~580), 1024 ~110-120 us.
 # TPPUSH_AB=0: the tests only. Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"
@@ -20,8 +24,8 @@ if [ "${TPPUSH_AB:-1}" = 0 ]; then  # the tests only
   exit 0
 fi
 TPAB_M=${TPAB_M:-1024,2048,4096,8192} TPAB_ENV="W8A8_TP_TRACE=1" TPAB_SHAPES="70b-qkv 70b-gate_up" \
-  tp_env_ab tppush W8A8_TP_AG_PUSH "0 1" ag "$W"
-for v in 0 1 1 0; do
+  tp_env_ab tppush W8A8_TP_AG_PUSH "${TPPUSH_VALS:-0 1 2}" ag "$W"
+for v in ${TPPUSH_STACK_VALS:-0 2 2 0}; do
   echo "== W8A8_TP_AG_PUSH=$v" >>"$L/tppush-stack.txt"
   W8A8_TP_AG_PUSH=$v timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-stack --local "$W" --tokens 1024,2048,4096,8192 \
     --layers 2 -n 10 -w 2 >>"$L/tppush-stack.txt" 2>&1

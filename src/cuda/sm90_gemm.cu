@@ -835,8 +835,10 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, 
     return t;
   }
   if (mode == 4) mode = 1;
-  if (mode == 2) {  // boxes of an eighth of the tile (at least 8 rows)
-    t.rows = box / 8 < 8 ? 8 : box / 8;
+  if (mode == 2) {  // boxes of an eighth of the tile (at least 8 rows; a multiple of 8 that divides the box)
+    int r = box / 8 < 8 ? 8 : (box / 8 + 7) / 8 * 8;
+    while (box % r) r += 8;  // (n160: 32; an eighth, 20, is no multiple of 8 and the host turned the tail off)
+    t.rows = r;
     t.n = (v + t.rows - 1) / t.rows;
     return t;
   }

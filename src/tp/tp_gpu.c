@@ -516,12 +516,19 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
  * barrier), since `flags` rests on each rank's own handle and pointers. Never after a capture without the
  * end-of-call reset (capture_noreset). A failed push call sets its flag in every peer (clean_up_after_error).
  * Session 17's review added those three; they have not run on a GPU (the A/B below ran before them). */
-static bool ag_push_env(void) {
+/* W8A8_TP_AG_PUSH: 0 / unset the pull; 1 the push, its copies on the side stream from the fork; 2 (session 19,
+ * NOT yet run on a GPU) the push, its copies after the compute stream's pre-launch work (the waits for the
+ * peers' packs, the peers' scales and zero points): helper-47's reading of session 17's push traces (h200-
+ * session17 part 6) is that the GEMM started about when the push ENDED (G - the GEMM alone ~ C at 1024 /
+ * 8192 tokens), i.e. the launch waited behind the push, the small peer-scale copy on S queued behind the
+ * side stream's 4-32 MiB copy; session 19's tp_interfere ruled out the other candidate (incoming NVLink
+ * writes evicting the GEMM's L2 lines: the GEMM took the same time while a peer pushed 32 MiB into its GPU). */
+static int ag_push_env(void) {
   const char *e = getenv("W8A8_TP_AG_PUSH");
-  return e && e[0] == '1';
+  return e && e[0] == '1' ? 1 : e && e[0] == '2' ? 2 : 0;
 }
 static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags) {
-  if (!flags || !ag_push_env() || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
+  if (!flags || ag_push_env() == 0 || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
   /* Every condition is the same on every rank (a rank that pushes while a peer pulls would leave both
    * waiting for ever: session 17's first run hung at W = 3 on 2 GPUs, where the rank alone on its GPU took
    * "my peers are on other GPUs" for the rule): row counts, every rank's probe and dirty flag, every pair
@@ -685,6 +692,15 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     gs->last_chunks = nch;
     for (int i = 0; i < nch; i++) rd.end[i] = chend[i];
     rd.first_row = off[r];
+    /* push mode 2: the side stream's copies wait for the compute stream's work above (not for the GEMM).
+     * No cycle: that work waits only for the peers' packs (recorded before the ready barrier), and the
+     * GEMM's flags only for the peers' side streams, which wait only for their own pre-launch work.
+     * (ev_fork is recorded again: the fork's wait above was bound when it was enqueued.) */
+    if (push && ag_push_env() == 2) {
+      CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (push after the scales)");
+      CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (push after the scales)");
+    }
+    trace(gs, S, 'L', capture); /* the GEMM's launch is next on the compute stream */
   }
 
   if (flags) {
