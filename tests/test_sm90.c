@@ -1601,6 +1601,12 @@ W8A8_TEST(sm90_single_swap_plan) {
   const size_t bytes = (size_t)192 << 20; /* (36864 x 4096 weights) */
   REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
+  /* the token tail's switches pinned to their defaults (an environment that turns them off would plan the
+   * n160 tile without its twin) */
+  w8a8_sm90_set_tail_heuristic(1);
+  w8a8_sm90_set_tail_single(1);
+  w8a8_sm90_set_fp8_tail_box(2);
+  w8a8_sm90_set_tail(-1);
   /* M, N, K, switch, expected: 0 another plan, 1 the n160 tile, 2 its tail twin */
   static const int64_t cases[][5] = {{129, 14336, 8192, 1, 2}, {144, 28672, 4096, 1, 2}, {152, 14336, 8192, 1, 2},
                                      {153, 14336, 8192, 1, 1}, {160, 14336, 8192, 1, 1}, {128, 14336, 8192, 1, 0},
@@ -1614,7 +1620,8 @@ W8A8_TEST(sm90_single_swap_plan) {
     snprintf(n160, sizeof n160, "%s_swap_n160_ps", dt ? "int8" : "fp8");
     snprintf(n160t, sizeof n160t, "%s_swap_n160_ps_tail", dt ? "int8" : "fp8");
     const int c1 = w8a8_sm90_config_lookup(n160, NULL, NULL, NULL), c2 = w8a8_sm90_config_lookup(n160t, NULL, NULL, NULL);
-    REQUIRE(c1 >= 0 && c2 >= 0, "no %s / %s", n160, n160t);
+    CHECK(c1 >= 0 && c2 >= 0, "no %s / %s", n160, n160t);
+    if (c1 < 0 || c2 < 0) break;
     for (int i = 0; i < ncases && sms == 132 && !w8a8_test_failed(); i++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], want = cases[i][4];
       int split = 0;
@@ -1641,8 +1648,14 @@ W8A8_TEST(sm90_single_swap_plan) {
       c.out_offset = 0;
       c.azp = 0;
       run_case(&c, 2600 + (uint64_t)v);
+      /* the launch took the twin's one box of the valid rows (136 / 152 of 160) at 129 / 150, none at 160 */
+      CHECK(w8a8_test_failed() || (i < 2 ? w8a8_sm90_last_tail() == 1000 + (ms[i] + 7) / 8 * 8 : w8a8_sm90_last_tail() == 0),
+            "%s M=%lld: the launch's token tail %d", dt ? "int8" : "fp8", (long long)ms[i], w8a8_sm90_last_tail());
     }
   }
+  w8a8_sm90_set_tail_heuristic(-1);
+  w8a8_sm90_set_tail_single(-1);
+  w8a8_sm90_set_fp8_tail_box(-1);
   plan_rig_close(h, dbuf);
 }
 
@@ -1653,7 +1666,8 @@ W8A8_TEST(sm90_single_swap_plan) {
  * the swapped tiles without split-K (session 18's *_ps experiments, a persistent grid): two token tiles
  * (the second partial), 134 weight tiles (more than the H200's SMs: a CTA takes a second tile and its
  * staging buffer again) and N % 4 = 2 (the quad epilogue's partial last quad); then with N % 4 = 0 and
- * aligned outputs in each output type (the lean epilogue, session 19). */
+ * aligned outputs in each output type (the lean epilogue, session 19), lean off and on: the same bits. The *_mc2 ones (session 19) pair the
+ * weight tiles in clusters of two (67 pairs here), the token tile multicast. */
 W8A8_TEST(sm90_deep_swap_ring) {
   NEED_SM90();
   static const char *names[] = {"fp8_swap_n8_deep",   "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
@@ -1673,10 +1687,10 @@ W8A8_TEST(sm90_deep_swap_ring) {
       run_case(&d, 1400 + (uint64_t)v);
     }
   }
-  static const char *persistent[] = {"fp8_swap_n128_ps",  "int8_swap_n128_ps",      "int8_swap_n160_ps",
-                                     "int8_swap_n192_ps", "fp8_swap_n160_ps",       "int8_swap_n160_ps_tail",
-                                     "fp8_swap_n160_ps_tail"};
-  for (int ni = 0; ni < 7 && !w8a8_test_failed(); ni++, v++) {
+  static const char *persistent[] = {"fp8_swap_n128_ps",      "int8_swap_n128_ps",     "int8_swap_n160_ps",
+                                     "int8_swap_n192_ps",     "fp8_swap_n160_ps",      "int8_swap_n160_ps_tail",
+                                     "fp8_swap_n160_ps_tail", "int8_swap_n160_ps_mc2", "fp8_swap_n160_ps_mc2"};
+  for (int ni = 0; ni < 9 && !w8a8_test_failed(); ni++, v++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(persistent[ni], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", persistent[ni]);
@@ -1684,14 +1698,22 @@ W8A8_TEST(sm90_deep_swap_ring) {
     run_case(&c, 1500 + (uint64_t)v);
     /* The lean epilogue (session 19, sm90_epi_swap_lean: aligned out, ldo % 4 == 0, no zero point) in
      * each output type, on the same grid: two token tiles (the second partial), 134 weight tiles. */
-    for (int o = 0; o < 3 && !w8a8_test_failed(); o++) {
-      mm_case e = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 3 + 2 * o, 134 * 128, 384, v + o, ci, 1);
-      e.out = OUTS[o];
-      e.ldo_pad = 4 * o; /* ldo = N, N + 4, N + 8 */
+    for (int o = 0; o < 4 && !w8a8_test_failed(); o++) {
+      /* o = 3: N = 134 x 128 - 64, the last weight tile's second warpgroup past N (the general path beside
+       * the lean one in a tile, and CTAs switching between them across tiles) */
+      mm_case e = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 3 + 2 * o, 134 * 128 - (o == 3 ? 64 : 0),
+                         384, v + o, ci, 1);
+      e.out = OUTS[o % 3];
+      e.ldo_pad = 4 * o; /* ldo = N, N + 4, N + 8, N + 12 */
       e.out_offset = 0;
       e.azp = 0;
-      run_case(&e, 1600 + (uint64_t)(3 * v + o));
+      /* lean off, then on (W8A8_SM90_LEAN's hook): the same bits */
+      CHECK(run_ab_same_bits(&e, 1600 + (uint64_t)(4 * v + o), w8a8_sm90_set_lean) != 0,
+            "%s M=%lld N=%lld out %d: the lean swapped epilogue's output differs from the general one's",
+            persistent[ni], (long long)e.M, (long long)e.N, o);
     }
+    w8a8_sm90_set_lean(-1);
+    g_capture_on = 0;
   }
 }
 

@@ -232,7 +232,7 @@ typedef struct tcase {
   uint64_t seed;
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
   int want_pieces; /* all-gather: 1 = ... with more chunks than ranks (W8A8_TP_AG_PIECES) */
-  int check_push;  /* all-gather with W8A8_TP_AG_PUSH=1: the fused call pushed iff ag_push's rule holds */
+  int check_push;  /* all-gather with W8A8_TP_AG_PUSH=1 / 2: the fused call pushed (that mode) iff ag_push's rule holds */
   int partials; /* reduce-scatter: W8A8_TP_PARTIALS_FP32 or _OUT */
 } tcase;
 
@@ -514,8 +514,8 @@ static int run_ag(env *e, const tcase *tc) {
           for (int k = 0; k < i; k++) want &= e->dev[i] != e->dev[k];
         }
         const int got = w8a8_tp_gpu_last_ag_push(e->comm[j]);
-        CHECK(got == want, "W=%d rank %d: the fused all-gather %s, expected it to %s", W, j,
-              got == 1 ? "pushed its rows" : "did not push", want ? "push" : "pull");
+        CHECK(got == (want ? tc->check_push : 0), "W=%d rank %d: the fused all-gather %s (mode %d), expected %s %d", W,
+              j, got ? "pushed its rows" : "did not push", got, want ? "a push of mode" : "a pull,", want ? tc->check_push : 0);
       }
     }
   }
@@ -1136,7 +1136,7 @@ W8A8_TEST(tp_gpu_back_to_back) {
  * (bitwise: the same single GEMM on the gathered rows). Large enough that chunks arrive while
  * tiles already run (M = 2000 x K = 1024 per call). */
 static int g_pieces; /* W8A8_TP_AG_PIECES is set (one_gemm_pieces) */
-static int g_push;   /* W8A8_TP_AG_PUSH=1 (one_gemm_push) */
+static int g_push;   /* W8A8_TP_AG_PUSH's mode (one_gemm_push: 1, push2: 2), else 0 */
 static void one_gemm_cases(int W) {
   GPU_OR_SKIP();
   if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
@@ -1207,7 +1207,13 @@ W8A8_TEST(tp_gpu_ag_one_gemm_push_w2) { one_gemm_push(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
 /* Push mode 2 (session 19): the push's copies wait for the compute stream's pre-launch work (the peers'
  * packs, their scales), the same protocol otherwise. */
-W8A8_TEST(tp_gpu_ag_one_gemm_push2_w2) { one_gemm_with("W8A8_TP_AG_PUSH", "2", &g_push, 2); }
+W8A8_TEST(tp_gpu_ag_one_gemm_push2_w2) {
+  setenv("W8A8_TP_AG_PUSH", "2", 1);
+  g_push = 2;
+  one_gemm_cases(2);
+  g_push = 0;
+  unsetenv("W8A8_TP_AG_PUSH");
+}
 /* The push's flags protocol across calls (session 17's review): a pull without W8A8_TP_AG_PUSH leaves the
  * flags set (flags_dirty), so the first call with it set must pull (and reset at its end), the next one
  * push; unset again, pull; then push modes 1 and 2 in turn (session 19). Every call's result checked (run_ag: exact int8, poisoned workspaces). Two
@@ -1225,7 +1231,7 @@ W8A8_TEST(tp_gpu_ag_push_transitions) {
   t.M = 700, t.N = 256, t.K = 512, t.want_one = 1;
   /* env for each call, and whether it must push */
   static const struct { const char *env; int push; } seq[] = {{NULL, 0}, {"1", 0}, {"1", 1}, {"1", 1}, {NULL, 0},
-                                                              {"1", 0},  {"1", 1}, {"2", 1}, {"1", 1}, {"2", 1}};
+                                                              {"1", 0},  {"1", 1}, {"2", 2}, {"1", 1}, {"2", 2}};
   for (int i = 0; i < (int)(sizeof seq / sizeof seq[0]) && !w8a8_test_failed(); i++) {
     if (seq[i].env) setenv("W8A8_TP_AG_PUSH", seq[i].env, 1);
     else unsetenv("W8A8_TP_AG_PUSH");
@@ -1233,7 +1239,7 @@ W8A8_TEST(tp_gpu_ag_push_transitions) {
     run_ag(&e, &t);
     for (int j = 0; j < 2; j++)
       CHECK(w8a8_tp_gpu_last_ag_push(e.comm[j]) == seq[i].push, "call %d (W8A8_TP_AG_PUSH %s) rank %d: %s, expected %s",
-            i, seq[i].env ? seq[i].env : "unset", j, w8a8_tp_gpu_last_ag_push(e.comm[j]) == 1 ? "pushed" : "pulled",
+            i, seq[i].env ? seq[i].env : "unset", j, w8a8_tp_gpu_last_ag_push(e.comm[j]) ? "pushed" : "pulled",
             seq[i].push ? "a push" : "a pull");
   }
   unsetenv("W8A8_TP_AG_PUSH");

@@ -6,7 +6,7 @@
 #   1. tests: tp_gpu_pack_kernel and the all-gather sweeps / one-GEMM cases / trace (AGPACK_TESTS);
 #   2. with 2+ GPUs: W8A8_TP_TRACE=1 tp-bench --local NGPU --shape AGPACK_SHAPES (70b-qkv 70b-gate_up) at
 #      AGPACK_M (1024,8192) tokens, W8A8_TP_AG_PACK = 0 1 1 0 (common.sh's tp_env_ab); the ag rows and their
-#      rank-0 '# trace' lines (E and K before the fork F) in $L/agpack-tp-fused.txt.
+#      '# trace' lines of every rank (E and K before the fork F) in $L/agpack-tp-fused.txt.
 # Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"

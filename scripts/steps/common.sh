@@ -43,7 +43,7 @@ tp_tests() {
 }
 # tp_env_ab STEP VAR "VALUES" OPS W: tp-bench --local W at 1024 and 2048 tokens once per value of the
 # environment variable VAR, two rounds (the second in reverse order), each run to $L/STEP-VALUE-rN.txt (and
-# .jsonl); then the rows of the ops matching OPS (a regex: ag, rs, ag|rs), with their rank-0 '# trace' lines,
+# .jsonl); then the rows of the ops matching OPS (a regex: ag, rs, ag|rs), with every rank's '# trace' lines,
 # of every run in $L/STEP-fused.txt. Appends "VALUE-rN: exit E;" per run to $res. Optional env: TPAB_M
 # (tokens, default 1024,2048), TPAB_N (timed iterations, 18), TPAB_SHAPES (one run per --shape, appended to
 # the same .txt, each its own .jsonl; default every shape in one run), TPAB_ENV (more VAR=VALUE for the

@@ -5,7 +5,7 @@
 #      capture, back_to_back, reduce_kernels) — on 2+ GPUs the ranks are real GPUs, on one GPU emulated;
 #   2. with 2+ GPUs: W8A8_TP_TRACE=1 tp-bench --local NGPU --shape RSOWN_SHAPES (70b-o 70b-down) at RSOWN_M
 #      (1024,8192) tokens, W8A8_TP_RS_OWN_WHOLE = 0 1 1 0 (common.sh's tp_env_ab), each to
-#      $L/rsown-tp-VAL-rN.txt; the rs rows and their rank-0 '# trace' lines in $L/rsown-tp-fused.txt.
+#      $L/rsown-tp-VAL-rN.txt; the rs rows and their '# trace' lines (every rank) in $L/rsown-tp-fused.txt.
 # Env from device_session.sh: L, BUILD, LEFT_S, NGPU. Last line: summary.
 set -u
 : "${L:?}" "${BUILD:?}"

@@ -48,6 +48,12 @@ typedef struct sm90_config {
   {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, PR, false, 1, 2>, 2}
 
+// Swapped unsplit tiles with the TOKEN tile multicast (session 19): X = weights, Y = tokens, so the kernel's MC = 2
+// (neighbouring X tiles, this CTA's half of Y into both) shares the token tile between two weight tiles.
+#define SM90_CFG_SWAP_MC(NAME, BN, ST, I8, PR)                                                           \
+  {NAME, I8, BN, 1, 0, 1, !(I8) && !(PR), sm90_cfg<BN, ST, I8, true, PR, false>::SMEM_BYTES,                  \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, true, PR, false, 1, 2>, 2}
+
 // Pingpong tiles (the kernel's PP; plain, unpromoted): each consumer warpgroup owns whole tiles.
 #define SM90_CFG_PP(NAME, BN, ST, I8)                                                                   \
   {NAME, I8, BN, 0, 0, 1, !(I8), sm90_cfg<BN, ST, I8, false, false, false, true>::SMEM_BYTES,                \
@@ -194,6 +200,12 @@ static const sm90_config CONFIGS[] = {
     // h200-session19 part 3), for plan_single_swap.
     SM90_CFG_TAIL("int8_swap_n160_ps_tail", 160, 5, true, true, false, false, 1),
     SM90_CFG_TAIL("fp8_swap_n160_ps_tail", 160, 5, false, true, true, false, 1),
+    // Session 19, an experiment (NOT yet run on a GPU; not planned): the n160 tile with its token tile multicast
+    // over clusters of two weight tiles (cuBLASLt's 128x136..160 _TNT kernels at 129..160 tokens run 2x1 / 4x1
+    // clusters, h200-session18 part 1): each CTA reads half the token bytes from L2 (at 160 tokens x K = 8192 the
+    // token tile is 1.3 MB per CTA against 1 MB of weights). No token-tail twin (the swapped tail loads the whole Y).
+    SM90_CFG_SWAP_MC("int8_swap_n160_ps_mc2", 160, 5, true, false),
+    SM90_CFG_SWAP_MC("fp8_swap_n160_ps_mc2", 160, 5, false, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -553,6 +565,8 @@ static sm90_plan plan_wide_swap(int dev, const w8a8_mm_problem *p, int num_sms) 
 // the twins): 70b-gateup-tp4 (112 weight tiles) fp8 1.17-1.24x at 129..160, int8 1.12 / 1.25x at 144 / 160
 // (even at 129: the fill); 8b-gateup (224) fp8 1.11-1.16x, int8 1.04 / 1.07x at 144 / 160 (0.97x at 129). On
 // 20..64 weight tiles it lost (0.5-0.85x). W8A8_SM90_SINGLE_SWAP=0 turns it off (hook w8a8_sm90_set_single_swap).
+// Envab 0 vs 1 (h200-session19 part 5): fp8 1.07x, int8 1.04x geomean over 20 rows, min 0.984x. Unmeasured under
+// W8A8_FP8_ACCUM_FAST (the rule then replaces the fast 128 x 256 tile with the promoting n160).
 static int g_single_swap = -1;
 static int single_swap_enabled(void) { return w8a8_env_flag(&g_single_swap, "W8A8_SM90_SINGLE_SWAP", 1); }
 static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
@@ -794,7 +808,8 @@ static int fp8_any_box(const w8a8_handle *h) {
 }
 // W8A8_SM90_TAIL_SINGLE (session 16; default 1, 0 for A/B runs): the rule also takes the partial tile where it
 // is the ONLY token tile (65..127 tokens), on the plain 128 x 128 tiles (int8, and fp8 where fp8_box is not 0:
-// not with the weights-constant hint, unmeasured there), any box; apply_tail's 70% grid gate decides where.
+// not with the weights-constant hint, unmeasured there), any box; apply_tail's 70% grid gate decides where. Since
+// session 19 also the swapped unsplit n160 twins (plan_single_swap's single token tile of 129..152 tokens).
 // sm90_dev -R 0 vs 3 (h200-sm90-session16-2026-11-30.txt part 6): 70b-gateup-tp4 (112 CTAs) int8 M = 65 / 72 /
 // 80 / 96 44.2 / 42.9 / 40.9 / 39.0 -> 34.5 / 34.4 / 34.8 / 34.9 us (1.12-1.28x), fp8 45.0 / 43.3 / 41.4 / 39.2 ->
 // 34.6 / 34.6 / 34.7 / 34.9 (1.12-1.30x), even at 104; on 32..64 CTAs (70b-down-tp4, 70b-o-tp4, 8b-qkv, 8b-o) it
@@ -837,7 +852,7 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, 
   if (mode == 4) mode = 1;
   if (mode == 2) {  // boxes of an eighth of the tile (at least 8 rows; a multiple of 8 that divides the box)
     int r = box / 8 < 8 ? 8 : (box / 8 + 7) / 8 * 8;
-    while (box % r) r += 8;  // (n160: 32; an eighth, 20, is no multiple of 8 and the host turned the tail off)
+    while (box % r && r < box) r += 8;  // (n160: 32; an eighth, 20, is no multiple of 8: the host turned the tail off)
     t.rows = r;
     t.n = (v + t.rows - 1) / t.rows;
     return t;
@@ -1498,8 +1513,11 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // since session 5. The token-tail twins (session 8): only where a token tile is partial, which
 // apply_tail decides after the plan (tuned plans included), so the tuner times the plain tiles. The
 // 128 x 192 tiles (session 15) ran in session 16 (the suites green, planned by the WIDE192 rule): timed.
+// The swapped multicast tiles (session 19): not yet run on a GPU, skipped until they have passed there.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
+  return config >= 0 && config < SM90_NUM_CONFIGS &&
+         (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk ||
+          (CONFIGS[config].swap && CONFIGS[config].mcast == 2));
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

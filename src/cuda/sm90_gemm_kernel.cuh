@@ -119,7 +119,8 @@ typedef struct sm90_args {
   // W8A8_SM90_PRM=0, for A/B).
   int prm;
   // With prm and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
-  // (0: W8A8_SM90_LEAN=0, for A/B).
+  // (0: W8A8_SM90_LEAN=0, for A/B). The swapped unsplit tiles (session 19): sm90_epi_swap_lean where it
+  // applies (1) or the general quad path (0).
   int lean;
   // Split-K reduction (swap-AB and 128 x 128 split-K tiles): 1 (default, session 7) in quads of four
   // consecutive output channels, one 16-byte DSMEM load per cluster CTA, the quad's scales, bias and
@@ -1109,7 +1110,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   static_assert(SPLITK || !SWAP || BN % C::CW == 0, "the swapped epilogue stages whole chunks of CW columns");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
-  static_assert(MC == 1 || (MC == 2 && !SWAP && !SPLITK && BN % 16 == 0), "multicast: plain tiles only");
+  // (Session 19, NOT yet run on a GPU: the swapped unsplit tiles too, the TOKEN tile multicast over two neighbouring
+  // weight tiles, as cuBLASLt's 128x136..160 TNT kernels with their 2x1 / 4x1 clusters; not with the token tail,
+  // whose swapped boxes load the whole Y tile in this CTA.)
+  static_assert(MC == 1 || (MC == 2 && !SPLITK && BN % 16 == 0 && (!SWAP || !TAIL)),
+                "multicast: plain tiles, and swapped unsplit tiles without the token tail");
   static_assert(!PP || (MC == 1 && !SWAP && !SPLITK && !PROMOTE && MINB == 1 && BN % 128 == 0),
                 "pingpong: plain unpromoted tiles of 128-column multiples, one CTA per SM");
   static_assert(!SK || (MC == 1 && !SWAP && !SPLITK && !PP && !TAIL && MINB == 1),
@@ -1794,7 +1799,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // scale inside the row loop, one dependent global round trip per row); the rows' scales loaded
         // at once before the first chunk (esa / ezp below, token tid / 16 + 8 j of the tile) 16.4, still
         // ~2000 instructions per warp and tile (ncu): hence the lean path, sm90_epi_swap_lean, wherever
-        // it applies (no int8 zero point, 4-element stores, the warpgroup's 64 channels below N).
+        // it applies (no int8 zero point, 4-element stores, the warpgroup's 64 channels below N; a.lean:
+        // W8A8_SM90_LEAN=0 keeps the general path, for A/B and the same-bits test).
         // The staging goes through the shared window (ld / st.shared): SM90_EPI_V2's plain C++ accesses
         // compiled to generic-address LD.E / ST.E here.
         const uint32_t stg = red0 + (uint32_t)cw * C::STG_WG_BYTES;
@@ -1807,7 +1813,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #pragma unroll
         for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, ty * BN + tid / 16 + 8 * j, esa[j], ezp[j]);
         const int en0 = tx * SM90_BM + cw * 64;
-        if (a.quad_store && en0 + 64 <= a.N && !(INT8 && a.azp_mode != 0)) {
+        if (a.lean && a.quad_store && en0 + 64 <= a.N && !(INT8 && a.azp_mode != 0)) {
           if (a.out_kind == SM90_OUT_BF16)
             sm90_epi_swap_lean<INT8, BN, C::CW, SM90_OUT_BF16>(a, acc, stg, tid, 1 + cw, ty * BN, en0, esa);
           else if (a.out_kind == SM90_OUT_FP16)

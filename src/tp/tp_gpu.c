@@ -498,7 +498,7 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
 
 /* W8A8_TP_AG_PUSH=1 (session 17; default off until measured): the one-GEMM all-gather PUSHES this rank's
  * packed rows into every peer's gathered buffer from its side stream, right after its own pack (no wait
- * on a peer's event), and sets the peer's ready flag for them with a stream memory operation on the peer's
+ * on a peer's event; mode 2, session 19: after the compute stream's pre-launch work, see ag_push_env), and sets the peer's ready flag for them with a stream memory operation on the peer's
  * memory; the pull (default) waits for each peer's pack event, then copies its rows in and sets its own
  * flag. Why (cebw, h200x2-copy-engine-bw): one 4 MiB copy took 25.8 us pulled and 20.7 pushed (2 MiB:
  * 25.6 / 15.6), and at 1024 tokens (70b qkv, TP = 2) the pulled rows landed 37 us after the fork, the
@@ -643,7 +643,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   for (int j = 0; j < W && push; j++) push = peer(c, j)->push_wish; /* (push: XP_GROUP, W > 1: barrier passed) */
-  gs->last_ag_push = push;
+  gs->last_ag_push = push ? ag_push_env() : 0; /* (the mode: 1 or 2) */
   st->pushed = push;
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
@@ -725,7 +725,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
       ag_bufs pg = ag_layout(pws, M, K);
-      trace(gs, C, 'W', capture); /* the push to peer j starts (C waits for nothing but the fork) */
+      trace(gs, C, 'W', capture); /* the push to peer j starts (C waits for the fork; mode 2 for S's pre-launch work) */
       if (K > 0)
         CU(cudaMemcpyAsync(pg.a + off[r] * K, g.a + off[r] * K, (size_t)(cnt[r] * K), cudaMemcpyDefault, C),
            "cudaMemcpyAsync (own rows into a peer)");

@@ -113,7 +113,7 @@ typedef struct w8a8_tp_gpu {
   int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
   int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
   int last_ag_pack;   /* the last all-gather packed its own rows with tp_pack (w8a8_tp_gpu_last_ag_pack) */
-  int last_ag_push;   /* the last all-gather pushed its rows into the peers (W8A8_TP_AG_PUSH; w8a8_tp_gpu_last_ag_push) */
+  int last_ag_push;   /* the last all-gather pushed its rows into the peers: W8A8_TP_AG_PUSH's mode (1 / 2), else 0 */
   bool flags_dirty;   /* flags may be set (a pull call without the end-of-call reset, a failed call): no push */
   bool capture_noreset; /* a captured flags call without the end-of-call reset: its replays may leave flags set */
   bool push_wish;     /* this call's ag_push (read by the peers after the ready barrier: all wish, or none pushes) */
