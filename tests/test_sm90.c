@@ -1664,8 +1664,8 @@ W8A8_TEST(sm90_single_swap_plan) {
  * K-blocks: the ring wraps three times at split 1, once or twice at split 2) and two token tiles, full
  * (M = 2 bn) and with the second one partial (M = bn + 1 + 2 ni: 1..27 rows, TMA's fill past M). Then
  * the swapped tiles without split-K (session 18's *_ps experiments, a persistent grid): two token tiles
- * (the second partial), 134 weight tiles (more than the H200's SMs: a CTA takes a second tile and its
- * staging buffer again) and N % 4 = 2 (the quad epilogue's partial last quad); then with N % 4 = 0 and
+ * (the second partial), 133 weight tiles (more than the H200's SMs: a CTA takes a second tile and its
+ * staging buffer again; an odd count: the *_mc2 tiles' last pair has its partner past N) and N % 4 = 2 (the quad epilogue's partial last quad); then with N % 4 = 0 and
  * aligned outputs in each output type (the lean epilogue, session 19), lean off and on: the same bits. The *_mc2 ones (session 19) pair the
  * weight tiles in clusters of two (67 pairs here), the token tile multicast. */
 W8A8_TEST(sm90_deep_swap_ring) {
@@ -1694,7 +1694,7 @@ W8A8_TEST(sm90_deep_swap_ring) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(persistent[ni], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", persistent[ni]);
-    mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 5, 134 * 128 - 126, 640, v, ci, 1);
+    mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 5, 133 * 128 - 126, 640, v, ci, 1);
     run_case(&c, 1500 + (uint64_t)v);
     /* The lean epilogue (session 19, sm90_epi_swap_lean: aligned out, ldo % 4 == 0, no zero point) in
      * each output type, on the same grid: two token tiles (the second partial), 134 weight tiles. */

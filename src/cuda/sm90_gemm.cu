@@ -33,7 +33,7 @@ typedef struct sm90_config {
   int fast_accum; // fp8 without promotion: less exact, never picked by the heuristic
   int smem;      // dynamic shared memory bytes
   sm90_kernel_fn fn;
-  int mcast;     // 2: clusters of two CTAs on neighbouring M tiles multicasting the B tile; 0: none
+  int mcast;     // 2: clusters of two CTAs on neighbouring X tiles multicasting the Y tile (B; swapped: A); 0: none
   int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
   int tail;      // the token tail (the kernel's TAIL, session 8): tail_plan's boxes for a partial token tile
   int sk;        // stream-K (the kernel's SK, session 10): a grid of one CTA per SM, sm90_streamk.h's schedule
@@ -193,7 +193,7 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG("int8_swap_n160_ps", 160, 5, true, true, false, false, 1),
     SM90_CFG("int8_swap_n192_ps", 192, 4, true, true, false, false, 1),
     // fp8 at 129..160 tokens in one token tile: the promotion in two halves of 80 tokens (PROMOTE_HALF, as
-    // the 128 x 192 / 256 tiles; three 80-register sets would not fit). NOT yet run on a GPU.
+    // the 128 x 192 / 256 tiles; three 80-register sets would not fit). Ran in session 19 (every_config, the ring).
     SM90_CFG("fp8_swap_n160_ps", 160, 5, false, true, true, false, 1),
     // Session 19: their token-tail twins (one box of the valid rows rounded up to 8 where the single token tile
     // is partial: at M = 129 the plain n160 tile's 31 filled rows cost 2-4 us, 129 against 144 in

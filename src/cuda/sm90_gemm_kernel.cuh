@@ -886,7 +886,8 @@ SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
 
 // Work item t -> tile. MC = 1: sm90_tile_coords. MC = 2: item t is a pair of X tiles (2p, 2p + 1) with
 // one Y tile, in the same grouped order over pairs; crank picks the tile of the pair. A partner past
-// the last X tile keeps tx = tiles_x (out of bounds: zeros in, nothing out, no ready flags to wait on).
+// the last X tile keeps tx = tiles_x (out of bounds: zeros in, nothing out; unswapped, no ready flags to wait on;
+// swapped, the producer waits for its pair's token rows, as the partner does).
 template <int MC>
 SM90_DEV void sm90_item_coords(const sm90_args &a, int t, int crank, int &tx, int &ty) {
   if constexpr (MC == 1) {
@@ -1075,7 +1076,8 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // (weights): each CTA loads its own X tile and HALF of the Y tile, multicast into both CTAs, so the
 // Y tile crosses from L2 once per pair instead of twice (tmap_y's box is BN/2 rows then). Both CTAs
 // walk the same pairs of tiles in lockstep; a partner past the last X tile runs on zeros (TMA fills
-// out-of-bounds boxes) and stores nothing. Not with SWAP or SPLITK.
+// out-of-bounds boxes) and stores nothing. Not with SPLITK. With SWAP (session 19, the *_swap_*_mc2 experiments)
+// X is the weights and Y the tokens: neighbouring weight tiles share the token tile; not with the token tail.
 // PP (session 5; ran in session 6, slower or even): pingpong. Each consumer warpgroup owns whole 128 x BN tiles,
 // alternating (the CTA's tile j goes to warpgroup j % 2), and issues the wgmmas of both 64-row halves;
 // the producer fills the ring in the same tile order as always. While one warpgroup runs its
@@ -1101,7 +1103,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // The 128 x 256 fp8 tile with promotion (session 4): 128 accumulators + a 128-register temporary
   // do not fit, so each K-block is promoted in two halves of 128 columns through one 64-register
   // temporary (see the loop below); the 128 x 192 tile (session 15) likewise, 96 + 48.
-  // Session 18 (NOT yet run on a GPU): also the swapped n160 without split-K (fp8_swap_n160_ps: halves of 80
+  // Session 18 (run since session 19): also the swapped n160 without split-K (fp8_swap_n160_ps: halves of 80
   // tokens, wgmma m64n80, the Y half at 80 rows = 10 swizzle periods; 80 + 40 registers).
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && !SPLITK &&
                                 (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && C::NACC == 80));
