@@ -1689,8 +1689,11 @@ W8A8_TEST(sm90_deep_swap_ring) {
   }
   static const char *persistent[] = {"fp8_swap_n128_ps",      "int8_swap_n128_ps",     "int8_swap_n160_ps",
                                      "int8_swap_n192_ps",     "fp8_swap_n160_ps",      "int8_swap_n160_ps_tail",
-                                     "fp8_swap_n160_ps_tail", "int8_swap_n160_ps_mc2", "fp8_swap_n160_ps_mc2"};
-  for (int ni = 0; ni < 9 && !w8a8_test_failed(); ni++, v++) {
+                                     "fp8_swap_n160_ps_tail", "int8_swap_n160_ps_mc2", "fp8_swap_n160_ps_mc2",
+                                     "int8_swap_n80_ps",      "fp8_swap_n80_ps",       "int8_swap_n96_ps",
+                                     "fp8_swap_n96_ps"};
+  const int npersistent = (int)(sizeof persistent / sizeof persistent[0]);
+  for (int ni = 0; ni < npersistent && !w8a8_test_failed(); ni++, v++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(persistent[ni], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", persistent[ni]);

@@ -206,6 +206,16 @@ static const sm90_config CONFIGS[] = {
     // token tile is 1.3 MB per CTA against 1 MB of weights). No token-tail twin (the swapped tail loads the whole Y).
     SM90_CFG_SWAP_MC("int8_swap_n160_ps_mc2", 160, 5, true, false),
     SM90_CFG_SWAP_MC("fp8_swap_n160_ps_mc2", 160, 5, false, true),
+    // Session 19, an experiment (NOT yet run on a GPU; not planned): two token tiles of 80 / 96 at 129..192 tokens
+    // without split-K, for the shapes whose 48..64 weight tiles leave half the SMs idle with one token tile
+    // (70b-down-tp4, 70b-o-tp4, 8b-qkv: 0.75-0.80x of cuBLASLt's tensorwise there, whose 64x136 / 128x72 / 128x80
+    // tiles run 128 CTAs). Session 18's split-K n80 / n96 at split 1 lost there (0.81-1.09x), their epilogue
+    // then 13k cycles; these take the lean swapped epilogue. 8 / 7 stages (26 / 28 KB each); n80 stages chunks
+    // of 16 tokens (sm90_cfg::CW).
+    SM90_CFG("int8_swap_n80_ps", 80, 8, true, true, false, false, 1),
+    SM90_CFG("fp8_swap_n80_ps", 80, 8, false, true, true, false, 1),
+    SM90_CFG("int8_swap_n96_ps", 96, 7, true, true, false, false, 1),
+    SM90_CFG("fp8_swap_n96_ps", 96, 7, false, true, true, false, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64

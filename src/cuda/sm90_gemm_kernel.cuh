@@ -1005,7 +1005,7 @@ struct sm90_cfg {
   static const int STAGE_BYTES = X_BYTES + Y_BYTES;
   // Epilogue staging. Split-K: the whole partial tile (see RED_* below). Otherwise: per consumer
   // warpgroup 64 rows x CW columns, padded.
-  static const int CW = BN < 32 ? BN : 32;
+  static const int CW = BN < 32 ? BN : BN % 32 == 0 ? 32 : 16;  // (16: the swapped n80 / n112 ..., session 19)
   // Split-K partial tile: RED_ML lines of RED_NL accumulators along n (the output's contiguous
   // dimension: X rows when swapped, Y columns otherwise), lines RED_NL + 4 words apart (16-byte
   // aligned quads; the publishing stores of a warp hit at most 2 ways per bank).
