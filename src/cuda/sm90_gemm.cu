@@ -1523,11 +1523,18 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // since session 5. The token-tail twins (session 8): only where a token tile is partial, which
 // apply_tail decides after the plan (tuned plans included), so the tuner times the plain tiles. The
 // 128 x 192 tiles (session 15) ran in session 16 (the suites green, planned by the WIDE192 rule): timed.
-// The swapped multicast tiles (session 19): not yet run on a GPU, skipped until they have passed there.
+// Configurations not yet run on a GPU (session 19's, written after its device time): skipped until they have
+// passed there (then take them off this list).
+static int config_unrun(const char *name) {
+  static const char *const unrun[] = {"int8_swap_n160_ps_mc2", "fp8_swap_n160_ps_mc2", "int8_swap_n80_ps",
+                                      "fp8_swap_n80_ps",       "int8_swap_n96_ps",     "fp8_swap_n96_ps"};
+  for (size_t i = 0; i < sizeof unrun / sizeof unrun[0]; i++)
+    if (!strcmp(name, unrun[i])) return 1;
+  return 0;
+}
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS &&
-         (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk ||
-          (CONFIGS[config].swap && CONFIGS[config].mcast == 2));
+         (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk || config_unrun(CONFIGS[config].name));
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;
