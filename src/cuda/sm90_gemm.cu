@@ -577,15 +577,21 @@ static sm90_plan plan_wide_swap(int dev, const w8a8_mm_problem *p, int num_sms) 
 // 20..64 weight tiles it lost (0.5-0.85x). W8A8_SM90_SINGLE_SWAP=0 turns it off (hook w8a8_sm90_set_single_swap).
 // Envab 0 vs 1 (h200-session19 part 5): fp8 1.07x, int8 1.04x geomean over 20 rows, min 0.984x. Unmeasured under
 // W8A8_FP8_ACCUM_FAST (the rule then replaces the fast 128 x 256 tile with the promoting n160).
+// out and ldo allow 4-element (8- / 16-byte) stores along n: sm90_args.quad_store, which the lean swapped
+// epilogue needs (plan_single_swap asks the same).
+static int quad_store_ok(const w8a8_mm_problem *p) {
+  const uintptr_t esz = p->out_dtype == W8A8_DTYPE_FP32 ? 4 : 2;
+  return (uintptr_t)p->out % (4 * esz) == 0 && p->ldo % 4 == 0;
+}
 static int g_single_swap = -1;
 static int single_swap_enabled(void) { return w8a8_env_flag(&g_single_swap, "W8A8_SM90_SINGLE_SWAP", 1); }
 static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   if (p->ready || p->M <= SM90_BM || p->M > 160 || !single_swap_enabled()) return none;
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  const int64_t wtiles = (p->N + SM90_BM - 1) / SM90_BM, esz = p->out_dtype == W8A8_DTYPE_FP32 ? 4 : 2;
-  if ((int8 && p->azp_mode != W8A8_AZP_NONE) || (uintptr_t)p->out % (uintptr_t)(4 * esz) != 0 || p->ldo % 4 != 0 ||
-      4 * wtiles < 3 * (int64_t)num_sms || wtiles > 2 * (int64_t)num_sms || (p->K + SM90_BK - 1) / SM90_BK < 32)
+  const int64_t wtiles = (p->N + SM90_BM - 1) / SM90_BM;
+  if ((int8 && p->azp_mode != W8A8_AZP_NONE) || !quad_store_ok(p) || 4 * wtiles < 3 * (int64_t)num_sms ||
+      wtiles > 2 * (int64_t)num_sms || (p->K + SM90_BK - 1) / SM90_BK < 32)
     return none;
   sm90_plan pl = {find_config(int8 ? "int8_swap_n160_ps" : "fp8_swap_n160_ps"), 1};
   return pl;
@@ -1383,7 +1389,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.azp_adj = p->azp_adj;
   size_t esz = a.out_kind == SM90_OUT_FP32 ? 4 : 2;
   a.pair_store = ((uintptr_t)p->out % (2 * esz)) == 0 && (p->ldo % 2) == 0;
-  a.quad_store = ((uintptr_t)p->out % (4 * esz)) == 0 && (p->ldo % 4) == 0;
+  a.quad_store = quad_store_ok(p);
   a.split = pl.split;
   a.weights_constant = h->weights_constant && c->mcast != 2;
   a.tma_out = tma_out;

@@ -45,11 +45,10 @@
 #define SM90_MAX_SPLIT 8   // split-K cluster size limit (portable cluster size)
 #define SM90_MAX_READY 8   // chunks of A that can arrive while the kernel runs (all-gather + GEMM)
 
-// Epilogue version of the split-K and swapped paths. v2 (default since session 4): the split-K
+// Epilogue version of the split-K path (element-wise reduction). v2 (default since session 4): the split-K
 // reduction issues all SPLIT remote loads of an element before adding them (one DSMEM round trip
-// instead of SPLIT dependent ones; same rank-order sum, same bits), and the swapped staging uses
-// plain shared-memory accesses so the compiler can batch the loop's per-element loads (the
-// barriers' memory clobbers keep the order). Measured against v1 on the H200 at M = 1..64 (the
+// instead of SPLIT dependent ones; same rank-order sum, same bits); it also made the swapped staging plain
+// shared-memory accesses, which session 19 took back (they compiled to generic-address loads). Measured against v1 on the H200 at M = 1..64 (the
 // same library built both ways, bench/results/h200x2-sm90-ab-2026-11-29-s4.txt): 0-15% faster
 // on the split-K shapes (70b-qkv-tp4 M = 32: 22.1 -> 19.0 us), never slower beyond noise.
 // -DW8A8_SM90_EPILOGUE_V1 builds v1 for A/B runs.
@@ -70,8 +69,9 @@ static constexpr bool SM90_TL = true;
 static constexpr bool SM90_TL = false;
 #endif
 
-// Unroll factor of the non-split epilogue loop (a pragma argument is not macro-expanded).
-static constexpr int SM90_EPI_UNROLL = SM90_EPI_V2 ? 4 : 2;
+// The lean swapped epilogue's staging (sm90_epi_swap_lean): words from one token line to the next (64
+// channels + 4: 16-byte aligned lines, the fragment's stores on 32 distinct banks).
+static constexpr int SM90_SWL_STRIDE = 68;
 
 // Output element kinds (runtime: one uniform branch per store).
 enum { SM90_OUT_BF16 = 0, SM90_OUT_FP16 = 1, SM90_OUT_FP32 = 2 };
@@ -567,7 +567,7 @@ SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, in
 // 64 channels are below N, that out / ldo allow 4-element stores and that there is no int8 zero point;
 // bias is an FFMA addend, -0.0 without one (the same bits as fmul); the channel parameters are loaded
 // once per tile and the token scales (esa: token tid / 16 + 8 j of the tile) by the caller. The buffer
-// holds CW token lines of 64 channels, SWL_STRIDE (68) words apart: the fragment's stores (8 channels x
+// holds CW token lines of 64 channels, SM90_SWL_STRIDE (68) words apart: the fragment's stores (8 channels x
 // 4 token pairs per warp) hit 32 different banks, and a token line's 16 quads are one 16-byte load each
 // (16-byte aligned lines). Per row of 4 outputs: 1 LDS.128, 4 I2F (int8), 4 FMUL, 4 FFMA, 2 F2FP (16-bit),
 // one 8- or 16-byte store, and a token compare (the M tail).
@@ -577,7 +577,7 @@ template <bool INT8, int BN, int CW, int OUT, typename acc_t>
 SM90_DEV void sm90_epi_swap_lean(const sm90_args &a, const acc_t *acc, uint32_t stg, int tid, int bar, int m_base,
                                  int n0, const float (&esa)[BN / 8]) {
   constexpr bool BF16 = OUT == SM90_OUT_BF16, F32 = OUT == SM90_OUT_FP32;
-  constexpr int LS = 68;  // = sm90_cfg::SWL_STRIDE
+  constexpr int LS = SM90_SWL_STRIDE;
   static_assert(CW % 8 == 0 && BN % CW == 0, "whole chunks of 8-token groups");
   const int warp = tid / 32, lane = tid % 32;
   const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);  // fragment channel / token
@@ -1014,9 +1014,9 @@ struct sm90_cfg {
   static const int RED_STRIDE = RED_NL + 4;
   static const int STG_STRIDE = SWAP ? CW + 1 : CW + 8;
   // Swapped unsplit tiles: per consumer warpgroup one staging buffer, 64 channel lines of STG_STRIDE
-  // words (the general epilogue) or CW token lines of SWL_STRIDE (the lean one, sm90_epi_swap_lean).
-  static const int SWL_STRIDE = 68;
-  static const int STG_WG_BYTES = ((64 * STG_STRIDE > CW * SWL_STRIDE ? 64 * STG_STRIDE : CW * SWL_STRIDE) * 4 + 15) / 16 * 16;
+  // words (the general epilogue) or CW token lines of SM90_SWL_STRIDE (the lean one, sm90_epi_swap_lean).
+  static const int STG_WG_BYTES =
+      ((64 * STG_STRIDE > CW * SM90_SWL_STRIDE ? 64 * STG_STRIDE : CW * SM90_SWL_STRIDE) * 4 + 15) / 16 * 16;
   // Unswapped unsplit tiles: the staged epilogue's buffers, 2 per consumer warpgroup of 64 rows x
   // 128 bytes (64 16-bit outputs), 1024-aligned (the TMA 128-byte swizzle period).
   static const int OUT_BUF_BYTES = 64 * 128;

@@ -498,8 +498,8 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
 
 /* W8A8_TP_AG_PUSH=1 (session 17; default off until measured): the one-GEMM all-gather PUSHES this rank's
  * packed rows into every peer's gathered buffer from its side stream, right after its own pack (no wait
- * on a peer's event; mode 2, session 19: after the compute stream's pre-launch work, see ag_push_env), and sets the peer's ready flag for them with a stream memory operation on the peer's
- * memory; the pull (default) waits for each peer's pack event, then copies its rows in and sets its own
+ * on a peer's event; mode 2, session 19: after the compute stream's pre-launch work, see ag_push_env), and
+ * sets the peer's ready flag for them with a stream memory operation on the peer's memory; the pull (default) waits for each peer's pack event, then copies its rows in and sets its own
  * flag. Why (cebw, h200x2-copy-engine-bw): one 4 MiB copy took 25.8 us pulled and 20.7 pushed (2 MiB:
  * 25.6 / 15.6), and at 1024 tokens (70b qkv, TP = 2) the pulled rows landed 37 us after the fork, the
  * GEMM's second wave of tiles waiting for them (84 us in the fused call against 71 alone).
@@ -527,8 +527,9 @@ static int ag_push_env(void) {
   const char *e = getenv("W8A8_TP_AG_PUSH");
   return e && e[0] == '1' ? 1 : e && e[0] == '2' ? 2 : 0;
 }
-static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags) {
-  if (!flags || ag_push_env() == 0 || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
+/* mode: ag_push_env's, read once per call */
+static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags, int mode) {
+  if (!flags || mode == 0 || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
   /* Every condition is the same on every rank (a rank that pushes while a peer pulls would leave both
    * waiting for ever: session 17's first run hung at W = 3 on 2 GPUs, where the rank alone on its GPU took
    * "my peers are on other GPUs" for the rule): row counts, every rank's probe and dirty flag, every pair
@@ -614,7 +615,8 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
    * agreement does not cover, so the call pushes only if every rank wishes it (read after the ready
    * barrier below). A wish that falls back to the pull leaves the pull's starting state all the same: the
    * flags zero (a wish needs flags_dirty clear) but the own one, written below. */
-  bool push = ag_push(c, xp, capture, flags);
+  const int push_mode = ag_push_env();
+  bool push = ag_push(c, xp, capture, flags, push_mode);
   gs->push_wish = push;
   const bool reset = flags && !push;
   gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || reset);
@@ -643,7 +645,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   CU(cudaEventRecord(own_ready(gs, xp), S), "cudaEventRecord (rows packed)");
   if (direct && W > 1) W8A8_CHECK(ready_barrier(fn, c, xp));
   for (int j = 0; j < W && push; j++) push = peer(c, j)->push_wish; /* (push: XP_GROUP, W > 1: barrier passed) */
-  gs->last_ag_push = push ? ag_push_env() : 0; /* (the mode: 1 or 2) */
+  gs->last_ag_push = push ? push_mode : 0;
   st->pushed = push;
   trace(gs, S, 'F', capture); /* before the fork: every side-stream mark comes after it */
   CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (fork)");
@@ -696,7 +698,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
      * No cycle: that work waits only for the peers' packs (recorded before the ready barrier), and the
      * GEMM's flags only for the peers' side streams, which wait only for their own pre-launch work.
      * (ev_fork is recorded again: the fork's wait above was bound when it was enqueued.) */
-    if (push && ag_push_env() == 2) {
+    if (push && push_mode == 2) {
       CU(cudaEventRecord(gs->ev_fork, S), "cudaEventRecord (push after the scales)");
       CU(cudaStreamWaitEvent(C, gs->ev_fork, 0), "cudaStreamWaitEvent (push after the scales)");
     }
@@ -809,7 +811,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
    * rows as soon as this call's end is recorded), and after a pull while W8A8_TP_AG_PUSH is set; a pull
    * without it leaves them set (flags_dirty: no push until a call resets them). */
   if (flags) {
-    const bool want = push || ag_push_env();
+    const bool want = push || push_mode != 0;
     if (want)
       CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags, end)");
     /* A graph captured without the reset may be replayed at any time later and leave the flags set, with
