@@ -44,6 +44,7 @@ void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
 void w8a8_sm90_set_wide_swap(int on);
 void w8a8_sm90_set_single_swap(int on);
+void w8a8_sm90_set_pair_swap(int on);
 void w8a8_sm90_set_sk_mc2(int on);
 void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
@@ -583,17 +584,20 @@ static int handle_sms(w8a8_handle *h) {
 }
 
 /* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure.
- * plan_wide_swap's rule (session 18) and plan_single_swap's (session 19) are off until plan_rig_close: the
- * tests of the earlier rules pin what those plan (sm90_wide_swap_plan / sm90_single_swap_plan turn them on). */
+ * plan_wide_swap's rule (session 18), plan_single_swap's (session 19) and plan_pair_swap's (session 20) are off
+ * until plan_rig_close: the tests of the earlier rules pin what those plan (sm90_wide_swap_plan /
+ * sm90_single_swap_plan / sm90_pair_swap_plan turn them on). */
 static void plan_rules_default(void) {
   w8a8_sm90_set_wide_swap(-1); /* back to W8A8_SM90_WIDE_SWAP */
   w8a8_sm90_set_single_swap(-1);
+  w8a8_sm90_set_pair_swap(-1);
 }
 static int plan_rig_open(w8a8_handle **h, uint8_t **dbuf, size_t bytes) {
   *h = NULL;
   *dbuf = NULL;
   w8a8_sm90_set_wide_swap(0);
   w8a8_sm90_set_single_swap(0);
+  w8a8_sm90_set_pair_swap(0);
   if (w8a8_create(h, W8A8_DEVICE_CUDA, sm90_device()) != W8A8_SUCCESS) {
     plan_rules_default();
     return 0;
@@ -1656,6 +1660,60 @@ W8A8_TEST(sm90_single_swap_plan) {
   w8a8_sm90_set_tail_heuristic(-1);
   w8a8_sm90_set_tail_single(-1);
   w8a8_sm90_set_fp8_tail_box(-1);
+  plan_rig_close(h, dbuf);
+}
+
+/* plan_pair_swap (session 20): fp8 only, two swapped token tiles of 80 at 129..160 tokens and of 96 at 161..192
+ * without split-K where 2 x N / 128 <= SMs, >= 32 K-blocks and the rules before it did not apply (plan_wide_swap
+ * on; on these shapes its split comes out 1); not int8, not at 128 or 193 tokens, not with a short K, more weight
+ * tiles, an output the lean epilogue cannot store, or the switch off. Then the heuristic's results through the
+ * public API on 8b-qkv's shape (48 weight tiles), aligned outputs of each type: both tiles, the second token
+ * tile partial at 129 and 161. */
+W8A8_TEST(sm90_pair_swap_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  const size_t bytes = (size_t)96 << 20; /* (8192 x 7168 weights) */
+  REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  w8a8_sm90_set_wide_swap(1);
+  w8a8_sm90_set_single_swap(1);
+  const int c80 = w8a8_sm90_config_lookup("fp8_swap_n80_ps", NULL, NULL, NULL),
+            c96 = w8a8_sm90_config_lookup("fp8_swap_n96_ps", NULL, NULL, NULL);
+  CHECK(c80 >= 0 && c96 >= 0, "no fp8_swap_n80_ps / fp8_swap_n96_ps");
+  /* M, N, K, int8, switch, expected: 0 another plan, 80 / 96 the tile */
+  static const int64_t cases[][6] = {
+      {129, 8192, 7168, 0, 1, 80}, {160, 8192, 7168, 0, 1, 80}, {161, 8192, 7168, 0, 1, 96}, {192, 6144, 4096, 0, 1, 96},
+      {144, 6144, 4096, 0, 1, 80}, {128, 8192, 7168, 0, 1, 0},  {193, 8192, 7168, 0, 1, 0},  {144, 8192, 2048, 0, 1, 0},
+      {144, 8576, 7168, 0, 1, 0},  {144, 8192, 7168, 1, 1, 0},  {144, 8192, 7168, 0, 0, 0}};
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
+  for (int i = 0; i < ncases && sms == 132 && c80 >= 0 && c96 >= 0 && !w8a8_test_failed(); i++) {
+    const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], want = cases[i][5];
+    int split = 0;
+    w8a8_sm90_set_pair_swap((int)cases[i][4]);
+    const int ci = plan_of(h, dbuf, bytes, cases[i][3] ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, K, &split);
+    if (ci == PLAN_INVALID) break;
+    const int ok = want ? ci == (want == 80 ? c80 : c96) : ci >= 0 && ci != c80 && ci != c96;
+    CHECK(ok, "%s M=%lld N=%lld K=%lld switch %d: planned %s, expected %s", cases[i][3] ? "int8" : "fp8", (long long)M,
+          (long long)N, (long long)K, (int)cases[i][4], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+          want ? (want == 80 ? "fp8_swap_n80_ps" : "fp8_swap_n96_ps") : "another plan");
+  }
+  w8a8_sm90_set_pair_swap(1);
+  static const int64_t ms[4] = {129, 160, 161, 192};
+  for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+    int split = 0;
+    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, ms[i], 6144, 4096, &split);
+    if (ci == PLAN_INVALID) break;
+    CHECK(sms != 132 || ci == (i < 2 ? c80 : c96), "fp8 M=%lld N=6144: planned %s", (long long)ms[i],
+          ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
+    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, ms[i], 6144, 4096, i, -1, 0);
+    c.out = OUTS[i % 3];
+    c.ldo_pad = 4 * i; /* ldo = N .. N + 12 */
+    c.out_offset = 0;
+    c.azp = 0;
+    run_case(&c, 2700 + (uint64_t)i);
+  }
   plan_rig_close(h, dbuf);
 }
 

@@ -596,6 +596,28 @@ static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan pl = {find_config(int8 ? "int8_swap_n160_ps" : "fp8_swap_n160_ps"), 1};
   return pl;
 }
+// Session 20: TWO swapped token tiles of 80 (129..160 tokens) or 96 (161..192) without split-K, fp8 only
+// (fp8_swap_n80_ps / fp8_swap_n96_ps: persistent, the lean swapped epilogue), where the plain 128 x 128
+// promoting tile would run one CTA per weight tile over 2 token tiles and the rules above did not apply
+// (plan_wide_swap's split came out 1): 2 x N / 128 <= SMs (one wave), >= 32 K-blocks, no ready flags, out
+// and ldo allow the lean epilogue's 4-element stores. The swapped tile's fp8 main loop promotes no partial
+// sums through registers the way the 128 x 128 tile does (session 19: that costs ~20% on compute-bound
+// 64-CTA grids). Measured (sm90_dev, forced against the heuristic's 128 x 128 mc2 tail tile, h200-session20
+// part 1): fp8 70b-down-tp4 (64 weight tiles, 56 K-blocks) 27.05 -> 26.49 us at 129, 27.2 -> 24.7 at 144,
+// 27.3 -> 24.4 at 160, n96 27.4 -> 25.4 at 176, 27.5 -> 25.9 at 192; 8b-qkv (48, 32) 16.15 -> 15.3 / 14.4 /
+// 14.2 at 129 / 144 / 160, n96 16.2 -> 15.5 at 176 / 192. Lost: 70b-o-tp4 (16 K-blocks) 10.4 -> 10.6-11.4;
+// int8 everywhere (its 128 x 128 tile does not promote: 70b-down-tp4 22.3 vs 24.2-26, 8b-qkv 13.7 vs 13.9-18.6).
+// W8A8_SM90_PAIR_SWAP=0 turns it off (hook w8a8_sm90_set_pair_swap). Unmeasured under W8A8_FP8_ACCUM_FAST.
+static int g_pair_swap = -1;
+static int pair_swap_enabled(void) { return w8a8_env_flag(&g_pair_swap, "W8A8_SM90_PAIR_SWAP", 1); }
+static sm90_plan plan_pair_swap(const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan none = {-1, 1};
+  if (p->in_dtype == W8A8_DTYPE_INT8 || p->ready || p->M <= SM90_BM || p->M > 192 || !pair_swap_enabled()) return none;
+  const int64_t wtiles = (p->N + SM90_BM - 1) / SM90_BM;
+  if (!quad_store_ok(p) || 2 * wtiles > (int64_t)num_sms || (p->K + SM90_BK - 1) / SM90_BK < 32) return none;
+  sm90_plan pl = {find_config(p->M <= 160 ? "fp8_swap_n80_ps" : "fp8_swap_n96_ps"), 1};
+  return pl;
+}
 // Whether configuration ci is one of plan_wide_swap's (fold_move leaves those alone).
 static int is_wide_swap(int ci) {
   return ci >= 0 && CONFIGS[ci].swap && CONFIGS[ci].splitk && (CONFIGS[ci].bn == 80 || CONFIGS[ci].bn == 96);
@@ -664,6 +686,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   }
   {
     const sm90_plan pl = plan_single_swap(p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
+  {
+    const sm90_plan pl = plan_pair_swap(p, num_sms);
     if (pl.config >= 0) return pl;
   }
   // Session 9: the same split at 129..256 tokens (two token tiles, at most 64 of them: N <= 4096
@@ -1305,6 +1331,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide_swap(int on) { set_switch(&g_wide_swap, on); }
 // on: plan_single_swap's rule (1) or never (0), -1 back to W8A8_SM90_SINGLE_SWAP
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_single_swap(int on) { set_switch(&g_single_swap, on); }
+// on: plan_pair_swap's rule (1) or never (0), -1 back to W8A8_SM90_PAIR_SWAP
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_pair_swap(int on) { set_switch(&g_pair_swap, on); }
 // mode: the fold's rule (g_fold: 0 off, 1 session 16's, 2 the measured one), -1 back to W8A8_SM90_FOLD
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int mode) {
   __atomic_store_n(&g_fold, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
@@ -1316,6 +1344,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fold(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide_swap(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_single_swap(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_pair_swap(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_tail_single(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { (void)on; }
@@ -1529,18 +1558,11 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // since session 5. The token-tail twins (session 8): only where a token tile is partial, which
 // apply_tail decides after the plan (tuned plans included), so the tuner times the plain tiles. The
 // 128 x 192 tiles (session 15) ran in session 16 (the suites green, planned by the WIDE192 rule): timed.
-// Configurations not yet run on a GPU (session 19's, written after its device time): skipped until they have
-// passed there (then take them off this list).
-static int config_unrun(const char *name) {
-  static const char *const unrun[] = {"int8_swap_n160_ps_mc2", "fp8_swap_n160_ps_mc2", "int8_swap_n80_ps",
-                                      "fp8_swap_n80_ps",       "int8_swap_n96_ps",     "fp8_swap_n96_ps"};
-  for (size_t i = 0; i < sizeof unrun / sizeof unrun[0]; i++)
-    if (!strcmp(name, unrun[i])) return 1;
-  return 0;
-}
+// Session 19's configurations (the swapped mc2 and n80 / n96 ps tiles) were skipped until they had run on a GPU:
+// every_config passed with them in session 20, and the tuner times them.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS &&
-         (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk || config_unrun(CONFIGS[config].name));
+         (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;
