@@ -60,6 +60,10 @@ static int g_capture_on;
 static int g_relaunch;
 static uint8_t *g_capture;
 static size_t g_capture_bytes;
+/* run_ab_same_bits' first output while its second case runs: run_case skips the reference where the output
+ * has the same bits (the first passed the full check on the same data). */
+static const uint8_t *g_same_as;
+static size_t g_same_bytes;
 
 /* ---- random numbers (xorshift64*, fixed seed per case so that a failure can be replayed) ---- */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -246,7 +250,10 @@ static void run_case(const mm_case *c, uint64_t seed) {
   w8a8_handle *cpu = NULL, *gpu = NULL;
   REQUIRE_OK(w8a8_create(&cpu, W8A8_DEVICE_CPU, 0));
   REQUIRE_OK(w8a8_set_kernel(cpu, W8A8_KERNEL_REFERENCE));
-  REQUIRE_OK(w8a8_scaled_mm(cpu, &A, &B, &SA, &SB, c->bias ? &BI : NULL, c->azp ? &ZP : NULL, &O));
+  /* the host operands, for the reference after the GPU's run (which it may skip: g_same_as) */
+  const w8a8_matrix Ah = A, Bh = B, Oh = O;
+  const w8a8_vector SAh = SA, SBh = SB, BIh = BI;
+  const w8a8_zero_point ZPh = ZP;
 
   gpu_bufs d;
   memset(&d, 0, sizeof d);
@@ -339,7 +346,14 @@ static void run_case(const mm_case *c, uint64_t seed) {
     if (g_capture) memcpy(g_capture, got, g_capture_bytes);
   }
 
-  if (s == W8A8_SUCCESS && e == cudaSuccess) {
+  /* run_ab_same_bits' second run: an output with the same bits as the first run's, which passed the whole
+   * check below on the same data, passes it again; the reference and the check are skipped (they took most
+   * of the suite's time on the large lean cases). Any other output is checked in full. */
+  const int same = s == W8A8_SUCCESS && e == cudaSuccess && g_same_as && g_same_bytes == es * out_elems &&
+                   memcmp(g_same_as, got, g_same_bytes) == 0;
+  if (s == W8A8_SUCCESS && e == cudaSuccess && !same) {
+    CHECK(w8a8_scaled_mm(cpu, &Ah, &Bh, &SAh, &SBh, c->bias ? &BIh : NULL, c->azp ? &ZPh : NULL, &Oh) == W8A8_SUCCESS,
+          "%s: the CPU reference: %s", what, w8a8_last_error());
     check_ctx x = {c, a, b, sa, sb, ref, got, lda, ldb, ldo, es, int8,
                    /* Promoting configs: 2e-3. Inside one 128-deep K-block the tensor core's fp8
                     * accumulation truncates (~13-14 mantissa bits, one-sided: toward zero) at each of
@@ -694,7 +708,11 @@ static int run_ab_same_bits(const mm_case *c, uint64_t seed, void (*set)(int)) {
   const size_t bytes = g_capture_bytes;
   g_capture = NULL;
   set(1);
+  g_same_as = first;
+  g_same_bytes = bytes;
   if (!w8a8_test_failed()) run_case(c, seed);
+  g_same_as = NULL;
+  g_same_bytes = 0;
   g_capture_on = 0;
   int r = -1;
   if (!w8a8_test_failed() && !(c->config < 0 && skip_public))
@@ -1666,9 +1684,8 @@ W8A8_TEST(sm90_single_swap_plan) {
 /* plan_pair_swap (session 20): fp8 only, two swapped token tiles of 80 at 129..160 tokens and of 96 at 161..192
  * without split-K where 2 x N / 128 <= SMs, >= 32 K-blocks and the rules before it did not apply (plan_wide_swap
  * on; on these shapes its split comes out 1); not int8, not at 128 or 193 tokens, not with a short K, more weight
- * tiles, an output the lean epilogue cannot store, or the switch off. Then the heuristic's results through the
- * public API on 8b-qkv's shape (48 weight tiles), aligned outputs of each type: both tiles, the second token
- * tile partial at 129 and 161. */
+ * tiles, or the switch off. Then the heuristic's results through the
+ * public API, aligned outputs of each type: both tiles, the second token tile partial at 129 and 161. */
 W8A8_TEST(sm90_pair_swap_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1699,21 +1716,26 @@ W8A8_TEST(sm90_pair_swap_plan) {
           (long long)N, (long long)K, (int)cases[i][4], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
           want ? (want == 80 ? "fp8_swap_n80_ps" : "fp8_swap_n96_ps") : "another plan");
   }
+  /* the results: N = 1000 (8 weight tiles, the last of 104 rows) with the rules that would take it first off
+   * (plan_wide_swap's split 2, plan_deep256's three n64 token tiles), which keeps the references short */
   w8a8_sm90_set_pair_swap(1);
+  w8a8_sm90_set_wide_swap(0);
+  w8a8_sm90_set_deep256(0);
   static const int64_t ms[4] = {129, 160, 161, 192};
   for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
     int split = 0;
-    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, ms[i], 6144, 4096, &split);
+    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, ms[i], 1000, 4096, &split);
     if (ci == PLAN_INVALID) break;
-    CHECK(sms != 132 || ci == (i < 2 ? c80 : c96), "fp8 M=%lld N=6144: planned %s", (long long)ms[i],
+    CHECK(ci == (i < 2 ? c80 : c96), "fp8 M=%lld N=1000: planned %s", (long long)ms[i],
           ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
-    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, ms[i], 6144, 4096, i, -1, 0);
+    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, ms[i], 1000, 4096, i, -1, 0);
     c.out = OUTS[i % 3];
     c.ldo_pad = 4 * i; /* ldo = N .. N + 12 */
     c.out_offset = 0;
     c.azp = 0;
     run_case(&c, 2700 + (uint64_t)i);
   }
+  w8a8_sm90_set_deep256(-1);
   plan_rig_close(h, dbuf);
 }
 
