@@ -233,6 +233,7 @@ typedef struct tcase {
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
   int want_pieces; /* all-gather: 1 = ... with more chunks than ranks (W8A8_TP_AG_PIECES) */
   int check_push;  /* all-gather with W8A8_TP_AG_PUSH=1 / 2: the fused call pushed (that mode) iff ag_push's rule holds */
+  int check_scales; /* all-gather with W8A8_TP_AG_SCALES=1: every rank with rows pushed its scales (W > 1, peer access) */
   int partials; /* reduce-scatter: W8A8_TP_PARTIALS_FP32 or _OUT */
 } tcase;
 
@@ -504,6 +505,16 @@ static int run_ag(env *e, const tcase *tc) {
           cut |= i != j && e->dev[i] != e->dev[j] && R[i].Mj > 0 && (R[i].off + R[i].Mj - 1) / 128 > R[i].off / 128;
         const int n = w8a8_tp_gpu_last_ag_chunks(e->comm[j]);
         CHECK(cut ? n > W : n == W, "W=%d rank %d: %d chunks, expected %s %d", W, j, n, cut ? "more than" : "exactly", W);
+      }
+      if (tc->check_scales) {
+        /* the pack wrote the scales into the peers: eager calls of the in-process group, every rank's kernels able
+         * to store into every peer's memory (the same GPU or peer access) */
+        int want = W > 1 && R[j].Mj > 0;
+        for (int i = 0; i < W; i++)
+          for (int k = 0; k < W; k++) want &= i == k || w8a8_tp_gpu_peer_on(e->dev[i], e->dev[k]);
+        CHECK(w8a8_tp_gpu_last_ag_scales(e->comm[j]) == want, "W=%d rank %d: the fused all-gather's pack %s its scales "
+              "into the peers, expected %s", W, j, w8a8_tp_gpu_last_ag_scales(e->comm[j]) ? "wrote" : "did not write",
+              want ? "it to" : "not");
       }
       if (tc->check_push) {
         /* pushed where every rank has rows and a GPU of its own (tp_gpu.c's ag_push; the peer-flag probe at
@@ -1009,8 +1020,28 @@ W8A8_TEST(tp_gpu_pack_kernel) {
       cudaMemset(dgaz, POISON, sizeof(int32_t) * (size_t)(R + 1));
       cudaMemset(dfl, POISON, sizeof gfl);
       CHECK(w8a8_tp_pack_takes(ddst + gap, dsrc, lda, K), "case %zu: declined", c);
+      /* the scale push's destinations (W8A8_TP_AG_SCALES): cases 1 and 3 write two more copies (peers' buffers
+       * stand-ins on this GPU), case 5 one; each must equal the own one */
+      const int npeer = c == 1 || c == 3 ? 2 : c == 5 ? 1 : 0;
+      w8a8_tp_scale_dsts sd;
+      memset(&sd, 0, sizeof sd);
+      float *dpsc[2] = {NULL, NULL};
+      int32_t *dpaz[2] = {NULL, NULL};
+      for (int k = 0; k < npeer && ok; k++) {
+        ok = cudaMalloc((void **)&dpsc[k], sizeof(float) * (size_t)(R + 1)) == cudaSuccess &&
+             cudaMalloc((void **)&dpaz[k], sizeof(int32_t) * (size_t)(R + 1)) == cudaSuccess;
+        if (ok) {
+          cudaMemset(dpsc[k], POISON, sizeof(float) * (size_t)(R + 1));
+          cudaMemset(dpaz[k], POISON, sizeof(int32_t) * (size_t)(R + 1));
+        }
+        sd.scale[k] = dpsc[k];
+        sd.azp[k] = with_azp ? dpaz[k] : NULL;
+        sd.n = k + 1;
+      }
+      CHECK(ok, "cudaMalloc (peer scales)");
       const w8a8_status s = w8a8_tp_launch_pack(ddst + gap, dsrc, lda, K, R, dgsc, dsc, per_tok,
-                                                with_azp ? dgaz : NULL, daz, azp_tok, dfl, nflags, own, nsm, 0);
+                                                with_azp ? dgaz : NULL, daz, azp_tok, dfl, nflags, own,
+                                                npeer ? &sd : NULL, nsm, 0);
       CHECK(s == W8A8_SUCCESS && cudaDeviceSynchronize() == cudaSuccess, "case %zu: launch: %s", c, w8a8_last_error());
       cudaMemcpy(got, ddst, (size_t)(R * K + 2 * gap), cudaMemcpyDeviceToHost);
       cudaMemcpy(gsc, dgsc, sizeof(float) * (size_t)(R + 1), cudaMemcpyDeviceToHost);
@@ -1028,6 +1059,17 @@ W8A8_TEST(tp_gpu_pack_kernel) {
       for (int b = 0; b < 4; b++) badsc += (tail[b] != POISON) + (tz[b] != POISON);
       if (!with_azp) /* no zero points asked for: none written */
         for (int64_t i = 0; i < R; i++) badsc += (uint32_t)gaz[i] != 0xA5A5A5A5u;
+      for (int k = 0; k < npeer; k++) { /* each peer copy: the own one's R values, the entry past them untouched */
+        float *psc = malloc(sizeof(float) * (size_t)(R + 1));
+        int32_t *paz = malloc(sizeof(int32_t) * (size_t)(R + 1));
+        REQUIRE(psc && paz, "out of memory");
+        cudaMemcpy(psc, dpsc[k], sizeof(float) * (size_t)(R + 1), cudaMemcpyDeviceToHost);
+        cudaMemcpy(paz, dpaz[k], sizeof(int32_t) * (size_t)(R + 1), cudaMemcpyDeviceToHost);
+        badsc += memcmp(psc, gsc, sizeof(float) * (size_t)(R + 1)) != 0;
+        badsc += with_azp ? memcmp(paz, gaz, sizeof(int32_t) * (size_t)(R + 1)) != 0 : (uint32_t)paz[0] != 0xA5A5A5A5u;
+        free(psc), free(paz);
+        cudaFree(dpsc[k]), cudaFree(dpaz[k]);
+      }
       int badfl = 0;
       for (int i = 0; i < nflags; i++) badfl += gfl[i] != (i == own ? 1u : 0u);
       for (int i = nflags; i < 8; i++) badfl += gfl[i] != 0xA5A5A5A5u;
@@ -1137,6 +1179,7 @@ W8A8_TEST(tp_gpu_back_to_back) {
  * tiles already run (M = 2000 x K = 1024 per call). */
 static int g_pieces; /* W8A8_TP_AG_PIECES is set (one_gemm_pieces) */
 static int g_push;   /* W8A8_TP_AG_PUSH's mode (one_gemm_push: 1, push2: 2), else 0 */
+static int g_scales; /* W8A8_TP_AG_SCALES=1 (the scale push) when the ranks were created */
 static void one_gemm_cases(int W) {
   GPU_OR_SKIP();
   if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
@@ -1167,6 +1210,7 @@ static void one_gemm_cases(int W) {
     /* pieces: where a peer on another GPU holds two or more token tiles of rows (M >= 700 here) */
     t.want_pieces = W > 1 && g_pieces && w8a8_cuda_device_count() > 1 && cs[i].M >= 700 && cs[i].skew != 2;
     t.check_push = g_push;
+    t.check_scales = g_scales;
     run_ag(&e, &t);
     if (i == 1 && !w8a8_test_failed()) { /* the same with a's rows 8 bytes apart from a 16-byte multiple:
                                            * the copy engine's pack, the flags by the memsets */
@@ -1205,6 +1249,18 @@ W8A8_TEST(tp_gpu_ag_one_gemm_nopack_w2) { one_gemm_nopack(2); }
 static void one_gemm_push(int W) { one_gemm_with("W8A8_TP_AG_PUSH", "1", &g_push, W); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w2) { one_gemm_push(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
+/* The scale push (W8A8_TP_AG_SCALES=1 at creation, session 20): every rank's pack writes its scales and zero
+ * points into the peers' gathered buffers, nobody copies them; the fused and unfused calls (the workspaces
+ * poisoned between them: a scale the push failed to write fails the reference), alone and with push mode 2. */
+W8A8_TEST(tp_gpu_ag_one_gemm_scales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 2); }
+W8A8_TEST(tp_gpu_ag_one_gemm_scales_w3) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 3); }
+W8A8_TEST(tp_gpu_ag_one_gemm_scales_push2_w2) {
+  setenv("W8A8_TP_AG_PUSH", "2", 1);
+  g_push = 2;
+  one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 2);
+  g_push = 0;
+  unsetenv("W8A8_TP_AG_PUSH");
+}
 /* Push mode 2 (session 19): the push's copies wait for the compute stream's pre-launch work (the peers'
  * packs, their scales), the same protocol otherwise. */
 W8A8_TEST(tp_gpu_ag_one_gemm_push2_w2) {

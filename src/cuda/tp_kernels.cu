@@ -3,7 +3,7 @@
 //   tp_pack:    the all-gather's own rows (strided a -> the dense gathered buffer), one scale and
 //               zero point per row, and the one-GEMM ready flags' reset, in one launch (session 15).
 //   tp_expand:  a rank's per-tensor or per-token scale_a (and zero point) written as one value
-//               per row into the gathered buffer, so rows from ranks with different per-tensor
+//               per row into the gathered buffer (and the peers', W8A8_TP_AG_SCALES), so rows from ranks with different per-tensor
 //               scales share one per-token GEMM description (as the CPU path does in ag_gemm.c);
 //               with the rows' cudaMemcpy2DAsync (copy engine), the pack where tp_pack declines.
 //   tp_reduce:  the reduce-scatter's sum. out[i, n] = round(((p_0 + p_1) + ... + p_{W-1}) + bias[n]),
@@ -14,34 +14,51 @@
 //               before it is added (gemm_rs.c rounds and widens them in place: the same values).
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.cuh"
 #include "cuda_backend.h"
 #include "tp/tp_gpu.h"
 
-// One scale (and zero point) per row, grid-stride: tp_expand's body, and tp_pack's.
+// One scale (and zero point) per row, grid-stride: tp_expand's body, and tp_pack's. Each row's values go to
+// the own gathered buffer and, where the all-gather pushes its scales (W8A8_TP_AG_SCALES, tp_gpu.c), to every
+// peer's (peers->n destinations, the peers' memory through peer access or the same GPU).
 static __device__ __forceinline__ void tp_expand_rows(float *dst_scale, const float *scale, int scale_per_row,
                                                       int32_t *dst_azp, const int32_t *azp, int azp_per_row,
-                                                      int64_t rows) {
+                                                      int64_t rows, const w8a8_tp_scale_dsts &peers) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += (int64_t)gridDim.x * blockDim.x) {
-    dst_scale[i] = scale[scale_per_row ? i : 0];
-    if (dst_azp) dst_azp[i] = azp[azp_per_row ? i : 0];
+    const float s = scale[scale_per_row ? i : 0];
+    const int32_t z = dst_azp ? azp[azp_per_row ? i : 0] : 0;
+    dst_scale[i] = s;
+    if (dst_azp) dst_azp[i] = z;
+    for (int j = 0; j < peers.n; j++) {
+      peers.scale[j][i] = s;
+      if (peers.azp[j]) peers.azp[j][i] = z;
+    }
   }
 }
 
 __global__ void tp_expand_kernel(float *dst_scale, const float *scale, int scale_per_row, int32_t *dst_azp,
-                                 const int32_t *azp, int azp_per_row, int64_t rows) {
-  tp_expand_rows(dst_scale, scale, scale_per_row, dst_azp, azp, azp_per_row, rows);
+                                 const int32_t *azp, int azp_per_row, int64_t rows,
+                                 const __grid_constant__ w8a8_tp_scale_dsts peers) {
+  tp_expand_rows(dst_scale, scale, scale_per_row, dst_azp, azp, azp_per_row, rows, peers);
+}
+
+static w8a8_tp_scale_dsts scale_dsts_or_none(const w8a8_tp_scale_dsts *peers) {
+  w8a8_tp_scale_dsts d;
+  if (peers) return *peers;
+  memset(&d, 0, sizeof d);
+  return d;
 }
 
 extern "C" w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
                                              int32_t *dst_azp, const int32_t *azp, int azp_per_row, int64_t rows,
-                                             cudaStream_t stream) {
+                                             const w8a8_tp_scale_dsts *peers, cudaStream_t stream) {
   if (rows <= 0) return W8A8_SUCCESS;
   int64_t blocks = (rows + 255) / 256;
   if (blocks > 1024) blocks = 1024;
   tp_expand_kernel<<<(unsigned)blocks, 256, 0, stream>>>(dst_scale, scale, scale_per_row, dst_azp, azp, azp_per_row,
-                                                          rows);
+                                                          rows, scale_dsts_or_none(peers));
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error("w8a8_all_gather_scaled_mm", "tp_expand launch", e);
 }
@@ -58,7 +75,8 @@ extern "C" w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scal
 // as tp_expand; flags[0..nflags) = 0 but flags[own] = 1 (the one-GEMM ready table), by block 0.
 __global__ void tp_pack_kernel(uint8_t *dst, const uint8_t *src, int64_t lda, int64_t K, int64_t rows,
                                float *dst_scale, const float *scale, int scale_per_row, int32_t *dst_azp,
-                               const int32_t *azp, int azp_per_row, unsigned int *flags, int nflags, int own) {
+                               const int32_t *azp, int azp_per_row, unsigned int *flags, int nflags, int own,
+                               const __grid_constant__ w8a8_tp_scale_dsts peers) {
   const int64_t U = K >> 4;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const uint4 *s = (const uint4 *)(src + r * lda);
@@ -74,7 +92,7 @@ __global__ void tp_pack_kernel(uint8_t *dst, const uint8_t *src, int64_t lda, in
     }
     for (; u < U; u += blockDim.x) d[u] = __ldg(s + u);
   }
-  tp_expand_rows(dst_scale, scale, scale_per_row, dst_azp, azp, azp_per_row, rows);
+  tp_expand_rows(dst_scale, scale, scale_per_row, dst_azp, azp, azp_per_row, rows, peers);
   if (blockIdx.x == 0 && flags)
     for (int i = threadIdx.x; i < nflags; i += blockDim.x) flags[i] = i == own ? 1u : 0u;
 }
@@ -86,13 +104,15 @@ extern "C" int w8a8_tp_pack_takes(const void *dst, const void *src, int64_t lda,
 extern "C" w8a8_status w8a8_tp_launch_pack(uint8_t *dst, const uint8_t *src, int64_t lda, int64_t K, int64_t rows,
                                            float *dst_scale, const float *scale, int scale_per_row, int32_t *dst_azp,
                                            const int32_t *azp, int azp_per_row, unsigned int *flags, int nflags,
-                                           int own, int num_sms, cudaStream_t stream) {
+                                           int own, const w8a8_tp_scale_dsts *peers, int num_sms,
+                                           cudaStream_t stream) {
   if (rows <= 0 && nflags <= 0) return W8A8_SUCCESS;
   int64_t blocks = rows > 0 ? rows : 1;
   const int64_t most = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
   if (blocks > most) blocks = most;
   tp_pack_kernel<<<(unsigned)blocks, 256, 0, stream>>>(dst, src, lda, K, rows > 0 ? rows : 0, dst_scale, scale,
-                                                       scale_per_row, dst_azp, azp, azp_per_row, flags, nflags, own);
+                                                       scale_per_row, dst_azp, azp, azp_per_row, flags, nflags, own,
+                                                       scale_dsts_or_none(peers));
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error("w8a8_all_gather_scaled_mm", "tp_pack launch", e);
 }

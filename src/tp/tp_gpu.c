@@ -355,6 +355,12 @@ W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c) {
   w8a8_tp_gpu *gs = c->gpu;
   write_value_fn f = get_write_value();
   gs->push_ok = 0;
+  /* the scale push (ag_scales_push): the environment at creation, and stores into every peer's memory */
+  const char *se = getenv("W8A8_TP_AG_SCALES");
+  int sok = se && se[0] == '1' && gs->mode == TP_GPU_GROUP && gs->group;
+  for (int j = 0; j < c->size && sok; j++)
+    sok = j == c->rank || (peer(c, j) && w8a8_tp_gpu_peer_on(gs->device, peer(c, j)->device));
+  gs->scales_ok = sok;
   if (!f || gs->mode != TP_GPU_GROUP || !gs->group || !gs->flags) return;
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) {
@@ -481,6 +487,9 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c) {
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_push : -1;
 }
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_scales(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_scales : -1;
+}
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_chunks(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_chunks : -1;
 }
@@ -541,6 +550,26 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
     for (int k = 0; k < j; k++)
       if (peer(c, j)->device == peer(c, k)->device) return false;
   }
+  return true;
+}
+
+/* W8A8_TP_AG_SCALES=1 (session 20; read when the communicator is created; default off until measured): the
+ * all-gather's own-row pack (tp_pack, or tp_expand on the copy engine's path) writes this rank's per-row
+ * scales and zero points into every peer's gathered buffer too, and no rank copies a peer's scales: the
+ * one-GEMM schedule's small peer-scale copies on the compute stream before the GEMM's launch go. Why:
+ * session 20's tp_interfere (-s, h200-session20 part 3) timed a 16 KB peer copy at ~10 us alone and ~95 us
+ * while a 32 MiB copy ran between the two GPUs in either direction (it queues behind it), and its trace of
+ * push mode 2 had the GEMM's launch ~20 us after the fork at 1024 tokens (70b-qkv, TP = 2), i.e. after
+ * those copies. The stores: a few KB per rank from the SMs, before the rank's ready event, which every
+ * peer's compute stream waits on before its GEMM (one GEMM) or its side stream before the chunk's copy
+ * (per chunk); a peer's previous call has ended before them (entry_waits), as for the push's rows.
+ * Every rank decides the same: eager calls of an in-process group (XP_GROUP, W > 1) where every rank's
+ * scales_ok holds (set at creation: the variable, and this GPU's kernels can store into every peer's
+ * memory); read after the agreement, which every rank's creation precedes. */
+static bool ag_scales_push(const w8a8_comm *c, xport xp, unsigned long long capture) {
+  if (xp != XP_GROUP || capture || c->size < 2) return false;
+  for (int j = 0; j < c->size; j++)
+    if (!peer(c, j) || !peer(c, j)->scales_ok) return false;
   return true;
 }
 
@@ -619,13 +648,27 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   bool push = ag_push(c, xp, capture, flags, push_mode);
   gs->push_wish = push;
   const bool reset = flags && !push;
+  /* the scale push: this rank's scales into every peer's gathered buffer, by the pack below */
+  const bool spush = ag_scales_push(c, xp, capture);
+  gs->last_ag_scales = spush && cnt[r] > 0;
+  w8a8_tp_scale_dsts sd;
+  sd.n = 0;
+  for (int j = 0; j < W && spush; j++) {
+    if (j == r) continue;
+    void *pws = peer_ws(c, xp, j);
+    if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
+    ag_bufs pg = ag_layout(pws, M, K);
+    sd.scale[sd.n] = pg.scale + off[r];
+    sd.azp[sd.n] = zp ? pg.azp + off[r] : NULL;
+    sd.n++;
+  }
   gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || reset);
   if (gs->last_ag_pack) {
     const int64_t rows = cnt[r] > 0 ? cnt[r] : 0;
     W8A8_CHECK(w8a8_tp_launch_pack(g.a + off[r] * K, asrc, (int64_t)p->lda, K, rows, g.scale + off[r], p->scale_a,
                                    p->scale_a_per_token, zp ? g.azp + off[r] : NULL, p->azp,
                                    p->azp_mode == W8A8_AZP_PER_TOKEN, reset ? gs->flags : NULL, reset ? nch : 0,
-                                   reset ? first[r] : 0, gs->num_sms, S));
+                                   reset ? first[r] : 0, spush ? &sd : NULL, gs->num_sms, S));
   } else {
     if (cnt[r] > 0) {
       if (K > 0)
@@ -633,7 +676,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
                              cudaMemcpyDeviceToDevice, S),
            "cudaMemcpy2DAsync (own rows)");
       W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
-                                       p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], S));
+                                       p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], spush ? &sd : NULL, S));
     }
     if (reset) {
       CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
@@ -671,7 +714,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
       ag_bufs pg = ag_layout(pws, M, K);
-      if (cnt[j] > 0) {
+      if (cnt[j] > 0 && !spush) { /* (spush: peer j's pack wrote them, before the event just waited on) */
         CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, S),
            "cudaMemcpyAsync (peer scales)");
         if (zp)
@@ -756,9 +799,10 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
         if (K > 0)
           CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
              "cudaMemcpyAsync (peer rows)");
-        CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, C),
-           "cudaMemcpyAsync (peer scales)");
-        if (zp)
+        if (!spush) /* (spush: peer j's pack wrote them, before the event C waited on above) */
+          CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, C),
+             "cudaMemcpyAsync (peer scales)");
+        if (zp && !spush)
           CU(cudaMemcpyAsync(g.azp + off[j], pg.azp + off[j], sizeof(int32_t) * (size_t)cnt[j], cudaMemcpyDefault, C),
              "cudaMemcpyAsync (peer zero points)");
       }

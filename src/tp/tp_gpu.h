@@ -35,10 +35,19 @@ typedef struct w8a8_tp_reduce_srcs {
   const void *p[W8A8_TP_GPU_MAX_RANKS]; /* rank order; each [rows, N] dense, of the partials' dtype */
 } w8a8_tp_reduce_srcs;
 
-/* src/cuda/tp_kernels.cu */
+/* The peers' gathered scale (and zero point) buffers at this rank's rows, which the pack / expand kernel
+ * fills beside its own where the all-gather pushes its scales (W8A8_TP_AG_SCALES, tp_gpu.c): n
+ * destinations (azp[j] NULL without zero points). By value into the kernels (~1 KB of parameters). */
+typedef struct w8a8_tp_scale_dsts {
+  float *scale[W8A8_TP_GPU_MAX_RANKS];
+  int32_t *azp[W8A8_TP_GPU_MAX_RANKS];
+  int n;
+} w8a8_tp_scale_dsts;
+
+/* src/cuda/tp_kernels.cu (peers: NULL, or the peers' destinations as above) */
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
                                               int32_t *dst_azp, const int32_t *azp, int azp_per_row, int64_t rows,
-                                              cudaStream_t stream);
+                                              const w8a8_tp_scale_dsts *peers, cudaStream_t stream);
 /* The all-gather's own-row pack in one kernel: rows [rows, K] from src (row stride lda) to dense dst,
  * the per-row scales / zero points as w8a8_tp_launch_expand, and flags[0..nflags) = (i == own) when
  * flags is not NULL. Only where w8a8_tp_pack_takes (16-byte multiples); rows may be 0 (flags only). */
@@ -46,8 +55,8 @@ W8A8_HIDDEN int w8a8_tp_pack_takes(const void *dst, const void *src, int64_t lda
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_pack(uint8_t *dst, const uint8_t *src, int64_t lda, int64_t K, int64_t rows,
                                             float *dst_scale, const float *scale, int scale_per_row,
                                             int32_t *dst_azp, const int32_t *azp, int azp_per_row,
-                                            unsigned int *flags, int nflags, int own, int num_sms,
-                                            cudaStream_t stream);
+                                            unsigned int *flags, int nflags, int own,
+                                            const w8a8_tp_scale_dsts *peers, int num_sms, cudaStream_t stream);
 /* out = round(((q_0 + q_1) + ... + q_{W-1}) + bias) with q_j = (float)srcs->p[j][e]: src_dtype is
  * fp32 (W8A8_TP_PARTIALS_FP32) or out's bf16/fp16 (W8A8_TP_PARTIALS_OUT). */
 /* Test and benchmark hook: the 8-wide reduce kernel on (1), off (0), or as W8A8_TP_REDUCE_VEC says (-1: on unless it is 0). */
@@ -119,6 +128,9 @@ typedef struct w8a8_tp_gpu {
   bool push_wish;     /* this call's ag_push (read by the peers after the ready barrier: all wish, or none pushes) */
   int push_ok;        /* in-process group: this rank's side stream wrote a ready flag into every peer on another GPU
                        * (cuStreamWriteValue32 on peer memory, probed at creation: w8a8_tp_gpu_probe_push) */
+  int scales_ok;      /* in-process group: W8A8_TP_AG_SCALES=1 at creation and this rank's kernels can store into
+                       * every peer's memory (the same GPU or peer access; w8a8_tp_gpu_probe_push) */
+  int last_ag_scales; /* the last all-gather's pack wrote this rank's scales into the peers (ag_scales_push) */
   int last_rs_own;    /* the last reduce-scatter's GEMM launches over this rank's own rows */
   /* NCCL transport */
   void *nccl; /* ncclComm_t */
@@ -198,6 +210,10 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
  * (W8A8_TP_AG_PUSH=1, where tp_gpu.c's ag_push takes the call), 0 if it pulled or gathered otherwise, -1
  * without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c);
+/* Tests: 1 if the last all-gather's pack wrote this rank's scales (and zero points) into the peers' gathered
+ * buffers (W8A8_TP_AG_SCALES=1 at creation, where tp_gpu.c's ag_scales_push takes the call), else 0; -1
+ * without a GPU communicator. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_ag_scales(const w8a8_comm *c);
 /* Once all ranks of an in-process group exist: whether c's side stream can write into each peer's ready
  * flags on another GPU (a stream memory operation on peer memory, then a synchronize: creation only);
  * sets push_ok (0 where a write or the synchronize failed; the CUDA error is cleared). */
