@@ -1,0 +1,33 @@
+#!/bin/bash
+# tpscales.sh — step "tpscales" (issue 6, session 20): the scale push (W8A8_TP_AG_SCALES=1 when the
+# communicators are created: each rank's all-gather pack writes its scales into every peer's gathered buffer,
+# and nobody copies a peer's scales; tp_gpu.c ag_scales_push) against the copies, on real GPU ranks.
+#   1. its tests and the pack kernel's (tp_gpu_pack_kernel, tp_gpu_ag_one_gemm*: the default path's pack
+#      kernel changed too), cap 150 s;
+#   2. with 2+ GPUs: tp-bench --local NGPU, 70b-qkv and 70b-gate_up all-gathers at TPAB_M tokens, SCALES
+#      TPSCALES_VALS ("0 1") in two rounds (the second reversed), once per push mode in TPSCALES_PUSH ("0 2"),
+#      with W8A8_TP_TRACE=1 (the L mark: the GEMM's launch reached);
+#   3. tp-stack --local NGPU at 1024..8192 tokens with SCALES TPSCALES_STACK_VALS ("0 1 1 0").
+# Prediction (session 20): L 19-32 -> < 8 us after the fork; ag_qkv int8 1024 120-127 -> ~105 us, 8192
+# 503-508 -> ~485. TPSCALES_AB=0: the tests only. Env from device_session.sh: L, BUILD, LEFT_S, NGPU.
+set -u
+: "${L:?}" "${BUILD:?}"
+LEFT_S=${LEFT_S:-300}
+. "$(dirname "$0")/common.sh"
+tp_tests tpscales 150 tp_gpu_pack_kernel tp_gpu_ag_one_gemm
+if [ "${TPSCALES_AB:-1}" = 0 ]; then
+  echo "tpscales:$res (TPSCALES_AB=0: no A/B)"
+  exit 0
+fi
+for pm in ${TPSCALES_PUSH:-0 2}; do
+  TPAB_M=${TPAB_M:-1024,8192} TPAB_ENV="W8A8_TP_TRACE=1 W8A8_TP_AG_PUSH=$pm" TPAB_SHAPES="70b-qkv 70b-gate_up" \
+    tp_env_ab "tpscales-p$pm" W8A8_TP_AG_SCALES "${TPSCALES_VALS:-0 1}" ag "$W"
+done
+for v in ${TPSCALES_STACK_VALS:-0 1 1 0}; do
+  echo "== W8A8_TP_AG_SCALES=$v" >>"$L/tpscales-stack.txt"
+  W8A8_TP_AG_SCALES=$v timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-stack --local "$W" --tokens 1024,2048,4096,8192 \
+    --layers 2 -n 10 -w 2 >>"$L/tpscales-stack.txt" 2>&1
+  res="$res stack$v: exit $?;"
+done
+grep -E '^== |^ +[0-9]+ +[0-9]+ fused|fused op /' "$L/tpscales-stack.txt" >"$L/tpscales-stack-fused.txt"
+echo "tpscales:$res"
