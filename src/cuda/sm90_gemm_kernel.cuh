@@ -1088,7 +1088,7 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // 2 x BN / 2 per thread, so fast accumulation only (int8, fp8 without promotion); no scale slot (the
 // epilogue's latency hides under the other warpgroup's main loop), no multicast, no split-K, no swap.
 template <int BN, int STAGES, bool INT8, bool SWAP, bool PROMOTE, bool SPLITK, int MINB, int MC = 1, bool PP = false,
-          bool TAIL = false, bool SK = false>
+          bool TAIL = false, bool SK = false, bool HDB = false>
 __global__ void __launch_bounds__(SM90_THREADS, MINB)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                      const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
@@ -1108,6 +1108,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && !SPLITK &&
                                 (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && C::NACC == 80));
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
+  // HDB (session 20, an experiment): the halves' temporaries alternate, two of NACC / 2 registers beside the
+  // accumulators (96 + 2 x 48 on the 128 x 192 tile; 128 + 2 x 64 would not fit 232).
+  static_assert(!HDB || (PROMOTE_HALF && !SWAP && C::NACC <= 96), "HDB: the 128 x 192 promoted tile only");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(SPLITK || !SWAP || BN % C::CW == 0, "the swapped epilogue stages whole chunks of CW columns");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
@@ -1553,6 +1556,64 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // bandwidth bounds the 128 x 128 tile's main loop (0.44 us per K-block measured vs the
         // tensor pipe's 0.28). The 128 x 192 tile (session 15) does the same in halves of 96 columns
         // (m64n96, 48 registers; the B half at 96 rows = 12 swizzle periods).
+        if constexpr (HDB) {
+          // Session 20 (an experiment, NOT run; fp8_128x192_promote_hdb): the two halves into two temporaries,
+          // so that a warpgroup always has a half in flight while it adds the other: issue half 0 (ta) and half
+          // 1 (tb) of block kb; wait for ta (wait_group 1: tb may still run), add it, issue half 0 of kb + 1
+          // into ta; wait for tb, add it, free kb's stage, issue half 1 of kb + 1 into tb. The plain halves
+          // wait for each half (wait_group 0) and rely on the OTHER warpgroup to keep the tensor pipe busy
+          // meanwhile; fp8 at large M runs ~13% below int8 on the same tiles (v18: 1187 vs 1358 TFLOP/s
+          // median), the promotion's cost. The same sums in the same order (each half-block from zero, added
+          // in K order): the same bits as fp8_128x192_promote.
+          float ta[C::NACC / 2], tb[C::NACC / 2];
+          const int n = kb_hi - kb_lo;
+#define SM90_HALF_ISSUE(T, HH)                                                                                 \
+  do {                                                                                                        \
+    const uint64_t hdx = sm90_desc_k128(smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK);                       \
+    const uint64_t hdy = sm90_desc_k128(smem0 + s * C::STAGE_BYTES + C::X_BYTES + (HH) * (BN / 2) * SM90_BK);  \
+    sm90_wgmma_fence();                                                                                       \
+    _Pragma("unroll") for (int kk = 0; kk < SM90_BK / 32; kk++)                                               \
+        sm90_wgmma_fp8<BN / 2>(T, hdx + 2 * kk, hdy + 2 * kk, kk > 0);                                         \
+    sm90_wgmma_commit();                                                                                      \
+  } while (0)
+#define SM90_HALF_ADD(T, HH)                                                           \
+  do {                                                                                \
+    _Pragma("unroll") for (int i = 0; i < C::NACC / 2; i++) sm90_fence_reg(T[i]);     \
+    _Pragma("unroll") for (int i = 0; i < C::NACC / 2; i++) acc[(HH) * (C::NACC / 2) + i] += T[i]; \
+  } while (0)
+#define SM90_HALF_ADVANCE() \
+  if (++s == STAGES) {      \
+    s = 0;                  \
+    phase ^= 1;             \
+  }
+          if (n > 0) {
+            sm90_mbar_wait(full0 + 8 * s, phase);
+            SM90_HALF_ISSUE(ta, 0);
+            SM90_HALF_ISSUE(tb, 1);
+            int cur = s;
+            SM90_HALF_ADVANCE();
+            for (int j = 1; j < n; j++) {
+              sm90_wgmma_wait<1>();  // ta's group (the older) is done
+              SM90_HALF_ADD(ta, 0);
+              sm90_mbar_wait(full0 + 8 * s, phase);
+              SM90_HALF_ISSUE(ta, 0);
+              sm90_wgmma_wait<1>();  // tb's group is done (ta's new one in flight)
+              SM90_HALF_ADD(tb, 1);
+              if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);
+              SM90_HALF_ISSUE(tb, 1);
+              cur = s;
+              SM90_HALF_ADVANCE();
+            }
+            sm90_wgmma_wait<1>();
+            SM90_HALF_ADD(ta, 0);
+            sm90_wgmma_wait<0>();
+            SM90_HALF_ADD(tb, 1);
+            if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);
+          }
+#undef SM90_HALF_ISSUE
+#undef SM90_HALF_ADD
+#undef SM90_HALF_ADVANCE
+        } else
         for (int kb = kb_lo; kb < kb_hi; kb++) {
           sm90_mbar_wait(full0 + 8 * s, phase);
           const uint64_t dx = sm90_desc_k128(smem0 + s * C::STAGE_BYTES + cw * 64 * SM90_BK);
