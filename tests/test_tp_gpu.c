@@ -1021,8 +1021,8 @@ W8A8_TEST(tp_gpu_pack_kernel) {
       cudaMemset(dfl, POISON, sizeof gfl);
       CHECK(w8a8_tp_pack_takes(ddst + gap, dsrc, lda, K), "case %zu: declined", c);
       /* the scale push's destinations (W8A8_TP_AG_SCALES): cases 1 and 3 write two more copies (peers' buffers
-       * stand-ins on this GPU), case 5 one; each must equal the own one */
-      const int npeer = c == 1 || c == 3 ? 2 : c == 5 ? 1 : 0;
+       * stand-ins on this GPU), cases 2 and 5 one; each must equal the own one */
+      const int npeer = c == 1 || c == 3 ? 2 : c == 2 || c == 5 ? 1 : 0; /* (case 2: per-tensor, no zero points) */
       w8a8_tp_scale_dsts sd;
       memset(&sd, 0, sizeof sd);
       float *dpsc[2] = {NULL, NULL};
@@ -1038,7 +1038,7 @@ W8A8_TEST(tp_gpu_pack_kernel) {
         sd.azp[k] = with_azp ? dpaz[k] : NULL;
         sd.n = k + 1;
       }
-      CHECK(ok, "cudaMalloc (peer scales)");
+      REQUIRE(ok, "cudaMalloc (peer scales)"); /* (never launch into NULL destinations) */
       const w8a8_status s = w8a8_tp_launch_pack(ddst + gap, dsrc, lda, K, R, dgsc, dsc, per_tok,
                                                 with_azp ? dgaz : NULL, daz, azp_tok, dfl, nflags, own,
                                                 npeer ? &sd : NULL, nsm, 0);
@@ -1254,6 +1254,15 @@ W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
  * poisoned between them: a scale the push failed to write fails the reference), alone and with push mode 2. */
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w3) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 3); }
+/* The per-chunk schedule (W8A8_TP_ONE_GEMM=0, any architecture) with the scale push: the fused calls' chunk GEMMs
+ * wait on the side stream's events, which waited on the peers' packs; the unfused ones as before. */
+W8A8_TEST(tp_gpu_ag_scales_chunks_w3) {
+  setenv("W8A8_TP_ONE_GEMM", "0", 1);
+  setenv("W8A8_TP_AG_SCALES", "1", 1);
+  sweep(3, 1);
+  unsetenv("W8A8_TP_AG_SCALES");
+  unsetenv("W8A8_TP_ONE_GEMM");
+}
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_push2_w2) {
   setenv("W8A8_TP_AG_PUSH", "2", 1);
   g_push = 2;
@@ -1525,6 +1534,13 @@ W8A8_TEST(tp_gpu_graph_capture) {
   use_dev(0);
   free(got), free(gotr), free(p), free(sum), free(want), free(afull), free(safull);
   env_close(&e);
+}
+/* The same with W8A8_TP_AG_SCALES=1 at creation: captured calls copy the peers' scales (ag_scales_push is
+ * for eager calls only), with the same results. */
+W8A8_TEST(tp_gpu_graph_capture_scales) {
+  setenv("W8A8_TP_AG_SCALES", "1", 1);
+  test_tp_gpu_graph_capture();
+  unsetenv("W8A8_TP_AG_SCALES");
 }
 
 /* A fused call that fails after its side stream forked from the caller's stream must join it

@@ -1558,9 +1558,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // (m64n96, 48 registers; the B half at 96 rows = 12 swizzle periods).
         if constexpr (HDB) {
           // Session 20 (an experiment, NOT run; fp8_128x192_promote_hdb): the two halves into two temporaries,
-          // so that a warpgroup always has a half in flight while it adds the other: issue half 0 (ta) and half
-          // 1 (tb) of block kb; wait for ta (wait_group 1: tb may still run), add it, issue half 0 of kb + 1
-          // into ta; wait for tb, add it, free kb's stage, issue half 1 of kb + 1 into tb. The plain halves
+          // so that a warpgroup always has a half in flight while it adds the other: issue half 0 of block kb
+          // (ta); wait for half 1 of kb - 1 (tb; wait_group 1), add it, free kb - 1's stage; issue half 1 of
+          // kb (tb); wait for ta, add it. The plain halves
           // wait for each half (wait_group 0) and rely on the OTHER warpgroup to keep the tensor pipe busy
           // meanwhile; fp8 at large M runs ~13% below int8 on the same tiles (v18: 1187 vs 1358 TFLOP/s
           // median), the promotion's cost. The same sums in the same order (each half-block from zero, added
@@ -1586,26 +1586,29 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     s = 0;                  \
     phase ^= 1;             \
   }
+          // One group in flight at the loop's back edge (tb of the block before), as PROMOTE_DB: with two
+          // (ta and tb) there, ptxas serialized the wgmmas (C7514, "non wgmma instructions reading
+          // accumulator registers ... between start and end of the pipeline stage").
           if (n > 0) {
             sm90_mbar_wait(full0 + 8 * s, phase);
             SM90_HALF_ISSUE(ta, 0);
             SM90_HALF_ISSUE(tb, 1);
+            sm90_wgmma_wait<1>();  // ta's group is done (tb's in flight)
+            SM90_HALF_ADD(ta, 0);
             int cur = s;
             SM90_HALF_ADVANCE();
             for (int j = 1; j < n; j++) {
-              sm90_wgmma_wait<1>();  // ta's group (the older) is done
-              SM90_HALF_ADD(ta, 0);
               sm90_mbar_wait(full0 + 8 * s, phase);
               SM90_HALF_ISSUE(ta, 0);
-              sm90_wgmma_wait<1>();  // tb's group is done (ta's new one in flight)
+              sm90_wgmma_wait<1>();  // the block before's tb is done (this block's ta in flight)
               SM90_HALF_ADD(tb, 1);
               if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);
               SM90_HALF_ISSUE(tb, 1);
+              sm90_wgmma_wait<1>();  // this block's ta is done (its tb in flight)
+              SM90_HALF_ADD(ta, 0);
               cur = s;
               SM90_HALF_ADVANCE();
             }
-            sm90_wgmma_wait<1>();
-            SM90_HALF_ADD(ta, 0);
             sm90_wgmma_wait<0>();
             SM90_HALF_ADD(tb, 1);
             if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);

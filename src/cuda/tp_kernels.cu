@@ -3,8 +3,9 @@
 //   tp_pack:    the all-gather's own rows (strided a -> the dense gathered buffer), one scale and
 //               zero point per row, and the one-GEMM ready flags' reset, in one launch (session 15).
 //   tp_expand:  a rank's per-tensor or per-token scale_a (and zero point) written as one value
-//               per row into the gathered buffer (and the peers', W8A8_TP_AG_SCALES), so rows from ranks with different per-tensor
-//               scales share one per-token GEMM description (as the CPU path does in ag_gemm.c);
+//               per row into the gathered buffer (and the peers': W8A8_TP_AG_SCALES), so rows from
+//               ranks with different per-tensor scales share one per-token GEMM description (as the
+//               CPU path does in ag_gemm.c);
 //               with the rows' cudaMemcpy2DAsync (copy engine), the pack where tp_pack declines.
 //   tp_reduce:  the reduce-scatter's sum. out[i, n] = round(((p_0 + p_1) + ... + p_{W-1}) + bias[n]),
 //               fp32 additions in rank order with explicit __fadd_rn (nvcc may not contract or
@@ -22,7 +23,7 @@
 
 // One scale (and zero point) per row, grid-stride: tp_expand's body, and tp_pack's. Each row's values go to
 // the own gathered buffer and, where the all-gather pushes its scales (W8A8_TP_AG_SCALES, tp_gpu.c), to every
-// peer's (peers->n destinations, the peers' memory through peer access or the same GPU).
+// peer's (peers.n destinations, the peers' memory through peer access or the same GPU).
 static __device__ __forceinline__ void tp_expand_rows(float *dst_scale, const float *scale, int scale_per_row,
                                                       int32_t *dst_azp, const int32_t *azp, int azp_per_row,
                                                       int64_t rows, const w8a8_tp_scale_dsts &peers) {

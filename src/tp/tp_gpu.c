@@ -20,7 +20,8 @@
  *          ev_ready is recorded before anyone waits on it); S runs the own rows' GEMM at once
  *          while C, for s = 1..W-1, waits on peer j = (r - s) mod W's ev_ready and pulls its
  *          rows, scales and zero points from j's buffer into the same rows of its own
- *          (cudaMemcpyAsync: copy engine), then records ev_step[s]; S waits ev_step[s] and runs
+ *          (cudaMemcpyAsync: copy engine; with W8A8_TP_AG_SCALES the scales and zero points are
+ *          already there, written by j's pack), then records ev_step[s]; S waits ev_step[s] and runs
  *          chunk j's GEMM. Unfused: every pull first, then the same chunk GEMMs.
  *          One GEMM (session 3; sm_90a, GROUP and IPC, W <= 8): instead of a launch per chunk, ONE
  *          persistent launch over all M rows whose producer waits, per tile, for the ready flags of
@@ -43,8 +44,8 @@
  * NCCL transport (ranks in several processes): the same chunks; step s is one NCCL group of
  *   send to (r + s) and receive from (r - s) on C, then ev_step[s]. NCCL orders the ranks.
  * IPC transport (ranks in several processes of one host, peer access, W8A8_TP_IPC=1): eager calls
- *   run the GROUP schedule, the same copies in the same order, with the peers' workspaces
- *   opened through CUDA IPC (peer_ws), the peers' ev_ready / ev_done replaced by interprocess
+ *   run the GROUP schedule, the same copies in the same order (not the scale push: GROUP only), with
+ *   the peers' workspaces opened through CUDA IPC (peer_ws), the peers' ev_ready / ev_done replaced by interprocess
  *   events (ipc_ready / ipc_done, opened by every peer at creation as peer_ready / peer_done),
  *   and an MPI_Allreduce (w8a8_tp_ipc_barrier) where GROUP has its host barrier. The agreement
  *   (an MPI_Allgather) plays the role of GROUP's agreement barrier. Why the events bind right:
@@ -418,7 +419,7 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
   if (st->flags_launched)
     for (int j = 0; j < st->flags_n; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
   /* C also waits for what S enqueued (W8A8_TP_RS_DIRECT's GEMMs store into peers' memory, the one-GEMM
-   * all-gather reads peers' scales), so that draining C (the IPC teardown, the workspace re-exchange)
+   * all-gather reads peers' scales, the scale push's pack stores into them), so that draining C (the IPC teardown, the workspace re-exchange)
    * covers every access this rank makes to peer memory; then S joins C. */
   if (cudaEventRecord(gs->ev_fork, S) == cudaSuccess) cudaStreamWaitEvent(gs->side, gs->ev_fork, 0);
   if (cudaEventRecord(gs->ev_step[0], gs->side) == cudaSuccess) cudaStreamWaitEvent(S, gs->ev_step[0], 0);
@@ -565,9 +566,12 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
  * (per chunk); a peer's previous call has ended before them (entry_waits), as for the push's rows.
  * Every rank decides the same: eager calls of an in-process group (XP_GROUP, W > 1) where every rank's
  * scales_ok holds (set at creation: the variable, and this GPU's kernels can store into every peer's
- * memory); read after the agreement, which every rank's creation precedes. */
+ * memory); read after the agreement, which every rank's creation precedes. At most W8A8_TP_SCALE_PEERS + 1
+ * ranks (the kernels' parameter block). As with W8A8_TP_RS_DIRECT: peer access as enabled when the group was
+ * created; an application that later disables it, or resets a device under a live communicator, must leave
+ * W8A8_TP_AG_SCALES unset (the pack's stores would fault where the copies only became slower). */
 static bool ag_scales_push(const w8a8_comm *c, xport xp, unsigned long long capture) {
-  if (xp != XP_GROUP || capture || c->size < 2) return false;
+  if (xp != XP_GROUP || capture || c->size < 2 || c->size > W8A8_TP_SCALE_PEERS + 1) return false;
   for (int j = 0; j < c->size; j++)
     if (!peer(c, j) || !peer(c, j)->scales_ok) return false;
   return true;
@@ -650,7 +654,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const bool reset = flags && !push;
   /* the scale push: this rank's scales into every peer's gathered buffer, by the pack below */
   const bool spush = ag_scales_push(c, xp, capture);
-  gs->last_ag_scales = spush && cnt[r] > 0;
+  gs->last_ag_scales = 0;
   w8a8_tp_scale_dsts sd;
   sd.n = 0;
   for (int j = 0; j < W && spush; j++) {
@@ -662,6 +666,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     sd.azp[sd.n] = zp ? pg.azp + off[r] : NULL;
     sd.n++;
   }
+  gs->last_ag_scales = spush && cnt[r] > 0;
   gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || reset);
   if (gs->last_ag_pack) {
     const int64_t rows = cnt[r] > 0 ? cnt[r] : 0;
@@ -701,9 +706,10 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
      *  - every peer's rows are packed (its pack kernel, and whatever the peer's stream ran before,
      *    NCCL kernels of the application included, are done): S waits on every peer's ready event
      *    before the launch (the host barrier above has just made them all recorded);
-     *  - the small copies (scales, zero points: a few KB, which the driver may run as a kernel) and
-     *    the rows of peers on this same GPU (emulated ranks) are made on S before the launch too,
-     *    and their flags set with the own chunk's;
+     *  - the small copies (scales, zero points: a few KB, which the driver may run as a kernel; none
+     *    with the scale push, whose stores the peers' packs made) and the rows of peers on this same
+     *    GPU (emulated ranks) are made on S before the launch too, and their flags set with the own
+     *    chunk's;
      *  - the rows of peers on other GPUs move on the copy engine (side stream) and each chunk's flag
      *    is written after them by a stream memory operation (cuStreamWriteValue32: no kernel).
      * Cross-GPU chunks are what the one launch overlaps; on a single GPU every chunk is copied before

@@ -36,11 +36,13 @@ typedef struct w8a8_tp_reduce_srcs {
 } w8a8_tp_reduce_srcs;
 
 /* The peers' gathered scale (and zero point) buffers at this rank's rows, which the pack / expand kernel
- * fills beside its own where the all-gather pushes its scales (W8A8_TP_AG_SCALES, tp_gpu.c): n
- * destinations (azp[j] NULL without zero points). By value into the kernels (~1 KB of parameters). */
+ * fills beside its own where the all-gather pushes its scales (W8A8_TP_AG_SCALES, tp_gpu.c): n <=
+ * W8A8_TP_SCALE_PEERS destinations (azp[j] NULL without zero points). By value into the kernels (260 bytes
+ * of parameters; groups of more ranks copy the scales as before). */
+#define W8A8_TP_SCALE_PEERS 16
 typedef struct w8a8_tp_scale_dsts {
-  float *scale[W8A8_TP_GPU_MAX_RANKS];
-  int32_t *azp[W8A8_TP_GPU_MAX_RANKS];
+  float *scale[W8A8_TP_SCALE_PEERS];
+  int32_t *azp[W8A8_TP_SCALE_PEERS];
   int n;
 } w8a8_tp_scale_dsts;
 
@@ -216,7 +218,8 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c);
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_scales(const w8a8_comm *c);
 /* Once all ranks of an in-process group exist: whether c's side stream can write into each peer's ready
  * flags on another GPU (a stream memory operation on peer memory, then a synchronize: creation only);
- * sets push_ok (0 where a write or the synchronize failed; the CUDA error is cleared). */
+ * sets push_ok (0 where a write or the synchronize failed; the CUDA error is cleared), and scales_ok
+ * (W8A8_TP_AG_SCALES=1 now, and this GPU's kernels can store into every peer's memory). */
 W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (E the call reached the compute stream (before the wait for the peers' previous calls), AG: K own rows
