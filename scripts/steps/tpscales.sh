@@ -2,7 +2,7 @@
 # tpscales.sh — step "tpscales" (issue 6, session 20): the scale push (W8A8_TP_AG_SCALES=1 when the
 # communicators are created: each rank's all-gather pack writes its scales into every peer's gathered buffer,
 # and nobody copies a peer's scales; tp_gpu.c ag_scales_push) against the copies, on real GPU ranks.
-#   1. its tests and the pack kernel's (tp_gpu_pack_kernel, tp_gpu_ag_one_gemm*: the default path's pack
+#   1. its tests and the pack kernel's (tp_gpu_pack_kernel, tp_gpu_ag_one_gemm*, tp_gpu_ag_scales*, tp_gpu_graph_capture*: the default path's pack
 #      kernel changed too), cap 150 s;
 #   2. with 2+ GPUs: tp-bench --local NGPU, 70b-qkv and 70b-gate_up all-gathers at TPAB_M tokens, SCALES
 #      TPSCALES_VALS ("0 1") in two rounds (the second reversed), once per push mode in TPSCALES_PUSH ("0 2"),
@@ -14,7 +14,7 @@ set -u
 : "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
 . "$(dirname "$0")/common.sh"
-tp_tests tpscales 150 tp_gpu_pack_kernel tp_gpu_ag_one_gemm
+tp_tests tpscales 150 tp_gpu_pack_kernel tp_gpu_ag_one_gemm tp_gpu_ag_scales tp_gpu_graph_capture
 if [ "${TPSCALES_AB:-1}" = 0 ]; then
   echo "tpscales:$res (TPSCALES_AB=0: no A/B)"
   exit 0

@@ -1586,32 +1586,32 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     s = 0;                  \
     phase ^= 1;             \
   }
-          // One group in flight at the loop's back edge (tb of the block before), as PROMOTE_DB: with two
-          // (ta and tb) there, ptxas serialized the wgmmas (C7514, "non wgmma instructions reading
-          // accumulator registers ... between start and end of the pipeline stage").
+          // ptxas: with two groups in flight at the loop's back edge (ta and tb), and with this loop peeled
+          // into straight-line code, it serialized the wgmmas (C7514, "non wgmma instructions reading
+          // accumulator registers ... between start and end of the pipeline stage"); this form (one group,
+          // ta, in flight at the back edge, the last block's wait in a branch) gets C7517 instead ("warpgroup.
+          // wait is injected ... to allow use of registers defined by GMMA"): where it lands decides whether
+          // the overlap survives (the device's cuobjdump, WARPGROUP.DEPBAR, then the timing).
           if (n > 0) {
+            int cur = s;
             sm90_mbar_wait(full0 + 8 * s, phase);
             SM90_HALF_ISSUE(ta, 0);
-            SM90_HALF_ISSUE(tb, 1);
-            sm90_wgmma_wait<1>();  // ta's group is done (tb's in flight)
-            SM90_HALF_ADD(ta, 0);
-            int cur = s;
-            SM90_HALF_ADVANCE();
-            for (int j = 1; j < n; j++) {
-              sm90_mbar_wait(full0 + 8 * s, phase);
-              SM90_HALF_ISSUE(ta, 0);
-              sm90_wgmma_wait<1>();  // the block before's tb is done (this block's ta in flight)
-              SM90_HALF_ADD(tb, 1);
-              if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);
+            for (int j = 0; j < n; j++) {
               SM90_HALF_ISSUE(tb, 1);
               sm90_wgmma_wait<1>();  // this block's ta is done (its tb in flight)
               SM90_HALF_ADD(ta, 0);
               cur = s;
               SM90_HALF_ADVANCE();
+              if (j + 1 < n) {
+                sm90_mbar_wait(full0 + 8 * s, phase);
+                SM90_HALF_ISSUE(ta, 0);
+                sm90_wgmma_wait<1>();  // this block's tb is done (the next block's ta in flight)
+              } else {
+                sm90_wgmma_wait<0>();
+              }
+              SM90_HALF_ADD(tb, 1);
+              if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);
             }
-            sm90_wgmma_wait<0>();
-            SM90_HALF_ADD(tb, 1);
-            if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);
           }
 #undef SM90_HALF_ISSUE
 #undef SM90_HALF_ADD
