@@ -1089,7 +1089,8 @@ W8A8_TEST(tp_gpu_pack_kernel) {
  * at 0 us; the reduce-scatter's then G (peer piece GEMMs) and P (their pushes, side stream), O (own rows),
  * A, R, with the compute stream's marks E, F, G, O, A, R in stream order (non-decreasing times) and R last;
  * the all-gather's end with J and hold a G and a C (and a W, the side stream's wait for the peer's rows,
- * before its C: session 16). Without the variable: no marks. */
+ * before its C: session 16); the host's enqueue times of the marks in their order (session 20). Without the
+ * variable: no marks. */
 W8A8_TEST(tp_gpu_trace) {
   GPU_OR_SKIP();
   REQUIRE(ref(), "no reference handle");
@@ -1130,6 +1131,15 @@ W8A8_TEST(tp_gpu_trace) {
               last_s);
         last_s = us[i];
       }
+    }
+    { /* the host's enqueue times of the same marks (session 20): one per mark, in enqueue (= mark) order, F's at 0 */
+      float hus[64];
+      const int hn = w8a8_tp_gpu_trace_host(e.comm[0], hus, 64);
+      CHECK(hn == n, "%d host marks for %d marks", hn, n);
+      for (int i = 1; i < hn && hn == n; i++)
+        CHECK(hus[i] >= hus[i - 1], "host mark %d (%c) enqueued at %.3f us, before mark %d's %.3f", i, k[i], hus[i], i - 1,
+              hus[i - 1]);
+      CHECK(hn != n || hus[fi] == 0.0f, "F's host time %.3f us, expected 0", hn == n ? hus[fi] : 0.0f);
     }
     if (ag) {
       CHECK(k[n - 1] == 'J' && has_g && has_c, "all-gather marks: last %c, G %d, C %d", k[n - 1], has_g, has_c);

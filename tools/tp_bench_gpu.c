@@ -65,6 +65,7 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 #define MAX_ITERS 1000
 const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (hidden; static link) */
 int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_TP_TRACE) */
+int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max);          /* the marks' enqueue times */
 const char *w8a8_sm90_last_config(int *split); /* src/cuda/sm90_gemm.cu (hidden): the process's last sm90 launch */
 
 typedef cli_tp_shape shape;
@@ -537,6 +538,16 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
         const char *lcfg = w8a8_sm90_last_config(&lsplit);
         if (lcfg[0]) printf("; last sm90 launch %s split %d", lcfg, lsplit);
         printf("%s\n", tn < 0 ? " (a CUDA error: no trace)" : "");
+        /* the same marks' enqueue times on the host: a GPU time close to its host time means the stream
+         * waited for the host there */
+        float hus[64];
+        const int hn = tn > 0 ? w8a8_tp_gpu_trace_host(d->comm, hus, 64) : 0;
+        if (hn > 0) {
+          printf("# host  %s %s M=%lld %s rank %d (the marks enqueued, us from F's):", sh->name, sh->ag ? "ag" : "rs",
+                 (long long)M, fp8 ? "fp8_e4m3" : "int8", r);
+          for (int i = 0; i < hn; i++) printf(" %c %.1f", tk[i], hus[i]);
+          printf("\n");
+        }
       }
       const int64_t rows = sh->ag ? M : d->Mr, n = rows * d->Nr;
       uint16_t *f = malloc(2 * (size_t)n + 2), *u = malloc(2 * (size_t)n + 2), *gm = malloc(2 * (size_t)n + 2);

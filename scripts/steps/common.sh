@@ -66,6 +66,6 @@ tp_env_ab() {
   done
   for f in "$L/$step"-*-r[12].txt; do
     echo "== $(basename "$f")"
-    grep -E "^[0-9a-z_-]+ +($ops) |^# trace [0-9a-z_-]+ ($ops) " "$f"
+    grep -E "^[0-9a-z_-]+ +($ops) |^# (trace|host) +[0-9a-z_-]+ ($ops) " "$f"
   done >"$L/$step-fused.txt" 2>&1
 }

@@ -68,6 +68,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tp_internal.h"
 
@@ -585,7 +586,19 @@ static void trace(w8a8_tp_gpu *gs, cudaStream_t st, char k, unsigned long long c
     gs->tr_n = -1;
     return;
   }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  gs->tr_host[gs->tr_n] = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
   gs->tr_kind[gs->tr_n++] = k;
+}
+W8A8_HIDDEN int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max) {
+  const w8a8_tp_gpu *gs = c && c->gpu ? (const w8a8_tp_gpu *)c->gpu : NULL;
+  if (!gs || !gs->tr_on) return 0;
+  if (gs->tr_n < 0) return -1;
+  int n = gs->tr_n < max ? gs->tr_n : max, f = 0;
+  while (f < gs->tr_n - 1 && gs->tr_kind[f] != 'F') f++;
+  for (int i = 0; i < n; i++) us[i] = (float)((gs->tr_host[i] - gs->tr_host[f]) * 1e6);
+  return n;
 }
 W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max) {
   const w8a8_tp_gpu *gs = c && c->gpu ? (const w8a8_tp_gpu *)c->gpu : NULL;

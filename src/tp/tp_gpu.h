@@ -162,6 +162,7 @@ typedef struct w8a8_tp_gpu {
   /* W8A8_TP_TRACE (set when the communicator is created; a development aid, off by default): timing
    * events recorded at the steps of each eager call (tp_gpu.c trace()), read by w8a8_tp_gpu_trace. */
   cudaEvent_t tr_ev[TP_TRACE_MAX];
+  double tr_host[TP_TRACE_MAX]; /* the host's clock (s) when each mark's record was enqueued (session 20) */
   char tr_kind[TP_TRACE_MAX];
   int tr_n, tr_on;
   char ipc_note[200];      /* why IPC was not chosen, when W8A8_TP_IPC=1 asked for it */
@@ -229,6 +230,11 @@ W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c);
  * compute stream before a one-GEMM launch), G a GEMM done, J joined) and us[i], microseconds from F. Waits for the events (for
  * benchmarks, after the call). Returns the count (0: tracing off or no eager call yet), -1 on a CUDA error. */
 W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max);
+/* The same marks on the host's clock: us[i], microseconds from F's record being ENQUEUED to mark i's (session
+ * 20). Where a mark's GPU time from F (w8a8_tp_gpu_trace) is about its host time, the stream was idle, waiting
+ * for the host to enqueue it: the call is bound by its host-side work there. Same count and order as
+ * w8a8_tp_gpu_trace (0: tracing off, -1: no valid trace). */
+W8A8_HIDDEN int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max);
 /* The reduce-scatter's pieces of one peer's `rows` rows at this rank's K (direct transports), for the tests. */
 W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K);
 /* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
