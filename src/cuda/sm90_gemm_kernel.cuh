@@ -1558,9 +1558,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // (m64n96, 48 registers; the B half at 96 rows = 12 swizzle periods).
         if constexpr (HDB) {
           // Session 20 (an experiment, NOT run; fp8_128x192_promote_hdb): the two halves into two temporaries,
-          // so that a warpgroup always has a half in flight while it adds the other: issue half 0 of block kb
-          // (ta); wait for half 1 of kb - 1 (tb; wait_group 1), add it, free kb - 1's stage; issue half 1 of
-          // kb (tb); wait for ta, add it. The plain halves
+          // so that a warpgroup always has a half in flight while it adds the other: issue half 1 of block kb
+          // (tb); wait for its half 0 (ta; wait_group 1), add it; issue half 0 of kb + 1 (ta); wait for kb's tb,
+          // add it, free kb's stage. The plain halves
           // wait for each half (wait_group 0) and rely on the OTHER warpgroup to keep the tensor pipe busy
           // meanwhile; fp8 at large M runs ~13% below int8 on the same tiles (v18: 1187 vs 1358 TFLOP/s
           // median), the promotion's cost. The same sums in the same order (each half-block from zero, added
@@ -1582,35 +1582,52 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
     _Pragma("unroll") for (int i = 0; i < C::NACC / 2; i++) acc[(HH) * (C::NACC / 2) + i] += T[i]; \
   } while (0)
 #define SM90_HALF_ADVANCE() \
-  if (++s == STAGES) {      \
-    s = 0;                  \
-    phase ^= 1;             \
-  }
-          // ptxas: with two groups in flight at the loop's back edge (ta and tb), and with this loop peeled
-          // into straight-line code, it serialized the wgmmas (C7514, "non wgmma instructions reading
-          // accumulator registers ... between start and end of the pipeline stage"); this form (one group,
-          // ta, in flight at the back edge, the last block's wait in a branch) gets C7517 instead ("warpgroup.
-          // wait is injected ... to allow use of registers defined by GMMA"): where it lands decides whether
-          // the overlap survives (the device's cuobjdump, WARPGROUP.DEPBAR, then the timing).
+  do {                      \
+    if (++s == STAGES) {    \
+      s = 0;                \
+      phase ^= 1;           \
+    }                       \
+  } while (0)
+          // ptxas (helper-51's experiments): C7514 (the wgmmas serialized) whenever ONE wait after the loop, on a
+          // path every exit takes, retires a group in flight across the back edge; PROMOTE_DB compiles clean
+          // because its parity tail is an if / else (two exits), not because of its unroll by two. An if /
+          // else inside the loop got C7517 instead (a wait_group 0 injected at the back edge, where ta is
+          // pending on one path and nothing on the other). Hence the peeled loop and a second, never-taken
+          // exit below that is correct on its own: neither message, 168 registers, 0 spills, and the back
+          // edge keeps ta in flight. (These are ptxas infos: -Werror does not catch them; grep a -Xptxas -v
+          // build for C751.)
           if (n > 0) {
-            int cur = s;
             sm90_mbar_wait(full0 + 8 * s, phase);
             SM90_HALF_ISSUE(ta, 0);
-            for (int j = 0; j < n; j++) {
+            int j = 0;
+            for (; j + 1 < n; j++) {
               SM90_HALF_ISSUE(tb, 1);
               sm90_wgmma_wait<1>();  // this block's ta is done (its tb in flight)
               SM90_HALF_ADD(ta, 0);
-              cur = s;
+              const int cur = s;
               SM90_HALF_ADVANCE();
-              if (j + 1 < n) {
-                sm90_mbar_wait(full0 + 8 * s, phase);
-                SM90_HALF_ISSUE(ta, 0);
-                sm90_wgmma_wait<1>();  // this block's tb is done (the next block's ta in flight)
-              } else {
-                sm90_wgmma_wait<0>();
-              }
+              sm90_mbar_wait(full0 + 8 * s, phase);
+              SM90_HALF_ISSUE(ta, 0);
+              sm90_wgmma_wait<1>();  // the block before's tb is done (this block's ta in flight)
               SM90_HALF_ADD(tb, 1);
               if (tid == 0) sm90_release<MC>(empty0 + 8 * cur);
+            }
+            if (j + 1 == n) {
+              SM90_HALF_ISSUE(tb, 1);
+              sm90_wgmma_wait<1>();
+              SM90_HALF_ADD(ta, 0);
+              sm90_wgmma_wait<0>();
+              SM90_HALF_ADD(tb, 1);
+              if (tid == 0) sm90_release<MC>(empty0 + 8 * s);
+              SM90_HALF_ADVANCE();
+            } else {  // never taken (j + 1 == n here): a second exit for ptxas, correct on its own
+              sm90_wgmma_wait<0>();
+              SM90_HALF_ADD(ta, 0);
+              SM90_HALF_ISSUE(tb, 1);
+              sm90_wgmma_wait<0>();
+              SM90_HALF_ADD(tb, 1);
+              if (tid == 0) sm90_release<MC>(empty0 + 8 * s);
+              SM90_HALF_ADVANCE();
             }
           }
 #undef SM90_HALF_ISSUE
