@@ -233,7 +233,7 @@ typedef struct tcase {
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
   int want_pieces; /* all-gather: 1 = ... with more chunks than ranks (W8A8_TP_AG_PIECES) */
   int check_push;  /* all-gather with W8A8_TP_AG_PUSH=1 / 2: the fused call pushed (that mode) iff ag_push's rule holds */
-  int check_scales; /* all-gather with W8A8_TP_AG_SCALES=1: every rank with rows pushed its scales (W > 1, peer access) */
+  int check_scales; /* all-gather, W8A8_TP_AG_SCALES=1: every rank with rows pushed its scales (W > 1, peer access) */
   int partials; /* reduce-scatter: W8A8_TP_PARTIALS_FP32 or _OUT */
 } tcase;
 

@@ -2,8 +2,8 @@
 # tpscales.sh — step "tpscales" (issue 6, session 20): the scale push (W8A8_TP_AG_SCALES=1 when the
 # communicators are created: each rank's all-gather pack writes its scales into every peer's gathered buffer,
 # and nobody copies a peer's scales; tp_gpu.c ag_scales_push) against the copies, on real GPU ranks.
-#   1. its tests and the pack kernel's (tp_gpu_pack_kernel, tp_gpu_ag_one_gemm*, tp_gpu_ag_scales*, tp_gpu_graph_capture*: the default path's pack
-#      kernel changed too), cap 150 s;
+#   1. its tests and the pack kernel's (tp_gpu_pack_kernel, tp_gpu_ag_one_gemm*, tp_gpu_ag_scales*,
+#      tp_gpu_graph_capture*: the default path's pack kernel changed too), cap 150 s;
 #   2. with 2+ GPUs: tp-bench --local NGPU, 70b-qkv and 70b-gate_up all-gathers at TPAB_M tokens, SCALES
 #      TPSCALES_VALS ("0 1") in two rounds (the second reversed), once per push mode in TPSCALES_PUSH ("0 2"),
 #      with W8A8_TP_TRACE=1 (the L mark: the GEMM's launch reached);

@@ -1560,11 +1560,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           // Session 20 (an experiment, NOT run; fp8_128x192_promote_hdb): the two halves into two temporaries,
           // so that a warpgroup always has a half in flight while it adds the other: issue half 1 of block kb
           // (tb); wait for its half 0 (ta; wait_group 1), add it; issue half 0 of kb + 1 (ta); wait for kb's tb,
-          // add it, free kb's stage. The plain halves
-          // wait for each half (wait_group 0) and rely on the OTHER warpgroup to keep the tensor pipe busy
-          // meanwhile; fp8 at large M runs ~13% below int8 on the same tiles (v18: 1187 vs 1358 TFLOP/s
-          // median), the promotion's cost. The same sums in the same order (each half-block from zero, added
-          // in K order): the same bits as fp8_128x192_promote.
+          // add it, free kb's stage. The plain halves wait for each half (wait_group 0) and rely on the OTHER
+          // warpgroup to keep the tensor pipe busy meanwhile; fp8 at large M runs ~13% below int8 on the same
+          // tiles (v18: 1187 vs 1358 TFLOP/s median), the promotion's cost. The same sums in the same order
+          // (each half-block from zero, added in K order): the same bits as fp8_128x192_promote.
           float ta[C::NACC / 2], tb[C::NACC / 2];
           const int n = kb_hi - kb_lo;
 #define SM90_HALF_ISSUE(T, HH)                                                                                 \

@@ -45,9 +45,9 @@
  *   send to (r + s) and receive from (r - s) on C, then ev_step[s]. NCCL orders the ranks.
  * IPC transport (ranks in several processes of one host, peer access, W8A8_TP_IPC=1): eager calls
  *   run the GROUP schedule, the same copies in the same order (not the scale push: GROUP only), with
- *   the peers' workspaces opened through CUDA IPC (peer_ws), the peers' ev_ready / ev_done replaced by interprocess
- *   events (ipc_ready / ipc_done, opened by every peer at creation as peer_ready / peer_done),
- *   and an MPI_Allreduce (w8a8_tp_ipc_barrier) where GROUP has its host barrier. The agreement
+ *   the peers' workspaces opened through CUDA IPC (peer_ws), the peers' ev_ready / ev_done replaced
+ *   by interprocess events (ipc_ready / ipc_done, opened by every peer at creation as peer_ready /
+ *   peer_done), and an MPI_Allreduce (w8a8_tp_ipc_barrier) where GROUP has its host barrier. The agreement
  *   (an MPI_Allgather) plays the role of GROUP's agreement barrier. Why the events bind right:
  *   cudaStreamWaitEvent binds to the event's latest record when it is called; every record a
  *   peer waits on (ipc_ready of this call, ipc_done of the previous one) is made before that
@@ -420,8 +420,8 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
   if (st->flags_launched)
     for (int j = 0; j < st->flags_n; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
   /* C also waits for what S enqueued (W8A8_TP_RS_DIRECT's GEMMs store into peers' memory, the one-GEMM
-   * all-gather reads peers' scales, the scale push's pack stores into them), so that draining C (the IPC teardown, the workspace re-exchange)
-   * covers every access this rank makes to peer memory; then S joins C. */
+   * all-gather reads peers' scales, the scale push's pack stores into them), so that draining C (the IPC
+   * teardown, the workspace re-exchange) covers every access this rank makes to peer memory; then S joins C. */
   if (cudaEventRecord(gs->ev_fork, S) == cudaSuccess) cudaStreamWaitEvent(gs->side, gs->ev_fork, 0);
   if (cudaEventRecord(gs->ev_step[0], gs->side) == cudaSuccess) cudaStreamWaitEvent(S, gs->ev_step[0], 0);
   cudaGetLastError();
