@@ -113,9 +113,20 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+# With NVCCWERROR (the default), ptxas's C751x infos fail the build too: "wgmma.mma_async instructions are
+# serialized" (C7514 / C7515) or "warpgroup.wait is injected" (C7517) mean a main loop lost its overlap
+# without any warning (session 20: the hdb experiment's first two forms). The ptxas report is kept beside
+# the object ($@.ptxas: registers, spills per kernel).
 $(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/cuda/*.cuh)
 	@mkdir -p $(dir $@)
+ifneq ($(NVCCWERROR),)
+	$(NVCC) $(NVCCFLAGS) -Xptxas -v -c $< -o $@ 2> $@.ptxas; s=$$?; grep -v '^ptxas info\|^    [0-9]* bytes' $@.ptxas >&2; \
+	  [ $$s -eq 0 ] || exit $$s; \
+	  if grep -q 'C751[0-9]' $@.ptxas; then grep 'C751[0-9]' $@.ptxas >&2; \
+	    echo "$<: ptxas serialized wgmma or injected a wait (C751x above); see the Makefile" >&2; rm -f $@; exit 1; fi
+else
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+endif
 
 $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
