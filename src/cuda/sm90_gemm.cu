@@ -224,6 +224,13 @@ static const sm90_config CONFIGS[] = {
     // Session 20, an experiment (NOT run; not planned; sm90_dev -c): fp8_128x192_promote whose two half temporaries
     // alternate (a warpgroup keeps a half in flight while it promotes the other; 96 + 2 x 48 registers).
     SM90_CFG_HDB("fp8_128x192_promote_hdb", 4),
+    // Session 20 (NOT run; never planned until they are: config_unrun, apply_tail skips them): token-tail twins
+    // of plan_pair_swap's tiles. At 129 tokens the second n80 token tile holds 49 valid rows of 80, and fp8
+    // 70b-down-tp4 took 26.4 us there against 25.0 at 144 (h200-session20 part 2): the fill of 31 rows, as
+    // the n160 tile's at 129 (2-4 us, session 19). Time them forced with sm90_dev -R 3 (one box of the valid
+    // rows) before any rule.
+    SM90_CFG_TAIL("fp8_swap_n80_ps_tail", 80, 8, false, true, true, false, 1),
+    SM90_CFG_TAIL("fp8_swap_n96_ps_tail", 96, 7, false, true, true, false, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -932,13 +939,14 @@ static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, 
 // M = 129 13.0 -> 14.1 us, 70b-qkv-tp4 21.6 -> 25.6, swap n32 split 2 on 70b-qkv-tp4 (80 CTAs)
 // 11.4 -> 12.7; at 96 CTAs and more the tail won everywhere measured (8b-qkv: 96).
 static int g_tail_env = -1;
+static int config_unrun(const char *name);
 static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   // Only under tail_plan's rule (mode 1): with the tail off or a test mode the twin would run without it.
   if (pl->config < 0 || tail_mode() != 1 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1)) return;
   char twin[64];
   snprintf(twin, sizeof twin, "%s_tail", CONFIGS[pl->config].name);
   const int to = find_config(twin);
-  if (to < 0) return;
+  if (to < 0 || config_unrun(CONFIGS[to].name)) return;  // (twins not yet run on a GPU: never planned)
   const sm90_config *c = &CONFIGS[to];
   const int64_t tokens = p->M, weights = p->N;  // M is rows_x unswapped, rows_y swapped
   const int tb = c->swap ? c->bn : SM90_BM, wb = c->swap ? SM90_BM : c->bn;
@@ -1568,8 +1576,11 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // 128 x 192 tiles (session 15) ran in session 16 (the suites green, planned by the WIDE192 rule): timed.
 // Session 19's configurations (the swapped mc2 and n80 / n96 ps tiles) were skipped until they had run on a GPU:
 // every_config passed with them in session 20, and the tuner times them. Not yet run on a GPU (skipped until
-// they pass there): session 20's fp8_128x192_promote_hdb.
-static int config_unrun(const char *name) { return !strcmp(name, "fp8_128x192_promote_hdb"); }
+// they pass there): session 20's fp8_128x192_promote_hdb and the pair tiles' twins.
+static int config_unrun(const char *name) {
+  return !strcmp(name, "fp8_128x192_promote_hdb") || !strcmp(name, "fp8_swap_n80_ps_tail") ||
+         !strcmp(name, "fp8_swap_n96_ps_tail");
+}
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS &&
          (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk || config_unrun(CONFIGS[config].name));
