@@ -2,8 +2,8 @@
 # common.sh — sourced by the step scripts (after they set LEFT_S): T0, `cap N` (the seconds the next
 # command may take: at most N, never past LEFT_S less a margin for the kill, at least 5) and
 # `build_bench SRC LIB OUT`, `build_sm90_dev LIB OUT` (bench/sm90_dev linked against a static libw8a8.a), `need_sm90_dev STEP`,
-# `tp_tests STEP SECONDS FILTER...` and `tp_env_ab STEP VAR "VALUES" OPS W` (an interleaved A/B of one
-# library switch through tp-bench).
+# `tp_tests STEP SECONDS FILTER...`, `tp_env_ab STEP VAR "VALUES" OPS W` (an interleaved A/B of one
+# library switch through tp-bench) and `tp_stack_env STEP VAR "VALUES" W` (tp-stack once per value).
 T0=$(date +%s)
 cap() {
   local t=$1 l=$((LEFT_S - ($(date +%s) - T0) - 8))
@@ -68,4 +68,17 @@ tp_env_ab() {
     echo "== $(basename "$f")"
     grep -E "^[0-9a-z_-]+ +($ops) |^# (trace|host) +[0-9a-z_-]+ ($ops) " "$f"
   done >"$L/$step-fused.txt" 2>&1
+}
+# tp_stack_env STEP VAR "VALUES" W: tp-stack --local W at 1024..8192 tokens once per value of the environment
+# variable VAR, in the order given, all to $L/STEP-stack.txt (each run after a "== VAR=value" line); the
+# fused rows and per-op ratios of every run in $L/STEP-stack-fused.txt. Appends "stackVALUE: exit E;" to $res.
+tp_stack_env() {
+  local step=$1 var=$2 vals=$3 w=$4 v
+  for v in $vals; do
+    echo "== $var=$v" >>"$L/$step-stack.txt"
+    env "$var=$v" timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-stack --local "$w" --tokens 1024,2048,4096,8192 \
+      --layers 2 -n 10 -w 2 >>"$L/$step-stack.txt" 2>&1
+    res="$res stack$v: exit $?;"
+  done
+  grep -E '^== |^ +[0-9]+ +[0-9]+ fused|fused op /' "$L/$step-stack.txt" >"$L/$step-stack-fused.txt"
 }

@@ -25,11 +25,5 @@ if [ "${TPPUSH_AB:-1}" = 0 ]; then  # the tests only
 fi
 TPAB_M=${TPAB_M:-1024,2048,4096,8192} TPAB_ENV="W8A8_TP_TRACE=1" TPAB_SHAPES="70b-qkv 70b-gate_up" \
   tp_env_ab tppush W8A8_TP_AG_PUSH "${TPPUSH_VALS:-0 1 2}" ag "$W"
-for v in ${TPPUSH_STACK_VALS:-0 2 2 0}; do
-  echo "== W8A8_TP_AG_PUSH=$v" >>"$L/tppush-stack.txt"
-  W8A8_TP_AG_PUSH=$v timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-stack --local "$W" --tokens 1024,2048,4096,8192 \
-    --layers 2 -n 10 -w 2 >>"$L/tppush-stack.txt" 2>&1
-  res="$res stack$v: exit $?;"
-done
-grep -E '^== |^ +[0-9]+ +[0-9]+ fused|fused op /' "$L/tppush-stack.txt" >"$L/tppush-stack-fused.txt"
+tp_stack_env tppush W8A8_TP_AG_PUSH "${TPPUSH_STACK_VALS:-0 2 2 0}" "$W"
 echo "tppush:$res"

@@ -23,11 +23,5 @@ for pm in ${TPSCALES_PUSH:-0 2}; do
   TPAB_M=${TPAB_M:-1024,8192} TPAB_ENV="W8A8_TP_TRACE=1 W8A8_TP_AG_PUSH=$pm" TPAB_SHAPES="70b-qkv 70b-gate_up" \
     tp_env_ab "tpscales-p$pm" W8A8_TP_AG_SCALES "${TPSCALES_VALS:-0 1}" ag "$W"
 done
-for v in ${TPSCALES_STACK_VALS:-0 1 1 0}; do
-  echo "== W8A8_TP_AG_SCALES=$v" >>"$L/tpscales-stack.txt"
-  W8A8_TP_AG_SCALES=$v timeout -k 5 "$(cap 60)" "$BUILD/bin/w8a8" tp-stack --local "$W" --tokens 1024,2048,4096,8192 \
-    --layers 2 -n 10 -w 2 >>"$L/tpscales-stack.txt" 2>&1
-  res="$res stack$v: exit $?;"
-done
-grep -E '^== |^ +[0-9]+ +[0-9]+ fused|fused op /' "$L/tpscales-stack.txt" >"$L/tpscales-stack-fused.txt"
+tp_stack_env tpscales W8A8_TP_AG_SCALES "${TPSCALES_STACK_VALS:-0 1 1 0}" "$W"
 echo "tpscales:$res"
