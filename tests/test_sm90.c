@@ -40,6 +40,9 @@ void w8a8_sm90_set_deep_n32x2(int mode);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
 void w8a8_sm90_set_wide192(int on);
+void w8a8_sm90_set_hdb(int on);
+void w8a8_sm90_set_deep16(int mode);
+void w8a8_cuda_set_gemv(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
 void w8a8_sm90_set_wide_swap(int on);
@@ -1200,8 +1203,18 @@ W8A8_TEST(sm90_wide192_plan) {
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    const int t192 = w8a8_sm90_config_lookup(dt ? "int8_128x192" : "fp8_128x192_promote", NULL, NULL, NULL);
+    const int t192 = w8a8_sm90_config_lookup(dt ? "int8_128x192" : "fp8_128x192_promote_hdb", NULL, NULL, NULL);
     REQUIRE(t192 >= 0, "no 128 x 192 configuration");
+    if (!dt && sms == 132) { /* W8A8_SM90_HDB at 0: the plain promoting 192 tile */
+      int split = 0;
+      w8a8_sm90_set_wide192(1);
+      w8a8_sm90_set_hdb(0);
+      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, 1024, 2560, 8192, &split);
+      w8a8_sm90_set_hdb(-1);
+      if (ci == PLAN_INVALID) break;
+      CHECK(ci == w8a8_sm90_config_lookup("fp8_128x192_promote", NULL, NULL, NULL),
+            "fp8 M=1024 N=2560 hdb off: planned %s, expected fp8_128x192_promote", ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
+    }
     for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
       w8a8_sm90_set_wide192(on);
       for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
@@ -1736,6 +1749,60 @@ W8A8_TEST(sm90_pair_swap_plan) {
     run_case(&c, 2700 + (uint64_t)i);
   }
   w8a8_sm90_set_deep256(-1);
+  plan_rig_close(h, dbuf);
+}
+
+/* W8A8_SM90_DEEP16 (session 21): at 1..16 tokens, mode 1 plans the n8 (M <= 8) / n16 deep tiles, mode 2 the
+ * n32 deep tile, each at deep_split's split (on a GPU with 132 SMs: 8b-o's 32 weight tiles at split 2, as
+ * plan_deep at 17 tokens; 70b-qkv-tp4's 20 at split 4), both dtypes; 8b-gateup (224 weight tiles, more than the
+ * SMs) keeps plan_small's plain tile; mode 0 plan_small everywhere. Then results through the public API in both
+ * modes (the n8 / n16 / n32 deep rings with split-K, M = 1 / 5 / 16, a partial last weight tile). */
+W8A8_TEST(sm90_deep16_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  const size_t bytes = (size_t)160 << 20; /* (28672 x 4096 weights) */
+  REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  /* M, N, K */
+  static const int64_t shapes[][3] = {{1, 4096, 4096}, {8, 4096, 4096}, {9, 4096, 4096}, {16, 4096, 4096},
+                                      {16, 2560, 8192}, {1, 28672, 4096}};
+  for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    for (int mode = 0; mode <= 2 && !w8a8_test_failed(); mode++) {
+      w8a8_sm90_set_deep16(mode);
+      for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+        const int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+        const int wide = N > 132 * 128;
+        const int bn = mode == 2 && !wide ? 32 : M <= 8 ? 8 : 16;
+        char want[40];
+        snprintf(want, sizeof want, "%s_swap_n%d%s", dt ? "int8" : "fp8", bn, mode && !wide ? "_deep" : "");
+        const int want_split = !mode || wide ? 0 : N == 2560 ? 4 : 2; /* 0: not checked */
+        int split = 0;
+        const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
+        if (ci == PLAN_INVALID) break;
+        /* the token tail may swap in the *_tail twin of the deep n32 tile (tail_plan's rule) */
+        char twin[48];
+        snprintf(twin, sizeof twin, "%s_tail", want);
+        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+        CHECK((!strcmp(got, want) || !strcmp(got, twin)) && (!want_split || split == want_split),
+              "%s M=%lld N=%lld K=%lld mode %d: planned %s split %d, expected %s split %d", dt ? "int8" : "fp8",
+              (long long)M, (long long)N, (long long)K, mode, got, split, want, want_split);
+      }
+    }
+  }
+  static const int64_t ms[3] = {1, 5, 16};
+  w8a8_cuda_set_gemv(0); /* one token would run the CUDA-core kernel */
+  for (int mode = 1; mode <= 2 && !w8a8_test_failed(); mode++) {
+    w8a8_sm90_set_deep16(mode);
+    for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+      mm_case c = rotate(i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[i / 2], 1000, 4096, i + 6 * mode, -1, 0);
+      run_case(&c, 2900 + (uint64_t)(i + 6 * mode));
+    }
+  }
+  w8a8_cuda_set_gemv(-1);
+  w8a8_sm90_set_deep16(-1);
   plan_rig_close(h, dbuf);
 }
 

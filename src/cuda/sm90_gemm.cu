@@ -444,6 +444,27 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
   return a;
 }
 
+// 1..16 tokens on the deep ring (session 21; W8A8_SM90_DEEP16, hook w8a8_sm90_set_deep16): 1 the n8 / n16
+// deep configurations (10 stages, one CTA per SM), 2 plan_deep's n32 deep tile (9 stages, what 17..32 tokens
+// run), each at deep_split's split (the occupancy query: every cluster at once, >= 4 K-blocks per CTA); 0
+// plan_small (the plain n8 / n16 tiles, split by tiles x split <= SMs). Why: v18 ran 17 tokens faster
+// than 16 on four shapes (fp8 70b-qkv-tp4 9.0 vs 10.0 us, 8b-o 8.2 vs 8.7, 8b-down 18.4 vs 19.3) and one
+// token slower than 16 (70b-down-tp4 20.5 vs 18.2): plan_small's split ignores the occupancy query
+// (32 weight tiles x split 4 = 32 clusters of 4, of which 30 fit one CTA per SM), which plan_deep's
+// sweep found costs 20-40% at 17..32. Where deep_split declines (more weight tiles than SMs), plan_small.
+static int g_deep16 = -1;
+static int deep16_mode(void) { return w8a8_env_int(&g_deep16, "W8A8_SM90_DEEP16", 0, 0, 2); }
+static sm90_plan plan_deep16(int dev, const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan none = {-1, 1};
+  const int mode = deep16_mode();
+  if (!mode) return none;
+  char name[32];
+  snprintf(name, sizeof name, "%s_swap_n%d_deep", p->in_dtype == W8A8_DTYPE_INT8 ? "int8" : "fp8",
+           mode == 2 ? 32 : p->M <= 8 ? 8 : 16);
+  const long long tiles = (p->N + SM90_BM - 1) / SM90_BM;
+  return deep_split(dev, find_config(name), tiles, (int)((p->K + SM90_BK - 1) / SM90_BK), num_sms);
+}
+
 // 33..SWAP64_MAX tokens (default 40) where the weight tiles alone exceed the SMs (plan_deep declines:
 // one CTA per SM cannot hold them; 8b-gateup, N = 28672: 224 tiles): plan_small's swap-AB n64 tile at
 // split 1 (two CTAs per SM) instead of the 128 x 256 tile with 95..88 of its 128 token rows out of
@@ -643,6 +664,13 @@ static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 rule, 0 off
+// W8A8_SM90_HDB (session 21; hook w8a8_sm90_set_hdb): 1 (default) the 128 x 192 rule's fp8 tile is
+// fp8_128x192_promote_hdb (the promoted halves' temporaries alternate, so a warpgroup always has a half in
+// flight), 0 the plain one. Session 21, call 1 (sm90_dev forcing both, fp8 M = 2048..8192 on 5 shapes,
+// h200-session21 part 1): hdb faster on 14 of 15 rows, 0.6-21% (8b-qkv 2048 105.1 -> 82.8 us, 8b-down
+// 4096 441 -> 389), 1.4% slower on one (8b-qkv 8192); call 2 timed the rule's own shapes (M = 512..1024).
+static int g_hdb = -1;
+static int hdb_enabled(void) { return w8a8_env_flag(&g_hdb, "W8A8_SM90_HDB", 1); }
 static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 1); }
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -667,7 +695,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // of 7 shapes; the seventh, 8b-gateup, now takes the 128 x 256 tile below (40.7 vs 50.0 us).
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (p->M <= 16) return plan_small(p, num_sms);
+  if (p->M <= 16) {
+    const sm90_plan pl = plan_deep16(dev, p, num_sms);
+    return pl.config >= 0 ? pl : plan_small(p, num_sms);
+  }
   if (p->M <= 64) {
     const sm90_plan pl = plan_deep(dev, p, num_sms);
     if (pl.config >= 0) return pl;
@@ -787,7 +818,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     const double e192 = wave_share(t192, num_sms) * ((double)p->N / (double)(n192 * 192));
     const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
     const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
-    if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : "fp8_128x192_promote";
+    if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : hdb_enabled() ? "fp8_128x192_promote_hdb" : "fp8_128x192_promote";
   }
   sm90_plan pl = {find_config(name), 1};
   return pl;
@@ -1326,6 +1357,12 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { set_switch(&g_sk_mc2,
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { set_switch(&g_deep256, on); }
 // on: plan's 128 x 192 rule (1 the rule, 0 never), -1 back to W8A8_SM90_WIDE192
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
+// on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
+// mode: 1..16 tokens, 1 the n8 / n16 deep tiles, 2 the n32 deep tile, 0 plan_small; -1 back to W8A8_SM90_DEEP16
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) {
+  __atomic_store_n(&g_deep16, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+}
 // on: 1 the 128 x 64 tile at 129..256 tokens wherever it applies, 0 never, 2 its rule, -1 back to the variable
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) {
   __atomic_store_n(&g_narrow256, on < 0 ? -1 : on > 2 ? 2 : on, __ATOMIC_RELAXED);
@@ -1369,6 +1406,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep_n32x2(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
@@ -1578,8 +1617,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // every_config passed with them in session 20, and the tuner times them. Not yet run on a GPU (skipped until
 // they pass there): session 20's fp8_128x192_promote_hdb and the pair tiles' twins.
 static int config_unrun(const char *name) {
-  return !strcmp(name, "fp8_128x192_promote_hdb") || !strcmp(name, "fp8_swap_n80_ps_tail") ||
-         !strcmp(name, "fp8_swap_n96_ps_tail");
+  return !strcmp(name, "fp8_swap_n80_ps_tail") || !strcmp(name, "fp8_swap_n96_ps_tail");
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS &&
