@@ -453,6 +453,7 @@ W8A8_TEST(cuda_kernel_selection) {
 
 /* Hooks of src/cuda/gemv.cu (hidden symbols, reachable from the static library). */
 void w8a8_cuda_set_gemv(int on);
+void w8a8_cuda_set_gemv_fp8(int on);
 unsigned long long w8a8_cuda_gemv_launches(void);
 
 /* The CUDA-core kernel for the fewest tokens (gemv.cu; switched on everywhere it takes here, through its hook):
@@ -501,23 +502,28 @@ W8A8_TEST(cuda_gemv_matches_reference) {
     CHECK(run_mm(g, r, ds[i], &worst) == 0, "declined case %d", i);
     CHECK(w8a8_cuda_gemv_launches() == before, "declined case %d ran on the CUDA-core kernel", i);
   }
-  /* the default rule (w8a8_cuda_gemv_wanted): on sm_90, one token of int8, or of fp8 with N <= 4096 */
+  /* the default rule (w8a8_cuda_gemv_wanted): on sm_90, one token of int8; fp8 (one token, N <= 4096) only with
+   * W8A8_GEMV_FP8=1 (session 21: off by default) */
   w8a8_cuda_set_gemv(2);
-  mm_case a1 = {1, 5000, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-  mm_case a2 = {2, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-  mm_case a3 = {1, 4096, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-  mm_case a4 = {1, 4097, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
-  const mm_case *as[4] = {&a1, &a2, &a3, &a4};
-  static const int want[4] = {1, 0, 1, 0};
-  for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
-    if (as[i]->in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
-    const unsigned long long before = w8a8_cuda_gemv_launches();
-    CHECK(run_mm(g, r, as[i], &worst) == 0, "default-rule case %d", i);
-    const int w = want[i] && cc == 90;
-    CHECK(w8a8_cuda_gemv_launches() == before + (unsigned long long)w,
-          "default-rule case %d (M=%lld N=%lld %s): the CUDA-core kernel %s", i, (long long)as[i]->M,
-          (long long)as[i]->N, w8a8_dtype_name(as[i]->in), w ? "did not run" : "ran");
+  for (int fp8_rule = 0; fp8_rule < 2 && !w8a8_test_failed(); fp8_rule++) {
+    w8a8_cuda_set_gemv_fp8(fp8_rule);
+    mm_case a1 = {1, 5000, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    mm_case a2 = {2, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    mm_case a3 = {1, 4096, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    mm_case a4 = {1, 4097, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const mm_case *as[4] = {&a1, &a2, &a3, &a4};
+    const int want[4] = {1, 0, fp8_rule, 0};
+    for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+      if (as[i]->in == W8A8_DTYPE_FP8_E4M3 && cc < 89) continue;
+      const unsigned long long before = w8a8_cuda_gemv_launches();
+      CHECK(run_mm(g, r, as[i], &worst) == 0, "default-rule case %d", i);
+      const int w = want[i] && cc == 90;
+      CHECK(w8a8_cuda_gemv_launches() == before + (unsigned long long)w,
+            "default-rule case %d (M=%lld N=%lld %s, W8A8_GEMV_FP8 %d): the CUDA-core kernel %s", i, (long long)as[i]->M,
+            (long long)as[i]->N, w8a8_dtype_name(as[i]->in), fp8_rule, w ? "did not run" : "ran");
+    }
   }
+  w8a8_cuda_set_gemv_fp8(-1);
   w8a8_cuda_set_gemv(1);
   /* a forced kernel is what it names, never this one */
   if (!w8a8_test_failed()) {

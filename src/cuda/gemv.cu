@@ -204,9 +204,10 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
 // int8 lost on 5 of 8 shapes at M = 2 and by 13-67% from 4 on (one weight row per warp pass then).
 // The rule holds on sm_90 only, where it was measured against the Hopper kernels; elsewhere
 // W8A8_GEMV=1 asks for the kernel.
-// Session 21: W8A8_GEMV_FP8=0 (hook w8a8_cuda_set_gemv_fp8) leaves fp8 out of that rule. v18 had fp8's one
-// token on this kernel slower than 16 tokens on the Hopper kernels on all 3 shapes it takes (8b-down 22.0 vs
-// 19.3 us, 70b-qkv-tp4 11.5 vs 10.0, 8b-o 9.1 vs 8.7); the interleaved A/B decides the default.
+// Session 21: fp8 is out of that rule by default (W8A8_GEMV_FP8=1, hook w8a8_cuda_set_gemv_fp8, puts it back).
+// v18 had fp8's one token on this kernel slower than 16 tokens on the Hopper kernels on all 3 shapes it
+// takes (8b-down 22.0 vs 19.3 us, 70b-qkv-tp4 11.5 vs 10.0, 8b-o 9.1 vs 8.7), and session 21's deep n8 tile
+// (W8A8_SM90_DEEP16) ran one fp8 token in 19.0 / 8.6 / 7.7 us there (envab, part 2).
 static int g_gemv_fp8 = -1;
 extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv_fp8(int on) {
   __atomic_store_n(&g_gemv_fp8, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
@@ -214,7 +215,7 @@ extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv_fp8(int on) {
 extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc) {
   const int mode = gemv_mode();
   if (mode == GEMV_OFF || !w8a8_cuda_gemv_takes(p)) return 0;
-  const int fp8_rule = w8a8_env_flag(&g_gemv_fp8, "W8A8_GEMV_FP8", 1);
+  const int fp8_rule = w8a8_env_flag(&g_gemv_fp8, "W8A8_GEMV_FP8", 0);
   return mode == GEMV_ON ||
          (cc == 90 && p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || (fp8_rule && p->N <= 4096)));
 }

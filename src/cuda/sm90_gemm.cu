@@ -447,13 +447,18 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
 // 1..16 tokens on the deep ring (session 21; W8A8_SM90_DEEP16, hook w8a8_sm90_set_deep16): 1 the n8 / n16
 // deep configurations (10 stages, one CTA per SM), 2 plan_deep's n32 deep tile (9 stages, what 17..32 tokens
 // run), each at deep_split's split (the occupancy query: every cluster at once, >= 4 K-blocks per CTA); 0
-// plan_small (the plain n8 / n16 tiles, split by tiles x split <= SMs). Why: v18 ran 17 tokens faster
+// plan_small (the plain n8 / n16 tiles, split by tiles x split <= SMs). Default 1 since session 21's
+// interleaved A/B through torch_compare (envab 0 vs 1, two rounds, M = 1 / 4 / 8 / 16 on all 8 shapes,
+// h200-session21 part 2): fp8 1.029 / 1.034x geomean (min 0.987 / 0.992; 70b-qkv-tp4 1.07-1.09x, 8b-o
+// 1.05-1.07x, 8b-down 1.04-1.07x at 4..16), int8 1.018 / 1.017x (min 0.978); mode 2 (n32) lost (0.99x,
+// min 0.90). sm90_dev (part 2): the deep n8 / n16 tiles at split 2 were the fastest or within 3% of it
+// on 4 shapes at 1 and 16 tokens, and plan_small's split 4 cost 8-45% where it differs. Why: v18 ran 17 tokens faster
 // than 16 on four shapes (fp8 70b-qkv-tp4 9.0 vs 10.0 us, 8b-o 8.2 vs 8.7, 8b-down 18.4 vs 19.3) and one
 // token slower than 16 (70b-down-tp4 20.5 vs 18.2): plan_small's split ignores the occupancy query
 // (32 weight tiles x split 4 = 32 clusters of 4, of which 30 fit one CTA per SM), which plan_deep's
 // sweep found costs 20-40% at 17..32. Where deep_split declines (more weight tiles than SMs), plan_small.
 static int g_deep16 = -1;
-static int deep16_mode(void) { return w8a8_env_int(&g_deep16, "W8A8_SM90_DEEP16", 0, 0, 2); }
+static int deep16_mode(void) { return w8a8_env_int(&g_deep16, "W8A8_SM90_DEEP16", 1, 0, 2); }
 static sm90_plan plan_deep16(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   const int mode = deep16_mode();
@@ -668,7 +673,8 @@ static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 r
 // fp8_128x192_promote_hdb (the promoted halves' temporaries alternate, so a warpgroup always has a half in
 // flight), 0 the plain one. Session 21, call 1 (sm90_dev forcing both, fp8 M = 2048..8192 on 5 shapes,
 // h200-session21 part 1): hdb faster on 14 of 15 rows, 0.6-21% (8b-qkv 2048 105.1 -> 82.8 us, 8b-down
-// 4096 441 -> 389), 1.4% slower on one (8b-qkv 8192); call 2 timed the rule's own shapes (M = 512..1024).
+// 4096 441 -> 389), 1.4% slower on one (8b-qkv 8192); call 2 on the rule's own shapes (70b-qkv-tp4 and
+// 8b-qkv at M = 512 / 768 / 1024, part 2): hdb faster on all 6 rows, 1.04-1.08x (70b-qkv-tp4 512 35.7 -> 33.2 us).
 static int g_hdb = -1;
 static int hdb_enabled(void) { return w8a8_env_flag(&g_hdb, "W8A8_SM90_HDB", 1); }
 static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 1); }
