@@ -1263,6 +1263,8 @@ W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
  * points into the peers' gathered buffers, nobody copies them; the fused and unfused calls (the workspaces
  * poisoned between them: a scale the push failed to write fails the reference), alone and with push mode 2. */
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 2); }
+/* The scale push is the default since session 21: the peers' scale copies it replaces, with the switch at 0. */
+W8A8_TEST(tp_gpu_ag_one_gemm_noscales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "0", NULL, 2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w3) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 3); }
 /* The per-chunk schedule (W8A8_TP_ONE_GEMM=0, any architecture) with the scale push: the fused calls' chunk GEMMs
  * wait on the side stream's events, which waited on the peers' packs; the unfused ones as before. */
@@ -1549,6 +1551,12 @@ W8A8_TEST(tp_gpu_graph_capture) {
  * for eager calls only), with the same results. */
 W8A8_TEST(tp_gpu_graph_capture_scales) {
   setenv("W8A8_TP_AG_SCALES", "1", 1);
+  test_tp_gpu_graph_capture();
+  unsetenv("W8A8_TP_AG_SCALES");
+}
+/* And with the scale push off (W8A8_TP_AG_SCALES=0; the default has it on since session 21). */
+W8A8_TEST(tp_gpu_graph_capture_noscales) {
+  setenv("W8A8_TP_AG_SCALES", "0", 1);
   test_tp_gpu_graph_capture();
   unsetenv("W8A8_TP_AG_SCALES");
 }

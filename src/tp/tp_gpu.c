@@ -20,8 +20,8 @@
  *          ev_ready is recorded before anyone waits on it); S runs the own rows' GEMM at once
  *          while C, for s = 1..W-1, waits on peer j = (r - s) mod W's ev_ready and pulls its
  *          rows, scales and zero points from j's buffer into the same rows of its own
- *          (cudaMemcpyAsync: copy engine; with W8A8_TP_AG_SCALES the scales and zero points are
- *          already there, written by j's pack), then records ev_step[s]; S waits ev_step[s] and runs
+ *          (cudaMemcpyAsync: copy engine; with the scale push, the default for eager in-process groups, the
+ *          scales and zero points are already there, written by j's pack), then records ev_step[s]; S waits ev_step[s] and runs
  *          chunk j's GEMM. Unfused: every pull first, then the same chunk GEMMs.
  *          One GEMM (session 3; sm_90a, GROUP and IPC, W <= 8): instead of a launch per chunk, ONE
  *          persistent launch over all M rows whose producer waits, per tile, for the ready flags of
@@ -359,7 +359,7 @@ W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c) {
   gs->push_ok = 0;
   /* the scale push (ag_scales_push): the environment at creation, and stores into every peer's memory */
   const char *se = getenv("W8A8_TP_AG_SCALES");
-  int sok = se && se[0] == '1' && gs->mode == TP_GPU_GROUP && gs->group;
+  int sok = !(se && se[0] == '0') && gs->mode == TP_GPU_GROUP && gs->group;
   for (int j = 0; j < c->size && sok; j++)
     sok = j == c->rank || (peer(c, j) && w8a8_tp_gpu_peer_on(gs->device, peer(c, j)->device));
   gs->scales_ok = sok;
@@ -555,7 +555,7 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
   return true;
 }
 
-/* W8A8_TP_AG_SCALES=1 (session 20; read when the communicator is created; default off until measured): the
+/* The scale push (session 20; default since session 21; W8A8_TP_AG_SCALES=0 at creation turns it off): the
  * all-gather's own-row pack (tp_pack, or tp_expand on the copy engine's path) writes this rank's per-row
  * scales and zero points into every peer's gathered buffer too, and no rank copies a peer's scales: the
  * one-GEMM schedule's small peer-scale copies on the compute stream before the GEMM's launch go. Why:
@@ -569,8 +569,12 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
  * scales_ok holds (set at creation: the variable, and this GPU's kernels can store into every peer's
  * memory); read after the agreement, which every rank's creation precedes. At most W8A8_TP_SCALE_PEERS + 1
  * ranks (the kernels' parameter block). As with W8A8_TP_RS_DIRECT: peer access as enabled when the group was
- * created; an application that later disables it, or resets a device under a live communicator, must leave
- * W8A8_TP_AG_SCALES unset (the pack's stores would fault where the copies only became slower). */
+ * created; an application that later disables it, or resets a device under a live communicator, must set
+ * W8A8_TP_AG_SCALES=0 before creating it (the pack's stores would fault where the copies only became slower).
+ * Measured (session 21, nvidia-h200-x2, tp-bench --local 2, interleaved 0 / 1 / 1 / 0 in two rounds,
+ * h200-session21 part 3): the GEMM's launch mark L 20-37 us after the fork -> 4 us; ag_qkv (70b, TP = 2) int8
+ * 1024 tokens 120.6-124.3 -> 100.8-111.9 us, 8192 501-502 -> 477; fp8 1024 133-134 -> 109-110, 8192 585-589 ->
+ * 563-567; ag_gate_up 1024 int8 360-362 -> 336, fp8 410-415 -> 388-389; 8192 within the runs' spread. */
 static bool ag_scales_push(const w8a8_comm *c, xport xp, unsigned long long capture) {
   if (xp != XP_GROUP || capture || c->size < 2 || c->size > W8A8_TP_SCALE_PEERS + 1) return false;
   for (int j = 0; j < c->size; j++)

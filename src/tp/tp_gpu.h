@@ -130,7 +130,7 @@ typedef struct w8a8_tp_gpu {
   bool push_wish;     /* this call's ag_push (read by the peers after the ready barrier: all wish, or none pushes) */
   int push_ok;        /* in-process group: this rank's side stream wrote a ready flag into every peer on another GPU
                        * (cuStreamWriteValue32 on peer memory, probed at creation: w8a8_tp_gpu_probe_push) */
-  int scales_ok;      /* in-process group: W8A8_TP_AG_SCALES=1 at creation and this rank's kernels can store into
+  int scales_ok;      /* in-process group: W8A8_TP_AG_SCALES not 0 at creation and this rank's kernels can store into
                        * every peer's memory (the same GPU or peer access; w8a8_tp_gpu_probe_push) */
   int last_ag_scales; /* the last all-gather's pack wrote this rank's scales into the peers (ag_scales_push) */
   int last_rs_own;    /* the last reduce-scatter's GEMM launches over this rank's own rows */
@@ -214,13 +214,13 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
  * without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c);
 /* Tests: 1 if the last all-gather's pack wrote this rank's scales (and zero points) into the peers' gathered
- * buffers (W8A8_TP_AG_SCALES=1 at creation, where tp_gpu.c's ag_scales_push takes the call), else 0; -1
+ * buffers (W8A8_TP_AG_SCALES not 0 at creation, where tp_gpu.c's ag_scales_push takes the call), else 0; -1
  * without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_scales(const w8a8_comm *c);
 /* Once all ranks of an in-process group exist: whether c's side stream can write into each peer's ready
  * flags on another GPU (a stream memory operation on peer memory, then a synchronize: creation only);
  * sets push_ok (0 where a write or the synchronize failed; the CUDA error is cleared), and scales_ok
- * (W8A8_TP_AG_SCALES=1 now, and this GPU's kernels can store into every peer's memory). */
+ * (W8A8_TP_AG_SCALES not 0 now, and this GPU's kernels can store into every peer's memory). */
 W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (E the call reached the compute stream (before the wait for the peers' previous calls), AG: K own rows
