@@ -39,6 +39,7 @@ void w8a8_sm90_set_swap64_max(int tokens);
 void w8a8_sm90_set_deep_n32x2(int mode);
 void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
+void w8a8_sm90_set_deep128(int on);
 void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_hdb(int on);
 void w8a8_sm90_set_deep16(int mode);
@@ -1455,39 +1456,49 @@ W8A8_TEST(sm90_deep256_plan) {
   /* M, N, K, switch, expected (1 the deep ring at split 2, 0 another plan) */
   static const int64_t cases[][5] = {{129, 2560, 8192, 1, 1}, {192, 2560, 8192, 1, 1}, {193, 2560, 8192, 1, 0},
                                      {256, 2560, 8192, 1, 0}, {129, 4096, 8192, 1, 0}, {129, 2560, 2048, 1, 0},
-                                     {129, 2560, 8192, 0, 0}, {129, 1040, 4096, 1, 0}};
+                                     {129, 2560, 8192, 0, 0}, {129, 1040, 4096, 1, 0},
+                                     /* session 21: 97..128 tokens (two token tiles) under W8A8_SM90_DEEP128
+                                      * (switch 2 here: deep256 on, deep128 off); not 96, not 8b-qkv's 48 weight
+                                      * tiles (split 1) */
+                                     {128, 2560, 8192, 1, 1}, {97, 2560, 8192, 1, 1}, {112, 4096, 4096, 1, 1},
+                                     {128, 2560, 8192, 2, 0}, {96, 2560, 8192, 1, 0}, {128, 6144, 4096, 1, 0}};
   const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, deep[0], 2) >= 120 &&
                    w8a8_sm90_config_max_ctas(h, deep[1], 2) >= 120;
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    for (int i = 0; i < 8 && h200 && !w8a8_test_failed(); i++) {
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && h200 && !w8a8_test_failed(); i++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
       int split = 0;
-      w8a8_sm90_set_deep256((int)cases[i][3]);
+      w8a8_sm90_set_deep256(cases[i][3] != 0);
+      w8a8_sm90_set_deep128(cases[i][3] == 1);
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      /* a partial third token tile (M = 129) takes the tail twin's box of 8 rows (tail_plan's deep_many) */
+      /* a partial third token tile (M = 129) takes the tail twin's box of 8 rows (tail_plan's deep_many); with
+       * two token tiles (97..127) the twin where tail_plan takes the partial one, else the plain tile */
       const int want = M % 64 ? tail[dt] : deep[dt];
-      const int ok = cases[i][4] ? ci == want && split == 2 : ci >= 0 && ci != deep[dt] && ci != tail[dt];
+      const int ok = cases[i][4] ? (ci == want || (M <= 128 && ci == deep[dt])) && split == 2
+                                 : ci >= 0 && ci != deep[dt] && ci != tail[dt];
       CHECK(ok, "%s M=%lld N=%lld K=%lld deep256 %d: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
     }
     w8a8_sm90_set_deep256(1);
+    w8a8_sm90_set_deep128(1);
     int took = 0;
-    for (int i = 0; i < 3 && !w8a8_test_failed(); i++, v++) {
-      const int64_t M = i == 0 ? 129 : i == 1 ? 170 : 192, N = 2048, K = 4096;
+    for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
+      const int64_t M = i == 0 ? 129 : i == 1 ? 170 : i == 2 ? 192 : i == 3 ? 97 : 128, N = 2048, K = 4096;
       int split = 0;
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      took += ci == (M % 64 ? tail[dt] : deep[dt]);
+      took += ci == (M % 64 ? tail[dt] : deep[dt]) || (M <= 128 && ci == deep[dt]);
       mm_case c = rotate(in, M, N, K, v, -1, 0);
       run_case(&c, 2200 + (uint64_t)v);
     }
-    CHECK(w8a8_test_failed() || !h200 || took == 3, "%s N=2048: the rule took %d of 3 cases", dt ? "int8" : "fp8",
+    CHECK(w8a8_test_failed() || !h200 || took == 5, "%s N=2048: the rule took %d of 5 cases", dt ? "int8" : "fp8",
           took);
   }
   w8a8_sm90_set_deep256(-1); /* back to W8A8_SM90_DEEP256 */
+  w8a8_sm90_set_deep128(-1);
   plan_rig_close(h, dbuf);
 }
 

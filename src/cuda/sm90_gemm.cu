@@ -539,11 +539,18 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
 // would take 4 or 8, and 193..256 tokens with N <= 2048 would take narrow256's shapes), >= 32 K-blocks as
 // plan_deep, and not with ready flags (the all-gather's tiles wait for rows; not measured there).
 // W8A8_SM90_DEEP256=0 turns it off (A/B runs).
+// Session 21: the same at 97..128 tokens (two n64 token tiles; W8A8_SM90_DEEP128, hook w8a8_sm90_set_deep128).
+// sm90_dev forcing every candidate at M = 97 / 112 / 128 (h200-session21 part 6): fp8 70b-qkv-tp4 n64 deep split 2
+// (80 CTAs) 13.0-13.3 us against the split-K 128 x 128 tile's 14.2-14.5 (the plan there) and the n128 deep tile's
+// 13.7-14.1; 8b-o 10.7-10.9 against the 128 x 64 tile's 11.1-11.2; 8b-qkv (48 weight tiles: split 1) lost 14.3-14.9
+// vs 11.5-13.7, which the split-2 condition leaves out. Interleaved A/B: same part.
 static int g_deep256 = -1;
 static int deep256_enabled(void) { return w8a8_env_flag(&g_deep256, "W8A8_SM90_DEEP256", 1); }
+static int g_deep128 = -1;
+static int deep128_enabled(void) { return w8a8_env_flag(&g_deep128, "W8A8_SM90_DEEP128", 1); }
 static sm90_plan plan_deep256(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->M <= 128 || p->M > 192 || p->ready || !deep256_enabled()) return none;
+  if (p->M <= 96 || p->M > 192 || p->ready || !deep256_enabled() || (p->M <= 128 && !deep128_enabled())) return none;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
   if (kblocks < 32) return none;
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM, token_tiles = (p->M + 63) / 64;
@@ -1358,6 +1365,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) {
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { set_switch(&g_sk_mc2, on); }
 // on: 1 plan_deep256 (its rule), 0 never, -1 back to W8A8_SM90_DEEP256
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { set_switch(&g_deep256, on); }
+// on: plan_deep256's rule at 97..128 tokens too (1), 0 not, -1 back to W8A8_SM90_DEEP128
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep128, on); }
 // on: plan's 128 x 192 rule (1 the rule, 0 never), -1 back to W8A8_SM90_WIDE192
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
@@ -1408,6 +1417,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_swap64_max(int tokens) { (void)tokens;
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep_n32x2(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
