@@ -1460,8 +1460,10 @@ W8A8_TEST(sm90_deep256_plan) {
                                      /* session 21: 97..128 tokens (two token tiles) under W8A8_SM90_DEEP128
                                       * (switch 2 here: deep256 on, deep128 off); not 96, not 8b-qkv's 48 weight
                                       * tiles (split 1) */
-                                     {128, 2560, 8192, 1, 1}, {97, 2560, 8192, 1, 1}, {112, 4096, 4096, 1, 1},
-                                     {128, 2560, 8192, 2, 0}, {96, 2560, 8192, 1, 0}, {128, 6144, 4096, 1, 0}};
+                                     {128, 2560, 8192, 1, 1}, {97, 2560, 8192, 1, 1}, {112, 4096, 8192, 1, 1},
+                                     {128, 2560, 8192, 2, 0}, {96, 2560, 8192, 1, 0}, {128, 6144, 4096, 1, 0},
+                                     /* 32 K-blocks at 97..128: fp8 only (int8 wants >= 64) */
+                                     {112, 4096, 4096, 1, 3}};
   const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, deep[0], 2) >= 120 &&
                    w8a8_sm90_config_max_ctas(h, deep[1], 2) >= 120;
   int v = 0;
@@ -1477,8 +1479,9 @@ W8A8_TEST(sm90_deep256_plan) {
       /* a partial third token tile (M = 129) takes the tail twin's box of 8 rows (tail_plan's deep_many); with
        * two token tiles (97..127) the twin where tail_plan takes the partial one, else the plain tile */
       const int want = M % 64 ? tail[dt] : deep[dt];
-      const int ok = cases[i][4] ? (ci == want || (M <= 128 && ci == deep[dt])) && split == 2
-                                 : ci >= 0 && ci != deep[dt] && ci != tail[dt];
+      const int expect = cases[i][4] == 3 ? !dt : (int)cases[i][4];
+      const int ok = expect ? (ci == want || (M <= 128 && ci == deep[dt])) && split == 2
+                            : ci >= 0 && ci != deep[dt] && ci != tail[dt];
       CHECK(ok, "%s M=%lld N=%lld K=%lld deep256 %d: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
     }
@@ -1486,7 +1489,8 @@ W8A8_TEST(sm90_deep256_plan) {
     w8a8_sm90_set_deep128(1);
     int took = 0;
     for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
-      const int64_t M = i == 0 ? 129 : i == 1 ? 170 : i == 2 ? 192 : i == 3 ? 97 : 128, N = 2048, K = 4096;
+      /* 97..128 tokens with 64 K-blocks (int8's bound there) */
+      const int64_t M = i == 0 ? 129 : i == 1 ? 170 : i == 2 ? 192 : i == 3 ? 97 : 128, N = 2048, K = M <= 128 ? 8192 : 4096;
       int split = 0;
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;

@@ -543,7 +543,13 @@ static sm90_plan plan_deep80(int dev, const w8a8_mm_problem *p, int num_sms) {
 // sm90_dev forcing every candidate at M = 97 / 112 / 128 (h200-session21 part 6): fp8 70b-qkv-tp4 n64 deep split 2
 // (80 CTAs) 13.0-13.3 us against the split-K 128 x 128 tile's 14.2-14.5 (the plan there) and the n128 deep tile's
 // 13.7-14.1; 8b-o 10.7-10.9 against the 128 x 64 tile's 11.1-11.2; 8b-qkv (48 weight tiles: split 1) lost 14.3-14.9
-// vs 11.5-13.7, which the split-2 condition leaves out. Interleaved A/B: same part.
+// vs 11.5-13.7, which the split-2 condition leaves out. Interleaved A/B through torch_compare (envab DEEP128 0
+// vs 1, two rounds, M = 97 / 112 / 128 on 70b-qkv-tp4, 8b-o, 8b-down, h200-session21 part 7): fp8 1.051 / 1.039x
+// geomean (70b-qkv-tp4 1.05-1.09x, 8b-down 1.07-1.09x at 112 / 128 but 0.96-0.98x at 97, 8b-o 1.01-1.05x); int8
+// 1.017 / 1.000x: 70b-qkv-tp4 1.04-1.10x, 8b-down 1.00-1.03x, 8b-o 0.92-0.97x (its 128 x 64 tile, which does not
+// promote, stays faster with 32 K-blocks). So int8 only with >= 64 K-blocks (as measured on both sides: the
+// rows it leaves out keep the plan they had).
+
 static int g_deep256 = -1;
 static int deep256_enabled(void) { return w8a8_env_flag(&g_deep256, "W8A8_SM90_DEEP256", 1); }
 static int g_deep128 = -1;
@@ -552,7 +558,7 @@ static sm90_plan plan_deep256(int dev, const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   if (p->M <= 96 || p->M > 192 || p->ready || !deep256_enabled() || (p->M <= 128 && !deep128_enabled())) return none;
   const int kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (kblocks < 32) return none;
+  if (kblocks < 32 || (p->M <= 128 && p->in_dtype == W8A8_DTYPE_INT8 && kblocks < 64)) return none;
   const long long tiles = (p->N + SM90_BM - 1) / SM90_BM, token_tiles = (p->M + 63) / 64;
   const int ci = find_config(p->in_dtype == W8A8_DTYPE_INT8 ? "int8_swap_n64_deep" : "fp8_swap_n64_deep");
   const sm90_plan pl = deep_split(dev, ci, token_tiles * tiles, kblocks, num_sms);
