@@ -659,7 +659,7 @@ W8A8_TEST(sm90_fp8_fast_accum) {
    * (two waves of 128 x 128 tiles on 132 SMs): the wide tile's multicast twin on an H200 */
   static const int64_t shapes[][3] = {{1100, 2056, 256}, {300, 520, 1040}, {200, 16896, 256}};
   /* twice: without plan's 128 x 192 rule (1100 x 2056 then plans the 128 x 256 tile), and with it (that
-   * shape takes fp8_128x192_promote, which has no fast-accumulation twin: FAST keeps it) */
+   * shape takes fp8_128x192_promote_hdb, which has no fast-accumulation twin: FAST keeps it) */
   for (int pass = 0; pass < 2 * 3 && !w8a8_test_failed(); pass++) {
     const int si = pass % 3, wide192 = pass >= 3;
     w8a8_sm90_set_wide192(wide192);
@@ -1216,6 +1216,7 @@ W8A8_TEST(sm90_wide192_plan) {
       CHECK(ci == w8a8_sm90_config_lookup("fp8_128x192_promote", NULL, NULL, NULL),
             "fp8 M=1024 N=2560 hdb off: planned %s, expected fp8_128x192_promote", ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
     }
+    w8a8_sm90_set_hdb(1); /* (the default; pinned against W8A8_SM90_HDB=0 in the environment) */
     for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
       w8a8_sm90_set_wide192(on);
       for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
@@ -1236,6 +1237,7 @@ W8A8_TEST(sm90_wide192_plan) {
     }
   }
   w8a8_sm90_set_wide192(-1);
+  w8a8_sm90_set_hdb(-1);
   plan_rig_close(h, dbuf);
 }
 
@@ -1441,7 +1443,9 @@ W8A8_TEST(sm90_narrow128_plan) {
  * K = 2048 (16 K-blocks), nor with the switch off; where the last token tile is partial, as the tail twin
  * (one box of the valid rows). Then through the public API at N = 2048 (3 x 16 tiles, split 2 on 96
  * CTAs: the tail twin's 70% gate holds), M = 129 and 170 (partial third tiles: an 8- and a 48-row box)
- * and 192. */
+ * and 192. Session 21 (W8A8_SM90_DEEP128): at 97..128 tokens two token tiles the same way (the plain tile or
+ * its twin, split 2), int8 only with >= 64 K-blocks; not at 96 tokens, nor with 48 weight tiles (split 1), nor
+ * with the DEEP128 switch off; through the public API at M = 97 and 128 with K = 8192. */
 W8A8_TEST(sm90_deep256_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1464,8 +1468,9 @@ W8A8_TEST(sm90_deep256_plan) {
                                      {128, 2560, 8192, 2, 0}, {96, 2560, 8192, 1, 0}, {128, 6144, 4096, 1, 0},
                                      /* 32 K-blocks at 97..128: fp8 only (int8 wants >= 64) */
                                      {112, 4096, 4096, 1, 3}};
-  const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, deep[0], 2) >= 120 &&
-                   w8a8_sm90_config_max_ctas(h, deep[1], 2) >= 120;
+  /* (the 97..128 cases put 64 clusters of 2 on 8b-o's 32 weight tiles: 128 CTAs) */
+  const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, deep[0], 2) >= 128 &&
+                   w8a8_sm90_config_max_ctas(h, deep[1], 2) >= 128;
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;

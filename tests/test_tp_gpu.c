@@ -233,7 +233,8 @@ typedef struct tcase {
   int want_one; /* all-gather: 1 = the fused call must have run as ONE GEMM launch with ready flags */
   int want_pieces; /* all-gather: 1 = ... with more chunks than ranks (W8A8_TP_AG_PIECES) */
   int check_push;  /* all-gather with W8A8_TP_AG_PUSH=1 / 2: the fused call pushed (that mode) iff ag_push's rule holds */
-  int check_scales; /* all-gather, W8A8_TP_AG_SCALES=1: every rank with rows pushed its scales (W > 1, peer access) */
+  int check_scales; /* all-gather: 1 (the scale push on) every rank with rows pushed its scales (W > 1, peer access);
+                     * 2 (W8A8_TP_AG_SCALES=0) no rank did */
   int partials; /* reduce-scatter: W8A8_TP_PARTIALS_FP32 or _OUT */
 } tcase;
 
@@ -509,7 +510,7 @@ static int run_ag(env *e, const tcase *tc) {
       if (tc->check_scales) {
         /* the pack wrote the scales into the peers: eager calls of the in-process group, every rank's kernels able
          * to store into every peer's memory (the same GPU or peer access) */
-        int want = W > 1 && R[j].Mj > 0;
+        int want = tc->check_scales == 1 && W > 1 && R[j].Mj > 0;
         for (int i = 0; i < W; i++)
           for (int k = 0; k < W; k++) want &= i == k || w8a8_tp_gpu_peer_on(e->dev[i], e->dev[k]);
         CHECK(w8a8_tp_gpu_last_ag_scales(e->comm[j]) == want, "W=%d rank %d: the fused all-gather's pack %s its scales "
@@ -1189,7 +1190,7 @@ W8A8_TEST(tp_gpu_back_to_back) {
  * tiles already run (M = 2000 x K = 1024 per call). */
 static int g_pieces; /* W8A8_TP_AG_PIECES is set (one_gemm_pieces) */
 static int g_push;   /* W8A8_TP_AG_PUSH's mode (one_gemm_push: 1, push2: 2), else 0 */
-static int g_scales; /* W8A8_TP_AG_SCALES=1 (the scale push) when the ranks were created */
+static int g_scales; /* run_ag's check_scales: 1 the scale push on when the ranks were created, 2 off */
 static void one_gemm_cases(int W) {
   GPU_OR_SKIP();
   if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
@@ -1263,8 +1264,21 @@ W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
  * points into the peers' gathered buffers, nobody copies them; the fused and unfused calls (the workspaces
  * poisoned between them: a scale the push failed to write fails the reference), alone and with push mode 2. */
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 2); }
-/* The scale push is the default since session 21: the peers' scale copies it replaces, with the switch at 0. */
-W8A8_TEST(tp_gpu_ag_one_gemm_noscales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "0", NULL, 2); }
+/* The scale push is the default since session 21: with the variable unset the packs push (checked), and with it
+ * at 0 nobody does (checked) and the peers' scales are copied as before. */
+W8A8_TEST(tp_gpu_ag_one_gemm_scales_default_w2) {
+  unsetenv("W8A8_TP_AG_SCALES");
+  g_scales = 1;
+  one_gemm_cases(2);
+  g_scales = 0;
+}
+W8A8_TEST(tp_gpu_ag_one_gemm_noscales_w2) {
+  setenv("W8A8_TP_AG_SCALES", "0", 1);
+  g_scales = 2;
+  one_gemm_cases(2);
+  g_scales = 0;
+  unsetenv("W8A8_TP_AG_SCALES");
+}
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w3) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 3); }
 /* The per-chunk schedule (W8A8_TP_ONE_GEMM=0, any architecture) with the scale push: the fused calls' chunk GEMMs
  * wait on the side stream's events, which waited on the peers' packs; the unfused ones as before. */
@@ -1547,16 +1561,10 @@ W8A8_TEST(tp_gpu_graph_capture) {
   free(got), free(gotr), free(p), free(sum), free(want), free(afull), free(safull);
   env_close(&e);
 }
-/* The same with W8A8_TP_AG_SCALES=1 at creation: captured calls copy the peers' scales (ag_scales_push is
- * for eager calls only), with the same results. */
+/* The same with W8A8_TP_AG_SCALES=1 at creation (since session 21 also the default): captured calls copy the
+ * peers' scales (ag_scales_push is for eager calls only), with the same results. */
 W8A8_TEST(tp_gpu_graph_capture_scales) {
   setenv("W8A8_TP_AG_SCALES", "1", 1);
-  test_tp_gpu_graph_capture();
-  unsetenv("W8A8_TP_AG_SCALES");
-}
-/* And with the scale push off (W8A8_TP_AG_SCALES=0; the default has it on since session 21). */
-W8A8_TEST(tp_gpu_graph_capture_noscales) {
-  setenv("W8A8_TP_AG_SCALES", "0", 1);
   test_tp_gpu_graph_capture();
   unsetenv("W8A8_TP_AG_SCALES");
 }

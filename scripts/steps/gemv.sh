@@ -2,7 +2,8 @@
 # gemv.sh — step "gemv" (the CUDA-core kernel for the fewest tokens, src/cuda/gemv.cu): the gemv tests first
 # (cuda_gemv_matches_reference), then bench/torch_compare.py at M = 1, 2, 4, 8 with W8A8_GEMV=${GEMV_ON:-2}
 # (2, anything but 0 or 1: the default rule; 1: wherever it takes) and with W8A8_GEMV=0, one after the
-# other in this step. Writes
+# other in this step (since session 21 the default rule leaves fp8 out: export W8A8_GEMV_FP8=1 in the
+# device_session call to time fp8's one token on this kernel too). Writes
 # $OUT/h200-torch-compare-gemv{,-off}.{md,jsonl}. Env: OUT, L, BUILD, LEFT_S.
 set -u
 : "${OUT:?}" "${L:?}" "${BUILD:?}"

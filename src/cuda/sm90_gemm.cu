@@ -73,7 +73,8 @@ typedef struct sm90_config {
   {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, PR, false, 1, 1, false, false, true>, 0, 0, 0, 1}
 
-// The 128 x 192 promoted tile with alternating half temporaries (the kernel's HDB; session 20, an experiment).
+// The 128 x 192 promoted tile with alternating half temporaries (the kernel's HDB; session 20; planned by the
+// 128 x 192 rule since session 21, W8A8_SM90_HDB).
 #define SM90_CFG_HDB(NAME, ST)                                                                           \
   {NAME, 0, 192, 0, 0, 1, 0, sm90_cfg<192, ST, false, false, true, false>::SMEM_BYTES,                     \
    (sm90_kernel_fn)sm90_gemm_kernel<192, ST, false, false, true, false, 1, 1, false, false, false, true>}
@@ -129,7 +130,7 @@ static const sm90_config CONFIGS[] = {
     // swap-AB n8 / n16 with one CTA per SM and 10 stages of 17-18 KB instead of two CTAs per SM with 5. The small-M plans put one CTA per SM
     // anyway (plan_small: tiles x split <= SMs), so half the shared memory sat idle; twice the weight
     // bytes in flight per SM (160-180 KB) for when HBM latency under load, not the SM count, bounds
-    // the stream (Little's law: 32.6 GB/s per SM x 2-3 us). For sm90_dev -a against the plain ones.
+    // the stream (Little's law: 32.6 GB/s per SM x 2-3 us). Planned at 1..16 tokens since session 21 (plan_deep16).
     SM90_CFG("fp8_swap_n8_deep", 8, 10, false, true, true, true, 1),
     SM90_CFG("fp8_swap_n16_deep", 16, 10, false, true, true, true, 1),
     SM90_CFG("int8_swap_n8_deep", 8, 10, true, true, false, true, 1),
@@ -205,13 +206,13 @@ static const sm90_config CONFIGS[] = {
     // h200-session19 part 3), for plan_single_swap.
     SM90_CFG_TAIL("int8_swap_n160_ps_tail", 160, 5, true, true, false, false, 1),
     SM90_CFG_TAIL("fp8_swap_n160_ps_tail", 160, 5, false, true, true, false, 1),
-    // Session 19, an experiment (NOT yet run on a GPU; not planned): the n160 tile with its token tile multicast
+    // Session 19, an experiment (run since session 20, measured no gain: not planned): the n160 tile with its token tile multicast
     // over clusters of two weight tiles (cuBLASLt's 128x136..160 _TNT kernels at 129..160 tokens run 2x1 / 4x1
     // clusters, h200-session18 part 1): each CTA reads half the token bytes from L2 (at 160 tokens x K = 8192 the
     // token tile is 1.3 MB per CTA against 1 MB of weights). No token-tail twin (the swapped tail loads the whole Y).
     SM90_CFG_SWAP_MC("int8_swap_n160_ps_mc2", 160, 5, true, false),
     SM90_CFG_SWAP_MC("fp8_swap_n160_ps_mc2", 160, 5, false, true),
-    // Session 19, an experiment (NOT yet run on a GPU; not planned): two token tiles of 80 / 96 at 129..192 tokens
+    // Session 19 (run since session 20; fp8 planned by plan_pair_swap): two token tiles of 80 / 96 at 129..192 tokens
     // without split-K, for the shapes whose 48..64 weight tiles leave half the SMs idle with one token tile
     // (70b-down-tp4, 70b-o-tp4, 8b-qkv: 0.75-0.80x of cuBLASLt's tensorwise there, whose 64x136 / 128x72 / 128x80
     // tiles run 128 CTAs). Session 18's split-K n80 / n96 at split 1 lost there (0.81-1.09x), their epilogue

@@ -1108,7 +1108,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && !SPLITK &&
                                 (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && C::NACC == 80));
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
-  // HDB (session 20, an experiment): the halves' temporaries alternate, two of NACC / 2 registers beside the
+  // HDB (session 20; planned since session 21): the halves' temporaries alternate, two of NACC / 2 registers beside the
   // accumulators (96 + 2 x 48 on the 128 x 192 tile; 128 + 2 x 64 would not fit 232).
   static_assert(!HDB || (PROMOTE_HALF && !SWAP && C::NACC <= 96), "HDB: the 128 x 192 promoted tile only");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
@@ -1557,7 +1557,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // tensor pipe's 0.28). The 128 x 192 tile (session 15) does the same in halves of 96 columns
         // (m64n96, 48 registers; the B half at 96 rows = 12 swizzle periods).
         if constexpr (HDB) {
-          // Session 20 (an experiment, NOT run; fp8_128x192_promote_hdb): the two halves into two temporaries,
+          // Session 20 (ran in session 21; fp8_128x192_promote_hdb): the two halves into two temporaries,
           // so that a warpgroup always has a half in flight while it adds the other: issue half 1 of block kb
           // (tb); wait for its half 0 (ta; wait_group 1), add it; issue half 0 of kb + 1 (ta); wait for kb's tb,
           // add it, free kb's stage. The plain halves wait for each half (wait_group 0) and rely on the OTHER
