@@ -514,7 +514,7 @@ W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *han
  * rank's scales and zero points straight into the peers' gathered buffers (no small copy before the GEMM).
  * So peer access must stay enabled, and no device be reset, while the communicators live. An application
  * that cannot promise that sets the environment variable W8A8_TP_AG_SCALES=0 before creating them: the
- * scales are then copied (captured calls always copy them).
+ * scales are then copied (captured calls copy them unless W8A8_TP_AG_SCALES=2, an experiment).
  * CUDA graphs: capture every rank's call into ONE graph: begin the capture on a stream, fork
  * each rank's handle stream from it with an event, let each rank thread make its call, join
  * the streams back and end the capture; a replay runs all ranks. Ranks whose streams are in

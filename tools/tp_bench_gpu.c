@@ -32,7 +32,12 @@
  * (true only when ranks share a GPU), "transport" and "partials".
  * --partials fp32|out: w8a8_tp_options.partials of the library's reduce-scatter calls (fused and
  * unfused; W8A8_TP_PARTIALS_FP32 by default, W8A8_TP_PARTIALS_OUT: bf16 partials), and the element
- * size of the RS gemm and comm baselines. The all-gather ignores it. */
+ * size of the RS gemm and comm baselines. The all-gather ignores it.
+ * --graph (--local only; session 21, NOT yet run on a GPU): each of the four is captured once into ONE CUDA
+ * graph holding every rank's call (w8a8.h's model: a capture begun on a stream of rank 0's device, each rank's
+ * stream forked from it, each rank's thread makes its call, the streams joined back), after the eager warm-up;
+ * then replayed back to back, each replay between two events on that stream: the median replay time. What a
+ * serving stack that captures its decode / prefill steps sees (no host work per call). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -72,7 +77,7 @@ typedef cli_tp_shape shape;
 #define k_shapes cli_tp_shapes
 
 typedef struct args {
-  int W, device, one_gpu, nccl, div, warmup, iters, do_int8, do_fp8;
+  int W, device, one_gpu, nccl, div, warmup, iters, do_int8, do_fp8, graph;
   int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
   int64_t Ms[32];
   int nM;
@@ -153,6 +158,7 @@ typedef struct rank_data {
 typedef struct group {
   int W, nccl, me; /* me: this process's rank (--nccl); --local: all W ranks live here */
   int ag, iters, warmup, op; /* op: 0 gemm, 1 comm, 2 unfused, 3 fused */
+  int graph;                 /* --graph: time captured replays (time_op_graph) */
   int partials;              /* RS: W8A8_TP_PARTIALS_FP32 or _OUT */
   int64_t M, N, K;           /* N: AG's whole N (sharded), RS's N; K: AG's K, RS's whole K (sharded) */
   rank_data r[MAXW];
@@ -330,8 +336,122 @@ static int cmp_float(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* --graph: rank threads for the eager warm-up (phase 0: warmup calls, then a stream sync) and the capture (phase 1:
+ * one call). */
+typedef struct cap_job {
+  group *g;
+  int rank, phase, bad;
+} cap_job;
+static void *cap_worker(void *v) {
+  cap_job *j = v;
+  rank_data *d = &j->g->r[j->rank];
+  cudaSetDevice(d->dev);
+  j->bad = 0;
+  if (j->phase == 0) {
+    for (int i = 0; i < j->g->warmup; i++) j->bad |= one(j->g, j->rank);
+    j->bad |= cudaStreamSynchronize(d->st) != cudaSuccess;
+  } else {
+    j->bad = one(j->g, j->rank);
+  }
+  return NULL;
+}
+static int cap_run(group *g, int phase) {
+  pthread_t th[MAXW];
+  cap_job jb[MAXW];
+  int bad = 0, started[MAXW];
+  for (int r = 0; r < g->W; r++) {
+    jb[r].g = g, jb[r].rank = r, jb[r].phase = phase, jb[r].bad = 0;
+    started[r] = pthread_create(&th[r], NULL, cap_worker, &jb[r]) == 0;
+    if (!started[r]) jb[r].bad = 1; /* (the other ranks' collective calls then fail by the library's timeout) */
+  }
+  for (int r = 0; r < g->W; r++)
+    if (started[r]) pthread_join(th[r], NULL);
+  for (int r = 0; r < g->W; r++) bad |= jb[r].bad;
+  return bad;
+}
+/* Time op as replays of one captured graph of every rank's call (--graph, --local): the median replay (us); a
+ * failure sets g->failed and returns 0. */
+static double time_op_graph(group *g, int op) {
+  g->op = op;
+  int bad = cap_run(g, 0);
+  cudaStream_t s0 = NULL;
+  cudaEvent_t fork = NULL, join[MAXW], e0[MAX_ITERS], e1[MAX_ITERS];
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  float t[MAX_ITERS];
+  double med = 0;
+  memset(join, 0, sizeof join);
+  memset(e0, 0, sizeof e0);
+  memset(e1, 0, sizeof e1);
+  cudaSetDevice(g->r[0].dev);
+  bad |= cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking) != cudaSuccess;
+  bad |= cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) != cudaSuccess;
+  for (int i = 0; i < g->iters && !bad; i++)
+    bad |= cudaEventCreate(&e0[i]) != cudaSuccess || cudaEventCreate(&e1[i]) != cudaSuccess;
+  for (int r = 0; r < g->W && !bad; r++) {
+    cudaSetDevice(g->r[r].dev);
+    bad |= cudaEventCreateWithFlags(&join[r], cudaEventDisableTiming) != cudaSuccess;
+  }
+  if (!bad) {
+    cudaSetDevice(g->r[0].dev);
+    bad |= cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) != cudaSuccess;
+    if (!bad) {
+      cudaEventRecord(fork, s0);
+      for (int r = 0; r < g->W; r++) cudaStreamWaitEvent(g->r[r].st, fork, 0);
+      bad |= cap_run(g, 1);
+      for (int r = 0; r < g->W; r++) {
+        cudaSetDevice(g->r[r].dev);
+        cudaEventRecord(join[r], g->r[r].st);
+        cudaSetDevice(g->r[0].dev);
+        cudaStreamWaitEvent(s0, join[r], 0);
+      }
+      bad |= cudaStreamEndCapture(s0, &graph) != cudaSuccess || !graph;
+    }
+  }
+  if (!bad) bad |= cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+  if (!bad) {
+    for (int i = 0; i < 2; i++) bad |= cudaGraphLaunch(exec, s0) != cudaSuccess; /* warm replays */
+    bad |= cudaStreamSynchronize(s0) != cudaSuccess;
+    for (int i = 0; i < g->iters && !bad; i++) {
+      cudaEventRecord(e0[i], s0);
+      bad |= cudaGraphLaunch(exec, s0) != cudaSuccess;
+      cudaEventRecord(e1[i], s0);
+    }
+    bad |= cudaStreamSynchronize(s0) != cudaSuccess;
+    for (int i = 0; i < g->iters && !bad; i++) {
+      t[i] = 0;
+      bad |= cudaEventElapsedTime(&t[i], e0[i], e1[i]) != cudaSuccess;
+    }
+  }
+  if (bad) {
+    cudaError_t ce = cudaGetLastError();
+    pthread_mutex_lock(&g_msg_mu);
+    if (!g->msg[0])
+      snprintf(g->msg, sizeof g->msg, "--graph: op %d could not be captured or replayed (%s)", op, cudaGetErrorString(ce));
+    pthread_mutex_unlock(&g_msg_mu);
+    g->failed = 1;
+  } else {
+    qsort(t, (size_t)g->iters, sizeof t[0], cmp_float);
+    const int n = g->iters;
+    med = 1e3 * (n % 2 ? t[n / 2] : 0.5 * ((double)t[n / 2 - 1] + (double)t[n / 2]));
+  }
+  cudaSetDevice(g->r[0].dev);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  for (int i = 0; i < g->iters; i++) {
+    if (e0[i]) cudaEventDestroy(e0[i]);
+    if (e1[i]) cudaEventDestroy(e1[i]);
+  }
+  if (fork) cudaEventDestroy(fork);
+  for (int r = 0; r < g->W; r++)
+    if (join[r]) cudaEventDestroy(join[r]);
+  if (s0) cudaStreamDestroy(s0);
+  return med;
+}
+
 /* Time op on every rank at once: median over iterations of the slowest rank's time (us). */
 static double time_op(group *g, int op) {
+  if (g->graph && !g->nccl) return time_op_graph(g, op);
   g->op = op;
   float t[MAX_ITERS];
   int bad = 0;
@@ -422,6 +542,7 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
   g->partials = ar->partials;
   g->iters = ar->iters;
   g->warmup = ar->warmup;
+  g->graph = ar->graph;
   g->failed = 0;
   g->msg[0] = 0;
   const int64_t Nl = sh->N / ar->div, Kl = sh->K / ar->div;
@@ -596,13 +717,15 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
               "\"div\":%d,\"gemm_us\":%.3f,\"comm_us\":%.3f,\"unfused_us\":%.3f,\"fused_us\":%.3f,\"us\":%.3f,"
               "\"overlap_eff\":%.4f,\"speedup\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,"
               "\"failed\":%d,\"partials\":\"%s\",\"timing\":\"median of 3 interleaved rounds' medians, %d iterations in "
-              "all, of the slowest rank (CUDA events)\",\"device\":\"%s\",\"date\":\"%s\"}\n",
+              "all, %s\",\"device\":\"%s\",\"date\":\"%s\"}\n",
               g->nccl ? "w8a8_gpu_tp_nccl" : "w8a8_gpu_tp_local",
               sh->ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", W,
               gpus, gpus < W ? "true" : "false", w8a8_tp_transport(d0->comm, NULL), (long long)M, (long long)d0->Nr,
               (long long)d0->Kr, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
-              algbw, busbw, wrong, g->failed, g->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32", g->iters, devname,
-              date);
+              algbw, busbw, wrong, g->failed, g->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32", g->iters,
+              g->graph ? "replays of one captured CUDA graph of every rank's call (--graph)"
+                       : "of the slowest rank (CUDA events)",
+              devname, date);
   }
   for (int r = lo_rank(g); r < hi_rank(g); r++) free_rank_m(&g->r[r]);
   return wrong + (g->failed ? 1 : 0);
@@ -623,6 +746,7 @@ static void usage(void) {
           "  --partials P  the reduce-scatter's partials: fp32 (default) or out (rounded to the bf16 out\n"
           "                before they travel: half the bytes); sets w8a8_tp_options.partials of the\n"
           "                fused and unfused calls and the element size of the RS gemm/comm baselines\n"
+          "  --graph       --local: time replays of one CUDA graph holding every rank's call\n"
           "  -o FILE       also write JSON lines (rank 0 under --nccl)\n",
           MAXW, MAX_ITERS);
 }
@@ -640,6 +764,10 @@ static int parse(int argc, char **argv, args *ar) {
     }
     if (!strcmp(o, "--one-gpu")) {
       ar->one_gpu = 1;
+      continue;
+    }
+    if (!strcmp(o, "--graph")) {
+      ar->graph = 1;
       continue;
     }
     if (!v) return 2;
@@ -686,7 +814,7 @@ static int parse(int argc, char **argv, args *ar) {
       return 2;
     }
   }
-  if (ar->nccl && (local || ar->one_gpu)) return 2; /* --nccl: W is mpirun's -np, one GPU per rank */
+  if (ar->nccl && (local || ar->one_gpu || ar->graph)) return 2; /* --nccl: W is mpirun's -np, one GPU per rank */
   if (!ar->nM) ar->Ms[0] = 1024, ar->Ms[1] = 4096, ar->Ms[2] = 8192, ar->nM = 3;
   return 0;
 }
@@ -752,6 +880,9 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
            "median of its round medians; comm = %s\n",
            ar->iters >= 3 ? ar->iters / 3 : ar->iters, ar->warmup,
            g->nccl ? "ncclSend/ncclRecv of the same chunks" : "cudaMemcpyAsync of the same chunks (copy engine)");
+    if (ar->graph)
+      printf("# --graph: every time is the median replay of ONE CUDA graph holding every rank's call (captured after "
+             "the warm-up), not per-rank events\n");
     printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
     const char *why = NULL, *tr = w8a8_tp_transport(g->r[lo_rank(g)].comm, &why);
     printf("# library transport: %s%s%s\n", tr, why && why[0] ? " -- " : "", why ? why : "");

@@ -47,7 +47,7 @@ tp_tests() {
 # of every run in $L/STEP-fused.txt. Appends "VALUE-rN: exit E;" per run to $res. Optional env: TPAB_M
 # (tokens, default 1024,2048), TPAB_N (timed iterations, 18), TPAB_SHAPES (one run per --shape, appended to
 # the same .txt, each its own .jsonl; default every shape in one run), TPAB_ENV (more VAR=VALUE for the
-# runs, e.g. W8A8_TP_TRACE=1).
+# runs, e.g. W8A8_TP_TRACE=1), TPAB_ARGS (more tp-bench arguments, e.g. --graph).
 tp_env_ab() {
   local step=$1 var=$2 vals=$3 ops=$4 w=$5 round v order f sh
   for round in 1 2; do
@@ -59,7 +59,7 @@ tp_env_ab() {
         local sa=() js="$L/$step-$v-r$round.jsonl"
         [ "$sh" != all ] && sa=(--shape "$sh") && js="$L/$step-$v-r$round-$sh.jsonl"
         env "$var=$v" ${TPAB_ENV:-} timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$w" "${sa[@]}" \
-          -m "${TPAB_M:-1024,2048}" -n "${TPAB_N:-18}" -w 2 -o "$js" >>"$L/$step-$v-r$round.txt" 2>&1
+          -m "${TPAB_M:-1024,2048}" -n "${TPAB_N:-18}" -w 2 ${TPAB_ARGS:-} -o "$js" >>"$L/$step-$v-r$round.txt" 2>&1
         res="$res $v-r$round${sa[1]:+ $sh}: exit $?;"
       done
     done

@@ -363,6 +363,7 @@ W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c) {
   for (int j = 0; j < c->size && sok; j++)
     sok = j == c->rank || (peer(c, j) && w8a8_tp_gpu_peer_on(gs->device, peer(c, j)->device));
   gs->scales_ok = sok;
+  gs->scales_capture = sok && se && se[0] == '2';
   if (!f || gs->mode != TP_GPU_GROUP || !gs->group || !gs->flags) return;
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) {
@@ -565,7 +566,8 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
  * those copies. The stores: a few KB per rank from the SMs, before the rank's ready event, which every
  * peer's compute stream waits on before its GEMM (one GEMM) or its side stream before the chunk's copy
  * (per chunk); a peer's previous call has ended before them (entry_waits), as for the push's rows.
- * Every rank decides the same: eager calls of an in-process group (XP_GROUP, W > 1) where every rank's
+ * Every rank decides the same: eager calls (captured ones too with W8A8_TP_AG_SCALES=2, below) of an in-process
+ * group (XP_GROUP, W > 1) where every rank's
  * scales_ok holds (set at creation: the variable, and this GPU's kernels can store into every peer's
  * memory); read after the agreement, which every rank's creation precedes. At most W8A8_TP_SCALE_PEERS + 1
  * ranks (the kernels' parameter block). As with W8A8_TP_RS_DIRECT: peer access as enabled when the group was
@@ -575,10 +577,15 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
  * h200-session21 part 3): the GEMM's launch mark L 20-37 us after the fork -> 4 us; ag_qkv (70b, TP = 2) int8
  * 1024 tokens 120.6-124.3 -> 100.8-111.9 us, 8192 501-502 -> 477; fp8 1024 133-134 -> 109-110, 8192 585-589 ->
  * 563-567; ag_gate_up 1024 int8 360-362 -> 336, fp8 410-415 -> 388-389; 8192 within the runs' spread. */
+/* Captured calls too with W8A8_TP_AG_SCALES=2 at creation (session 21; NOT yet run on a GPU, opt-in until measured
+ * with tp-bench --graph): the pack kernel's peer pointers are baked into the graph, as the copies' are; the stores
+ * into peer j's buffer come after this rank's entry wait on j's previous call of the same capture (ev_done_cap),
+ * and a graph's first call after the previous replay's end on the stream it is launched on, the contract every
+ * captured call already has (entry_waits). Every rank captures or none (agreed) and reads the same variable. */
 static bool ag_scales_push(const w8a8_comm *c, xport xp, unsigned long long capture) {
-  if (xp != XP_GROUP || capture || c->size < 2 || c->size > W8A8_TP_SCALE_PEERS + 1) return false;
+  if (xp != XP_GROUP || c->size < 2 || c->size > W8A8_TP_SCALE_PEERS + 1) return false;
   for (int j = 0; j < c->size; j++)
-    if (!peer(c, j) || !peer(c, j)->scales_ok) return false;
+    if (!peer(c, j) || !peer(c, j)->scales_ok || (capture && !peer(c, j)->scales_capture)) return false;
   return true;
 }
 

@@ -132,6 +132,7 @@ typedef struct w8a8_tp_gpu {
                        * (cuStreamWriteValue32 on peer memory, probed at creation: w8a8_tp_gpu_probe_push) */
   int scales_ok;      /* in-process group: W8A8_TP_AG_SCALES not 0 at creation and this rank's kernels can store into
                        * every peer's memory (the same GPU or peer access; w8a8_tp_gpu_probe_push) */
+  int scales_capture; /* scales_ok and W8A8_TP_AG_SCALES=2 at creation: captured calls push the scales too */
   int last_ag_scales; /* the last all-gather's pack wrote this rank's scales into the peers (ag_scales_push) */
   int last_rs_own;    /* the last reduce-scatter's GEMM launches over this rank's own rows */
   /* NCCL transport */
