@@ -1421,7 +1421,8 @@ static void *graph_rank_main(void *v) {
   return NULL;
 }
 
-static int g_graph_scales2; /* tp_gpu_graph_capture_scales2: W8A8_TP_AG_SCALES=2, check the captured push */
+static int g_graph_scales2; /* the captured all-gather's scale push checked: 2 (W8A8_TP_AG_SCALES=2) it pushed, 1 (=1,
+                             * the captured calls copy) it did not */
 W8A8_TEST(tp_gpu_graph_capture) {
   GPU_OR_SKIP();
   REQUIRE(ref(), "no reference handle");
@@ -1493,8 +1494,9 @@ W8A8_TEST(tp_gpu_graph_capture) {
   for (int r = 0; r < W; r++)
     CHECK(G[r].ag.st == W8A8_SUCCESS && G[r].rs.st == W8A8_SUCCESS, "rank %d during capture: AG %s %s; RS %s %s", r,
           w8a8_status_name(G[r].ag.st), G[r].ag.msg, w8a8_status_name(G[r].rs.st), G[r].rs.msg);
-  for (int r = 0; r < W && g_graph_scales2; r++) { /* the captured all-gather pushed its scales (peer access) */
-    const int want = Mr[r] > 0 && w8a8_tp_gpu_peer_on(e.dev[0], e.dev[1]) && w8a8_tp_gpu_peer_on(e.dev[1], e.dev[0]);
+  for (int r = 0; r < W && g_graph_scales2; r++) { /* the captured all-gather pushed its scales (=2, peer access) */
+    const int want = g_graph_scales2 == 2 && Mr[r] > 0 && w8a8_tp_gpu_peer_on(e.dev[0], e.dev[1]) &&
+                     w8a8_tp_gpu_peer_on(e.dev[1], e.dev[0]);
     CHECK(w8a8_tp_gpu_last_ag_scales(e.comm[r]) == want, "rank %d: the captured all-gather %s its scales, expected %s",
           r, w8a8_tp_gpu_last_ag_scales(e.comm[r]) ? "pushed" : "did not push", want ? "a push" : "none");
   }
@@ -1571,7 +1573,9 @@ W8A8_TEST(tp_gpu_graph_capture) {
  * peers' scales (ag_scales_push is for eager calls only), with the same results. */
 W8A8_TEST(tp_gpu_graph_capture_scales) {
   setenv("W8A8_TP_AG_SCALES", "1", 1);
+  g_graph_scales2 = 1;
   test_tp_gpu_graph_capture();
+  g_graph_scales2 = 0;
   unsetenv("W8A8_TP_AG_SCALES");
 }
 /* W8A8_TP_AG_SCALES=2 (session 21; NOT yet run on a GPU): captured calls push the scales too. Every replay has new
@@ -1579,7 +1583,7 @@ W8A8_TEST(tp_gpu_graph_capture_scales) {
  * reference; and the captured all-gather took the push (w8a8_tp_gpu_last_ag_scales after the capture). */
 W8A8_TEST(tp_gpu_graph_capture_scales2) {
   setenv("W8A8_TP_AG_SCALES", "2", 1);
-  g_graph_scales2 = 1;
+  g_graph_scales2 = 2;
   test_tp_gpu_graph_capture();
   g_graph_scales2 = 0;
   unsetenv("W8A8_TP_AG_SCALES");

@@ -71,6 +71,7 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (hidden; static link) */
 int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_TP_TRACE) */
 int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max);          /* the marks' enqueue times */
+int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v);                         /* --graph: (hidden) */
 const char *w8a8_sm90_last_config(int *split); /* src/cuda/sm90_gemm.cu (hidden): the process's last sm90 launch */
 
 typedef cli_tp_shape shape;
@@ -369,8 +370,29 @@ static int cap_run(group *g, int phase) {
   for (int r = 0; r < g->W; r++) bad |= jb[r].bad;
   return bad;
 }
+/* --graph: before the replays, the op's output on every rank (and for the library's calls each rank's workspace:
+ * the gathered rows and scales, the partials) poisoned, so that the check after the timing sees what the replays
+ * wrote, not what the eager warm-up left (helper-53's review). 0 on success. */
+static int poison_for_graph(group *g, int op) {
+  int bad = 0;
+  for (int r = 0; r < g->W; r++) {
+    rank_data *d = &g->r[r];
+    cudaSetDevice(d->dev);
+    const size_t ob = 2 * (size_t)(g->ag ? g->M * d->Nr : d->Mr * g->N); /* out_f / out_u: bf16 */
+    if (op == 2 || op == 3) {
+      bad |= w8a8_tp_gpu_poison_ws(d->comm, 0xff) != 0;
+      bad |= cudaMemset(op == 3 ? d->out_f : d->out_u, 0xff, ob) != cudaSuccess;
+    } else if (op == 0 && g->ag) {
+      bad |= cudaMemset(d->gemm_out, 0xff, ob) != cudaSuccess;
+    }
+    bad |= cudaDeviceSynchronize() != cudaSuccess;
+  }
+  return bad;
+}
 /* Time op as replays of one captured graph of every rank's call (--graph, --local): the median replay (us); a
- * failure sets g->failed and returns 0. */
+ * failure sets g->failed and returns 0. The times include each replay's fork from and join into s0 across the
+ * ranks' devices, and the first replay's launch latency: not comparable one to one with the eager per-rank
+ * events. */
 static double time_op_graph(group *g, int op) {
   g->op = op;
   int bad = cap_run(g, 0);
@@ -409,6 +431,8 @@ static double time_op_graph(group *g, int op) {
     }
   }
   if (!bad) bad |= cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess;
+  if (!bad) bad |= poison_for_graph(g, op);
+  cudaSetDevice(g->r[0].dev);
   if (!bad) {
     for (int i = 0; i < 2; i++) bad |= cudaGraphLaunch(exec, s0) != cudaSuccess; /* warm replays */
     bad |= cudaStreamSynchronize(s0) != cudaSuccess;

@@ -60,7 +60,7 @@ tp_env_ab() {
         [ "$sh" != all ] && sa=(--shape "$sh") && js="$L/$step-$v-r$round-$sh.jsonl"
         env "$var=$v" ${TPAB_ENV:-} timeout -k 5 "$(cap 90)" "$BUILD/bin/w8a8" tp-bench --local "$w" "${sa[@]}" \
           -m "${TPAB_M:-1024,2048}" -n "${TPAB_N:-18}" -w 2 ${TPAB_ARGS:-} -o "$js" >>"$L/$step-$v-r$round.txt" 2>&1
-        res="$res $v-r$round${sa[1]:+ $sh}: exit $?;"
+        res="$res $step/$v-r$round${sa[1]:+ $sh}: exit $?;"
       done
     done
   done

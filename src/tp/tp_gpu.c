@@ -20,8 +20,9 @@
  *          ev_ready is recorded before anyone waits on it); S runs the own rows' GEMM at once
  *          while C, for s = 1..W-1, waits on peer j = (r - s) mod W's ev_ready and pulls its
  *          rows, scales and zero points from j's buffer into the same rows of its own
- *          (cudaMemcpyAsync: copy engine; with the scale push, the default for eager in-process groups, the
- *          scales and zero points are already there, written by j's pack), then records ev_step[s]; S waits ev_step[s] and runs
+ *          (cudaMemcpyAsync: copy engine; with the scale push, the default for eager in-process groups and
+ *          for captured ones too with W8A8_TP_AG_SCALES=2, the scales and zero points are already there,
+ *          written by j's pack), then records ev_step[s]; S waits ev_step[s] and runs
  *          chunk j's GEMM. Unfused: every pull first, then the same chunk GEMMs.
  *          One GEMM (session 3; sm_90a, GROUP and IPC, W <= 8): instead of a launch per chunk, ONE
  *          persistent launch over all M rows whose producer waits, per tile, for the ready flags of
@@ -680,7 +681,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const bool spush = ag_scales_push(c, xp, capture);
   gs->last_ag_scales = 0;
   w8a8_tp_scale_dsts sd;
-  sd.n = 0;
+  memset(&sd, 0, sizeof sd); /* (the unused entries too: a captured launch's parameters are then deterministic) */
   for (int j = 0; j < W && spush; j++) {
     if (j == r) continue;
     void *pws = peer_ws(c, xp, j);

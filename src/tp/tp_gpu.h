@@ -215,13 +215,15 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
  * without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c);
 /* Tests: 1 if the last all-gather's pack wrote this rank's scales (and zero points) into the peers' gathered
- * buffers (W8A8_TP_AG_SCALES not 0 at creation, where tp_gpu.c's ag_scales_push takes the call), else 0; -1
+ * buffers (W8A8_TP_AG_SCALES not 0 at creation, where tp_gpu.c's ag_scales_push takes the call: eager calls, and
+ * captured ones with the value 2), else 0; -1
  * without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_scales(const w8a8_comm *c);
 /* Once all ranks of an in-process group exist: whether c's side stream can write into each peer's ready
  * flags on another GPU (a stream memory operation on peer memory, then a synchronize: creation only);
  * sets push_ok (0 where a write or the synchronize failed; the CUDA error is cleared), and scales_ok
- * (W8A8_TP_AG_SCALES not 0 now, and this GPU's kernels can store into every peer's memory). */
+ * (W8A8_TP_AG_SCALES not 0 now, and this GPU's kernels can store into every peer's memory) and scales_capture
+ * (scales_ok and the value 2). */
 W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c);
 /* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
  * (E the call reached the compute stream (before the wait for the peers' previous calls), AG: K own rows
