@@ -1571,23 +1571,19 @@ W8A8_TEST(tp_gpu_graph_capture) {
 }
 /* The same with W8A8_TP_AG_SCALES=1 at creation (since session 21 also the default): captured calls copy the
  * peers' scales (ag_scales_push is for eager calls only), with the same results. */
-W8A8_TEST(tp_gpu_graph_capture_scales) {
-  setenv("W8A8_TP_AG_SCALES", "1", 1);
-  g_graph_scales2 = 1;
+/* tp_gpu_graph_capture with W8A8_TP_AG_SCALES=val at creation and the captured push checked (check: g_graph_scales2) */
+static void graph_capture_scales(const char *val, int check) {
+  setenv("W8A8_TP_AG_SCALES", val, 1);
+  g_graph_scales2 = check;
   test_tp_gpu_graph_capture();
   g_graph_scales2 = 0;
   unsetenv("W8A8_TP_AG_SCALES");
 }
+W8A8_TEST(tp_gpu_graph_capture_scales) { graph_capture_scales("1", 1); }
 /* W8A8_TP_AG_SCALES=2 (session 21; NOT yet run on a GPU): captured calls push the scales too. Every replay has new
  * scales (the test's inputs change per replay), so a scale not pushed, or pushed by a stale pointer, fails the
  * reference; and the captured all-gather took the push (w8a8_tp_gpu_last_ag_scales after the capture). */
-W8A8_TEST(tp_gpu_graph_capture_scales2) {
-  setenv("W8A8_TP_AG_SCALES", "2", 1);
-  g_graph_scales2 = 2;
-  test_tp_gpu_graph_capture();
-  g_graph_scales2 = 0;
-  unsetenv("W8A8_TP_AG_SCALES");
-}
+W8A8_TEST(tp_gpu_graph_capture_scales2) { graph_capture_scales("2", 2); }
 
 /* A fused call that fails after its side stream forked from the caller's stream must join it
  * before returning: else the caller's capture cannot even be ended (cudaStreamEndCapture:

@@ -322,33 +322,22 @@ static void time_rank(group *g, int r) {
   d->bad = bad;
 }
 
+/* A rank thread's work (--local): phase 0 time_rank (the eager timing), 1 the warm-up calls and a stream sync
+ * (--graph, before the capture), 2 one call (--graph, inside the capture); bad: a call failed. */
 typedef struct job {
   group *g;
-  int rank;
+  int rank, phase, bad;
 } job;
 static void *worker(void *v) {
-  job *jb = v;
-  time_rank(jb->g, jb->rank);
-  return NULL;
-}
-
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
-/* --graph: rank threads for the eager warm-up (phase 0: warmup calls, then a stream sync) and the capture (phase 1:
- * one call). */
-typedef struct cap_job {
-  group *g;
-  int rank, phase, bad;
-} cap_job;
-static void *cap_worker(void *v) {
-  cap_job *j = v;
+  job *j = v;
   rank_data *d = &j->g->r[j->rank];
-  cudaSetDevice(d->dev);
   j->bad = 0;
   if (j->phase == 0) {
+    time_rank(j->g, j->rank);
+    return NULL;
+  }
+  cudaSetDevice(d->dev);
+  if (j->phase == 1) {
     for (int i = 0; i < j->g->warmup; i++) j->bad |= one(j->g, j->rank);
     j->bad |= cudaStreamSynchronize(d->st) != cudaSuccess;
   } else {
@@ -356,20 +345,28 @@ static void *cap_worker(void *v) {
   }
   return NULL;
 }
-static int cap_run(group *g, int phase) {
+/* Every rank's thread of this process on `phase`, joined; nonzero if a thread could not start or a call failed
+ * (a rank that cannot start leaves the others' collective calls to the library's timeout). */
+static int run_ranks(group *g, int phase) {
   pthread_t th[MAXW];
-  cap_job jb[MAXW];
+  job jb[MAXW];
   int bad = 0, started[MAXW];
   for (int r = 0; r < g->W; r++) {
     jb[r].g = g, jb[r].rank = r, jb[r].phase = phase, jb[r].bad = 0;
-    started[r] = pthread_create(&th[r], NULL, cap_worker, &jb[r]) == 0;
-    if (!started[r]) jb[r].bad = 1; /* (the other ranks' collective calls then fail by the library's timeout) */
+    started[r] = pthread_create(&th[r], NULL, worker, &jb[r]) == 0;
+    if (!started[r]) jb[r].bad = 1;
   }
   for (int r = 0; r < g->W; r++)
     if (started[r]) pthread_join(th[r], NULL);
   for (int r = 0; r < g->W; r++) bad |= jb[r].bad;
   return bad;
 }
+
+static int cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
 /* --graph: before the replays, the op's output on every rank (and for the library's calls each rank's workspace:
  * the gathered rows and scales, the partials) poisoned, so that the check after the timing sees what the replays
  * wrote, not what the eager warm-up left (helper-53's review). 0 on success. */
@@ -395,7 +392,7 @@ static int poison_for_graph(group *g, int op) {
  * events. */
 static double time_op_graph(group *g, int op) {
   g->op = op;
-  int bad = cap_run(g, 0);
+  int bad = run_ranks(g, 1);
   cudaStream_t s0 = NULL;
   cudaEvent_t fork = NULL, join[MAXW], e0[MAX_ITERS], e1[MAX_ITERS];
   cudaGraph_t graph = NULL;
@@ -420,7 +417,7 @@ static double time_op_graph(group *g, int op) {
     if (!bad) {
       cudaEventRecord(fork, s0);
       for (int r = 0; r < g->W; r++) cudaStreamWaitEvent(g->r[r].st, fork, 0);
-      bad |= cap_run(g, 1);
+      bad |= run_ranks(g, 2);
       for (int r = 0; r < g->W; r++) {
         cudaSetDevice(g->r[r].dev);
         cudaEventRecord(join[r], g->r[r].st);
@@ -489,14 +486,8 @@ static double time_op(group *g, int op) {
     bad = any;
 #endif
   } else {
-    pthread_t th[MAXW];
-    job jb[MAXW];
     pthread_barrier_init(&g->bar, NULL, (unsigned)g->W);
-    for (int r = 0; r < g->W; r++) {
-      jb[r].g = g, jb[r].rank = r;
-      pthread_create(&th[r], NULL, worker, &jb[r]);
-    }
-    for (int r = 0; r < g->W; r++) pthread_join(th[r], NULL);
+    bad |= run_ranks(g, 0);
     pthread_barrier_destroy(&g->bar);
     for (int i = 0; i < g->iters; i++) {
       t[i] = 0;

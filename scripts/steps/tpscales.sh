@@ -25,7 +25,8 @@ for pm in ${TPSCALES_PUSH:-0 2}; do
   TPAB_M=${TPAB_M:-1024,8192} TPAB_ENV="W8A8_TP_TRACE=1 W8A8_TP_AG_PUSH=$pm" TPAB_SHAPES="70b-qkv 70b-gate_up" \
     tp_env_ab "tpscales-p$pm" W8A8_TP_AG_SCALES "${TPSCALES_VALS:-0 1}" ag "$W"
 done
-[ -n "${TPSCALES_STACK_VALS-0 1 1 0}" ] && tp_stack_env tpscales W8A8_TP_AG_SCALES "${TPSCALES_STACK_VALS:-0 1 1 0}" "$W"
+sv=${TPSCALES_STACK_VALS-0 1 1 0}
+[ -n "$sv" ] && tp_stack_env tpscales W8A8_TP_AG_SCALES "$sv" "$W"
 # TPSCALES_GRAPH=1 (session 21): the same A/B as replays of one captured graph (tp-bench --graph), values
 # TPSCALES_GVALS (default "1 2": captured calls copy the scales / push them, W8A8_TP_AG_SCALES=2)
 if [ "${TPSCALES_GRAPH:-0}" = 1 ]; then
