@@ -33,6 +33,7 @@ void w8a8_sm90_set_split_quad(int on);
 void w8a8_sm90_set_tail(int mode);
 void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
+const char *w8a8_sm90_last_config(int *split);
 int w8a8_sm90_last_tma_out(void);
 void w8a8_sm90_set_deep80(int on);
 void w8a8_sm90_set_swap64_max(int tokens);
@@ -43,6 +44,7 @@ void w8a8_sm90_set_deep128(int on);
 void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_hdb(int on);
 void w8a8_sm90_set_deep16(int mode);
+void w8a8_sm90_set_deep3(int on);
 void w8a8_cuda_set_gemv(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
@@ -1159,7 +1161,9 @@ W8A8_TEST(sm90_swap64_plan) {
       }
     }
     w8a8_sm90_set_swap64_max(env_set ? 40 : -1);
-    /* plan_deep: two n32 tiles for fp8 only (mode 2, the default), both (1), neither (0) */
+    /* plan_deep: two n32 tiles for fp8 only (mode 2, the default), both (1), neither (0); with session 22's n64
+     * split 3 off, which takes these problems first (sm90_deep3_plan) */
+    w8a8_sm90_set_deep3(0);
     for (int mode = 2; mode >= 0 && !w8a8_test_failed(); mode--) {
       w8a8_sm90_set_deep_n32x2(mode);
       for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) {
@@ -1178,6 +1182,7 @@ W8A8_TEST(sm90_swap64_plan) {
       }
     }
     w8a8_sm90_set_deep_n32x2(env_set ? 2 : -1);
+    w8a8_sm90_set_deep3(-1);
   }
   w8a8_sm90_set_swap64_max(-1);
   w8a8_sm90_set_deep_n32x2(-1);
@@ -1823,6 +1828,61 @@ W8A8_TEST(sm90_deep16_plan) {
   }
   w8a8_cuda_set_gemv(-1);
   w8a8_sm90_set_deep16(-1);
+  plan_rig_close(h, dbuf);
+}
+
+/* W8A8_SM90_DEEP3 (session 22): at 33..64 tokens plan_deep runs the n64 deep tile at split 3 where deep_split's
+ * power of two came out 2, the weight tiles x 3 CTAs all fit at once and K has >= 64 K-blocks, both dtypes,
+ * before fp8's two n32 tiles. On a GPU with 132 SMs: 8b-down (N = 4096: 32 weight tiles, K = 14336) and K = 8192
+ * at M = 33 / 48 / 64 take it; 8b-o (K = 4096: 32 K-blocks), K = 8064 (63), 70b-qkv-tp4 (20 tiles: split 4) and
+ * 8b-qkv's N (48 tiles: 144 CTAs) do not; switched off, nothing does. Then results through the public API with the
+ * rule on: a partial last weight tile (N = 4000) and K-block (K = 8208, 65 K-blocks split 22 / 22 / 21), M = 37
+ * and 64, every output type over the cases, scale modes, bias and int8 zero points from rotate(). */
+W8A8_TEST(sm90_deep3_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  const size_t bytes = (size_t)160 << 20;
+  REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  /* M, N, K, expected to take n64 split 3 */
+  static const int64_t cases[][4] = {{33, 4096, 14336, 1}, {48, 4096, 14336, 1}, {64, 4096, 14336, 1},
+                                     {48, 4096, 8192, 1},  {48, 4096, 8064, 0},  {48, 4096, 4096, 0},
+                                     {48, 2560, 8192, 0},  {48, 6144, 8192, 0},  {32, 4096, 14336, 0}};
+  for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    char n64[32], n64t[40];
+    snprintf(n64, sizeof n64, "%s_swap_n64_deep", dt ? "int8" : "fp8");
+    snprintf(n64t, sizeof n64t, "%s_tail", n64);
+    for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
+      w8a8_sm90_set_deep3(on);
+      for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
+        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+        int split = 0;
+        const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
+        if (ci == PLAN_INVALID) break;
+        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+        const int is3 = (!strcmp(got, n64) || !strcmp(got, n64t)) && split == 3;
+        CHECK(is3 == (on && cases[i][3]), "%s M=%lld N=%lld K=%lld deep3 %d: planned %s split %d, expected %s",
+              dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, on, got, split,
+              on && cases[i][3] ? "the n64 deep tile at split 3" : "another plan");
+      }
+    }
+  }
+  w8a8_sm90_set_deep3(-1);
+  static const int64_t ms[2] = {37, 64};
+  for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+    const w8a8_dtype in = i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    mm_case c = rotate(in, ms[i / 2], 4000, 8208, i + 3, -1, 0);
+    run_case(&c, 3100 + (uint64_t)i);
+    if (sms == 132 && !getenv("W8A8_SM90_DEEP3")) {
+      int split = 0;
+      const char *got = w8a8_sm90_last_config(&split);
+      CHECK(split == 3 && strstr(got, "_swap_n64_deep") != NULL, "%s M=%lld N=4000 K=8208: ran %s split %d, expected "
+            "the n64 deep tile at split 3", i % 2 ? "int8" : "fp8", (long long)ms[i / 2], got, split);
+    }
+  }
   plan_rig_close(h, dbuf);
 }
 

@@ -413,6 +413,31 @@ static sm90_plan deep_split(int dev, int ci, long long clusters, int kblocks, in
 // 10.9 vs 15.9 of the 128 x 128 split-K tile; 70b-gateup-tp4 M = 33 35.7 vs 48.4). At 33..64 tokens
 // two n32 tiles beat one n64 tile by up to 9% on 8b-o: taken where they double the CTAs, for fp8 only
 // since session 15 (below). Returns config -1 where it does not apply.
+// 33..64 tokens, session 22 (W8A8_SM90_DEEP3, default 1; hook w8a8_sm90_set_deep3): the n64 deep tile at split
+// 3 where deep_split's largest power of two is 2 (more than 30 weight tiles: clusters of 4 do not all fit), the
+// weight tiles x 3 CTAs all run at once (the occupancy query for clusters of 3) and K has >= 64 K-blocks.
+// 96 CTAs stream the weights where 64 did: with 64 the n64 tile's main loop took 461 cycles per K-block of 24 KB
+// against the n32's 372 for 20 KB (session 22's timeline, 8b-o M = 33; h200-session22 part 1), i.e. the
+// per-SM intake, not HBM, bounded it. Measured (sm90_dev forcing splits 2 / 3, h200-session22 part 2): fp8 8b-down
+// (32 weight tiles, 112 K-blocks) M = 33 / 48 / 64 21.36 -> 19.77, 20.67 -> 19.71, 20.88 -> 20.32 us (the n32 pair
+// at split 2, what plan_deep takes where it fits: 23.98 / 22.81 / 22.85); 8b-o (32, 32) 9.29 -> 9.21, 9.28 -> 8.80,
+// 9.53 -> 9.23 (n32 pair 9.69 / 9.49 / 9.56); int8 8b-down M = 64 20.44 -> 19.85, 8b-o 9.25 -> 9.08. Not taken
+// for n16 / n32 (8b-o M = 32: n32 split 3 8.40 vs 8.13 at 2; 8b-down 19.48 vs 18.64) nor past a power-of-two
+// split of 2 (70b-qkv-tp4, 20 tiles: split 5 lost to 4 on every row). The interleaved A/B through torch_compare
+// (envab DEEP3 0 vs 1, two rounds, M = 33 / 40 / 48 / 56 / 64, h200-session22 part 4; torch's own rows drifted
+// 1.013x and 0.99x between the sides): 8b-down fp8 1.03-1.09x in both rounds, int8 1.00-1.05x; 8b-o (32 K-blocks)
+// mixed, fp8 0.96-1.06x, int8 0.98-1.06x (56 / 64 tokens lost in round 2). Hence >= 64 K-blocks (8b-down has 112;
+// between 32 and 64 unmeasured). Returns config -1 where it does not apply.
+static int g_deep3 = -1;
+static int deep3_enabled(void) { return w8a8_env_flag(&g_deep3, "W8A8_SM90_DEEP3", 1); }
+static sm90_plan plan_deep3(int dev, sm90_plan a, long long tiles, int kblocks, int num_sms) {
+  sm90_plan none = {-1, 1};
+  if (a.config < 0 || a.split != 2 || kblocks < 64 || !deep3_enabled()) return none;
+  if (tiles > max_active_clusters(dev, a.config, 3, num_sms)) return none;
+  a.split = 3;
+  return a;
+}
+
 static int g_deep_n32x2 = -1;  // W8A8_SM90_DEEP_N32X2: plan_deep's two n32 tiles: 1 both dtypes, 0 never, unset fp8 only (2)
 static int deep_n32x2_mode(void) { return w8a8_env_mode(&g_deep_n32x2, "W8A8_SM90_DEEP_N32X2", 2); }
 static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
@@ -435,6 +460,10 @@ static sm90_plan plan_deep(int dev, const w8a8_mm_problem *p, int num_sms) {
   // 1.01-1.09x on 8b-down, 1.00-1.04x on 8b-o; fp8 n64 0.95-0.97x on 8b-down at 33, 1.03-1.05x at 48 / 64,
   // 0.96-0.99x on 8b-o (0.95-0.97x with the weights-constant hint). So two n32 tiles for fp8 only
   // (W8A8_SM90_DEEP_N32X2: unset that rule, 1 both dtypes, 0 neither).
+  // Session 22: n64 at split 3 where deep_split's power of two came out 2 and three CTAs per weight tile all
+  // run at once (clusters of 3: 117 CTAs on the H200), taken before the two n32 tiles (see plan_deep3).
+  const sm90_plan a3 = plan_deep3(dev, a, tiles, kblocks, num_sms);
+  if (a3.config >= 0) return a3;
   const int n32x2 = deep_n32x2_mode();
   if (n32x2 == 0 || (n32x2 == 2 && int8)) return a;
   const sm90_plan b = deep_split(dev, n32, 2 * tiles, kblocks, num_sms);
@@ -1377,6 +1406,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep12
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
+// on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }
 // mode: 1..16 tokens, 1 the n8 / n16 deep tiles, 2 the n32 deep tile, 0 plan_small; -1 back to W8A8_SM90_DEEP16
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) {
   __atomic_store_n(&g_deep16, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
@@ -1427,6 +1458,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
