@@ -46,7 +46,10 @@ MS = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 # is defined on MS.
 CLIFF_MS = [17, 33, 65, 129]
 IMPLS = ["w8a8_cuda_fp8", "w8a8_cuda_fp8_wc", "w8a8_cuda_fp8_fast", "w8a8_cuda_int8", "torch_scaled_mm_rowwise",
-         "torch_scaled_mm_rowwise_fast", "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16"]
+         "torch_scaled_mm_rowwise_fast", "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16", "read_floor"]
+# read_floor: no GEMM, a pure read of the weight bytes (the fastest of bench/hw_limits.py's reads: Triton's
+# streaming kernels where torch has Triton, else torch's reductions), measured at M <= 64 (once per shape: it
+# does not depend on M), the floor the M <= 64 HBM target meets at these sizes.
 HBM_BYTES_PER_S = 4.30e12
 WC_MAX_M = 256
 # fp8 with fast accumulation (w8a8_set_fp8_accum(FAST) against torch._scaled_mm(use_fast_accum=True)):
@@ -68,6 +71,7 @@ META = {
     "torch_scaled_mm_tensorwise": ("torch_scaled_mm_tensorwise", "fp8_e4m3", 1, "tensor"),
     "torch_int_mm": ("torch_int_mm", "int8", 1, "none"),
     "torch_mm_bf16": ("torch_mm_bf16", "bf16", 2, "none"),
+    "read_floor": ("read_weights", "int8", 1, "none"),
 }
 # Which baseline each of our rows is compared with in the JSON's vs_baseline.
 OUR_BASELINE = {"w8a8_cuda_fp8": "torch_scaled_mm_rowwise", "w8a8_cuda_int8": "torch_int_mm"}
@@ -110,6 +114,7 @@ class TorchRunner:
         self.w = self.a = None  # free the previous shape's tensors before allocating
         t.cuda.empty_cache()
         self.N, self.K = N, K
+        self.floor = None  # read_floor's (us, 0) for this shape
         self.rot = {}
         for kind, es in (("fp8", 1), ("int8", 1), ("bf16", 2)):
             r = max(2, math.ceil(3 * L2_BYTES / (N * K * es)))
@@ -174,10 +179,30 @@ class TorchRunner:
             return "the weights-constant hint is measured at M <= %d" % WC_MAX_M
         if impl.endswith("_fast") and M < FAST_MIN_M:
             return "fast accumulation is measured at M >= %d" % FAST_MIN_M
+        if impl == "read_floor" and (M > 64 or self.K % 4):
+            return "the read floor is measured at M <= 64 (K a multiple of 4)"
         return None
+
+    def read_floor(self):
+        """The fastest pure read of this shape's weight bytes (rotated int8 copies, the same graph harness)."""
+        if self.floor is None:
+            import hw_limits  # (bench/, beside this script; imports this module back, which is loaded by then)
+            t = self.torch
+            ops = hw_limits.triton_reads(t) or hw_limits.read_ops(t, with_triton=False)
+            ws = self.w["int8"]
+            best = None
+            for op in ops.values():
+                g = hw_limits.graph_of(t, self.side, lambda i: op(ws[i % len(ws)]), CALLS)
+                us = hw_limits.time_graph(t, g, CALLS, REPLAYS)
+                del g
+                best = us if best is None else min(best, us)
+            self.floor = (best, 0)
+        return self.floor
 
     def measure(self, impl):
         """(us per call, number of wrong elements)."""
+        if impl == "read_floor":
+            return self.read_floor()
         # Our variants with a handle setting: on for this impl's warm-up and capture (the library
         # reads it when each call is enqueued, so the graph keeps it), back to the default after.
         setting = {"w8a8_cuda_fp8_wc": ("set_weights_constant", True, False),
@@ -280,10 +305,14 @@ class FakeRunner:
             return "measured at M <= %d" % WC_MAX_M
         if impl.endswith("_fast") and M < FAST_MIN_M:
             return "measured at M >= %d" % FAST_MIN_M
+        if impl == "read_floor" and M > 64:
+            return "measured at M <= 64"
         return None
 
     def measure(self, impl):
         es = META[impl][2]
+        if impl == "read_floor":
+            return (self.N * self.K / (0.9 * HBM_BYTES_PER_S) * 1e6 + 2.0) * self.rng.uniform(0.97, 1.03), 0
         peak = {"w8a8_cuda_fp8": 1300, "w8a8_cuda_fp8_wc": 1300, "w8a8_cuda_fp8_fast": 1400, "w8a8_cuda_int8": 1200,
                 "torch_scaled_mm_rowwise": 1150, "torch_scaled_mm_rowwise_fast": 1250,
                 "torch_scaled_mm_tensorwise": 1250, "torch_int_mm": 850, "torch_mm_bf16": 680}[impl] * 1e12
@@ -300,6 +329,12 @@ class FakeRunner:
 def row_for(runner, impl, shape, M, N, K, us, wrong, stamp):
     name, dtype, es, scales = META[impl]
     out_es = 4 if impl == "torch_int_mm" else 2
+    if impl == "read_floor":  # no GEMM: the weight bytes read once, nothing written
+        return {"impl": name, "op": "read", "dtype": dtype, "scales": scales, "out_dtype": "none", "shape": shape,
+                "M": M, "N": N, "K": K, "us": round(us, 4), "tflops": 0.0, "gbps": N * K / us * 1e-3,
+                "vs_baseline": 0, "baseline": "", "wrong": 0, "device": runner.device_name, "date": stamp[:10],
+                "datetime": stamp, "host": socket.gethostname(), "iters": CALLS, "warmup": 1, "replays": REPLAYS,
+                "rotate": runner.rot["int8"], "version": runner.version, "script": "bench/torch_compare.py"}
     return {"impl": name, "op": "scaled_mm", "dtype": dtype, "scales": scales,
             "out_dtype": "int32" if impl == "torch_int_mm" else "bf16", "shape": shape, "M": M, "N": N, "K": K,
             "us": round(us, 4), "tflops": 2.0 * M * N * K / us * 1e-6,
@@ -407,10 +442,24 @@ def markdown(rows, args, runner, stamp, elapsed):
     mn = min(int8_big) if int8_big else float("nan")
     L.append("| int8 >= 1300 TOP/s at M >= 4096 | min %.0f, median %s | %s |" % (
         mn, "%.0f" % statistics.median(int8_big) if int8_big else "—", verdict(mn >= 1300, mn)))
+    rf = []  # (ours fp8 / int8 as a share of the pure read's time, shape, M, dtype), and the read's own HBM fraction
+    rf_hbm = {}
+    for (shape, M), d in by.items():
+        fl = us(d, "read_weights")
+        if fl and M in MS:
+            N, K = d["read_weights"]["N"], d["read_weights"]["K"]
+            rf_hbm[shape] = N * K / (fl * 1e-6) / HBM_BYTES_PER_S
+            rf += [(fl / x, shape, M, dt) for x, dt in ((us(d, OF), "fp8"), (us(d, OI), "int8")) if x]
     lo = min(hbm) if hbm else (float("nan"), "-", 0, "-")
     L.append("| M <= 64: >= 85%% of HBM bandwidth for the weights | min %.2f (%s M=%s %s), median %s | %s |" % (
         lo[0], lo[1], lo[2], lo[3], "%.2f" % statistics.median([h[0] for h in hbm]) if hbm else "—",
         verdict(lo[0] >= 0.85, lo[0])))
+    if rf:
+        lr = min(rf)
+        L.append("| (M <= 64: a pure read of the weight bytes, same run: its HBM fraction) | min %.2f, max %.2f | "
+                 "(the floor at these sizes) |" % (min(rf_hbm.values()), max(rf_hbm.values())))
+        L.append("| (M <= 64: ours as a share of that read's time) | min %.2f (%s M=%s %s), median %.2f | |" % (
+            lr[0], lr[1], lr[2], lr[3], statistics.median([x[0] for x in rf])))
     L.append("| speedup over bf16 torch.mm (geomean) | fp8 %.2fx, int8 %.2fx | (every shape in the table) |" % (
         gm("bf16_fp8"), gm("bf16_int8")))
     L.append("| wrong elements in all timed outputs | %d | %s |" % (wrong_total, verdict(wrong_total == 0)))

@@ -27,9 +27,9 @@ class TorchCompareDryRun(unittest.TestCase):
                 rows = [json.loads(line) for line in f]
             with open(prefix + ".md") as f:
                 md = f.read()
-        # 4 shapes x 2 M x 7 impls (ours with the weights-constant hint included: M <= 256), less
-        # torch._int_mm at M = 1
-        self.assertEqual(len(rows), 4 * 2 * 7 - 4)
+        # 4 shapes x 2 M x 8 impls (ours with the weights-constant hint included: M <= 256; the read floor at
+        # M <= 64), less torch._int_mm at M = 1
+        self.assertEqual(len(rows), 4 * 2 * 8 - 4)
         keys = set()
         for r in rows:
             for k in FIELDS:
@@ -38,7 +38,10 @@ class TorchCompareDryRun(unittest.TestCase):
         self.assertEqual(len(keys), len(rows))
         impls = {r["impl"] for r in rows}
         self.assertEqual(impls, {"w8a8_cuda", "w8a8_cuda_weights_constant", "torch_scaled_mm_rowwise",
-                                 "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16"})
+                                 "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16", "read_weights"})
+        floor = [r for r in rows if r["impl"] == "read_weights"]
+        self.assertTrue(all(r["op"] == "read" and r["M"] <= 64 and r["gbps"] > 0 for r in floor))
+        self.assertIn("a pure read of the weight bytes", md)
         ours = [r for r in rows if r["impl"] == "w8a8_cuda" and r["dtype"] == "fp8_e4m3"]
         self.assertTrue(all(r["baseline"] == "torch_scaled_mm_rowwise" and r["vs_baseline"] > 0 for r in ours))
         self.assertIn("## Summary against the issue-4 targets", md)
