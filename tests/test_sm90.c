@@ -448,11 +448,13 @@ static mm_case rotate(w8a8_dtype in, int64_t M, int64_t N, int64_t K, int v, int
     if (sm90_device() < 0) SKIP("no compute capability 9.0 GPU");        \
   } while (0)
 
-/* Every configuration of the table, with shapes it takes, splits 1..8 for the split-K ones. */
-static void all_configs(w8a8_dtype in) {
+/* Every configuration of the table whose name contains `like` (NULL: all), with shapes it takes, splits 1..8 for
+ * the split-K ones. */
+static void all_configs_like(w8a8_dtype in, const char *like) {
   int v = 0;
   for (int ci = 0; ci < w8a8_sm90_num_configs(); ci++) {
     if (w8a8_sm90_config_int8(ci) != (in == W8A8_DTYPE_INT8)) continue;
+    if (like && !strstr(w8a8_sm90_config_name(ci), like)) continue;
     int bn = w8a8_sm90_config_swap_bn(ci);
     if (bn) {
       int64_t ms[3] = {1, bn > 8 ? bn / 2 + 1 : 7, bn};
@@ -486,6 +488,8 @@ static void all_configs(w8a8_dtype in) {
   }
 }
 
+static void all_configs(w8a8_dtype in) { all_configs_like(in, NULL); }
+
 W8A8_TEST(sm90_fp8_every_config) {
   NEED_SM90();
   all_configs(W8A8_DTYPE_FP8_E4M3);
@@ -494,6 +498,30 @@ W8A8_TEST(sm90_fp8_every_config) {
 W8A8_TEST(sm90_int8_every_config) {
   NEED_SM90();
   all_configs(W8A8_DTYPE_INT8);
+}
+
+/* The skinny swapped tiles (session 22: 64 weight rows, one consumer warpgroup, no split-K) alone, forced, both dtypes:
+ * every_config's cases (M = 1, BN / 2 + 1, BN; N = 200 + 8 v: a partial weight tile of 64; K = 1192: a partial
+ * K-block; every output type, scale mode, bias and int8 zero point over the cases), then more token tiles than
+ * one (M = 3 BN + 5 on N = 1000) and a grid with more tiles than CTAs (N = 64 x 200, M = 2 BN: 400 tiles on a
+ * persistent grid of one CTA per SM, so CTAs run several tiles through one ring), both checked in full. */
+W8A8_TEST(sm90_skinny_configs) {
+  NEED_SM90();
+  all_configs_like(W8A8_DTYPE_FP8_E4M3, "skinny");
+  if (w8a8_test_failed()) return;
+  all_configs_like(W8A8_DTYPE_INT8, "skinny");
+  static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144"};
+  for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+    int i8 = 0, bn = 0;
+    const int ci = w8a8_sm90_config_lookup(names[i], &i8, &bn, NULL);
+    REQUIRE(ci >= 0 && bn > 0, "no configuration %s", names[i]);
+    const w8a8_dtype in = i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    mm_case c = rotate(in, 3 * bn + 5, 1000, 2048 + 16 * i, 40 + i, ci, 1);
+    run_case(&c, 3300 + (uint64_t)i);
+    if (w8a8_test_failed()) break;
+    mm_case d = rotate(in, 2 * bn, 64 * 200, 384, 44 + i, ci, 1);
+    run_case(&d, 3310 + (uint64_t)i);
+  }
 }
 
 /* The weights-constant hint (w8a8_set_weights_constant): the producer loads the weight halves of

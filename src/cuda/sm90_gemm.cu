@@ -37,7 +37,12 @@ typedef struct sm90_config {
   int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
   int tail;      // the token tail (the kernel's TAIL, session 8): tail_plan's boxes for a partial token tile
   int sk;        // stream-K (the kernel's SK, session 10): a grid of one CTA per SM, sm90_streamk.h's schedule
+  int bm;        // rows on wgmma's M side per CTA: 0 = SM90_BM (two consumer warpgroups); 64: the skinny kernel
 } sm90_config;
+
+// A configuration's CTA rows on wgmma's M side (the weights when swapped) and its block size.
+static int cfg_bm(const sm90_config *c) { return c->bm ? c->bm : SM90_BM; }
+static int cfg_threads(const sm90_config *c) { return c->bm ? SM90_SKINNY_THREADS : SM90_THREADS; }
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
   {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
@@ -78,6 +83,12 @@ typedef struct sm90_config {
 #define SM90_CFG_HDB(NAME, ST)                                                                           \
   {NAME, 0, 192, 0, 0, 1, 0, sm90_cfg<192, ST, false, false, true, false>::SMEM_BYTES,                     \
    (sm90_kernel_fn)sm90_gemm_kernel<192, ST, false, false, true, false, 1, 1, false, false, false, true>}
+
+// The skinny swapped tiles (session 22, sm90_skinny_kernel): 64 weight rows x BN tokens, one consumer warpgroup,
+// no split-K; fp8 promotes every K-block.
+#define SM90_CFG_SKINNY(NAME, BN, ST, I8, MB)                                                            \
+  {NAME, I8, BN, 1, 0, MB, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                        \
+   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), MB>, 0, 0, 0, 0, SM90_SKINNY_BM}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -229,6 +240,20 @@ static const sm90_config CONFIGS[] = {
     // (Session 20's token-tail twins of plan_pair_swap's tiles, fp8_swap_n80_ps_tail / _n96_ps_tail, ran in
     // session 21: -R 3 at 129..176 tokens 0.98x-1.02x at the partial tile's worst rows and 3-10% slower at the
     // others (h200-session21 part 1); removed.)
+    // Session 22: the skinny swapped tiles (64 weight rows; cuBLASLt's small-M shape, NOTES Hopper session 22), one
+    // CTA per SM with 16..7 stages of (8 KB + BN x 128 B) beside a 64 x (BN + 1)-word staging buffer.
+    SM90_CFG_SKINNY("fp8_skinny_n24", 24, 16, false, 1),
+    SM90_CFG_SKINNY("fp8_skinny_n32", 32, 16, false, 1),
+    SM90_CFG_SKINNY("fp8_skinny_n48", 48, 14, false, 1),
+    SM90_CFG_SKINNY("fp8_skinny_n64", 64, 12, false, 1),
+    SM90_CFG_SKINNY("fp8_skinny_n80", 80, 11, false, 1),
+    SM90_CFG_SKINNY("fp8_skinny_n144", 144, 7, false, 1),
+    SM90_CFG_SKINNY("int8_skinny_n24", 24, 16, true, 1),
+    SM90_CFG_SKINNY("int8_skinny_n32", 32, 16, true, 1),
+    SM90_CFG_SKINNY("int8_skinny_n48", 48, 14, true, 1),
+    SM90_CFG_SKINNY("int8_skinny_n64", 64, 12, true, 1),
+    SM90_CFG_SKINNY("int8_skinny_n80", 80, 11, true, 1),
+    SM90_CFG_SKINNY("int8_skinny_n144", 144, 7, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -326,7 +351,7 @@ static int max_active_clusters(int dev, int ci, int split, int num_sms) {
   at[0].val.clusterDim.y = 1;
   at[0].val.clusterDim.z = 1;
   lc.gridDim = dim3(split * num_sms, 1, 1);
-  lc.blockDim = dim3(SM90_THREADS, 1, 1);
+  lc.blockDim = dim3(cfg_threads(c), 1, 1);
   lc.dynamicSmemBytes = c->smem;
   lc.attrs = at;
   lc.numAttrs = 1;
@@ -1308,7 +1333,10 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     else
       rows_x = (rows_x + SM90_BM - 1) / SM90_BM * SM90_BM;
   }
-  CUresult r1 = make_tmap(tx, xp, rows_x, p->K, ldx, SM90_BM);
+  if (c->bm && p->ready)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: config %s does not wait for arriving rows (ready flags)", FN,
+                    c->name);
+  CUresult r1 = make_tmap(tx, xp, rows_x, p->K, ldx, cfg_bm(c));
   CUresult r2 = make_tmap(ty, yp, rows_y, p->K, ldy, c->mcast == 2 ? c->bn / 2 : c->bn);
   if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: cuTensorMapEncodeTiled refused the operands (error %d/%d)", FN,
@@ -1506,7 +1534,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   memset(&a, 0, sizeof a);
   a.rows_x = (int)rows_x;
   a.rows_y = (int)rows_y;
-  a.tiles_x = (int)((rows_x + SM90_BM - 1) / SM90_BM);
+  a.tiles_x = (int)((rows_x + cfg_bm(c) - 1) / cfg_bm(c));
   a.tiles_y = (int)((rows_y + c->bn - 1) / c->bn);
   a.kblocks = (int)((p->K + SM90_BK - 1) / SM90_BK);
   a.out = p->out;
@@ -1609,7 +1637,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
     nat++;
   }
   lc.gridDim = dim3(clusters * csize, 1, 1);
-  lc.blockDim = dim3(SM90_THREADS, 1, 1);
+  lc.blockDim = dim3(cfg_threads(c), 1, 1);
   lc.dynamicSmemBytes = c->smem;
   lc.stream = (cudaStream_t)h->stream;
   lc.attrs = at;

@@ -1946,3 +1946,168 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   }
 #endif
 }
+
+// ---- the skinny swapped tile (session 22) -------------------------------------------------------------------
+// 64 weight rows (ONE consumer warpgroup's wgmma M) x BN tokens, swap-AB, no split-K: the tile cuBLASLt runs at
+// small M (bench/torch_kernels.py, session 22: `64x24_128x16` at 33..48 tokens on 8b-o / 8b-down, `64x72` at 129),
+// where our 128-row tiles need split-K (a cluster barrier, a DSMEM sum: 3-4k cycles of epilogue) to fill the SMs.
+// 160 threads: warps 0-3 the consumer warpgroup, warp 4 the producer (lane 0 issues the TMA loads). A persistent
+// loop over tiles (grid = min(tiles, SMs x MINB)), weight tiles fastest (neighbouring CTAs share the token tile).
+// STAGES stages of (64 + BN) x 128 bytes in the ring; the epilogue stages the accumulators through its own buffer
+// (64 channels x BN + 1 words: the producer may already fill the ring with the next tile) and stores quads of four
+// channels per thread with the split-K quads' formula and pair stores (sm90_splitk_store: the bits of
+// sm90_epi_elem), so int8 zero points, bias, every output type and unaligned outputs take the general code.
+// fp8 promotes every K-block (the library's precise accumulation) through a temporary (wait_group 0 per block:
+// at these M the ring, not the tensor pipe, is the bound). Not with ready flags (prepare refuses them), nor the
+// token tail, the weights-constant hint (ignored: the loads start after griddepcontrol.wait) or the timeline.
+#define SM90_SKINNY_BM 64
+#define SM90_SKINNY_THREADS 160
+template <int BN, int STAGES>
+struct sm90_skinny_cfg {
+  static constexpr int X_BYTES = SM90_SKINNY_BM * SM90_BK;  // weights: 64 rows of a K-block
+  static constexpr int Y_BYTES = BN * SM90_BK;              // tokens
+  static constexpr int STAGE_BYTES = X_BYTES + Y_BYTES;     // a multiple of 1024 (128-byte swizzle atoms)
+  static constexpr int NACC = BN / 2;                       // accumulators per consumer thread (m64 x BN / 128)
+  static constexpr int STG_STRIDE = BN + 1;                 // staging: 64 channels x BN tokens, words
+  static constexpr int STG_BYTES = (SM90_SKINNY_BM * STG_STRIDE * 4 + 15) / 16 * 16;
+  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + STG_BYTES + 2 * STAGES * 8;
+};
+
+template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB>
+__global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
+    sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
+                       const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
+                       const __grid_constant__ CUtensorMap tmap_t) {
+#if SM90_ENABLED
+  typedef sm90_skinny_cfg<BN, STAGES> C;
+  typedef typename sm90_acc_type<INT8>::type acc_t;
+  static_assert(BN % 8 == 0 && BN >= 8 && BN <= 256, "wgmma N");
+  static_assert(C::STAGE_BYTES % 1024 == 0, "stages on 1024-byte swizzle atoms");
+  static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly");
+  static_assert(C::SMEM_BYTES <= 232448, "shared memory");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  const uint32_t smem0 = sm90_smem_u32(smem);
+  const uint32_t stg = smem0 + STAGES * C::STAGE_BYTES;
+  const uint32_t full0 = stg + C::STG_BYTES;
+  const uint32_t empty0 = full0 + STAGES * 8;
+  const int tiles = a.tiles_x * a.tiles_y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 128) {
+    sm90_prefetch_tmap(&tmap_x);
+    sm90_prefetch_tmap(&tmap_y);
+    for (int s = 0; s < STAGES; s++) {
+      sm90_mbar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
+      sm90_mbar_init(empty0 + 8 * s, 1);  // the consumer warpgroup's thread 0
+    }
+    sm90_fence_mbar_init();
+  }
+  __syncthreads();
+  if (warp == 4) {
+    // ---------------- producer (one lane) ----------------
+    if (lane == 0) {
+      sm90_grid_dep_wait();  // nothing in global memory is read before the previous kernel is done
+      int s = 0;
+      uint32_t phase = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int tx = t % a.tiles_x, ty = t / a.tiles_x;
+        for (int kb = 0; kb < a.kblocks; kb++) {
+          const uint32_t full = full0 + 8 * s, dst = smem0 + s * C::STAGE_BYTES;
+          sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
+          sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
+          sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_SKINNY_BM);
+          sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
+          if (++s == STAGES) {
+            s = 0;
+            phase ^= 1;
+          }
+        }
+      }
+      sm90_grid_dep_launch();  // every load is issued
+    }
+    return;
+  }
+  // ---------------- the consumer warpgroup (threads 0..127) ----------------
+  sm90_grid_dep_wait();  // scales, bias, zero points and out may belong to the previous kernel
+  const int tid = threadIdx.x;
+  const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+  int s = 0;
+  uint32_t phase = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int tx = t % a.tiles_x, ty = t / a.tiles_x;
+    acc_t acc[C::NACC];
+#pragma unroll
+    for (int i = 0; i < C::NACC; i++) acc[i] = 0;
+    int prev = -1;
+    for (int kb = 0; kb < a.kblocks; kb++) {
+      sm90_mbar_wait(full0 + 8 * s, phase);
+      const uint32_t xs = smem0 + s * C::STAGE_BYTES;
+      const uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(xs + C::X_BYTES);
+      if constexpr (PROMOTE) {
+        float tmp[C::NACC];
+#pragma unroll
+        for (int i = 0; i < C::NACC; i++) tmp[i] = 0.0f;
+        sm90_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < SM90_BK / 32; kk++) sm90_wgmma_fp8<BN>(tmp, dx + 2 * kk, dy + 2 * kk, kk > 0);
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < C::NACC; i++) sm90_fence_reg(tmp[i]);
+        if (tid == 0) sm90_mbar_arrive(empty0 + 8 * s);
+#pragma unroll
+        for (int i = 0; i < C::NACC; i++) acc[i] = (acc_t)((float)acc[i] + tmp[i]);
+      } else {
+        sm90_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < SM90_BK / 32; kk++) {
+          if constexpr (INT8)
+            sm90_wgmma_s8<BN>(acc, dx + 2 * kk, dy + 2 * kk, 1);
+          else
+            sm90_wgmma_fp8<BN>(acc, dx + 2 * kk, dy + 2 * kk, 1);
+        }
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<1>();  // this block's wgmmas in flight, the previous block's done: its stage goes back
+        if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+        prev = s;
+      }
+      if (++s == STAGES) {
+        s = 0;
+        phase ^= 1;
+      }
+    }
+    if constexpr (!PROMOTE) {
+      sm90_wgmma_wait<0>();
+      if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+    }
+#pragma unroll
+    for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
+
+    // Epilogue: the tokens' scales (and zero points) first, then the accumulators through the staging buffer
+    // (channel-major), then each thread's quad of channels (4 eq .. 4 eq + 3) for every 8th token of the tile.
+    constexpr int ER = BN / 8;
+    float esa[ER];
+    int32_t ezp[ER];
+#pragma unroll
+    for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, ty * BN + tid / 16 + 8 * j, esa[j], ezp[j]);
+    const int eq = tid % 16, en = tx * SM90_SKINNY_BM + 4 * eq;
+    sm90_quad eqp;
+    sm90_quad_load<INT8>(a, 0, en, eqp);
+#pragma unroll
+    for (int i = 0; i < C::NACC; i++) {
+      const int row = r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;  // channel, token (wgmma's D layout)
+      sm90_st_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4, sm90_bits(acc[i]));
+    }
+    sm90_named_bar(1, 128);
+#pragma unroll
+    for (int j = 0; j < ER; j++) {
+      const int c = tid / 16 + 8 * j, m = ty * BN + c;
+      uint32_t raw[4];
+#pragma unroll
+      for (int q = 0; q < 4; q++) raw[q] = sm90_ld_smem(stg + (uint32_t)((4 * eq + q) * C::STG_STRIDE + c) * 4);
+      if (m < a.M && en < a.N) sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, esa[j], ezp[j], raw);
+    }
+    sm90_named_bar(1, 128);  // the staging buffer is free for the next tile
+  }
+#endif
+}
