@@ -45,6 +45,7 @@ void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_hdb(int on);
 void w8a8_sm90_set_deep16(int mode);
 void w8a8_sm90_set_deep3(int on);
+void w8a8_sm90_set_skinny(int on);
 void w8a8_cuda_set_gemv(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
@@ -1909,6 +1910,58 @@ W8A8_TEST(sm90_deep3_plan) {
       const char *got = w8a8_sm90_last_config(&split);
       CHECK(split == 3 && strstr(got, "_swap_n64_deep") != NULL, "%s M=%lld N=4000 K=8208: ran %s split %d, expected "
             "the n64 deep tile at split 3", i % 2 ? "int8" : "fp8", (long long)ms[i / 2], got, split);
+    }
+  }
+  plan_rig_close(h, dbuf);
+}
+
+/* W8A8_SM90_SKINNY (session 22): at 16..64 tokens, where the 64-row weight tiles alone fill one wave (0.9 x SMs ..
+ * SMs) and K has <= 16 K-blocks, the skinny tile with one token tile of n24 / n32 / n48 / n64, both dtypes. On a GPU
+ * with 132 SMs: 70b-o-tp4 (N = 8192: 128 tiles, K = 2048) at M = 16 / 24 / 32 / 33 / 48 / 64 takes n24 / n24 / n32 /
+ * n48 / n48 / n64; M = 15 and 65, N = 6144 (96 tiles), N = 8512 (133), K = 2176 (17 K-blocks) do not, nor anything
+ * switched off. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows),
+ * K = 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and that it ran the skinny tile. */
+W8A8_TEST(sm90_skinny_plan) {
+  NEED_SM90();
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  const size_t bytes = (size_t)160 << 20;
+  REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  /* M, N, K, expected token tile (0: not the skinny tile) */
+  static const int64_t cases[][4] = {{16, 8192, 2048, 24}, {24, 8192, 2048, 24}, {32, 8192, 2048, 32},
+                                     {33, 8192, 2048, 48}, {48, 8192, 2048, 48}, {64, 8192, 2048, 64},
+                                     {15, 8192, 2048, 0},  {65, 8192, 2048, 0},  {40, 6144, 2048, 0},
+                                     {40, 8512, 2048, 0},  {40, 8192, 2176, 0}};
+  for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
+      w8a8_sm90_set_skinny(on);
+      for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
+        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = on ? cases[i][3] : 0;
+        int split = 0;
+        const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
+        if (ci == PLAN_INVALID) break;
+        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+        char want[32];
+        snprintf(want, sizeof want, "%s_skinny_n%d", dt ? "int8" : "fp8", (int)bn);
+        CHECK(bn ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny %d: planned %s, expected %s",
+              dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, on, got, bn ? want : "another plan");
+      }
+    }
+  }
+  w8a8_sm90_set_skinny(-1);
+  static const int64_t ms[3] = {20, 40, 64};
+  for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+    const w8a8_dtype in = i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    mm_case c = rotate(in, ms[i / 2], 7700, 2032, i + 7, -1, 0);
+    run_case(&c, 3400 + (uint64_t)i);
+    if (sms == 132 && !getenv("W8A8_SM90_SKINNY")) {
+      int split = 0;
+      const char *got = w8a8_sm90_last_config(&split);
+      CHECK(strstr(got, "_skinny_n") != NULL, "%s M=%lld N=7700 K=2032: ran %s, expected a skinny tile",
+            i % 2 ? "int8" : "fp8", (long long)ms[i / 2], got);
     }
   }
   plan_rig_close(h, dbuf);

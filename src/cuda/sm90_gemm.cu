@@ -733,6 +733,31 @@ static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
+// 16..64 tokens on the skinny tiles (session 22; W8A8_SM90_SKINNY, default 1; hook w8a8_sm90_set_skinny): one
+// token tile of n24 / n32 / n48 / n64 (the smallest that holds M) over 64-row weight tiles, no split-K, where those
+// weight tiles alone fill one wave (0.9 x SMs .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt
+// runs at small M (64x16..64x48 tiles, session 22 part 6). Measured (sm90_dev forced against the plans,
+// h200-session22 part 7, first cut with one fp8 temporary): 70b-o-tp4 (128 weight tiles of 64, 16 K-blocks) fp8
+// M = 16 / 24 / 32 6.64 / 6.79 / 6.98 us against the deep n16 / n32 split 2's 7.65 / 8.03 / 8.13, M = 33 / 48 / 64
+// 7.49 / 7.96 / 8.29 against the 128 x 128 tile's 9.60 / 9.20 / 8.97; int8 33 / 48 / 64 7.35 / 7.48 / 8.08 against
+// 9.45 / 8.99 / 8.86. With fewer weight tiles it lost or tied (8b-qkv, 96 tiles: 11.2-11.7 vs 11.4-11.8; 8b-o, 64:
+// fp8 9.5-10.5 vs 9.2-9.3; 8b-down, 64 tiles x 112 K-blocks: 21-27 vs 20), and at 129..144 tokens (n144, 8b-qkv /
+// 70b-o-tp4 / 8b-o 0.80-0.93x; 70b-down-tp4 1.07x at 129 only). Not with ready flags (the kernel does not wait).
+static int g_skinny = -1;
+static int skinny_enabled(void) { return w8a8_env_flag(&g_skinny, "W8A8_SM90_SKINNY", 1); }
+static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
+  sm90_plan none = {-1, 1};
+  if (p->ready || p->M < 16 || p->M > 64 || !skinny_enabled()) return none;
+  const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
+  const int64_t kblocks = (p->K + SM90_BK - 1) / SM90_BK;
+  if (wt * 10 < 9LL * num_sms || wt > num_sms || kblocks > 16) return none;
+  const int bn = p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 48 ? 48 : 64;
+  char name[32];
+  snprintf(name, sizeof name, "%s_skinny_n%d", p->in_dtype == W8A8_DTYPE_INT8 ? "int8" : "fp8", bn);
+  sm90_plan pl = {find_config(name), 1};
+  return pl;
+}
+
 static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 rule, 0 off
 // W8A8_SM90_HDB (session 21; hook w8a8_sm90_set_hdb): 1 (default) the 128 x 192 rule's fp8 tile is
 // fp8_128x192_promote_hdb (the promoted halves' temporaries alternate, so a warpgroup always has a half in
@@ -766,6 +791,10 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // of 7 shapes; the seventh, 8b-gateup, now takes the 128 x 256 tile below (40.7 vs 50.0 us).
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
+  if (p->M >= 16 && p->M <= 64) {
+    const sm90_plan pl = plan_skinny(p, num_sms);
+    if (pl.config >= 0) return pl;
+  }
   if (p->M <= 16) {
     const sm90_plan pl = plan_deep16(dev, p, num_sms);
     return pl.config >= 0 ? pl : plan_small(p, num_sms);
@@ -1434,6 +1463,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep12
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
+// on: plan_skinny's rule (1) or never (0), -1 back to W8A8_SM90_SKINNY
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int on) { set_switch(&g_skinny, on); }
 // on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }
 // mode: 1..16 tokens, 1 the n8 / n16 deep tiles, 2 the n32 deep tile, 0 plan_small; -1 back to W8A8_SM90_DEEP16
@@ -1487,6 +1518,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }

@@ -1957,8 +1957,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 // (64 channels x BN + 1 words: the producer may already fill the ring with the next tile) and stores quads of four
 // channels per thread with the split-K quads' formula and pair stores (sm90_splitk_store: the bits of
 // sm90_epi_elem), so int8 zero points, bias, every output type and unaligned outputs take the general code.
-// fp8 promotes every K-block (the library's precise accumulation) through a temporary (wait_group 0 per block:
-// at these M the ring, not the tensor pipe, is the bound). Not with ready flags (prepare refuses them), nor the
+// fp8 promotes every K-block (the library's precise accumulation) through two alternating temporaries, as the main
+// kernel's PROMOTE_DB (the first cut's one temporary, wait_group 0 per block, ran fp8 1.1-1.3x slower than int8
+// on the same tiles at 32 K-blocks: h200-session22 part 7). Not with ready flags (prepare refuses them), nor the
 // token tail, the weights-constant hint (ignored: the loads start after griddepcontrol.wait) or the timeline.
 #define SM90_SKINNY_BM 64
 #define SM90_SKINNY_THREADS 160
@@ -2039,25 +2040,55 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
 #pragma unroll
     for (int i = 0; i < C::NACC; i++) acc[i] = 0;
     int prev = -1;
-    for (int kb = 0; kb < a.kblocks; kb++) {
-      sm90_mbar_wait(full0 + 8 * s, phase);
-      const uint32_t xs = smem0 + s * C::STAGE_BYTES;
-      const uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(xs + C::X_BYTES);
-      if constexpr (PROMOTE) {
-        float tmp[C::NACC];
-#pragma unroll
-        for (int i = 0; i < C::NACC; i++) tmp[i] = 0.0f;
-        sm90_wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < SM90_BK / 32; kk++) sm90_wgmma_fp8<BN>(tmp, dx + 2 * kk, dy + 2 * kk, kk > 0);
-        sm90_wgmma_commit();
-        sm90_wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < C::NACC; i++) sm90_fence_reg(tmp[i]);
-        if (tid == 0) sm90_mbar_arrive(empty0 + 8 * s);
-#pragma unroll
-        for (int i = 0; i < C::NACC; i++) acc[i] = (acc_t)((float)acc[i] + tmp[i]);
-      } else {
+    if constexpr (PROMOTE) {
+      // fp8: the main kernel's double-buffered promotion (sm90_fp8_issue / sm90_fp8_retire): block k's wgmmas
+      // go into one temporary while block k - 1's finish into the other (wait_group 1), which is then released
+      // and added in; each K-block from zero, acc += block in K order (the bits of one temporary).
+      float ta[C::NACC], tb[C::NACC];
+      float *facc = (float *)acc;
+      const int n = a.kblocks;
+#define SKINNY_ISSUE(T) \
+  sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * C::STAGE_BYTES), \
+                     sm90_desc_k128(smem0 + s * C::STAGE_BYTES + C::X_BYTES))
+#define SKINNY_ADVANCE() \
+  prev = s;              \
+  if (++s == STAGES) {   \
+    s = 0;               \
+    phase ^= 1;          \
+  }
+      if (n > 0) {
+        SKINNY_ISSUE(ta);
+        SKINNY_ADVANCE();
+        int j = 1;
+        for (; j + 1 < n; j += 2) {
+          SKINNY_ISSUE(tb);
+          sm90_wgmma_wait<1>();
+          sm90_fp8_retire<1>(ta, facc, empty0 + 8 * prev, tid);
+          SKINNY_ADVANCE();
+          SKINNY_ISSUE(ta);
+          sm90_wgmma_wait<1>();
+          sm90_fp8_retire<1>(tb, facc, empty0 + 8 * prev, tid);
+          SKINNY_ADVANCE();
+        }
+        if (j < n) {
+          SKINNY_ISSUE(tb);
+          sm90_wgmma_wait<1>();
+          sm90_fp8_retire<1>(ta, facc, empty0 + 8 * prev, tid);
+          SKINNY_ADVANCE();
+          sm90_wgmma_wait<0>();
+          sm90_fp8_retire<1>(tb, facc, empty0 + 8 * prev, tid);
+        } else {
+          sm90_wgmma_wait<0>();
+          sm90_fp8_retire<1>(ta, facc, empty0 + 8 * prev, tid);
+        }
+      }
+#undef SKINNY_ISSUE
+#undef SKINNY_ADVANCE
+    } else {
+      for (int kb = 0; kb < a.kblocks; kb++) {
+        sm90_mbar_wait(full0 + 8 * s, phase);
+        const uint32_t xs = smem0 + s * C::STAGE_BYTES;
+        const uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(xs + C::X_BYTES);
         sm90_wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < SM90_BK / 32; kk++) {
@@ -2070,13 +2101,11 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
         sm90_wgmma_wait<1>();  // this block's wgmmas in flight, the previous block's done: its stage goes back
         if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
         prev = s;
+        if (++s == STAGES) {
+          s = 0;
+          phase ^= 1;
+        }
       }
-      if (++s == STAGES) {
-        s = 0;
-        phase ^= 1;
-      }
-    }
-    if constexpr (!PROMOTE) {
       sm90_wgmma_wait<0>();
       if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
     }
