@@ -45,7 +45,7 @@ void w8a8_sm90_set_wide192(int on);
 void w8a8_sm90_set_hdb(int on);
 void w8a8_sm90_set_deep16(int mode);
 void w8a8_sm90_set_deep3(int on);
-void w8a8_sm90_set_skinny(int on);
+void w8a8_sm90_set_skinny(int mode);
 void w8a8_cuda_set_gemv(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
@@ -1919,8 +1919,10 @@ W8A8_TEST(sm90_deep3_plan) {
  * SMs) and K has <= 16 K-blocks, the skinny tile with one token tile of n24 / n32 / n48 / n64, both dtypes. On a GPU
  * with 132 SMs: 70b-o-tp4 (N = 8192: 128 tiles, K = 2048) at M = 16 / 24 / 32 / 33 / 48 / 64 takes n24 / n24 / n32 /
  * n48 / n48 / n64; M = 15 and 65, N = 6144 (96 tiles), N = 8512 (133), K = 2176 (17 K-blocks) do not, nor anything
- * switched off. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows),
- * K = 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and that it ran the skinny tile. */
+ * switched off. Mode 2 (opt-in) also takes N = 6144 and K = 2176, and 8b-o (N = K = 4096: 64 tiles, 32 K-blocks) and
+ * 70b-down-tp4 (8192 x 7168: 128 tiles, 56 K-blocks), not 8b-down (64 tiles, 112 K-blocks), N = 3200 (50 tiles:
+ * under 0.45 of a wave) nor N = 8512. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows), K =
+ * 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and that it ran the skinny tile. */
 W8A8_TEST(sm90_skinny_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1929,17 +1931,19 @@ W8A8_TEST(sm90_skinny_plan) {
   const size_t bytes = (size_t)160 << 20;
   REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
-  /* M, N, K, expected token tile (0: not the skinny tile) */
-  static const int64_t cases[][4] = {{16, 8192, 2048, 24}, {24, 8192, 2048, 24}, {32, 8192, 2048, 32},
-                                     {33, 8192, 2048, 48}, {48, 8192, 2048, 48}, {64, 8192, 2048, 64},
-                                     {15, 8192, 2048, 0},  {65, 8192, 2048, 0},  {40, 6144, 2048, 0},
-                                     {40, 8512, 2048, 0},  {40, 8192, 2176, 0}};
+  /* M, N, K, expected token tile under mode 1 (0: not the skinny tile), under mode 2 */
+  static const int64_t cases[][5] = {{16, 8192, 2048, 24, 24}, {24, 8192, 2048, 24, 24}, {32, 8192, 2048, 32, 32},
+                                     {33, 8192, 2048, 48, 48}, {48, 8192, 2048, 48, 48}, {64, 8192, 2048, 64, 64},
+                                     {15, 8192, 2048, 0, 0},   {65, 8192, 2048, 0, 0},   {40, 6144, 2048, 0, 48},
+                                     {40, 8512, 2048, 0, 0},   {40, 8192, 2176, 0, 48},  {40, 4096, 4096, 0, 48},
+                                     {64, 8192, 7168, 0, 64},  {40, 4096, 14336, 0, 0},  {40, 3200, 2048, 0, 0}};
   for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
-      w8a8_sm90_set_skinny(on);
+    for (int mode = 2; mode >= 0 && !w8a8_test_failed(); mode--) {
+      w8a8_sm90_set_skinny(mode);
       for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
-        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = on ? cases[i][3] : 0;
+        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = mode ? cases[i][2 + mode] : 0;
+        const int on = mode;
         int split = 0;
         const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
         if (ci == PLAN_INVALID) break;

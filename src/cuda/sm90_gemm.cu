@@ -733,7 +733,7 @@ static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
-// 16..64 tokens on the skinny tiles (session 22; W8A8_SM90_SKINNY, default 1; hook w8a8_sm90_set_skinny): one
+// 16..64 tokens on the skinny tiles (session 22; W8A8_SM90_SKINNY, default 1, 2 wider; hook w8a8_sm90_set_skinny): one
 // token tile of n24 / n32 / n48 / n64 (the smallest that holds M) over 64-row weight tiles, no split-K, where those
 // weight tiles alone fill one wave (0.9 x SMs .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt
 // runs at small M (64x16..64x48 tiles, session 22 part 6). Measured (sm90_dev forced against the plans,
@@ -743,14 +743,26 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // 9.45 / 8.99 / 8.86. With fewer weight tiles it lost or tied (8b-qkv, 96 tiles: 11.2-11.7 vs 11.4-11.8; 8b-o, 64:
 // fp8 9.5-10.5 vs 9.2-9.3; 8b-down, 64 tiles x 112 K-blocks: 21-27 vs 20), and at 129..144 tokens (n144, 8b-qkv /
 // 70b-o-tp4 / 8b-o 0.80-0.93x; 70b-down-tp4 1.07x at 129 only). Not with ready flags (the kernel does not wait).
+// Interleaved A/B through torch_compare (envab W8A8_SM90_SKINNY 0 vs 1, two rounds, 70b-o-tp4 at 16 / 24 / 32 / 40 /
+// 48 / 64 tokens, h200-session22 part 8; torch's rows 1.00 / 0.99x): fp8 1.211 / 1.190x geomean (min 1.097, 64
+// tokens), int8 1.186 / 1.167x (min 1.068), fp8 with the weights-constant hint 1.208 / 1.188x.
+// Mode 2 (opt-in, NOT yet A/B-measured): also from 0.45 of a wave of weight tiles with <= 32 K-blocks, and at
+// >= 0.9 x SMs with any K. The forced rows after the promotion was double-buffered (part 8) favour it: fp8 8b-o (64
+// tiles, 32 K-blocks) M = 16 6.80 vs 7.76 us, 40 / 48 8.34 / 8.39 vs 9.61 / 9.57 (n48), 32 7.84 vs 8.05, 64 9.07 vs
+// 9.52; 70b-down-tp4 (128 tiles, 56 K-blocks) 16.93 / 17.92 / 18.19 / 18.62 vs 17.90 / 18.32 / 19.04-19.48 / 19.76;
+// 8b-qkv (96, 32) 1.02-1.04x, 0.98x at 32; int8 (no promotion, first run) 8b-o 1.05-1.07x at 33 / 48, 0.98x at 64.
 static int g_skinny = -1;
-static int skinny_enabled(void) { return w8a8_env_flag(&g_skinny, "W8A8_SM90_SKINNY", 1); }
+static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 1, 0, 2); }
 static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->ready || p->M < 16 || p->M > 64 || !skinny_enabled()) return none;
+  const int mode = p->ready || p->M < 16 || p->M > 64 ? 0 : skinny_mode();
+  if (!mode) return none;
   const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
   const int64_t kblocks = (p->K + SM90_BK - 1) / SM90_BK;
-  if (wt * 10 < 9LL * num_sms || wt > num_sms || kblocks > 16) return none;
+  const int full = wt * 10 >= 9LL * num_sms;  // the weight tiles alone fill >= 0.9 of one wave
+  if (wt > num_sms) return none;
+  if (mode == 1 && !(full && kblocks <= 16)) return none;
+  if (mode == 2 && !(full || (wt * 20 >= 9LL * num_sms && kblocks <= 32))) return none;  // >= 0.45 of a wave
   const int bn = p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 48 ? 48 : 64;
   char name[32];
   snprintf(name, sizeof name, "%s_skinny_n%d", p->in_dtype == W8A8_DTYPE_INT8 ? "int8" : "fp8", bn);
@@ -1463,8 +1475,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep12
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
-// on: plan_skinny's rule (1) or never (0), -1 back to W8A8_SM90_SKINNY
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int on) { set_switch(&g_skinny, on); }
+// mode: plan_skinny's rule (1), its wider opt-in rule (2) or never (0), -1 back to W8A8_SM90_SKINNY
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
+  __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+}
 // on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }
 // mode: 1..16 tokens, 1 the n8 / n16 deep tiles, 2 the n32 deep tile, 0 plan_small; -1 back to W8A8_SM90_DEEP16
