@@ -30,6 +30,7 @@ int w8a8_sm90_config_experimental(int config);
 const char *w8a8_sm90_config_name(int config);
 int w8a8_sm90_config_int8(int config);
 int w8a8_sm90_config_swap_bn(int config);
+int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 int w8a8_sm90_config_fast_accum(int config);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 
@@ -342,7 +343,10 @@ int w8a8_cli_tune(int argc, char **argv) {
           int bn = w8a8_sm90_config_swap_bn(ci);
           /* the token tile just above M, or two of half that (the heuristic's n16 x 2 at 17..32) */
           if (bn && (M > 2 * bn || (bn > 8 && M <= bn / 2))) continue;
-          for (int split = 1; split <= (bn ? 8 : 1); split++) {
+          /* split-K only where the configuration has it (the unsplit swapped tiles, e.g. the skinny ones, take 1) */
+          int max_split = 1;
+          if (bn) w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
+          for (int split = 1; split <= max_split; split++) {
             if (split > 1 && kblocks / split < 2) break;
             /* correctness first: one call on copy 0, sampled rows against the portable kernel */
             cudaMemsetAsync(dOut, 0xff, 2 * (size_t)(M * N), c.st);
