@@ -459,8 +459,10 @@ static void all_configs_like(w8a8_dtype in, const char *like) {
     int bn = w8a8_sm90_config_swap_bn(ci);
     if (bn) {
       int64_t ms[3] = {1, bn > 8 ? bn / 2 + 1 : 7, bn};
+      int max_split = 1; /* the unsplit swapped tiles (_ps, skinny) run at split 1 whatever is asked: once */
+      w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
       for (int j = 0; j < 3; j++)
-        for (int split = 1; split <= 8; split += (split < 4 ? 1 : 4)) {
+        for (int split = 1; split <= max_split; split += (split < 4 ? 1 : 4)) {
           mm_case c = rotate(in, ms[j], 200 + 8 * v, 128 * 9 + 40, v, ci, split);
           run_case(&c, 100 + (uint64_t)v);
           v++;
@@ -504,8 +506,9 @@ W8A8_TEST(sm90_int8_every_config) {
 /* The skinny swapped tiles (session 22: 64 weight rows, one consumer warpgroup, no split-K) alone, forced, both dtypes:
  * every_config's cases (M = 1, BN / 2 + 1, BN; N = 200 + 8 v: a partial weight tile of 64; K = 1192: a partial
  * K-block; every output type, scale mode, bias and int8 zero point over the cases), then more token tiles than
- * one (M = 3 BN + 5 on N = 1000) and a grid with more tiles than CTAs (N = 64 x 200, M = 2 BN: 400 tiles on a
- * persistent grid of one CTA per SM, so CTAs run several tiles through one ring), both checked in full. */
+ * one (M = 3 BN + 5 on N = 1000), a grid with more tiles than CTAs (N = 64 x 200, M = 2 BN: 400 tiles on a
+ * persistent grid of one CTA per SM, so CTAs run several tiles through one ring), and K = 128 / 256 (one or two
+ * K-blocks) with N = 1003..1006 (partial quads of channels; review, helper-54), all checked in full. */
 W8A8_TEST(sm90_skinny_configs) {
   NEED_SM90();
   all_configs_like(W8A8_DTYPE_FP8_E4M3, "skinny");
@@ -522,6 +525,10 @@ W8A8_TEST(sm90_skinny_configs) {
     if (w8a8_test_failed()) break;
     mm_case d = rotate(in, 2 * bn, 64 * 200, 384, 44 + i, ci, 1);
     run_case(&d, 3310 + (uint64_t)i);
+    if (w8a8_test_failed()) break;
+    /* one and two K-blocks (the promotion's paths without its paired loop), N not a multiple of 4 (partial quads) */
+    mm_case e = rotate(in, bn - 3, 1003 + i, 128 * (1 + i % 2), 48 + i, ci, 1);
+    run_case(&e, 3320 + (uint64_t)i);
   }
 }
 

@@ -1217,6 +1217,9 @@ static int tuned_plan(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan 
   if (!e || e->config < 0 || e->config >= SM90_NUM_CONFIGS) return 0;
   const sm90_config *c = &CONFIGS[e->config];
   if (c->int8 != (p->in_dtype == W8A8_DTYPE_INT8) || (c->swap && p->M > 2 * (int64_t)c->bn)) return 0;
+  // The skinny tiles do not wait for arriving rows (prepare refuses them with ready flags, and the fused
+  // all-gather asks w8a8_sm90_accepts without its flags): the heuristic's plan there (review, helper-54).
+  if (c->bm && p->ready) return 0;
   pl->config = e->config;
   pl->split = c->splitk ? e->split : 1;
   return pl->split >= 1 && pl->split <= SM90_MAX_SPLIT;

@@ -2044,7 +2044,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
       // fp8: the main kernel's double-buffered promotion (sm90_fp8_issue / sm90_fp8_retire): block k's wgmmas
       // go into one temporary while block k - 1's finish into the other (wait_group 1), which is then released
       // and added in; each K-block from zero, acc += block in K order (the bits of one temporary).
-      float ta[C::NACC], tb[C::NACC];
+      float ta[C::NACC], tb[C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
       float *facc = (float *)acc;
       const int n = a.kblocks;
 #define SKINNY_ISSUE(T) \
