@@ -40,9 +40,10 @@ typedef struct sm90_config {
   int bm;        // rows on wgmma's M side per CTA: 0 = SM90_BM (two consumer warpgroups); 64: the skinny kernel
 } sm90_config;
 
-// A configuration's CTA rows on wgmma's M side (the weights when swapped) and its block size.
-static int cfg_bm(const sm90_config *c) { return c->bm ? c->bm : SM90_BM; }
-static int cfg_threads(const sm90_config *c) { return c->bm ? SM90_SKINNY_THREADS : SM90_THREADS; }
+// A configuration's CTA rows on wgmma's M side (the weights when swapped) and its block size. (Unused in a build
+// without sm_90a, whose launch paths compile out.)
+__attribute__((unused)) static int cfg_bm(const sm90_config *c) { return c->bm ? c->bm : SM90_BM; }
+__attribute__((unused)) static int cfg_threads(const sm90_config *c) { return c->bm ? SM90_SKINNY_THREADS : SM90_THREADS; }
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
   {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
