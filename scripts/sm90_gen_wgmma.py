@@ -6,6 +6,8 @@ for m64nNk32), which is too long to write by hand for every N we use, so this sc
 writes them. Run it after changing NS:  python3 scripts/sm90_gen_wgmma.py > src/cuda/sm90_wgmma.cuh
 """
 NS = [8, 16, 24, 32, 48, 64, 80, 96, 128, 144, 160, 192, 256]  # valid for both e4m3 and s8 (s8 needs N % 16 == 0 above 32)
+# e4m3 only (N % 8 == 0 but not % 16 above 32): the token tiles cuBLASLt runs at small M (session 22: 64x40, 64x72, 64x136)
+NS_FP8 = [40, 72, 136]
 
 def regs(n, first):
     return ", ".join("%%%d" % (first + i) for i in range(n))
@@ -25,9 +27,9 @@ w("")
 w("template <int N> __device__ __forceinline__ void sm90_wgmma_fp8(float *d, uint64_t da, uint64_t db, int scale_d);")
 w("template <int N> __device__ __forceinline__ void sm90_wgmma_s8(int32_t *d, uint64_t da, uint64_t db, int scale_d);")
 w("")
-for n in NS:
+for n in sorted(NS + NS_FP8):
     nr = n // 2
-    for kind in ("fp8", "s8"):
+    for kind in ("fp8", "s8") if n in NS else ("fp8",):
         if kind == "fp8":
             sig = "float *d"
             inst = "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3" % n
