@@ -41,34 +41,6 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def graph_of(t, side, fn, calls):
-    """A CUDA graph of `calls` calls fn(i), captured on `side` after two warm-up calls."""
-    side.wait_stream(t.cuda.current_stream())
-    with t.cuda.stream(side):
-        for i in range(2):
-            fn(i)
-    t.cuda.current_stream().wait_stream(side)
-    g = t.cuda.CUDAGraph()
-    with t.cuda.graph(g, stream=side):
-        for i in range(calls):
-            fn(i)
-    g.replay()
-    t.cuda.synchronize()
-    return g
-
-
-def time_graph(t, g, calls, replays):
-    times = []
-    for _ in range(replays):
-        e0, e1 = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / calls)
-    return statistics.median(times)
-
-
 def triton_reads(t):
     """Streaming reads written for the purpose (Triton, when torch has it): each of P programs xors BLOCK int32
     words per step over a grid-strided loop, one int32 out per program. Several (P, BLOCK, warps) variants; the
@@ -129,8 +101,8 @@ def floor_part(r, args, rows):
     best = None
     for name, op in ops.items():
         try:
-            g = graph_of(t, r.side, lambda i: op(big), 1)
-            us = time_graph(t, g, 1, 5)
+            g, _ = tc.graph_of(t, r.side, lambda i: op(big), 1)
+            us = tc.time_graph(t, g, 1, 5)
             del g
         except Exception as e:  # noqa: BLE001
             log("4 GiB read: %s failed (%s); skipped" % (name, e))
@@ -153,8 +125,8 @@ def floor_part(r, args, rows):
         best = None
         for name, op in ops.items():
             try:
-                g = graph_of(t, r.side, lambda i: op(ws[i % len(ws)]), tc.CALLS)
-                us = time_graph(t, g, tc.CALLS, tc.REPLAYS)
+                g, _ = tc.graph_of(t, r.side, lambda i: op(ws[i % len(ws)]), tc.CALLS)
+                us = tc.time_graph(t, g, tc.CALLS, tc.REPLAYS)
                 del g
             except Exception as e:  # noqa: BLE001  (a read that fails to compile or launch is skipped)
                 log("floor %s: %s failed (%s); skipped" % (shape, name, e))
@@ -217,11 +189,11 @@ def clock_part(r, args, rows):
             if fast:
                 r.w8a8_torch.set_fp8_accum(1)
             try:
-                g = graph_of(t, r.side, lambda i: r.call(impl, i), tc.CALLS)
+                g, _ = tc.graph_of(t, r.side, lambda i: r.call(impl, i), tc.CALLS)
             finally:
                 if fast:
                     r.w8a8_torch.set_fp8_accum(0)
-            per = time_graph(t, g, tc.CALLS, 2) * 1e-6 * tc.CALLS  # seconds per replay
+            per = tc.time_graph(t, g, tc.CALLS, 2) * 1e-6 * tc.CALLS  # seconds per replay
             n = max(3, int(args.seconds / per))
             smi = subprocess.Popen(["nvidia-smi", "-i", "0", "--query-gpu=" + fields, "--format=csv,noheader,nounits",
                                     "-lms", "50"], stdout=subprocess.PIPE, text=True)

@@ -86,6 +86,43 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
+# --------------------------------------------------------------------------- the harness (also bench/hw_limits.py's)
+
+
+def graph_of(t, side, fn, calls):
+    """(graph, fn's last output): a CUDA graph of `calls` calls fn(i), after two warm-up calls fn(0), fn(1)
+    outside the capture (library handles, cuBLAS workspaces), replayed once before it is returned. Warm-up and
+    capture on the one stream `side`: the w8a8 package keeps one handle per (device, stream), so a capture on
+    torch's own capture stream would create a new handle (and its workspace) inside the capture; cuBLAS
+    workspaces are per stream too (review, end of session 1)."""
+    side.wait_stream(t.cuda.current_stream())
+    with t.cuda.stream(side):
+        for i in range(2):
+            fn(i)
+    t.cuda.current_stream().wait_stream(side)
+    graph = t.cuda.CUDAGraph()
+    out = None
+    with t.cuda.graph(graph, stream=side):
+        for i in range(calls):
+            out = fn(i)  # earlier outputs are freed: the pool reuses them
+    graph.replay()
+    t.cuda.synchronize()
+    return graph, out
+
+
+def time_graph(t, graph, calls, replays):
+    """Microseconds per call: the median of `replays` timed replays of a graph of `calls` calls."""
+    times = []
+    for _ in range(replays):
+        e0, e1 = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        e0.record()
+        graph.replay()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / calls)
+    return statistics.median(times)
+
+
 # --------------------------------------------------------------------------- the GPU runner
 
 
@@ -195,8 +232,8 @@ class TorchRunner:
             for ops in (hw_limits.triton_reads(t), hw_limits.read_ops(t, with_triton=False)):
                 for name, op in ops.items():
                     try:
-                        g = hw_limits.graph_of(t, self.side, lambda i: op(ws[i % len(ws)]), CALLS)
-                        us = hw_limits.time_graph(t, g, CALLS, REPLAYS)
+                        g, _ = graph_of(t, self.side, lambda i: op(ws[i % len(ws)]), CALLS)
+                        us = time_graph(t, g, CALLS, REPLAYS)
                         del g
                     except Exception as e:  # noqa: BLE001
                         log("read_floor: %s failed (%s); skipped" % (name, e))
@@ -228,33 +265,11 @@ class TorchRunner:
 
     def _measure(self, impl):
         t = self.torch
-        side = self.side  # one side stream for every warm-up: the library keeps a handle per stream
-        side.wait_stream(t.cuda.current_stream())
-        with t.cuda.stream(side):  # warm up outside the capture (library handles, cuBLAS workspaces)
-            for i in range(2):
-                self.call(impl, i)
-        t.cuda.current_stream().wait_stream(side)
-        graph = t.cuda.CUDAGraph()
-        # Capture on the warm-up stream: the w8a8 package keeps one handle per (device, stream), so a
-        # capture on torch's own capture stream would create a new handle (and its workspace) inside
-        # the capture; cuBLAS workspaces are per stream too (review, end of session 1).
-        with t.cuda.graph(graph, stream=side):
-            out = None
-            for i in range(CALLS):
-                out = self.call(impl, i)  # earlier outputs are freed: the pool reuses them
-        graph.replay()
-        t.cuda.synchronize()
-        times = []
-        for _ in range(REPLAYS):
-            e0, e1 = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-            e0.record()
-            graph.replay()
-            e1.record()
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e3 / CALLS)
+        graph, out = graph_of(t, self.side, lambda i: self.call(impl, i), CALLS)
+        us = time_graph(t, graph, CALLS, REPLAYS)
         wrong = self.verify(impl, out, (CALLS - 1))
         del graph, out
-        return statistics.median(times), wrong
+        return us, wrong
 
     def verify(self, impl, out, i):
         """Wrong elements of the last call's output on the checked rows."""

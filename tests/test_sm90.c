@@ -1949,7 +1949,6 @@ W8A8_TEST(sm90_skinny_plan) {
       w8a8_sm90_set_skinny(mode);
       for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
         const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = mode ? cases[i][2 + mode] : 0;
-        const int on = mode;
         int split = 0;
         const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
         if (ci == PLAN_INVALID) break;
@@ -1957,7 +1956,7 @@ W8A8_TEST(sm90_skinny_plan) {
         char want[32];
         snprintf(want, sizeof want, "%s_skinny_n%d", dt ? "int8" : "fp8", (int)bn);
         CHECK(bn ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny %d: planned %s, expected %s",
-              dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, on, got, bn ? want : "another plan");
+              dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, mode, got, bn ? want : "another plan");
       }
     }
   }

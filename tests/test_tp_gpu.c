@@ -1237,14 +1237,15 @@ W8A8_TEST(tp_gpu_ag_one_gemm_w4) { one_gemm_cases(4); }
 /* The same with the peers' rows pulled in pieces (W8A8_TP_AG_PIECES, session 10): only peers on other
  * GPUs are cut, so on one GPU this is the plain schedule again; on two, W = 2 cuts the peer's rows into
  * 3 pieces, W = 4 (two ranks per GPU) cuts the two ranks of the other GPU while the table has room. */
-/* one_gemm_cases with the environment variable var = val and *mark set for the checks, then both undone */
-static void one_gemm_with(const char *var, const char *val, int *mark, int W) {
+/* one_gemm_cases with the environment variable var = val and *mark = markval for the checks, then both undone */
+static void one_gemm_marked(const char *var, const char *val, int *mark, int markval, int W) {
   setenv(var, val, 1);
-  if (mark) *mark = 1;
+  if (mark) *mark = markval;
   one_gemm_cases(W);
   if (mark) *mark = 0;
   unsetenv(var);
 }
+static void one_gemm_with(const char *var, const char *val, int *mark, int W) { one_gemm_marked(var, val, mark, 1, W); }
 static void one_gemm_pieces(int W) { one_gemm_with("W8A8_TP_AG_PIECES", "3", &g_pieces, W); }
 /* The same with the own-row pack kernel off (W8A8_TP_AG_PACK=0, session 15): the copy engine's 2D copy,
  * the expand kernel and the flags' memsets, as before tp_pack. */
@@ -1272,13 +1273,7 @@ W8A8_TEST(tp_gpu_ag_one_gemm_scales_default_w2) {
   one_gemm_cases(2);
   g_scales = 0;
 }
-W8A8_TEST(tp_gpu_ag_one_gemm_noscales_w2) {
-  setenv("W8A8_TP_AG_SCALES", "0", 1);
-  g_scales = 2;
-  one_gemm_cases(2);
-  g_scales = 0;
-  unsetenv("W8A8_TP_AG_SCALES");
-}
+W8A8_TEST(tp_gpu_ag_one_gemm_noscales_w2) { one_gemm_marked("W8A8_TP_AG_SCALES", "0", &g_scales, 2, 2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w3) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 3); }
 /* The per-chunk schedule (W8A8_TP_ONE_GEMM=0, any architecture) with the scale push: the fused calls' chunk GEMMs
  * wait on the side stream's events, which waited on the peers' packs; the unfused ones as before. */
@@ -1298,13 +1293,7 @@ W8A8_TEST(tp_gpu_ag_one_gemm_scales_push2_w2) {
 }
 /* Push mode 2 (session 19): the push's copies wait for the compute stream's pre-launch work (the peers'
  * packs, their scales), the same protocol otherwise. */
-W8A8_TEST(tp_gpu_ag_one_gemm_push2_w2) {
-  setenv("W8A8_TP_AG_PUSH", "2", 1);
-  g_push = 2;
-  one_gemm_cases(2);
-  g_push = 0;
-  unsetenv("W8A8_TP_AG_PUSH");
-}
+W8A8_TEST(tp_gpu_ag_one_gemm_push2_w2) { one_gemm_marked("W8A8_TP_AG_PUSH", "2", &g_push, 2, 2); }
 /* The push's flags protocol across calls (session 17's review): a pull without W8A8_TP_AG_PUSH leaves the
  * flags set (flags_dirty), so the first call with it set must pull (and reset at its end), the next one
  * push; unset again, pull; then push modes 1 and 2 in turn (session 19). Every call's result checked (run_ag: exact int8, poisoned workspaces). Two
