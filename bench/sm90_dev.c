@@ -19,7 +19,7 @@
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
  *   -c NAME[,NAME...] times those configurations instead of the heuristic's, one after another for
  *      each shape and M (skipped where the dtype differs; e.g. -c int8_128x128_mc2,int8_128x128_mc2_tail
- *      for a kernel against its token-tail twin).
+ *      for a kernel against its token-tail twin); the name `plan` stands for the heuristic's choice.
  *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (a library
  *      built with NVCCEXTRA=-DW8A8_SM90_TIMELINE only, since session 7; every
  *      configuration since session 6): medians over CTAs and tiles of the wait for the first data
@@ -298,6 +298,11 @@ int main(int argc, char **argv) {
           char f[256];
           snprintf(f, sizeof f, "%s", only_cfg);
           for (char *t = strtok(f, ","); t && nl < 8; t = strtok(NULL, ",")) {
+            if (!strcmp(t, "plan")) { /* the heuristic's own row among the forced ones */
+              lcfg[nl] = hcfg;
+              lsplit[nl++] = hsplit;
+              continue;
+            }
             int ci8 = -1, msplit = 1, c = w8a8_sm90_config_lookup(t, &ci8, NULL, &msplit);
             if (c < 0 || ci8 != int8) continue;
             lcfg[nl] = c;

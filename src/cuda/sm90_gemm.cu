@@ -739,7 +739,8 @@ static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
-// 16..64 tokens on the skinny tiles (session 22; W8A8_SM90_SKINNY, default 1, 2 wider; hook w8a8_sm90_set_skinny): one
+// 16..64 tokens on the skinny tiles (session 22; W8A8_SM90_SKINNY, default 2 since session 23, 1 the first rule, 0 off;
+// hook w8a8_sm90_set_skinny). Mode 1: one
 // token tile of n24 / n32 / n48 / n64 (the smallest that holds M) over 64-row weight tiles, no split-K, where those
 // weight tiles alone fill one wave (0.9 x SMs .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt
 // runs at small M (64x16..64x48 tiles, session 22 part 6). Measured (sm90_dev forced against the plans,
@@ -752,13 +753,17 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // Interleaved A/B through torch_compare (envab W8A8_SM90_SKINNY 0 vs 1, two rounds, 70b-o-tp4 at 16 / 24 / 32 / 40 /
 // 48 / 64 tokens, h200-session22 part 8; torch's rows 1.00 / 0.99x): fp8 1.211 / 1.190x geomean (min 1.097, 64
 // tokens), int8 1.186 / 1.167x (min 1.068), fp8 with the weights-constant hint 1.208 / 1.188x.
-// Mode 2 (opt-in, NOT yet A/B-measured): also from 0.45 of a wave of weight tiles with <= 32 K-blocks, and at
+// Mode 2 (the default since session 23): also from 0.45 of a wave of weight tiles with <= 32 K-blocks, and at
 // >= 0.9 x SMs with any K. The forced rows after the promotion was double-buffered (part 8) favour it: fp8 8b-o (64
 // tiles, 32 K-blocks) M = 16 6.80 vs 7.76 us, 40 / 48 8.34 / 8.39 vs 9.61 / 9.57 (n48), 32 7.84 vs 8.05, 64 9.07 vs
 // 9.52; 70b-down-tp4 (128 tiles, 56 K-blocks) 16.93 / 17.92 / 18.19 / 18.62 vs 17.90 / 18.32 / 19.04-19.48 / 19.76;
 // 8b-qkv (96, 32) 1.02-1.04x, 0.98x at 32; int8 (no promotion, first run) 8b-o 1.05-1.07x at 33 / 48, 0.98x at 64.
+// Interleaved A/B (envab W8A8_SM90_SKINNY 1 vs 2, two rounds, 8b-o / 8b-qkv / 70b-down-tp4 at 16 / 24 / 32 / 40 / 48 /
+// 56 / 64 tokens, h200-session23 part 1; round 2's torch rows 1.00x, round 1's 1.03-1.04x on the A side): mode 2
+// faster, fp8 1.062x geomean in round 2 (8b-o 1.04-1.19, 70b-down-tp4 1.03-1.08, 8b-qkv 0.99-1.04), 1.100x in round
+// 1; int8 1.016x (0.98-1.05; 8b-o at 56 / 64 tokens 0.98-0.99), 1.050x; fp8 with the weights-constant hint 1.094x.
 static int g_skinny = -1;
-static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 1, 0, 2); }
+static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 2, 0, 2); }
 static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   const int mode = p->ready || p->M < 16 || p->M > 64 ? 0 : skinny_mode();
