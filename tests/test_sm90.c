@@ -1937,7 +1937,9 @@ W8A8_TEST(sm90_deep3_plan) {
  * n48 / n48 / n64; M = 15 and 65, N = 6144 (96 tiles), N = 8512 (133), K = 2176 (17 K-blocks) do not, nor anything
  * switched off. Mode 2 (the default since session 23) also takes N = 6144 and K = 2176, and 8b-o (N = K = 4096: 64 tiles, 32 K-blocks) and
  * 70b-down-tp4 (8192 x 7168: 128 tiles, 56 K-blocks), not 8b-down (64 tiles, 112 K-blocks), N = 3200 (50 tiles:
- * under 0.45 of a wave) nor N = 8512. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows), K =
+ * under 0.45 of a wave) nor N = 8512. Mode 3 (opt-in, session 23): mode 2's shapes at 1..80 tokens (n8 / n16 below
+ * 16, fp8 n40 at 33..40 and n72 at 65..72, n80 above) and fp8 at 129..144 (n136 / n144) where the weight tiles fill
+ * >= 0.7 of a wave (not 8b-o's 64); nothing at 81..128 nor past 144. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows), K =
  * 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and that it ran the skinny tile. */
 W8A8_TEST(sm90_skinny_plan) {
   NEED_SM90();
@@ -1947,18 +1949,25 @@ W8A8_TEST(sm90_skinny_plan) {
   const size_t bytes = (size_t)160 << 20;
   REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
-  /* M, N, K, expected token tile under mode 1 (0: not the skinny tile), under mode 2 */
-  static const int64_t cases[][5] = {{16, 8192, 2048, 24, 24}, {24, 8192, 2048, 24, 24}, {32, 8192, 2048, 32, 32},
-                                     {33, 8192, 2048, 48, 48}, {48, 8192, 2048, 48, 48}, {64, 8192, 2048, 64, 64},
-                                     {15, 8192, 2048, 0, 0},   {65, 8192, 2048, 0, 0},   {40, 6144, 2048, 0, 48},
-                                     {40, 8512, 2048, 0, 0},   {40, 8192, 2176, 0, 48},  {40, 4096, 4096, 0, 48},
-                                     {64, 8192, 7168, 0, 64},  {40, 4096, 14336, 0, 0},  {40, 3200, 2048, 0, 0}};
+  /* M, N, K, expected token tile under mode 1 (0: not the skinny tile), under mode 2, under mode 3 for fp8, for int8 */
+  static const int64_t cases[][7] = {
+      {16, 8192, 2048, 24, 24, 16, 16},   {24, 8192, 2048, 24, 24, 24, 24},  {32, 8192, 2048, 32, 32, 32, 32},
+      {33, 8192, 2048, 48, 48, 40, 48},   {48, 8192, 2048, 48, 48, 48, 48},  {64, 8192, 2048, 64, 64, 64, 64},
+      {15, 8192, 2048, 0, 0, 16, 16},     {65, 8192, 2048, 0, 0, 72, 80},    {40, 6144, 2048, 0, 48, 40, 48},
+      {40, 8512, 2048, 0, 0, 0, 0},       {40, 8192, 2176, 0, 48, 40, 48},   {40, 4096, 4096, 0, 48, 40, 48},
+      {64, 8192, 7168, 0, 64, 64, 64},    {40, 4096, 14336, 0, 0, 0, 0},     {40, 3200, 2048, 0, 0, 0, 0},
+      /* mode 3's token counts: 1..15, 65..80, 129..144 (fp8, >= 0.7 of a wave of weight tiles) */
+      {1, 8192, 2048, 0, 0, 8, 8},        {8, 8192, 7168, 0, 0, 8, 8},       {9, 4096, 4096, 0, 0, 16, 16},
+      {5, 4096, 14336, 0, 0, 0, 0},       {73, 6144, 4096, 0, 0, 80, 80},    {80, 8192, 2048, 0, 0, 80, 80},
+      {81, 8192, 2048, 0, 0, 0, 0},       {128, 8192, 2048, 0, 0, 0, 0},     {129, 8192, 7168, 0, 0, 136, 0},
+      {144, 6144, 4096, 0, 0, 144, 0},    {136, 4096, 4096, 0, 0, 0, 0},     {145, 8192, 2048, 0, 0, 0, 0}};
   for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    for (int mode = 2; mode >= 0 && !w8a8_test_failed(); mode--) {
+    for (int mode = 3; mode >= 0 && !w8a8_test_failed(); mode--) {
       w8a8_sm90_set_skinny(mode);
       for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
-        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = mode ? cases[i][2 + mode] : 0;
+        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+        const int64_t bn = mode == 3 ? cases[i][5 + dt] : mode ? cases[i][2 + mode] : 0;
         int split = 0;
         const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
         if (ci == PLAN_INVALID) break;

@@ -260,6 +260,12 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY("fp8_skinny_n40", 40, 16, false, 1),
     SM90_CFG_SKINNY("fp8_skinny_n72", 72, 12, false, 1),
     SM90_CFG_SKINNY("fp8_skinny_n136", 136, 7, false, 1),
+    // Session 23: 1..16 tokens (the n24 tile beat the deep n8 / n16 swap tiles there by up to 1.21x, fp8 70b-o-tp4,
+    // h200-session23 part 2), with more stages (the same ~185 KB of ring).
+    SM90_CFG_SKINNY("fp8_skinny_n8", 8, 20, false, 1),
+    SM90_CFG_SKINNY("fp8_skinny_n16", 16, 18, false, 1),
+    SM90_CFG_SKINNY("int8_skinny_n8", 8, 20, true, 1),
+    SM90_CFG_SKINNY("int8_skinny_n16", 16, 18, true, 1),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -762,21 +768,40 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // 56 / 64 tokens, h200-session23 part 1; round 2's torch rows 1.00x, round 1's 1.03-1.04x on the A side): mode 2
 // faster, fp8 1.062x geomean in round 2 (8b-o 1.04-1.19, 70b-down-tp4 1.03-1.08, 8b-qkv 0.99-1.04), 1.100x in round
 // 1; int8 1.016x (0.98-1.05; 8b-o at 56 / 64 tokens 0.98-0.99), 1.050x; fp8 with the weights-constant hint 1.094x.
+// Mode 3 (opt-in, session 23, NOT yet A/B-measured): mode 2's weight-tile rule over more token counts, from the
+// forced rows of h200-session23 part 2 (sm90_dev, each tile against the plan on 8b-o / 8b-qkv / 70b-o-tp4 /
+// 70b-down-tp4): 1..15 tokens (fp8 n24 against the deep n8 / n16 tiles: 70b-o-tp4 7.59 -> 6.29 us, 8b-o 7.55 ->
+// 6.71, 70b-down-tp4 17.41 -> 16.55, 8b-qkv 9.70 -> 9.67; int8 70b-o-tp4 7.62 -> 6.52, 70b-down-tp4 1.02x, 8b-qkv /
+// 8b-o 0.95-0.97x with ONE accumulator chain, before the int8 tile's two) on n8 / n16; fp8 33..40 on n40 (2-3%
+// faster than n48 on three shapes, equal on the fourth); 65..80 on n72 / n80 (fp8 n72 1.05-1.10x on all four; int8
+// n80 0.98-1.09x); fp8 129..144 on n136 / n144 where the weight tiles fill >= 0.7 of a wave (n136: 70b-o-tp4
+// 1.06-1.08x, 70b-down-tp4 1.16-1.22x, 8b-qkv 1.12-1.16x; 8b-o's 64 tiles 0.94-0.96x, 8b-down 0.89-0.95x).
 static int g_skinny = -1;
-static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 2, 0, 2); }
+static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 2, 0, 3); }
 static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  const int mode = p->ready || p->M < 16 || p->M > 64 ? 0 : skinny_mode();
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  const int mode = p->ready || p->M < 1 || p->M > 144 ? 0 : skinny_mode();
   if (!mode) return none;
+  if (mode < 3 && (p->M < 16 || p->M > 64)) return none;
+  if (mode == 3 && ((p->M > 80 && p->M <= 128) || (p->M > 128 && int8))) return none;
   const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
   const int64_t kblocks = (p->K + SM90_BK - 1) / SM90_BK;
   const int full = wt * 10 >= 9LL * num_sms;  // the weight tiles alone fill >= 0.9 of one wave
   if (wt > num_sms) return none;
   if (mode == 1 && !(full && kblocks <= 16)) return none;
-  if (mode == 2 && !(full || (wt * 20 >= 9LL * num_sms && kblocks <= 32))) return none;  // >= 0.45 of a wave
-  const int bn = p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 48 ? 48 : 64;
+  if (mode >= 2 && !(full || (wt * 20 >= 9LL * num_sms && kblocks <= 32))) return none;  // >= 0.45 of a wave
+  if (p->M > 128 && wt * 10 < 7LL * num_sms) return none;                                // 129..144: >= 0.7
+  int bn;
+  if (mode < 3)
+    bn = p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 48 ? 48 : 64;
+  else if (p->M > 128)
+    bn = p->M <= 136 ? 136 : 144;
+  else
+    bn = p->M <= 8 ? 8 : p->M <= 16 ? 16 : p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 40 && !int8 ? 40
+       : p->M <= 48 ? 48 : p->M <= 64 ? 64 : p->M <= 72 && !int8 ? 72 : 80;
   char name[32];
-  snprintf(name, sizeof name, "%s_skinny_n%d", p->in_dtype == W8A8_DTYPE_INT8 ? "int8" : "fp8", bn);
+  snprintf(name, sizeof name, "%s_skinny_n%d", int8 ? "int8" : "fp8", bn);
   sm90_plan pl = {find_config(name), 1};
   return pl;
 }
@@ -814,7 +839,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // of 7 shapes; the seventh, 8b-gateup, now takes the 128 x 256 tile below (40.7 vs 50.0 us).
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (p->M >= 16 && p->M <= 64) {
+  if (p->M <= 144) {
     const sm90_plan pl = plan_skinny(p, num_sms);
     if (pl.config >= 0) return pl;
   }
@@ -1489,9 +1514,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep12
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
-// mode: plan_skinny's rule (1), its wider opt-in rule (2) or never (0), -1 back to W8A8_SM90_SKINNY
+// mode: plan_skinny's first rule (1), its wider rule (2, the default), mode 3 (more token counts) or never (0), -1
+// back to W8A8_SM90_SKINNY
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
-  __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 3 ? 3 : mode, __ATOMIC_RELAXED);
 }
 // on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }

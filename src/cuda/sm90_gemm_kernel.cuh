@@ -2085,29 +2085,54 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
 #undef SKINNY_ISSUE
 #undef SKINNY_ADVANCE
     } else {
-      for (int kb = 0; kb < a.kblocks; kb++) {
-        sm90_mbar_wait(full0 + 8 * s, phase);
-        const uint32_t xs = smem0 + s * C::STAGE_BYTES;
-        const uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(xs + C::X_BYTES);
-        sm90_wgmma_fence();
+      // int8 (and unpromoted fp8): K-block kb's four wgmmas accumulate into acc, or with DUAL into acc2 when kb is
+      // odd. A tile this narrow makes each wgmma a few cycles of tensor work behind a much longer latency, and the
+      // wgmmas on one accumulator run one after another: with two chains, block kb + 1's wgmmas start while block
+      // kb's are still in flight (as the fp8 promotion's two temporaries do). int32 sums: the same bits in any order.
+      constexpr bool DUAL = INT8 && BN <= 80;  // (n144's 72 accumulators a second time would not fit)
+      acc_t acc2[DUAL ? C::NACC : 1];
 #pragma unroll
-        for (int kk = 0; kk < SM90_BK / 32; kk++) {
-          if constexpr (INT8)
-            sm90_wgmma_s8<BN>(acc, dx + 2 * kk, dy + 2 * kk, 1);
-          else
-            sm90_wgmma_fp8<BN>(acc, dx + 2 * kk, dy + 2 * kk, 1);
-        }
-        sm90_wgmma_commit();
-        sm90_wgmma_wait<1>();  // this block's wgmmas in flight, the previous block's done: its stage goes back
-        if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
-        prev = s;
-        if (++s == STAGES) {
-          s = 0;
-          phase ^= 1;
+      for (int i = 0; i < (DUAL ? C::NACC : 1); i++) acc2[i] = 0;
+#define SKINNY_BLOCK(ACC)                                                              \
+  {                                                                                    \
+    sm90_mbar_wait(full0 + 8 * s, phase);                                              \
+    const uint32_t xs = smem0 + s * C::STAGE_BYTES;                                    \
+    const uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(xs + C::X_BYTES);      \
+    sm90_wgmma_fence();                                                                \
+    _Pragma("unroll") for (int kk = 0; kk < SM90_BK / 32; kk++) {                      \
+      if constexpr (INT8)                                                              \
+        sm90_wgmma_s8<BN>(ACC, dx + 2 * kk, dy + 2 * kk, 1);                           \
+      else                                                                             \
+        sm90_wgmma_fp8<BN>(ACC, dx + 2 * kk, dy + 2 * kk, 1);                          \
+    }                                                                                  \
+    sm90_wgmma_commit();                                                               \
+    sm90_wgmma_wait<1>(); /* this block in flight, the previous one done: its stage goes back */ \
+    if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);                    \
+    prev = s;                                                                          \
+    if (++s == STAGES) {                                                               \
+      s = 0;                                                                           \
+      phase ^= 1;                                                                      \
+    }                                                                                  \
+  }
+      int kb = 0;
+      if constexpr (DUAL) {
+        for (; kb + 1 < a.kblocks; kb += 2) {
+          SKINNY_BLOCK(acc);
+          SKINNY_BLOCK(acc2);
         }
       }
+      for (; kb < a.kblocks; kb++) SKINNY_BLOCK(acc);
+#undef SKINNY_BLOCK
       sm90_wgmma_wait<0>();
       if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
+      if constexpr (DUAL) {
+#pragma unroll
+        for (int i = 0; i < C::NACC; i++) {
+          sm90_fence_reg(acc2[i]);
+          sm90_fence_reg(acc[i]);
+          acc[i] = (acc_t)((uint32_t)acc[i] + (uint32_t)acc2[i]);
+        }
+      }
     }
 #pragma unroll
     for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
