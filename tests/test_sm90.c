@@ -1935,11 +1935,12 @@ W8A8_TEST(sm90_deep3_plan) {
  * SMs) and K has <= 16 K-blocks, the skinny tile with one token tile of n24 / n32 / n48 / n64, both dtypes. On a GPU
  * with 132 SMs: 70b-o-tp4 (N = 8192: 128 tiles, K = 2048) at M = 16 / 24 / 32 / 33 / 48 / 64 takes n24 / n24 / n32 /
  * n48 / n48 / n64; M = 15 and 65, N = 6144 (96 tiles), N = 8512 (133), K = 2176 (17 K-blocks) do not, nor anything
- * switched off. Mode 2 (the default since session 23) also takes N = 6144 and K = 2176, and 8b-o (N = K = 4096: 64 tiles, 32 K-blocks) and
+ * switched off. Mode 2 also takes N = 6144 and K = 2176, and 8b-o (N = K = 4096: 64 tiles, 32 K-blocks) and
  * 70b-down-tp4 (8192 x 7168: 128 tiles, 56 K-blocks), not 8b-down (64 tiles, 112 K-blocks), N = 3200 (50 tiles:
- * under 0.45 of a wave) nor N = 8512. Mode 3 (opt-in, session 23): mode 2's shapes at 1..80 tokens (n8 / n16 below
- * 16, fp8 n40 at 33..40 and n72 at 65..72, n80 above) and fp8 at 129..144 (n136 / n144) where the weight tiles fill
- * >= 0.7 of a wave (not 8b-o's 64); nothing at 81..128 nor past 144. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows), K =
+ * under 0.45 of a wave) nor N = 8512. Mode 3 (the default since session 23): mode 2's shapes at 1..80 tokens (fp8 n8
+ * up to 8 and n24 to 24, int8 n16 up to 16; fp8 n40 at 33..40 and n72 at 65..72, n80 above; the 128 x 64 fold does
+ * not replace them at 65..80 on N = 8192) and fp8 at 129..144 (n136 / n144) where the weight tiles fill >= 0.7 of a
+ * wave (not 8b-o's 64); nothing at 81..128 nor past 144. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows), K =
  * 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and that it ran the skinny tile. */
 W8A8_TEST(sm90_skinny_plan) {
   NEED_SM90();
@@ -1951,13 +1952,13 @@ W8A8_TEST(sm90_skinny_plan) {
   const int sms = handle_sms(h);
   /* M, N, K, expected token tile under mode 1 (0: not the skinny tile), under mode 2, under mode 3 for fp8, for int8 */
   static const int64_t cases[][7] = {
-      {16, 8192, 2048, 24, 24, 16, 16},   {24, 8192, 2048, 24, 24, 24, 24},  {32, 8192, 2048, 32, 32, 32, 32},
+      {16, 8192, 2048, 24, 24, 24, 16},   {24, 8192, 2048, 24, 24, 24, 24},  {32, 8192, 2048, 32, 32, 32, 32},
       {33, 8192, 2048, 48, 48, 40, 48},   {48, 8192, 2048, 48, 48, 48, 48},  {64, 8192, 2048, 64, 64, 64, 64},
-      {15, 8192, 2048, 0, 0, 16, 16},     {65, 8192, 2048, 0, 0, 72, 80},    {40, 6144, 2048, 0, 48, 40, 48},
+      {15, 8192, 2048, 0, 0, 24, 16},     {65, 8192, 2048, 0, 0, 72, 80},    {40, 6144, 2048, 0, 48, 40, 48},
       {40, 8512, 2048, 0, 0, 0, 0},       {40, 8192, 2176, 0, 48, 40, 48},   {40, 4096, 4096, 0, 48, 40, 48},
       {64, 8192, 7168, 0, 64, 64, 64},    {40, 4096, 14336, 0, 0, 0, 0},     {40, 3200, 2048, 0, 0, 0, 0},
       /* mode 3's token counts: 1..15, 65..80, 129..144 (fp8, >= 0.7 of a wave of weight tiles) */
-      {1, 8192, 2048, 0, 0, 8, 8},        {8, 8192, 7168, 0, 0, 8, 8},       {9, 4096, 4096, 0, 0, 16, 16},
+      {1, 8192, 2048, 0, 0, 8, 16},       {8, 8192, 7168, 0, 0, 8, 16},      {9, 4096, 4096, 0, 0, 24, 16},
       {5, 4096, 14336, 0, 0, 0, 0},       {73, 6144, 4096, 0, 0, 80, 80},    {80, 8192, 2048, 0, 0, 80, 80},
       {81, 8192, 2048, 0, 0, 0, 0},       {128, 8192, 2048, 0, 0, 0, 0},     {129, 8192, 7168, 0, 0, 136, 0},
       {144, 6144, 4096, 0, 0, 144, 0},    {136, 4096, 4096, 0, 0, 0, 0},     {145, 8192, 2048, 0, 0, 0, 0}};

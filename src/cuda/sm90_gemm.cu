@@ -745,10 +745,9 @@ static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
-// 16..64 tokens on the skinny tiles (session 22; W8A8_SM90_SKINNY, default 2 since session 23, 1 the first rule, 0 off;
-// hook w8a8_sm90_set_skinny). Mode 1: one
-// token tile of n24 / n32 / n48 / n64 (the smallest that holds M) over 64-row weight tiles, no split-K, where those
-// weight tiles alone fill one wave (0.9 x SMs .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt
+// The skinny tiles (session 22; W8A8_SM90_SKINNY: 3 the default since session 23 (2 earlier that session), 1 the
+// first rule, 0 off; hook w8a8_sm90_set_skinny). Mode 1, at 16..64 tokens: one token tile of n24 / n32 / n48 / n64
+// (the smallest that holds M) over 64-row weight tiles, no split-K, where those weight tiles alone fill one wave (0.9 x SMs .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt
 // runs at small M (64x16..64x48 tiles, session 22 part 6). Measured (sm90_dev forced against the plans,
 // h200-session22 part 7, first cut with one fp8 temporary): 70b-o-tp4 (128 weight tiles of 64, 16 K-blocks) fp8
 // M = 16 / 24 / 32 6.64 / 6.79 / 6.98 us against the deep n16 / n32 split 2's 7.65 / 8.03 / 8.13, M = 33 / 48 / 64
@@ -759,7 +758,7 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // Interleaved A/B through torch_compare (envab W8A8_SM90_SKINNY 0 vs 1, two rounds, 70b-o-tp4 at 16 / 24 / 32 / 40 /
 // 48 / 64 tokens, h200-session22 part 8; torch's rows 1.00 / 0.99x): fp8 1.211 / 1.190x geomean (min 1.097, 64
 // tokens), int8 1.186 / 1.167x (min 1.068), fp8 with the weights-constant hint 1.208 / 1.188x.
-// Mode 2 (the default since session 23): also from 0.45 of a wave of weight tiles with <= 32 K-blocks, and at
+// Mode 2 (the default early in session 23, then mode 3): also from 0.45 of a wave of weight tiles with <= 32 K-blocks, and at
 // >= 0.9 x SMs with any K. The forced rows after the promotion was double-buffered (part 8) favour it: fp8 8b-o (64
 // tiles, 32 K-blocks) M = 16 6.80 vs 7.76 us, 40 / 48 8.34 / 8.39 vs 9.61 / 9.57 (n48), 32 7.84 vs 8.05, 64 9.07 vs
 // 9.52; 70b-down-tp4 (128 tiles, 56 K-blocks) 16.93 / 17.92 / 18.19 / 18.62 vs 17.90 / 18.32 / 19.04-19.48 / 19.76;
@@ -768,7 +767,7 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // 56 / 64 tokens, h200-session23 part 1; round 2's torch rows 1.00x, round 1's 1.03-1.04x on the A side): mode 2
 // faster, fp8 1.062x geomean in round 2 (8b-o 1.04-1.19, 70b-down-tp4 1.03-1.08, 8b-qkv 0.99-1.04), 1.100x in round
 // 1; int8 1.016x (0.98-1.05; 8b-o at 56 / 64 tokens 0.98-0.99), 1.050x; fp8 with the weights-constant hint 1.094x.
-// Mode 3 (opt-in, session 23, NOT yet A/B-measured): mode 2's weight-tile rule over more token counts, from the
+// Mode 3 (the default since session 23): mode 2's weight-tile rule over more token counts, from the
 // forced rows of h200-session23 part 2 (sm90_dev, each tile against the plan on 8b-o / 8b-qkv / 70b-o-tp4 /
 // 70b-down-tp4): 1..15 tokens (fp8 n24 against the deep n8 / n16 tiles: 70b-o-tp4 7.59 -> 6.29 us, 8b-o 7.55 ->
 // 6.71, 70b-down-tp4 17.41 -> 16.55, 8b-qkv 9.70 -> 9.67; int8 70b-o-tp4 7.62 -> 6.52, 70b-down-tp4 1.02x, 8b-qkv /
@@ -776,8 +775,15 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // faster than n48 on three shapes, equal on the fourth); 65..80 on n72 / n80 (fp8 n72 1.05-1.10x on all four; int8
 // n80 0.98-1.09x); fp8 129..144 on n136 / n144 where the weight tiles fill >= 0.7 of a wave (n136: 70b-o-tp4
 // 1.06-1.08x, 70b-down-tp4 1.16-1.22x, 8b-qkv 1.12-1.16x; 8b-o's 64 tiles 0.94-0.96x, 8b-down 0.89-0.95x).
+// Interleaved A/B (envab W8A8_SM90_SKINNY 2 vs 3, two rounds, 8b-o / 8b-qkv / 70b-o-tp4 / 70b-down-tp4 at 1 / 4 / 8 /
+// 15 / 33 / 40 / 65 / 72 / 80 / 129 / 136 / 144 tokens, h200-session23 part 3; round 2's torch rows 0.99x, round 1's
+// 1.01-1.02x): fp8 1.056 / 1.083x geomean, int8 1.017 / 1.048x (the int8 tile's two chains in both sides); 1..15
+// tokens fp8 1.02-1.25x (8b-qkv ~1.0), int8 1.03-1.23x from 4 tokens (one goes to gemv.cu); 129..144 fp8 1.02-1.24x;
+// 65..80 1.04-1.15x except where the 128 x 64 fold then replaced the skinny plan (70b-down-tp4 0.85-0.94x, 70b-o-tp4
+// 0.98x): fold_move leaves skinny plans alone since. After the A/B, from the forced rows of part 4: fp8 n8 up to 8
+// tokens (70b-o-tp4 6.12 us vs n24's 6.27, 8b-o 6.46 vs 6.68) and n24 at 9..24 (n16 slower); int8 n16 below 16.
 static int g_skinny = -1;
-static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 2, 0, 3); }
+static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 3, 0, 3); }
 static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -797,8 +803,8 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
     bn = p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 48 ? 48 : 64;
   else if (p->M > 128)
     bn = p->M <= 136 ? 136 : 144;
-  else
-    bn = p->M <= 8 ? 8 : p->M <= 16 ? 16 : p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 40 && !int8 ? 40
+  else  // below 24 tokens: fp8 n8 up to 8 (n16 ran 3-10% slower than n24 there), int8 n16 (n8 / n16 / n24 within 2%)
+    bn = p->M <= 8 && !int8 ? 8 : p->M <= 16 && int8 ? 16 : p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 40 && !int8 ? 40
        : p->M <= 48 ? 48 : p->M <= 64 ? 64 : p->M <= 72 && !int8 ? 72 : 80;
   char name[32];
   snprintf(name, sizeof name, "%s_skinny_n%d", int8 ? "int8" : "fp8", bn);
@@ -1144,8 +1150,10 @@ static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
 static void fold_move(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t n64 = (p->N + 63) / 64;
+  // (nor a skinny plan: session 23's envab of W8A8_SM90_SKINNY 2 vs 3 had the fold replace mode 3's n72 / n80 at 65..80
+  // tokens, 70b-down-tp4 fp8 20.8 -> 23.6 us where the skinny tile forced ran 18.8)
   if (fold_mode() != 2 || p->ready || p->M <= 64 || p->M > fold_max_tokens(int8) || n64 * 10 < 9LL * num_sms ||
-      is_wide_swap(pl->config) ||
+      is_wide_swap(pl->config) || (pl->config >= 0 && CONFIGS[pl->config].bm) ||
       n64 > num_sms || (!int8 && h->weights_constant) || tail_mode() != 1 ||
       !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1))
     return;
@@ -1514,7 +1522,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep12
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
-// mode: plan_skinny's first rule (1), its wider rule (2, the default), mode 3 (more token counts) or never (0), -1
+// mode: plan_skinny's first rule (1), its wider rule (2), mode 3 (more token counts, the default) or never (0), -1
 // back to W8A8_SM90_SKINNY
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
   __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 3 ? 3 : mode, __ATOMIC_RELAXED);
