@@ -2089,8 +2089,9 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
       // odd. A tile this narrow makes each wgmma a few cycles of tensor work behind a much longer latency, and the
       // wgmmas on one accumulator run one after another: with two chains, block kb + 1's wgmmas start while block
       // kb's are still in flight (as the fp8 promotion's two temporaries do). int32 sums: the same bits in any order.
-      // (n144: 2 x 72 accumulators, 242 registers, no spills.)
-      constexpr bool DUAL = INT8;
+      // Not n144: two chains there (242 registers, no spills) ran as one (h200-session23 part 7: 70b-o-tp4 129 tokens
+      // 10.26 vs 10.30 us, 8b-qkv 14.24 vs 14.16): a m64n144k32 wgmma is long enough to cover the chain's latency.
+      constexpr bool DUAL = INT8 && BN <= 80;
       acc_t acc2[DUAL ? C::NACC : 1];
 #pragma unroll
       for (int i = 0; i < (DUAL ? C::NACC : 1); i++) acc2[i] = 0;
