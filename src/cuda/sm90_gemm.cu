@@ -1369,8 +1369,10 @@ static int g_split_quad = -1;  // W8A8_SM90_SPLIT_QUAD: 1 (default) the split-K 
 // one-GEMM path asks exactly what the launch will ask (review, session 3: accepts() alone could pass
 // where a later step refused). One difference: that path asks without its ready flags, so at
 // 129..255 tokens the probe plans the multicast twin and the launch the plain tile (apply_mc2m), and at
-// 65..80 tokens the probe may plan the fold's 128 x 64 tile (fold_move) where the launch keeps its plan;
-// the two take the same problems (the same operand checks and maps; a refused fold map falls back to boxes).
+// 65..80 tokens the probe may plan the fold's 128 x 64 tile (fold_move) where the launch keeps its plan, and at
+// 1..80 / 129..144 tokens the probe may plan a skinny tile (plan_skinny: not with ready flags) where the launch
+// plans another; they take the same problems (the same operand checks, maps that differ only in their boxes;
+// a refused fold map falls back to boxes).
 static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
                            sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, CUtensorMap *tt,
                            tail_boxes *tail, int *tma_out) {
