@@ -411,7 +411,8 @@ int main(int argc, char **argv) {
              * split the heuristic chose for two CTAs per SM) */
             const int sbn = w8a8_sm90_config_swap_bn(cfg);
             if (sbn > 0) {
-              const long long ctas = ((N + 127) / 128) * ((M + sbn - 1) / sbn) * (long long)(split > 0 ? split : 1);
+              const int wrows = strstr(w8a8_sm90_config_name(cfg), "_skinny_") ? 64 : 128; /* weight rows per tile */
+              const long long ctas = ((N + wrows - 1) / wrows) * ((M + sbn - 1) / sbn) * (long long)(split > 0 ? split : 1);
               const int cap_ctas = w8a8_sm90_config_max_ctas(h, cfg, split);
               if (cap_ctas > 0 && ctas > cap_ctas)
                 printf("#   %s split %d: %lld CTAs, at most %d at once: more than one wave\n", w8a8_sm90_config_name(cfg),
