@@ -537,6 +537,26 @@ W8A8_TEST(sm90_skinny_configs) {
     mm_case e = rotate(in, bn - 3, 1003 + i, 128 * (1 + i % 2), 48 + i, ci, 1);
     run_case(&e, 3320 + (uint64_t)i);
   }
+  /* The pairs (session 23, the _mc2 configurations: two CTAs on neighbouring token tiles, the weight tile multicast in
+   * halves): every_config's cases above run one token tile (the partner on zeros past M); here two tiles, the second
+   * partial (M = 2 BN - 3), four (3 BN + 5: two pairs, the last tile 5 rows), and five on 200 weight tiles (5 BN: three
+   * pairs, the last partner past M, 600 pairs on a persistent grid of clusters: each walks several). */
+  static const char *pairs[] = {"fp8_skinny_n24_mc2", "int8_skinny_n32_mc2", "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2",
+                                "fp8_skinny_n8_mc2"};
+  for (int i = 0; i < 5 && !w8a8_test_failed(); i++) {
+    int i8 = 0, bn = 0;
+    const int ci = w8a8_sm90_config_lookup(pairs[i], &i8, &bn, NULL);
+    REQUIRE(ci >= 0 && bn > 0, "no configuration %s", pairs[i]);
+    const w8a8_dtype in = i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    mm_case c = rotate(in, 2 * bn - 3, 1000 + 8 * i, 1192, 60 + i, ci, 1);
+    run_case(&c, 3500 + (uint64_t)i);
+    if (w8a8_test_failed()) break;
+    mm_case d = rotate(in, 3 * bn + 5, 1000, 2048 + 16 * i, 65 + i, ci, 1);
+    run_case(&d, 3510 + (uint64_t)i);
+    if (w8a8_test_failed()) break;
+    mm_case e = rotate(in, 5 * bn, 64 * 200, 384 + 128 * (i % 2), 70 + i, ci, 1);
+    run_case(&e, 3520 + (uint64_t)i);
+  }
 }
 
 /* The weights-constant hint (w8a8_set_weights_constant): the producer loads the weight halves of
@@ -1988,6 +2008,30 @@ W8A8_TEST(sm90_skinny_plan) {
       }
     }
   }
+  /* Mode 4 (opt-in, session 23): the pairs where the weight tiles fill at most half the SMs and twice them >= 0.9 of a
+   * wave (64 tiles of 8b-o / 8b-down, any K), at 9..144 tokens, the pair's tile the smallest that holds half of M;
+   * elsewhere mode 3 (N = 8192: 128 tiles; N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
+  static const struct { int64_t M, N, K; const char *fp8, *int8; } m4[] = {
+      {16, 4096, 4096, "fp8_skinny_n8_mc2", "int8_skinny_n16_mc2"},
+      {32, 4096, 4096, "fp8_skinny_n16_mc2", "int8_skinny_n16_mc2"},
+      {33, 4096, 14336, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
+      {64, 4096, 4096, "fp8_skinny_n32_mc2", "int8_skinny_n32_mc2"},
+      {100, 4096, 4096, "fp8_skinny_n64_mc2", "int8_skinny_n64_mc2"},
+      {144, 4000, 4096, "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2"},
+      {8, 4096, 4096, "fp8_skinny_n8", "int8_skinny_n16"},
+      {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
+      {145, 4096, 4096, NULL, NULL},
+      {40, 2560, 8192, NULL, NULL}};
+  w8a8_sm90_set_skinny(4);
+  for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++)
+    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+      int split = 0;
+      const int ci = plan_of(h, dbuf, bytes, dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, m4[i].M, m4[i].N, m4[i].K, &split);
+      if (ci == PLAN_INVALID) break;
+      const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
+      CHECK(want ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4: planned %s, expected %s",
+            dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, got, want ? want : "another plan");
+    }
   w8a8_sm90_set_skinny(-1);
   static const int64_t ms[3] = {20, 40, 64};
   for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {

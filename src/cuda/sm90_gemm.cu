@@ -33,7 +33,8 @@ typedef struct sm90_config {
   int fast_accum; // fp8 without promotion: less exact, never picked by the heuristic
   int smem;      // dynamic shared memory bytes
   sm90_kernel_fn fn;
-  int mcast;     // 2: clusters of two CTAs on neighbouring X tiles multicasting the Y tile (B; swapped: A); 0: none
+  int mcast;     // 2: clusters of two CTAs on neighbouring X tiles multicasting the Y tile (B; swapped: A); 3: the
+                 // skinny kernel's pairs, two CTAs on neighbouring Y (token) tiles multicasting the X (weight) tile; 0: none
   int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
   int tail;      // the token tail (the kernel's TAIL, session 8): tail_plan's boxes for a partial token tile
   int sk;        // stream-K (the kernel's SK, session 10): a grid of one CTA per SM, sm90_streamk.h's schedule
@@ -90,6 +91,11 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) { return c-
 #define SM90_CFG_SKINNY(NAME, BN, ST, I8, MB)                                                            \
   {NAME, I8, BN, 1, 0, MB, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                        \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), MB>, 0, 0, 0, 0, SM90_SKINNY_BM}
+// Their pairs (session 23, the kernel's MC = 2): clusters of two CTAs on neighbouring token tiles of one weight tile,
+// each loading half of the weight tile multicast into both (tmap_x's box is 32 rows then).
+#define SM90_CFG_SKINNY_MC2(NAME, BN, ST, I8)                                                             \
+  {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
+   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2>, 3, 0, 0, 0, SM90_SKINNY_BM}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -266,6 +272,18 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY("fp8_skinny_n16", 16, 18, false, 1),
     SM90_CFG_SKINNY("int8_skinny_n8", 8, 20, true, 1),
     SM90_CFG_SKINNY("int8_skinny_n16", 16, 18, true, 1),
+    // Session 23, after the last device call (NOT yet run): the skinny pairs, two token tiles sharing one weight tile
+    // (cuBLASLt's 1x2 clusters of 64x8 .. 64x72 tiles on 8b-o's 64 weight tiles: 128 CTAs without split-K).
+    SM90_CFG_SKINNY_MC2("fp8_skinny_n8_mc2", 8, 20, false),
+    SM90_CFG_SKINNY_MC2("fp8_skinny_n16_mc2", 16, 18, false),
+    SM90_CFG_SKINNY_MC2("fp8_skinny_n24_mc2", 24, 16, false),
+    SM90_CFG_SKINNY_MC2("fp8_skinny_n32_mc2", 32, 16, false),
+    SM90_CFG_SKINNY_MC2("fp8_skinny_n64_mc2", 64, 12, false),
+    SM90_CFG_SKINNY_MC2("fp8_skinny_n72_mc2", 72, 12, false),
+    SM90_CFG_SKINNY_MC2("int8_skinny_n16_mc2", 16, 18, true),
+    SM90_CFG_SKINNY_MC2("int8_skinny_n32_mc2", 32, 16, true),
+    SM90_CFG_SKINNY_MC2("int8_skinny_n64_mc2", 64, 12, true),
+    SM90_CFG_SKINNY_MC2("int8_skinny_n80_mc2", 80, 11, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -783,15 +801,34 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // 0.98x): fold_move leaves skinny plans alone since. After the A/B, from the forced rows of part 4: fp8 n8 up to 8
 // tokens (70b-o-tp4 6.12 us vs n24's 6.27, 8b-o 6.46 vs 6.68) and n24 at 9..24 (n16 slower); int8 n16 below 16.
 static int g_skinny = -1;
-static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 3, 0, 3); }
+static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 3, 0, 4); }
+// Mode 4 (opt-in, session 23, NOT yet run): the skinny pairs (the _mc2 configs: two token tiles of one weight tile,
+// the weights multicast) at 9..144 tokens where the weight tiles fill at most half of the SMs and twice them >= 0.9
+// of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), the pair's tile the smallest that holds half of M; elsewhere
+// mode 3. What cuBLASLt runs on 8b-o at 16..48 and 129 tokens (64x8 .. 64x72 tiles in 1x2 clusters, session 22
+// part 6), where v25 has us at 0.75-0.94x of tensorwise.
+static int pair_bn(int int8, int64_t half) {
+  if (int8) return half <= 16 ? 16 : half <= 32 ? 32 : half <= 64 ? 64 : half <= 80 ? 80 : 0;
+  return half <= 8 ? 8 : half <= 16 ? 16 : half <= 24 ? 24 : half <= 32 ? 32 : half <= 64 ? 64 : half <= 72 ? 72 : 0;
+}
 static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  const int mode = p->ready || p->M < 1 || p->M > 144 ? 0 : skinny_mode();
+  int mode = p->ready || p->M < 1 || p->M > 144 ? 0 : skinny_mode();
   if (!mode) return none;
+  const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
+  char name[40];
+  if (mode == 4) {
+    const int bn = p->M >= 9 && 2 * wt <= num_sms && 20 * wt >= 9LL * num_sms ? pair_bn(int8, (p->M + 1) / 2) : 0;
+    if (bn) {
+      snprintf(name, sizeof name, "%s_skinny_n%d_mc2", int8 ? "int8" : "fp8", bn);
+      sm90_plan pl = {find_config(name), 1};
+      return pl;
+    }
+    mode = 3;
+  }
   if (mode < 3 && (p->M < 16 || p->M > 64)) return none;
   if (mode == 3 && ((p->M > 80 && p->M <= 128) || (p->M > 128 && int8))) return none;
-  const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
   const int64_t kblocks = (p->K + SM90_BK - 1) / SM90_BK;
   const int full = wt * 10 >= 9LL * num_sms;  // the weight tiles alone fill >= 0.9 of one wave
   if (wt > num_sms) return none;
@@ -806,7 +843,6 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   else  // below 24 tokens: fp8 n8 up to 8 (n16 ran 3-10% slower than n24 there), int8 n16 (n8 / n16 / n24 within 2%)
     bn = p->M <= 8 && !int8 ? 8 : p->M <= 16 && int8 ? 16 : p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 40 && !int8 ? 40
        : p->M <= 48 ? 48 : p->M <= 64 ? 64 : p->M <= 72 && !int8 ? 72 : 80;
-  char name[32];
   snprintf(name, sizeof name, "%s_skinny_n%d", int8 ? "int8" : "fp8", bn);
   sm90_plan pl = {find_config(name), 1};
   return pl;
@@ -1426,7 +1462,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   if (c->bm && p->ready)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: config %s does not wait for arriving rows (ready flags)", FN,
                     c->name);
-  CUresult r1 = make_tmap(tx, xp, rows_x, p->K, ldx, cfg_bm(c));
+  CUresult r1 = make_tmap(tx, xp, rows_x, p->K, ldx, c->mcast == 3 ? cfg_bm(c) / 2 : cfg_bm(c));
   CUresult r2 = make_tmap(ty, yp, rows_y, p->K, ldy, c->mcast == 2 ? c->bn / 2 : c->bn);
   if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: cuTensorMapEncodeTiled refused the operands (error %d/%d)", FN,
@@ -1524,10 +1560,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep12
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
-// mode: plan_skinny's first rule (1), its wider rule (2), mode 3 (more token counts, the default) or never (0), -1
-// back to W8A8_SM90_SKINNY
+// mode: plan_skinny's first rule (1), its wider rule (2), mode 3 (more token counts, the default), mode 4 (the pairs
+// on half-wave shapes, opt-in) or never (0), -1 back to W8A8_SM90_SKINNY
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
-  __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 3 ? 3 : mode, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 4 ? 4 : mode, __ATOMIC_RELAXED);
 }
 // on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }
@@ -1704,9 +1740,9 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   int clusters = c->splitk ? tiles : num_sms * c->minb;
   if (clusters > tiles && !c->sk) clusters = tiles;  // (stream-K: the grid is part of the schedule, sk_fits's)
   int csize = c->splitk ? pl.split : 1;
-  if (c->mcast == 2) {
-    // persistent clusters of two, one per pair of M tiles at most
-    const int pairs = ((a.tiles_x + 1) / 2) * a.tiles_y;
+  if (c->mcast == 2 || c->mcast == 3) {
+    // persistent clusters of two, one per pair of M tiles at most (3: of token tiles, the skinny pairs)
+    const int pairs = c->mcast == 3 ? a.tiles_x * ((a.tiles_y + 1) / 2) : ((a.tiles_x + 1) / 2) * a.tiles_y;
     csize = 2;
     clusters = max_active_clusters(dev, pl.config, 2, num_sms);
     if (clusters > pairs) clusters = pairs;

@@ -1974,7 +1974,14 @@ struct sm90_skinny_cfg {
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + STG_BYTES + 2 * STAGES * 8;
 };
 
-template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB>
+// MC = 2 (session 23, NOT yet run): a cluster of two CTAs on neighbouring TOKEN tiles of the same weight tile, each
+// loading half of the weight tile (32 rows: tmap_x's box) multicast into both and its own token tile, so the weights
+// cross from L2 once per pair: cuBLASLt's small-M tiles on half-wave shapes (8b-o: 64x8 / 64x16 / 64x24 / 64x72 with
+// a 1x2 cluster at 16..48 and 129 tokens, bench/torch_kernels.py, session 22 part 6), which put 64 weight tiles on
+// 128 SMs without split-K. Both CTAs walk the same pairs in lockstep; a partner past the last token tile runs on
+// zeros (TMA fills them) and stores nothing. A stage is refilled only when both CTAs' consumers released it (the
+// partner's half lands in it): the empty barriers count two arrivals, one of them remote.
+template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1>
 __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                        const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
@@ -1986,37 +1993,49 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
   static_assert(C::STAGE_BYTES % 1024 == 0, "stages on 1024-byte swizzle atoms");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly");
   static_assert(C::SMEM_BYTES <= 232448, "shared memory");
+  static_assert(MC == 1 || MC == 2, "a pair of token tiles at most");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   const uint32_t smem0 = sm90_smem_u32(smem);
   const uint32_t stg = smem0 + STAGES * C::STAGE_BYTES;
   const uint32_t full0 = stg + C::STG_BYTES;
   const uint32_t empty0 = full0 + STAGES * 8;
-  const int tiles = a.tiles_x * a.tiles_y;
+  // Work items: tiles, weight tiles fastest; MC = 2: pairs of token tiles (the cluster's rank picks one of the pair).
+  const int crank = MC == 2 ? (int)sm90_cluster_rank() : 0;
+  const int items = a.tiles_x * (MC == 2 ? (a.tiles_y + 1) / 2 : a.tiles_y);
+  const int item0 = (int)blockIdx.x / MC, item_stride = (int)gridDim.x / MC;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 128) {
     sm90_prefetch_tmap(&tmap_x);
     sm90_prefetch_tmap(&tmap_y);
     for (int s = 0; s < STAGES; s++) {
-      sm90_mbar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
-      sm90_mbar_init(empty0 + 8 * s, 1);  // the consumer warpgroup's thread 0
+      sm90_mbar_init(full0 + 8 * s, 1);    // the producer's arrive + the TMA bytes
+      sm90_mbar_init(empty0 + 8 * s, MC);  // the consumer warpgroup's thread 0 (and the partner's: MC = 2)
     }
     sm90_fence_mbar_init();
   }
-  __syncthreads();
+  // MC = 2: the partner's barriers are initialised before anything lands in or arrives on them.
+  if constexpr (MC == 2)
+    sm90_cluster_sync();
+  else
+    __syncthreads();
   if (warp == 4) {
     // ---------------- producer (one lane) ----------------
     if (lane == 0) {
       sm90_grid_dep_wait();  // nothing in global memory is read before the previous kernel is done
       int s = 0;
       uint32_t phase = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const int tx = t % a.tiles_x, ty = t / a.tiles_x;
+      for (int t = item0; t < items; t += item_stride) {
+        const int tx = t % a.tiles_x, ty = (t / a.tiles_x) * MC + crank;
         for (int kb = 0; kb < a.kblocks; kb++) {
           const uint32_t full = full0 + 8 * s, dst = smem0 + s * C::STAGE_BYTES;
           sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
           sm90_mbar_arrive_tx(full, C::STAGE_BYTES);
-          sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_SKINNY_BM);
+          if constexpr (MC == 2)  // this CTA's half of the weight tile, into both CTAs (the partner sends the other)
+            sm90_tma_load_2d_mc(dst + crank * (C::X_BYTES / 2), &tmap_x, full, kb * SM90_BK,
+                                tx * SM90_SKINNY_BM + crank * (SM90_SKINNY_BM / 2), (uint16_t)0x3);
+          else
+            sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_SKINNY_BM);
           sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
           if (++s == STAGES) {
             s = 0;
@@ -2026,144 +2045,149 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
       }
       sm90_grid_dep_launch();  // every load is issued
     }
-    return;
-  }
-  // ---------------- the consumer warpgroup (threads 0..127) ----------------
-  sm90_grid_dep_wait();  // scales, bias, zero points and out may belong to the previous kernel
-  const int tid = threadIdx.x;
-  const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
-  int s = 0;
-  uint32_t phase = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int tx = t % a.tiles_x, ty = t / a.tiles_x;
-    acc_t acc[C::NACC];
+  } else {
+    // ---------------- the consumer warpgroup (threads 0..127) ----------------
+    sm90_grid_dep_wait();  // scales, bias, zero points and out may belong to the previous kernel
+    const int tid = threadIdx.x;
+    const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+    int s = 0;
+    uint32_t phase = 0;
+    for (int t = item0; t < items; t += item_stride) {
+      const int tx = t % a.tiles_x, ty = (t / a.tiles_x) * MC + crank;
+      acc_t acc[C::NACC];
 #pragma unroll
-    for (int i = 0; i < C::NACC; i++) acc[i] = 0;
-    int prev = -1;
-    if constexpr (PROMOTE) {
-      // fp8: the main kernel's double-buffered promotion (sm90_fp8_issue / sm90_fp8_retire): block k's wgmmas
-      // go into one temporary while block k - 1's finish into the other (wait_group 1), which is then released
-      // and added in; each K-block from zero, acc += block in K order (the bits of one temporary).
-      float ta[C::NACC], tb[C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
-      float *facc = (float *)acc;
-      const int n = a.kblocks;
+      for (int i = 0; i < C::NACC; i++) acc[i] = 0;
+      int prev = -1;
+      if constexpr (PROMOTE) {
+        // fp8: the main kernel's double-buffered promotion (sm90_fp8_issue / sm90_fp8_retire): block k's wgmmas
+        // go into one temporary while block k - 1's finish into the other (wait_group 1), which is then released
+        // and added in; each K-block from zero, acc += block in K order (the bits of one temporary).
+        float ta[C::NACC], tb[C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
+        float *facc = (float *)acc;
+        const int n = a.kblocks;
 #define SKINNY_ISSUE(T) \
-  sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * C::STAGE_BYTES), \
-                     sm90_desc_k128(smem0 + s * C::STAGE_BYTES + C::X_BYTES))
+    sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * C::STAGE_BYTES), \
+                       sm90_desc_k128(smem0 + s * C::STAGE_BYTES + C::X_BYTES))
 #define SKINNY_ADVANCE() \
-  prev = s;              \
-  if (++s == STAGES) {   \
-    s = 0;               \
-    phase ^= 1;          \
-  }
-      if (n > 0) {
-        SKINNY_ISSUE(ta);
-        SKINNY_ADVANCE();
-        int j = 1;
-        for (; j + 1 < n; j += 2) {
-          SKINNY_ISSUE(tb);
-          sm90_wgmma_wait<1>();
-          sm90_fp8_retire<1>(ta, facc, empty0 + 8 * prev, tid);
-          SKINNY_ADVANCE();
+    prev = s;            \
+    if (++s == STAGES) { \
+      s = 0;             \
+      phase ^= 1;        \
+    }
+        if (n > 0) {
           SKINNY_ISSUE(ta);
-          sm90_wgmma_wait<1>();
-          sm90_fp8_retire<1>(tb, facc, empty0 + 8 * prev, tid);
           SKINNY_ADVANCE();
+          int j = 1;
+          for (; j + 1 < n; j += 2) {
+            SKINNY_ISSUE(tb);
+            sm90_wgmma_wait<1>();
+            sm90_fp8_retire<MC>(ta, facc, empty0 + 8 * prev, tid);
+            SKINNY_ADVANCE();
+            SKINNY_ISSUE(ta);
+            sm90_wgmma_wait<1>();
+            sm90_fp8_retire<MC>(tb, facc, empty0 + 8 * prev, tid);
+            SKINNY_ADVANCE();
+          }
+          if (j < n) {
+            SKINNY_ISSUE(tb);
+            sm90_wgmma_wait<1>();
+            sm90_fp8_retire<MC>(ta, facc, empty0 + 8 * prev, tid);
+            SKINNY_ADVANCE();
+            sm90_wgmma_wait<0>();
+            sm90_fp8_retire<MC>(tb, facc, empty0 + 8 * prev, tid);
+          } else {
+            sm90_wgmma_wait<0>();
+            sm90_fp8_retire<MC>(ta, facc, empty0 + 8 * prev, tid);
+          }
         }
-        if (j < n) {
-          SKINNY_ISSUE(tb);
-          sm90_wgmma_wait<1>();
-          sm90_fp8_retire<1>(ta, facc, empty0 + 8 * prev, tid);
-          SKINNY_ADVANCE();
-          sm90_wgmma_wait<0>();
-          sm90_fp8_retire<1>(tb, facc, empty0 + 8 * prev, tid);
-        } else {
-          sm90_wgmma_wait<0>();
-          sm90_fp8_retire<1>(ta, facc, empty0 + 8 * prev, tid);
-        }
-      }
 #undef SKINNY_ISSUE
 #undef SKINNY_ADVANCE
-    } else {
-      // int8 (and unpromoted fp8): K-block kb's four wgmmas accumulate into acc, or with DUAL into acc2 when kb is
-      // odd. A tile this narrow makes each wgmma a few cycles of tensor work behind a much longer latency, and the
-      // wgmmas on one accumulator run one after another: with two chains, block kb + 1's wgmmas start while block
-      // kb's are still in flight (as the fp8 promotion's two temporaries do). int32 sums: the same bits in any order.
-      // Not n144: two chains there (242 registers, no spills) ran as one (h200-session23 part 7: 70b-o-tp4 129 tokens
-      // 10.26 vs 10.30 us, 8b-qkv 14.24 vs 14.16): a m64n144k32 wgmma is long enough to cover the chain's latency.
-      constexpr bool DUAL = INT8 && BN <= 80;
-      acc_t acc2[DUAL ? C::NACC : 1];
+      } else {
+        // int8 (and unpromoted fp8): K-block kb's four wgmmas accumulate into acc, or with DUAL into acc2 when kb is
+        // odd. A tile this narrow makes each wgmma a few cycles of tensor work behind a much longer latency, and the
+        // wgmmas on one accumulator run one after another: with two chains, block kb + 1's wgmmas start while block
+        // kb's are still in flight (as the fp8 promotion's two temporaries do). int32 sums: the same bits in any order.
+        // Not n144: two chains there (242 registers, no spills) ran as one (h200-session23 part 7: 70b-o-tp4 129 tokens
+        // 10.26 vs 10.30 us, 8b-qkv 14.24 vs 14.16): a m64n144k32 wgmma is long enough to cover the chain's latency.
+        constexpr bool DUAL = INT8 && BN <= 80;
+        acc_t acc2[DUAL ? C::NACC : 1];
 #pragma unroll
-      for (int i = 0; i < (DUAL ? C::NACC : 1); i++) acc2[i] = 0;
+        for (int i = 0; i < (DUAL ? C::NACC : 1); i++) acc2[i] = 0;
 #define SKINNY_BLOCK(ACC)                                                              \
-  {                                                                                    \
-    sm90_mbar_wait(full0 + 8 * s, phase);                                              \
-    const uint32_t xs = smem0 + s * C::STAGE_BYTES;                                    \
-    const uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(xs + C::X_BYTES);      \
-    sm90_wgmma_fence();                                                                \
-    _Pragma("unroll") for (int kk = 0; kk < SM90_BK / 32; kk++) {                      \
-      if constexpr (INT8)                                                              \
-        sm90_wgmma_s8<BN>(ACC, dx + 2 * kk, dy + 2 * kk, 1);                           \
-      else                                                                             \
-        sm90_wgmma_fp8<BN>(ACC, dx + 2 * kk, dy + 2 * kk, 1);                          \
-    }                                                                                  \
-    sm90_wgmma_commit();                                                               \
-    sm90_wgmma_wait<1>(); /* this block in flight, the previous one done: its stage goes back */ \
-    if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);                    \
-    prev = s;                                                                          \
-    if (++s == STAGES) {                                                               \
-      s = 0;                                                                           \
-      phase ^= 1;                                                                      \
-    }                                                                                  \
-  }
-      int kb = 0;
-      if constexpr (DUAL) {
-        for (; kb + 1 < a.kblocks; kb += 2) {
-          SKINNY_BLOCK(acc);
-          SKINNY_BLOCK(acc2);
+    {                                                                                  \
+      sm90_mbar_wait(full0 + 8 * s, phase);                                            \
+      const uint32_t xs = smem0 + s * C::STAGE_BYTES;                                  \
+      const uint64_t dx = sm90_desc_k128(xs), dy = sm90_desc_k128(xs + C::X_BYTES);    \
+      sm90_wgmma_fence();                                                              \
+      _Pragma("unroll") for (int kk = 0; kk < SM90_BK / 32; kk++) {                    \
+        if constexpr (INT8)                                                            \
+          sm90_wgmma_s8<BN>(ACC, dx + 2 * kk, dy + 2 * kk, 1);                         \
+        else                                                                           \
+          sm90_wgmma_fp8<BN>(ACC, dx + 2 * kk, dy + 2 * kk, 1);                        \
+      }                                                                                \
+      sm90_wgmma_commit();                                                             \
+      sm90_wgmma_wait<1>(); /* this block in flight, the previous one done: its stage goes back */ \
+      if (prev >= 0 && tid == 0) sm90_release<MC>(empty0 + 8 * prev);                  \
+      prev = s;                                                                        \
+      if (++s == STAGES) {                                                             \
+        s = 0;                                                                         \
+        phase ^= 1;                                                                    \
+      }                                                                                \
+    }
+        int kb = 0;
+        if constexpr (DUAL) {
+          for (; kb + 1 < a.kblocks; kb += 2) {
+            SKINNY_BLOCK(acc);
+            SKINNY_BLOCK(acc2);
+          }
         }
-      }
-      for (; kb < a.kblocks; kb++) SKINNY_BLOCK(acc);
+        for (; kb < a.kblocks; kb++) SKINNY_BLOCK(acc);
 #undef SKINNY_BLOCK
-      sm90_wgmma_wait<0>();
-      if (prev >= 0 && tid == 0) sm90_mbar_arrive(empty0 + 8 * prev);
-      if constexpr (DUAL) {
+        sm90_wgmma_wait<0>();
+        if (prev >= 0 && tid == 0) sm90_release<MC>(empty0 + 8 * prev);
+        if constexpr (DUAL) {
 #pragma unroll
-        for (int i = 0; i < C::NACC; i++) {
-          sm90_fence_reg(acc2[i]);
-          sm90_fence_reg(acc[i]);
-          acc[i] = (acc_t)((uint32_t)acc[i] + (uint32_t)acc2[i]);
+          for (int i = 0; i < C::NACC; i++) {
+            sm90_fence_reg(acc2[i]);
+            sm90_fence_reg(acc[i]);
+            acc[i] = (acc_t)((uint32_t)acc[i] + (uint32_t)acc2[i]);
+          }
         }
       }
-    }
 #pragma unroll
-    for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
+      for (int i = 0; i < C::NACC; i++) sm90_fence_reg(acc[i]);
 
-    // Epilogue: the tokens' scales (and zero points) first, then the accumulators through the staging buffer
-    // (channel-major), then each thread's quad of channels (4 eq .. 4 eq + 3) for every 8th token of the tile.
-    constexpr int ER = BN / 8;
-    float esa[ER];
-    int32_t ezp[ER];
+      // Epilogue: the tokens' scales (and zero points) first, then the accumulators through the staging buffer
+      // (channel-major), then each thread's quad of channels (4 eq .. 4 eq + 3) for every 8th token of the tile.
+      constexpr int ER = BN / 8;
+      float esa[ER];
+      int32_t ezp[ER];
 #pragma unroll
-    for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, ty * BN + tid / 16 + 8 * j, esa[j], ezp[j]);
-    const int eq = tid % 16, en = tx * SM90_SKINNY_BM + 4 * eq;
-    sm90_quad eqp;
-    sm90_quad_load<INT8>(a, 0, en, eqp);
+      for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, ty * BN + tid / 16 + 8 * j, esa[j], ezp[j]);
+      const int eq = tid % 16, en = tx * SM90_SKINNY_BM + 4 * eq;
+      sm90_quad eqp;
+      sm90_quad_load<INT8>(a, 0, en, eqp);
 #pragma unroll
-    for (int i = 0; i < C::NACC; i++) {
-      const int row = r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;  // channel, token (wgmma's D layout)
-      sm90_st_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4, sm90_bits(acc[i]));
+      for (int i = 0; i < C::NACC; i++) {
+        const int row = r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;  // channel, token (wgmma's D layout)
+        sm90_st_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4, sm90_bits(acc[i]));
+      }
+      sm90_named_bar(1, 128);
+#pragma unroll
+      for (int j = 0; j < ER; j++) {
+        const int c = tid / 16 + 8 * j, m = ty * BN + c;
+        uint32_t raw[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) raw[q] = sm90_ld_smem(stg + (uint32_t)((4 * eq + q) * C::STG_STRIDE + c) * 4);
+        if (m < a.M && en < a.N) sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, esa[j], ezp[j], raw);
+      }
+      sm90_named_bar(1, 128);  // the staging buffer is free for the next tile
     }
-    sm90_named_bar(1, 128);
-#pragma unroll
-    for (int j = 0; j < ER; j++) {
-      const int c = tid / 16 + 8 * j, m = ty * BN + c;
-      uint32_t raw[4];
-#pragma unroll
-      for (int q = 0; q < 4; q++) raw[q] = sm90_ld_smem(stg + (uint32_t)((4 * eq + q) * C::STG_STRIDE + c) * 4);
-      if (m < a.M && en < a.N) sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, esa[j], ezp[j], raw);
-    }
-    sm90_named_bar(1, 128);  // the staging buffer is free for the next tile
+  }  // the consumer warpgroup
+  // MC = 2: neither CTA exits while the partner can still multicast into its shared memory or arrive on its barriers.
+  if constexpr (MC == 2) {
+    __syncwarp();
+    sm90_cluster_sync();
   }
 #endif
 }
