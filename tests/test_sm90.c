@@ -556,6 +556,10 @@ W8A8_TEST(sm90_skinny_configs) {
     if (w8a8_test_failed()) break;
     mm_case e = rotate(in, 5 * bn, 64 * 200, 384 + 128 * (i % 2), 70 + i, ci, 1);
     run_case(&e, 3520 + (uint64_t)i);
+    if (w8a8_test_failed()) break;
+    /* one and two K-blocks on a pair (the promotion's and the chains' short paths, released to both CTAs) */
+    mm_case f = rotate(in, 2 * bn - 1, 1003 + i, 128 * (1 + i % 2), 75 + i, ci, 1);
+    run_case(&f, 3530 + (uint64_t)i);
   }
 }
 
@@ -2012,7 +2016,7 @@ W8A8_TEST(sm90_skinny_plan) {
    * wave (64 tiles of 8b-o / 8b-down, any K), at 9..144 tokens, the pair's tile the smallest that holds half of M;
    * elsewhere mode 3 (N = 8192: 128 tiles; N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
   static const struct { int64_t M, N, K; const char *fp8, *int8; } m4[] = {
-      {16, 4096, 4096, "fp8_skinny_n8_mc2", "int8_skinny_n16_mc2"},
+      {16, 4096, 4096, "fp8_skinny_n8_mc2", "int8_skinny_n8_mc2"},
       {32, 4096, 4096, "fp8_skinny_n16_mc2", "int8_skinny_n16_mc2"},
       {33, 4096, 14336, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
       {64, 4096, 4096, "fp8_skinny_n32_mc2", "int8_skinny_n32_mc2"},
@@ -2032,6 +2036,17 @@ W8A8_TEST(sm90_skinny_plan) {
       CHECK(want ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4: planned %s, expected %s",
             dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, got, want ? want : "another plan");
     }
+  /* and through the public API: N = 4096 (64 weight tiles), K = 2000 (a partial K-block), M = 16 / 33 / 130 */
+  static const int64_t m4run[3] = {16, 33, 130};
+  for (int i = 0; i < 6 && sms == 132 && !w8a8_test_failed(); i++) {
+    const w8a8_dtype in = i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    mm_case c = rotate(in, m4run[i / 2], 4096, 2000, i + 13, -1, 0);
+    run_case(&c, 3450 + (uint64_t)i);
+    int split = 0;
+    const char *got = w8a8_sm90_last_config(&split);
+    CHECK(strstr(got, "_skinny_n") && strstr(got, "_mc2"), "%s M=%lld N=4096 K=2000 skinny 4: ran %s, expected a pair",
+          i % 2 ? "int8" : "fp8", (long long)m4run[i / 2], got);
+  }
   w8a8_sm90_set_skinny(-1);
   static const int64_t ms[3] = {20, 40, 64};
   for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
