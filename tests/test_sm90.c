@@ -1971,8 +1971,9 @@ W8A8_TEST(sm90_deep3_plan) {
  * under 0.45 of a wave) nor N = 8512. Mode 3 (the default since session 23): mode 2's shapes at 1..80 tokens (fp8 n8
  * up to 8 and n24 to 24, int8 n16 up to 16; fp8 n40 at 33..40 and n72 at 65..72, n80 above; the 128 x 64 fold does
  * not replace them at 65..80 on N = 8192) and fp8 at 129..144 (n136 / n144) where the weight tiles fill >= 0.7 of a
- * wave (not 8b-o's 64); nothing at 81..128 nor past 144. Then results through the public API with the rule on: N = 7700 (121 tiles, the last of 20 rows), K =
- * 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and that it ran the skinny tile. */
+ * wave (not 8b-o's 64); nothing at 81..128 nor past 144. Then results through the public API with the rule on:
+ * N = 7700 (121 tiles, the last of 20 rows), K = 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and
+ * that it ran the skinny tile. */
 W8A8_TEST(sm90_skinny_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");

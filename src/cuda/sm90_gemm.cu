@@ -34,7 +34,8 @@ typedef struct sm90_config {
   int smem;      // dynamic shared memory bytes
   sm90_kernel_fn fn;
   int mcast;     // 2: clusters of two CTAs on neighbouring X tiles multicasting the Y tile (B; swapped: A); 3: the
-                 // skinny kernel's pairs, two CTAs on neighbouring Y (token) tiles multicasting the X (weight) tile; 0: none
+                 // skinny kernel's pairs, two CTAs on neighbouring Y (token) tiles multicasting the X (weight) tile;
+                 // 0: none
   int pp;        // pingpong (the kernel's PP); measured slower or even (session 6): the tuner skips it
   int tail;      // the token tail (the kernel's TAIL, session 8): tail_plan's boxes for a partial token tile
   int sk;        // stream-K (the kernel's SK, session 10): a grid of one CTA per SM, sm90_streamk.h's schedule
@@ -764,43 +765,44 @@ static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
-// The skinny tiles (session 22; W8A8_SM90_SKINNY: 3 the default since session 23 (2 earlier that session), 1 the
-// first rule, 0 off; hook w8a8_sm90_set_skinny). Mode 1, at 16..64 tokens: one token tile of n24 / n32 / n48 / n64
-// (the smallest that holds M) over 64-row weight tiles, no split-K, where those weight tiles alone fill one wave (0.9 x SMs .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt
-// runs at small M (64x16..64x48 tiles, session 22 part 6). Measured (sm90_dev forced against the plans,
-// h200-session22 part 7, first cut with one fp8 temporary): 70b-o-tp4 (128 weight tiles of 64, 16 K-blocks) fp8
-// M = 16 / 24 / 32 6.64 / 6.79 / 6.98 us against the deep n16 / n32 split 2's 7.65 / 8.03 / 8.13, M = 33 / 48 / 64
-// 7.49 / 7.96 / 8.29 against the 128 x 128 tile's 9.60 / 9.20 / 8.97; int8 33 / 48 / 64 7.35 / 7.48 / 8.08 against
-// 9.45 / 8.99 / 8.86. With fewer weight tiles it lost or tied (8b-qkv, 96 tiles: 11.2-11.7 vs 11.4-11.8; 8b-o, 64:
-// fp8 9.5-10.5 vs 9.2-9.3; 8b-down, 64 tiles x 112 K-blocks: 21-27 vs 20), and at 129..144 tokens (n144, 8b-qkv /
-// 70b-o-tp4 / 8b-o 0.80-0.93x; 70b-down-tp4 1.07x at 129 only). Not with ready flags (the kernel does not wait).
-// Interleaved A/B through torch_compare (envab W8A8_SM90_SKINNY 0 vs 1, two rounds, 70b-o-tp4 at 16 / 24 / 32 / 40 /
-// 48 / 64 tokens, h200-session22 part 8; torch's rows 1.00 / 0.99x): fp8 1.211 / 1.190x geomean (min 1.097, 64
-// tokens), int8 1.186 / 1.167x (min 1.068), fp8 with the weights-constant hint 1.208 / 1.188x.
-// Mode 2 (the default early in session 23, then mode 3): also from 0.45 of a wave of weight tiles with <= 32 K-blocks, and at
-// >= 0.9 x SMs with any K. The forced rows after the promotion was double-buffered (part 8) favour it: fp8 8b-o (64
-// tiles, 32 K-blocks) M = 16 6.80 vs 7.76 us, 40 / 48 8.34 / 8.39 vs 9.61 / 9.57 (n48), 32 7.84 vs 8.05, 64 9.07 vs
+// The skinny tiles (session 22; W8A8_SM90_SKINNY: 3 the default since session 23 (2 earlier that session), 1 the first
+// rule, 0 off; hook w8a8_sm90_set_skinny). Mode 1, at 16..64 tokens: one token tile of n24 / n32 / n48 / n64 (the
+// smallest that holds M) over 64-row weight tiles, no split-K, where those weight tiles alone fill one wave (0.9 x SMs
+// .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt runs at small M (64x16..64x48 tiles, session 22
+// part 6). Measured (sm90_dev forced against the plans, h200-session22 part 7, first cut with one fp8 temporary):
+// 70b-o-tp4 (128 weight tiles of 64, 16 K-blocks) fp8 M = 16 / 24 / 32 6.64 / 6.79 / 6.98 us against the deep n16 / n32
+// split 2's 7.65 / 8.03 / 8.13, M = 33 / 48 / 64 7.49 / 7.96 / 8.29 against the 128 x 128 tile's 9.60 / 9.20 / 8.97;
+// int8 33 / 48 / 64 7.35 / 7.48 / 8.08 against 9.45 / 8.99 / 8.86. With fewer weight tiles it lost or tied (8b-qkv, 96
+// tiles: 11.2-11.7 vs 11.4-11.8; 8b-o, 64: fp8 9.5-10.5 vs 9.2-9.3; 8b-down, 64 tiles x 112 K-blocks: 21-27 vs 20), and
+// at 129..144 tokens (n144, 8b-qkv / 70b-o-tp4 / 8b-o 0.80-0.93x; 70b-down-tp4 1.07x at 129 only). Not with ready flags
+// (the kernel does not wait).
+// Interleaved A/B through torch_compare (envab W8A8_SM90_SKINNY 0 vs 1, two rounds, 70b-o-tp4 at 16 / 24 / 32 / 40 / 48
+// / 64 tokens, h200-session22 part 8; torch's rows 1.00 / 0.99x): fp8 1.211 / 1.190x geomean (min 1.097, 64 tokens),
+// int8 1.186 / 1.167x (min 1.068), fp8 with the weights-constant hint 1.208 / 1.188x.
+// Mode 2 (the default early in session 23, then mode 3): also from 0.45 of a wave of weight tiles with <= 32 K-blocks,
+// and at >= 0.9 x SMs with any K. The forced rows after the promotion was double-buffered (part 8) favour it: fp8 8b-o
+// (64 tiles, 32 K-blocks) M = 16 6.80 vs 7.76 us, 40 / 48 8.34 / 8.39 vs 9.61 / 9.57 (n48), 32 7.84 vs 8.05, 64 9.07 vs
 // 9.52; 70b-down-tp4 (128 tiles, 56 K-blocks) 16.93 / 17.92 / 18.19 / 18.62 vs 17.90 / 18.32 / 19.04-19.48 / 19.76;
 // 8b-qkv (96, 32) 1.02-1.04x, 0.98x at 32; int8 (no promotion, first run) 8b-o 1.05-1.07x at 33 / 48, 0.98x at 64.
 // Interleaved A/B (envab W8A8_SM90_SKINNY 1 vs 2, two rounds, 8b-o / 8b-qkv / 70b-down-tp4 at 16 / 24 / 32 / 40 / 48 /
 // 56 / 64 tokens, h200-session23 part 1; round 2's torch rows 1.00x, round 1's 1.03-1.04x on the A side): mode 2
-// faster, fp8 1.062x geomean in round 2 (8b-o 1.04-1.19, 70b-down-tp4 1.03-1.08, 8b-qkv 0.99-1.04), 1.100x in round
-// 1; int8 1.016x (0.98-1.05; 8b-o at 56 / 64 tokens 0.98-0.99), 1.050x; fp8 with the weights-constant hint 1.094x.
-// Mode 3 (the default since session 23): mode 2's weight-tile rule over more token counts, from the
-// forced rows of h200-session23 part 2 (sm90_dev, each tile against the plan on 8b-o / 8b-qkv / 70b-o-tp4 /
-// 70b-down-tp4): 1..15 tokens (fp8 n24 against the deep n8 / n16 tiles: 70b-o-tp4 7.59 -> 6.29 us, 8b-o 7.55 ->
-// 6.71, 70b-down-tp4 17.41 -> 16.55, 8b-qkv 9.70 -> 9.67; int8 70b-o-tp4 7.62 -> 6.52, 70b-down-tp4 1.02x, 8b-qkv /
-// 8b-o 0.95-0.97x with ONE accumulator chain, before the int8 tile's two) on n8 / n16; fp8 33..40 on n40 (2-3%
-// faster than n48 on three shapes, equal on the fourth); 65..80 on n72 / n80 (fp8 n72 1.05-1.10x on all four; int8
-// n80 0.98-1.09x); fp8 129..144 on n136 / n144 where the weight tiles fill >= 0.7 of a wave (n136: 70b-o-tp4
-// 1.06-1.08x, 70b-down-tp4 1.16-1.22x, 8b-qkv 1.12-1.16x; 8b-o's 64 tiles 0.94-0.96x, 8b-down 0.89-0.95x).
+// faster, fp8 1.062x geomean in round 2 (8b-o 1.04-1.19, 70b-down-tp4 1.03-1.08, 8b-qkv 0.99-1.04), 1.100x in round 1;
+// int8 1.016x (0.98-1.05; 8b-o at 56 / 64 tokens 0.98-0.99), 1.050x; fp8 with the weights-constant hint 1.094x.
+// Mode 3 (the default since session 23): mode 2's weight-tile rule over more token counts, from the forced rows of
+// h200-session23 part 2 (sm90_dev, each tile against the plan on 8b-o / 8b-qkv / 70b-o-tp4 / 70b-down-tp4): 1..15
+// tokens (fp8 n24 against the deep n8 / n16 tiles: 70b-o-tp4 7.59 -> 6.29 us, 8b-o 7.55 -> 6.71, 70b-down-tp4 17.41 ->
+// 16.55, 8b-qkv 9.70 -> 9.67; int8 70b-o-tp4 7.62 -> 6.52, 70b-down-tp4 1.02x, 8b-qkv / 8b-o 0.95-0.97x with ONE
+// accumulator chain, before the int8 tile's two) on n8 / n16; fp8 33..40 on n40 (2-3% faster than n48 on three shapes,
+// equal on the fourth); 65..80 on n72 / n80 (fp8 n72 1.05-1.10x on all four; int8 n80 0.98-1.09x); fp8 129..144 on n136
+// / n144 where the weight tiles fill >= 0.7 of a wave (n136: 70b-o-tp4 1.06-1.08x, 70b-down-tp4 1.16-1.22x, 8b-qkv
+// 1.12-1.16x; 8b-o's 64 tiles 0.94-0.96x, 8b-down 0.89-0.95x).
 // Interleaved A/B (envab W8A8_SM90_SKINNY 2 vs 3, two rounds, 8b-o / 8b-qkv / 70b-o-tp4 / 70b-down-tp4 at 1 / 4 / 8 /
 // 15 / 33 / 40 / 65 / 72 / 80 / 129 / 136 / 144 tokens, h200-session23 part 3; round 2's torch rows 0.99x, round 1's
-// 1.01-1.02x): fp8 1.056 / 1.083x geomean, int8 1.017 / 1.048x (the int8 tile's two chains in both sides); 1..15
-// tokens fp8 1.02-1.25x (8b-qkv ~1.0), int8 1.03-1.23x from 4 tokens (one goes to gemv.cu); 129..144 fp8 1.02-1.24x;
-// 65..80 1.04-1.15x except where the 128 x 64 fold then replaced the skinny plan (70b-down-tp4 0.85-0.94x, 70b-o-tp4
-// 0.98x): fold_move leaves skinny plans alone since. After the A/B, from the forced rows of part 4: fp8 n8 up to 8
-// tokens (70b-o-tp4 6.12 us vs n24's 6.27, 8b-o 6.46 vs 6.68) and n24 at 9..24 (n16 slower); int8 n16 below 16.
+// 1.01-1.02x): fp8 1.056 / 1.083x geomean, int8 1.017 / 1.048x (the int8 tile's two chains in both sides); 1..15 tokens
+// fp8 1.02-1.25x (8b-qkv ~1.0), int8 1.03-1.23x from 4 tokens (one goes to gemv.cu); 129..144 fp8 1.02-1.24x; 65..80
+// 1.04-1.15x except where the 128 x 64 fold then replaced the skinny plan (70b-down-tp4 0.85-0.94x, 70b-o-tp4 0.98x):
+// fold_move leaves skinny plans alone since. After the A/B, from the forced rows of part 4: fp8 n8 up to 8 tokens
+// (70b-o-tp4 6.12 us vs n24's 6.27, 8b-o 6.46 vs 6.68) and n24 at 9..24 (n16 slower); int8 n16 below 16.
 static int g_skinny = -1;
 static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 3, 0, 4); }
 // Mode 4 (opt-in, session 23, NOT yet run): the skinny pairs (the _mc2 configs: two token tiles of one weight tile,
@@ -808,44 +810,48 @@ static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY"
 // of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), the pair's tile the smallest that holds half of M; elsewhere
 // mode 3. What cuBLASLt runs on 8b-o at 16..48 and 129 tokens (64x8 .. 64x72 tiles in 1x2 clusters, session 22
 // part 6), where v25 has us at 0.75-0.94x of tensorwise.
-static int pair_bn(int int8, int64_t half) {
-  if (int8) return half <= 8 ? 8 : half <= 16 ? 16 : half <= 32 ? 32 : half <= 64 ? 64 : half <= 80 ? 80 : 0;
-  return half <= 8 ? 8 : half <= 16 ? 16 : half <= 24 ? 24 : half <= 32 ? 32 : half <= 64 ? 64 : half <= 72 ? 72 : 0;
+// The smallest token tile of `tiles` (ascending, n of them) that holds m tokens; 0 if none does.
+static int smallest_tile(const int *tiles, int n, int64_t m) {
+  for (int i = 0; i < n; i++)
+    if (m <= tiles[i]) return tiles[i];
+  return 0;
 }
 static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
-  sm90_plan none = {-1, 1};
+  // The token tiles each rule picks from (the smallest that holds M, or half of M for a pair). Mode 3: fp8 n8 up to
+  // 8 tokens (n16 ran 3-10% slower than n24 at 9..15), int8 n16 below 16 (n8 / n16 / n24 within 2%), no n40 / n72 /
+  // n136 for int8 (wgmma s8: N % 16 == 0 above 32); modes 1 and 2 the first four.
+  static const int first[] = {24, 32, 48, 64};
+  static const int fp8_one[] = {8, 24, 32, 40, 48, 64, 72, 80, 136, 144}, int8_one[] = {16, 24, 32, 48, 64, 80};
+  static const int fp8_pair[] = {8, 16, 24, 32, 64, 72}, int8_pair[] = {8, 16, 32, 64, 80};
+#define SKINNY_TILE(L, M) smallest_tile(L, (int)(sizeof L / sizeof L[0]), M)
+  sm90_plan pl = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   int mode = p->ready || p->M < 1 || p->M > 144 ? 0 : skinny_mode();
-  if (!mode) return none;
   const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
-  char name[40];
-  if (mode == 4) {
-    const int bn = p->M >= 9 && 2 * wt <= num_sms && 20 * wt >= 9LL * num_sms ? pair_bn(int8, (p->M + 1) / 2) : 0;
-    if (bn) {
-      snprintf(name, sizeof name, "%s_skinny_n%d_mc2", int8 ? "int8" : "fp8", bn);
-      sm90_plan pl = {find_config(name), 1};
-      return pl;
-    }
-    mode = 3;
-  }
-  if (mode < 3 && (p->M < 16 || p->M > 64)) return none;
-  if (mode == 3 && ((p->M > 80 && p->M <= 128) || (p->M > 128 && int8))) return none;
   const int64_t kblocks = (p->K + SM90_BK - 1) / SM90_BK;
   const int full = wt * 10 >= 9LL * num_sms;  // the weight tiles alone fill >= 0.9 of one wave
-  if (wt > num_sms) return none;
-  if (mode == 1 && !(full && kblocks <= 16)) return none;
-  if (mode >= 2 && !(full || (wt * 20 >= 9LL * num_sms && kblocks <= 32))) return none;  // >= 0.45 of a wave
-  if (p->M > 128 && wt * 10 < 7LL * num_sms) return none;                                // 129..144: >= 0.7
-  int bn;
-  if (mode < 3)
-    bn = p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 48 ? 48 : 64;
-  else if (p->M > 128)
-    bn = p->M <= 136 ? 136 : 144;
-  else  // below 24 tokens: fp8 n8 up to 8 (n16 ran 3-10% slower than n24 there), int8 n16 (n8 / n16 / n24 within 2%)
-    bn = p->M <= 8 && !int8 ? 8 : p->M <= 16 && int8 ? 16 : p->M <= 24 ? 24 : p->M <= 32 ? 32 : p->M <= 40 && !int8 ? 40
-       : p->M <= 48 ? 48 : p->M <= 64 ? 64 : p->M <= 72 && !int8 ? 72 : 80;
-  snprintf(name, sizeof name, "%s_skinny_n%d", int8 ? "int8" : "fp8", bn);
-  sm90_plan pl = {find_config(name), 1};
+  int bn = 0;
+  const char *pair = "";
+  if (mode == 4) {
+    if (p->M >= 9 && 2 * wt <= num_sms && 20 * wt >= 9LL * num_sms) {
+      bn = int8 ? SKINNY_TILE(int8_pair, (p->M + 1) / 2) : SKINNY_TILE(fp8_pair, (p->M + 1) / 2);
+      pair = "_mc2";
+    }
+    mode = 3;  // elsewhere
+  }
+  if (!bn) {
+    if (!mode || wt > num_sms) return pl;
+    if (mode < 3 && (p->M < 16 || p->M > 64)) return pl;
+    if (mode == 3 && ((p->M > 80 && p->M <= 128) || (p->M > 128 && int8))) return pl;
+    if (mode == 1 && !(full && kblocks <= 16)) return pl;
+    if (mode >= 2 && !(full || (wt * 20 >= 9LL * num_sms && kblocks <= 32))) return pl;  // >= 0.45 of a wave
+    if (p->M > 128 && wt * 10 < 7LL * num_sms) return pl;                                // 129..144: >= 0.7
+    bn = mode < 3 ? SKINNY_TILE(first, p->M) : int8 ? SKINNY_TILE(int8_one, p->M) : SKINNY_TILE(fp8_one, p->M);
+  }
+#undef SKINNY_TILE
+  char name[40];
+  snprintf(name, sizeof name, "%s_skinny_n%d%s", int8 ? "int8" : "fp8", bn, pair);
+  pl.config = find_config(name);
   return pl;
 }
 
