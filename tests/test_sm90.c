@@ -542,8 +542,8 @@ W8A8_TEST(sm90_skinny_configs) {
    * partial (M = 2 BN - 3), four (3 BN + 5: two pairs, the last tile 5 rows), and five on 200 weight tiles (5 BN: three
    * pairs, the last partner past M, 600 pairs on a persistent grid of clusters: each walks several). */
   static const char *pairs[] = {"fp8_skinny_n24_mc2", "int8_skinny_n32_mc2", "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2",
-                                "fp8_skinny_n8_mc2"};
-  for (int i = 0; i < 5 && !w8a8_test_failed(); i++) {
+                                "fp8_skinny_n8_mc2",  "int8_skinny_n48_mc2"};
+  for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(pairs[i], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", pairs[i]);
@@ -980,6 +980,37 @@ static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, i
   *with = *base == PLAN_INVALID ? PLAN_INVALID : plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
   return *base != PLAN_INVALID && *with != PLAN_INVALID;
 }
+/* The skinny kernel's shifted last token tile (session 24, sm90_skinny_row0: the partial last tile of several loads
+ * the BN rows that end at the last token, the tokens it shares with the previous tile stored twice): the same bits
+ * as the box that runs past M (tail mode 0), on every skinny configuration, single and pairs, at M = BN + 1 (the
+ * second tile one row: shifted by BN - 1), 2 BN - 3 (a pair's partner nearly full) and 3 BN + 5 (four tiles, two
+ * pairs: only the last moves), each output type and scale granularity over the cases (rotate's v); the shifted
+ * launch took the shift (last_tail 1000: one "box", no rows). */
+static int is_skinny_config(int ci) { return strstr(w8a8_sm90_config_name(ci), "_skinny_n") != NULL; }
+W8A8_TEST(sm90_skinny_shift_matches_fill) {
+  NEED_SM90();
+  int v = 0, n = 0;
+  g_tail_test_mode = 1;
+  for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
+    if (!is_skinny_config(ci)) continue;
+    n++;
+    const int bn = w8a8_sm90_config_swap_bn(ci), i8 = w8a8_sm90_config_int8(ci);
+    REQUIRE(bn > 0, "%s: no token tile width", w8a8_sm90_config_name(ci));
+    for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
+      const int64_t ms[3] = {bn + 1, 2 * bn - 3, 3 * bn + 5};
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[mi], 200 + 64 * (v % 3), 128 * 5 + 40, v, ci, 1);
+      g_tail_test_config = ci;
+      CHECK(run_ab_same_bits(&c, 2100 + (uint64_t)v, tail_switch) != 0,
+            "%s M=%lld N=%lld: the shifted last token tile's output differs from the filled box's",
+            w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.N);
+      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1000, "%s M=%lld: the launch did not shift (%d)",
+            w8a8_sm90_config_name(ci), (long long)c.M, w8a8_sm90_last_tail());
+    }
+  }
+  w8a8_sm90_set_tail(-1);
+  CHECK(n >= 20, "only %d skinny configurations", n);
+}
+
 W8A8_TEST(sm90_tail_matches_fill) {
   NEED_SM90();
   int v = 0, ntail = 0;
@@ -2013,15 +2044,20 @@ W8A8_TEST(sm90_skinny_plan) {
       }
     }
   }
-  /* Mode 4 (opt-in, session 23): the pairs where the weight tiles fill at most half the SMs and twice them >= 0.9 of a
-   * wave (64 tiles of 8b-o / 8b-down, any K), at 9..144 tokens, the pair's tile the smallest that holds half of M;
-   * elsewhere mode 3 (N = 8192: 128 tiles; N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
+  /* Mode 4 (the default since session 24): the pairs where the weight tiles fill at most half the SMs and twice them
+   * >= 0.9 of a wave (64 tiles of 8b-o / 8b-down), at 33..128 tokens with <= 32 K-blocks and 129..144 with any K, the
+   * pair's tile the smallest that holds half of M (a partial second tile shifted back over real rows); elsewhere mode 3 (N = 8192: 128 tiles; N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
   static const struct { int64_t M, N, K; const char *fp8, *int8; } m4[] = {
-      {16, 4096, 4096, "fp8_skinny_n8_mc2", "int8_skinny_n8_mc2"},
-      {32, 4096, 4096, "fp8_skinny_n16_mc2", "int8_skinny_n16_mc2"},
-      {33, 4096, 14336, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
+      {16, 4096, 4096, "fp8_skinny_n24", "int8_skinny_n16"},
+      {33, 4096, 4096, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
+      {32, 4096, 4096, "fp8_skinny_n32", "int8_skinny_n32"},
+      {48, 4096, 4096, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
       {64, 4096, 4096, "fp8_skinny_n32_mc2", "int8_skinny_n32_mc2"},
+      {65, 4096, 4096, "fp8_skinny_n48_mc2", "int8_skinny_n48_mc2"},
+      {80, 4096, 4096, "fp8_skinny_n48_mc2", "int8_skinny_n48_mc2"},
       {100, 4096, 4096, "fp8_skinny_n64_mc2", "int8_skinny_n64_mc2"},
+      {100, 4096, 14336, NULL, NULL},
+      {129, 4096, 14336, "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2"},
       {144, 4000, 4096, "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2"},
       {8, 4096, 4096, "fp8_skinny_n8", "int8_skinny_n16"},
       {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
@@ -2037,8 +2073,8 @@ W8A8_TEST(sm90_skinny_plan) {
       CHECK(want ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4: planned %s, expected %s",
             dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, got, want ? want : "another plan");
     }
-  /* and through the public API: N = 4096 (64 weight tiles), K = 2000 (a partial K-block), M = 16 / 33 / 130 */
-  static const int64_t m4run[3] = {16, 33, 130};
+  /* and through the public API: N = 4096 (64 weight tiles), K = 2000 (a partial K-block), M = 48 / 80 / 130 */
+  static const int64_t m4run[3] = {48, 80, 130};
   for (int i = 0; i < 6 && sms == 132 && !w8a8_test_failed(); i++) {
     const w8a8_dtype in = i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     mm_case c = rotate(in, m4run[i / 2], 4096, 2000, i + 13, -1, 0);

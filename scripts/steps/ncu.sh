@@ -21,7 +21,7 @@ res=""
 prof() { # name sm90_dev-args...
   local name=$1
   shift
-  timeout -k 5 "$(cap 45)" "$NCU" --kernel-name regex:sm90_gemm_kernel --launch-skip 3 --launch-count 1 \
+  timeout -k 5 "$(cap 45)" "$NCU" --kernel-name regex:'sm90_(gemm|skinny)_kernel' --launch-skip 3 --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
     "$DEV" "$@" >"$L/ncu-$name.txt" 2>&1

@@ -279,11 +279,13 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_MC2("fp8_skinny_n16_mc2", 16, 18, false),
     SM90_CFG_SKINNY_MC2("fp8_skinny_n24_mc2", 24, 16, false),
     SM90_CFG_SKINNY_MC2("fp8_skinny_n32_mc2", 32, 16, false),
+    SM90_CFG_SKINNY_MC2("fp8_skinny_n48_mc2", 48, 14, false),
     SM90_CFG_SKINNY_MC2("fp8_skinny_n64_mc2", 64, 12, false),
     SM90_CFG_SKINNY_MC2("fp8_skinny_n72_mc2", 72, 12, false),
     SM90_CFG_SKINNY_MC2("int8_skinny_n8_mc2", 8, 20, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n16_mc2", 16, 18, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n32_mc2", 32, 16, true),
+    SM90_CFG_SKINNY_MC2("int8_skinny_n48_mc2", 48, 14, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n64_mc2", 64, 12, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n80_mc2", 80, 11, true),
 };
@@ -765,8 +767,8 @@ static int g_fold = -1;
 static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
 // The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72.
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
-// The skinny tiles (session 22; W8A8_SM90_SKINNY: 3 the default since session 23 (2 earlier that session), 1 the first
-// rule, 0 off; hook w8a8_sm90_set_skinny). Mode 1, at 16..64 tokens: one token tile of n24 / n32 / n48 / n64 (the
+// The skinny tiles (session 22; W8A8_SM90_SKINNY: 4 the default since session 24, 3 in session 23 (2 earlier that
+// session), 1 the first rule, 0 off; hook w8a8_sm90_set_skinny). Mode 1, at 16..64 tokens: one token tile of n24 / n32 / n48 / n64 (the
 // smallest that holds M) over 64-row weight tiles, no split-K, where those weight tiles alone fill one wave (0.9 x SMs
 // .. SMs: 119..132 on the H200) and K has <= 16 K-blocks. What cuBLASLt runs at small M (64x16..64x48 tiles, session 22
 // part 6). Measured (sm90_dev forced against the plans, h200-session22 part 7, first cut with one fp8 temporary):
@@ -804,12 +806,26 @@ static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 // fold_move leaves skinny plans alone since. After the A/B, from the forced rows of part 4: fp8 n8 up to 8 tokens
 // (70b-o-tp4 6.12 us vs n24's 6.27, 8b-o 6.46 vs 6.68) and n24 at 9..24 (n16 slower); int8 n16 below 16.
 static int g_skinny = -1;
-static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 3, 0, 4); }
-// Mode 4 (opt-in, session 23, NOT yet run): the skinny pairs (the _mc2 configs: two token tiles of one weight tile,
-// the weights multicast) at 9..144 tokens where the weight tiles fill at most half of the SMs and twice them >= 0.9
-// of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), the pair's tile the smallest that holds half of M; elsewhere
-// mode 3. What cuBLASLt runs on 8b-o at 16..48 and 129 tokens (64x8 .. 64x72 tiles in 1x2 clusters, session 22
-// part 6), where v25 has us at 0.75-0.94x of tensorwise.
+// W8A8_SM90_SKINNY_SHIFT (session 24; default 1, 0 for A/B runs; tail mode 0 turns it off too): a partial last token
+// tile of a skinny plan with more than one token tile (the pairs' second tile) loads the BN rows that end at the last
+// token instead of a box that runs past it (sm90_skinny_row0 in the kernel).
+static int g_skinny_shift = -1;
+static int skinny_shift_enabled(void) { return w8a8_env_flag(&g_skinny_shift, "W8A8_SM90_SKINNY_SHIFT", 1); }
+static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 4, 0, 4); }
+// Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles
+// of one weight tile, the weights multicast) where the weight tiles fill at most half of the SMs and twice them >= 0.9
+// of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), at 33..128 tokens with <= 32 K-blocks and at 129..144 with any K,
+// the pair's tile the smallest that holds half of M (the second tile, where partial, shifted back over real rows:
+// W8A8_SM90_SKINNY_SHIFT); elsewhere mode 3. What cuBLASLt runs on 8b-o (64x24 / 64x72 tiles in 1x2 clusters,
+// session 22 part 6). Session 24 call 1 (h200-session24 part 1), forced rows (sm90_dev, 8b-o / 8b-down, fp8 and
+// int8, before the shift): on 8b-o the pairs beat the plan at 48 tokens (n24 pair 8.02 vs n48 8.39 us), 64 (n32
+// 8.74 vs 9.08), 100 (n64 10.43 vs 10.88), 128 (10.00 vs 10.76), 129 (n72 10.07 vs 11.67), 144 (10.10 vs 11.35);
+// not at 16..32 (7.5-8.0 vs 7.33, n8 / n16 pairs); on 8b-down (112 K-blocks) they lost to the deep split tiles at
+// 16..100 tokens (19.6-37 vs 17.8-23.8) and won at 129 (25.4 vs 28.3; int8 at 128 / 144 1.06-1.09x). A partner
+// with a mostly empty tile ran slow (n64 pair at 65 tokens 12.4 us, at 100 10.4): TMA's fill, hence the shift. The
+// first rule (any K, from 9 tokens) in an interleaved A/B against mode 3 (envab, two rounds, 8b-o / 8b-down at 16 /
+// 32 / 48 / 64 / 100 / 128 / 129 / 144): 8b-o fp8 1.02-1.14x from 48 tokens, 0.97x at 16 / 32; 8b-down 0.88-0.95x
+// below 129. Hence 33 tokens and the K bound below 129.
 // The smallest token tile of `tiles` (ascending, n of them) that holds m tokens; 0 if none does.
 static int smallest_tile(const int *tiles, int n, int64_t m) {
   for (int i = 0; i < n; i++)
@@ -822,7 +838,7 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   // n136 for int8 (wgmma s8: N % 16 == 0 above 32); modes 1 and 2 the first four.
   static const int first[] = {24, 32, 48, 64};
   static const int fp8_one[] = {8, 24, 32, 40, 48, 64, 72, 80, 136, 144}, int8_one[] = {16, 24, 32, 48, 64, 80};
-  static const int fp8_pair[] = {8, 16, 24, 32, 64, 72}, int8_pair[] = {8, 16, 32, 64, 80};
+  static const int fp8_pair[] = {8, 16, 24, 32, 48, 64, 72}, int8_pair[] = {8, 16, 32, 48, 64, 80};
 #define SKINNY_TILE(L, M) smallest_tile(L, (int)(sizeof L / sizeof L[0]), M)
   sm90_plan pl = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -833,7 +849,7 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   int bn = 0;
   const char *pair = "";
   if (mode == 4) {
-    if (p->M >= 9 && 2 * wt <= num_sms && 20 * wt >= 9LL * num_sms) {
+    if (p->M >= 33 && 2 * wt <= num_sms && 20 * wt >= 9LL * num_sms && (kblocks <= 32 || p->M > 128)) {
       bn = int8 ? SKINNY_TILE(int8_pair, (p->M + 1) / 2) : SKINNY_TILE(fp8_pair, (p->M + 1) / 2);
       pair = "_mc2";
     }
@@ -1477,12 +1493,15 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
   // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
   *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h), p->ready != NULL);
-  if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
+  if (c->bm) {  // the skinny kernel: tail_n = 1 shifts a partial last token tile back over real rows (sm90_skinny_row0)
+    tail->n = tail_mode() != 0 && skinny_shift_enabled() && rows_y > c->bn && rows_y % c->bn != 0;
+    tail->rows = 0;
+  } else if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
     tail->n = 0;
     tail->rows = 0;
   }
   memcpy(tt, c->swap ? ty : tx, sizeof *tt);
-  const CUresult rt = !tail->n               ? CUDA_SUCCESS
+  const CUresult rt = !tail->n || c->bm      ? CUDA_SUCCESS
                       : tail_is_fold(*tail) ? make_fold_tmap(tt, xp, rows_x, p->K, ldx)
                                             : make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K,
                                                         c->swap ? ldy : ldx, tail->rows);
@@ -1834,11 +1853,10 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // Session 19's configurations (the swapped mc2 and n80 / n96 ps tiles) were skipped until they had run on a GPU:
 // every_config passed with them in session 20, and the tuner times them; session 20's fp8_128x192_promote_hdb
 // passed in session 21. (While a configuration has not run on a GPU, a name check here and in apply_tail keeps
-// the tuner and the heuristic off it.) Session 23's skinny pairs (mcast 3) are off the tuner until they have run
-// (review, helper-56: a hang there would hang a tuning run); the heuristic takes them only under W8A8_SM90_SKINNY=4.
+// the tuner and the heuristic off it.) Session 23's skinny pairs (mcast 3) were off the tuner until they had run: their
+// tests passed in session 24 (call 1), and the tuner times them since.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS &&
-         (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk || CONFIGS[config].mcast == 3);
+  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

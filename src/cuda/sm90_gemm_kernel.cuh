@@ -1981,6 +1981,17 @@ struct sm90_skinny_cfg {
 // 128 SMs without split-K. Both CTAs walk the same pairs in lockstep; a partner past the last token tile runs on
 // zeros (TMA fills them) and stores nothing. A stage is refilled only when both CTAs' consumers released it (the
 // partner's half lands in it): the empty barriers count two arrivals, one of them remote.
+// The first token row of token tile ty. The last tile, where partial and at least BN tokens (a.tail_n, session 24:
+// the skinny kernel's use of the tail field), is shifted to end at the last token: its rows are all real rows of A,
+// with no out-of-bounds fill (TMA fills a mostly empty box slowly: ~4 cycles per missing row and stage beyond ~16,
+// session 8; the forced pairs of session 24 ran 8b-o's 65 tokens on n64 pairs 1.2x slower than 100 tokens). The
+// tokens it shares with the previous tile are computed again from the same bytes by the same instructions and
+// stored again with the same bits. A tile wholly past the last token (a pair's missing partner) stays put.
+template <int BN>
+SM90_DEV int sm90_skinny_row0(const sm90_args &a, int ty) {
+  const int r = ty * BN;
+  return a.tail_n && r < a.rows_y && r + BN > a.rows_y && a.rows_y >= BN ? a.rows_y - BN : r;
+}
 template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1>
 __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
@@ -2036,7 +2047,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
                                 tx * SM90_SKINNY_BM + crank * (SM90_SKINNY_BM / 2), (uint16_t)0x3);
           else
             sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_SKINNY_BM);
-          sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
+          sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, sm90_skinny_row0<BN>(a, ty));
           if (++s == STAGES) {
             s = 0;
             phase ^= 1;
@@ -2162,8 +2173,9 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
       constexpr int ER = BN / 8;
       float esa[ER];
       int32_t ezp[ER];
+      const int m0 = sm90_skinny_row0<BN>(a, ty);
 #pragma unroll
-      for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, ty * BN + tid / 16 + 8 * j, esa[j], ezp[j]);
+      for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, m0 + tid / 16 + 8 * j, esa[j], ezp[j]);
       const int eq = tid % 16, en = tx * SM90_SKINNY_BM + 4 * eq;
       sm90_quad eqp;
       sm90_quad_load<INT8>(a, 0, en, eqp);
@@ -2175,7 +2187,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
       sm90_named_bar(1, 128);
 #pragma unroll
       for (int j = 0; j < ER; j++) {
-        const int c = tid / 16 + 8 * j, m = ty * BN + c;
+        const int c = tid / 16 + 8 * j, m = m0 + c;
         uint32_t raw[4];
 #pragma unroll
         for (int q = 0; q < 4; q++) raw[q] = sm90_ld_smem(stg + (uint32_t)((4 * eq + q) * C::STG_STRIDE + c) * 4);
