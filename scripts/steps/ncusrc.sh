@@ -21,7 +21,7 @@ for spec in "${SPECA[@]}"; do
   cfg=()
   [ $# -ge 4 ] && cfg=(-c "$4")
   rep="$L/ncusrc-$name"
-  timeout -k 5 60 "$NCU" --kernel-name regex:sm90_gemm_kernel --launch-skip 3 --launch-count 1 \
+  timeout -k 5 60 "$NCU" --kernel-name regex:'sm90_(gemm|skinny)_kernel' --launch-skip 3 --launch-count 1 \
     --section SourceCounters --section WarpStateStats --import-source no -o "$rep" -f \
     "$DEV" -d "$1" -s "$2" -m "$3" "${cfg[@]}" >"$L/ncusrc-$name-run.txt" 2>&1
   rc=$?
