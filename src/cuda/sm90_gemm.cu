@@ -810,7 +810,9 @@ static int g_skinny = -1;
 // tile of a skinny plan with more than one token tile (the pairs' second tile) loads the BN rows that end at the last
 // token instead of a box that runs past it (sm90_skinny_row0 in the kernel).
 static int g_skinny_shift = -1;
-__attribute__((unused)) static int skinny_shift_enabled(void) { return w8a8_env_flag(&g_skinny_shift, "W8A8_SM90_SKINNY_SHIFT", 1); }
+__attribute__((unused)) static int skinny_shift_enabled(void) {
+  return w8a8_env_flag(&g_skinny_shift, "W8A8_SM90_SKINNY_SHIFT", 1);
+}
 static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 4, 0, 4); }
 // Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles
 // of one weight tile, the weights multicast) where the weight tiles fill at most half of the SMs and twice them >= 0.9
