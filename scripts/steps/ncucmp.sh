@@ -18,7 +18,6 @@ need_sm90_dev ncucmp
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 SECT="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats"
 res=""
-# Plain timings first (no profiler): the configurations side by side.
 SHAPE=${NCUCMP_SHAPE:-8b-qkv} M=${NCUCMP_M:-8192} TW=${NCUCMP_TORCH:-rowwise}
 case "$SHAPE" in # bench/sm90_dev.c's SHAPES (N, K)
   70b-qkv-tp4) N=2560 K=8192 ;; 70b-o-tp4) N=8192 K=2048 ;; 70b-gateup-tp4) N=14336 K=8192 ;;
@@ -26,8 +25,9 @@ case "$SHAPE" in # bench/sm90_dev.c's SHAPES (N, K)
   8b-down) N=4096 K=14336 ;; 8b-o) N=4096 K=4096 ;;
   *) echo "ncucmp: unknown shape $SHAPE"; exit 1 ;;
 esac
-[ -n "${NCUCMP_CONFIGS:-}" ] || timeout -k 5 "$(cap 40)" "$DEV" -d fp8 -s 8b-qkv -m 8192 -a >"$L/ncucmp-times-fp8.txt" 2>&1
-[ -n "${NCUCMP_CONFIGS:-}" ] || timeout -k 5 "$(cap 30)" "$DEV" -d int8 -s 8b-qkv -m 8192 -a >"$L/ncucmp-times-int8.txt" 2>&1
+# Plain timings first (no profiler): the configurations side by side.
+[ -n "${NCUCMP_CONFIGS:-}" ] || timeout -k 5 "$(cap 40)" "$DEV" -d fp8 -s "$SHAPE" -m "$M" -a >"$L/ncucmp-times-fp8.txt" 2>&1
+[ -n "${NCUCMP_CONFIGS:-}" ] || timeout -k 5 "$(cap 30)" "$DEV" -d int8 -s "$SHAPE" -m "$M" -a >"$L/ncucmp-times-int8.txt" 2>&1
 # torch_compare's data (randn-based fp8: the clocks depend on the data) for torch's kernel and ours
 # (the heuristic's, through the Python package), three calls of each: ncu profiles the third of
 # torch's and the first two of ours.

@@ -273,8 +273,8 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY("fp8_skinny_n16", 16, 18, false, 1),
     SM90_CFG_SKINNY("int8_skinny_n8", 8, 20, true, 1),
     SM90_CFG_SKINNY("int8_skinny_n16", 16, 18, true, 1),
-    // Session 23, after the last device call (NOT yet run): the skinny pairs, two token tiles sharing one weight tile
-    // (cuBLASLt's 1x2 clusters of 64x8 .. 64x72 tiles on 8b-o's 64 weight tiles: 128 CTAs without split-K).
+    // Session 23 (first run in session 24): the skinny pairs, two token tiles sharing one weight tile (cuBLASLt's 1x2
+    // clusters of 64x8 .. 64x72 tiles on 8b-o's 64 weight tiles: 128 CTAs without split-K).
     SM90_CFG_SKINNY_MC2("fp8_skinny_n8_mc2", 8, 20, false),
     SM90_CFG_SKINNY_MC2("fp8_skinny_n16_mc2", 16, 18, false),
     SM90_CFG_SKINNY_MC2("fp8_skinny_n24_mc2", 24, 16, false),
@@ -1494,13 +1494,17 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
                     (int)r1, (int)r2);
   // The token tail (sm90_args.tail_n): a map over the tokens with the tail's box rows, where the
   // plan loads the partial token tile in boxes. Where the encoder refuses it, the whole box.
-  *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h), p->ready != NULL);
-  if (c->bm) {  // the skinny kernel: tail_n = 1 shifts a partial last token tile back over real rows (sm90_skinny_row0)
+  // The skinny kernel has no tail map: its tail_n = 1 shifts a partial last token tile back over real rows
+  // (sm90_skinny_row0).
+  if (c->bm) {
     tail->n = tail_mode() != 0 && skinny_shift_enabled() && rows_y > c->bn && rows_y % c->bn != 0;
     tail->rows = 0;
-  } else if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
-    tail->n = 0;
-    tail->rows = 0;
+  } else {
+    *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h), p->ready != NULL);
+    if (tail->n * tail->rows > (c->swap ? c->bn : SM90_BM) || tail->rows % 8 != 0) {  // the kernel assumes both
+      tail->n = 0;
+      tail->rows = 0;
+    }
   }
   memcpy(tt, c->swap ? ty : tx, sizeof *tt);
   const CUresult rt = !tail->n || c->bm      ? CUDA_SUCCESS
@@ -1588,8 +1592,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep12
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
-// mode: plan_skinny's first rule (1), its wider rule (2), mode 3 (more token counts, the default), mode 4 (the pairs
-// on half-wave shapes, opt-in) or never (0), -1 back to W8A8_SM90_SKINNY
+// mode: plan_skinny's first rule (1), its wider rule (2), mode 3 (more token counts), mode 4 (mode 3 and the pairs on
+// half-wave shapes, the default) or never (0), -1 back to W8A8_SM90_SKINNY
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
   __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 4 ? 4 : mode, __ATOMIC_RELAXED);
 }

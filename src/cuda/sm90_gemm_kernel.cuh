@@ -1974,13 +1974,6 @@ struct sm90_skinny_cfg {
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + STG_BYTES + 2 * STAGES * 8;
 };
 
-// MC = 2 (session 23, NOT yet run): a cluster of two CTAs on neighbouring TOKEN tiles of the same weight tile, each
-// loading half of the weight tile (32 rows: tmap_x's box) multicast into both and its own token tile, so the weights
-// cross from L2 once per pair: cuBLASLt's small-M tiles on half-wave shapes (8b-o: 64x8 / 64x16 / 64x24 / 64x72 with
-// a 1x2 cluster at 16..48 and 129 tokens, bench/torch_kernels.py, session 22 part 6), which put 64 weight tiles on
-// 128 SMs without split-K. Both CTAs walk the same pairs in lockstep; a partner past the last token tile runs on
-// zeros (TMA fills them) and stores nothing. A stage is refilled only when both CTAs' consumers released it (the
-// partner's half lands in it): the empty barriers count two arrivals, one of them remote.
 // The first token row of token tile ty. The last tile, where partial and at least BN tokens (a.tail_n, session 24:
 // the skinny kernel's use of the tail field), is shifted to end at the last token: its rows are all real rows of A,
 // with no out-of-bounds fill (TMA fills a mostly empty box slowly: ~4 cycles per missing row and stage beyond ~16,
@@ -1992,6 +1985,13 @@ SM90_DEV int sm90_skinny_row0(const sm90_args &a, int ty) {
   const int r = ty * BN;
   return a.tail_n && r < a.rows_y && r + BN > a.rows_y && a.rows_y >= BN ? a.rows_y - BN : r;
 }
+// MC = 2 (session 23; first run in session 24): a cluster of two CTAs on neighbouring TOKEN tiles of the same weight
+// tile, each loading half of the weight tile (32 rows: tmap_x's box) multicast into both and its own token tile, so the
+// weights cross from L2 once per pair: cuBLASLt's small-M tiles on half-wave shapes (8b-o: 64x8 / 64x16 / 64x24 / 64x72
+// with a 1x2 cluster at 16..48 and 129 tokens, bench/torch_kernels.py, session 22 part 6), which put 64 weight tiles on
+// 128 SMs without split-K. Both CTAs walk the same pairs in lockstep; a partner past the last token tile runs on zeros
+// (TMA fills them) and stores nothing. A stage is refilled only when both CTAs' consumers released it (the partner's
+// half lands in it): the empty barriers count two arrivals, one of them remote.
 template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1>
 __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
