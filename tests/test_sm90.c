@@ -46,6 +46,7 @@ void w8a8_sm90_set_hdb(int on);
 void w8a8_sm90_set_deep16(int mode);
 void w8a8_sm90_set_deep3(int on);
 void w8a8_sm90_set_skinny(int mode);
+void w8a8_sm90_set_skinny_k2(int on);
 void w8a8_cuda_set_gemv(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
@@ -521,8 +522,11 @@ W8A8_TEST(sm90_skinny_configs) {
   all_configs_like(W8A8_DTYPE_FP8_E4M3, "skinny");
   if (w8a8_test_failed()) return;
   all_configs_like(W8A8_DTYPE_INT8, "skinny");
-  static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144"};
-  for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
+  /* (the _k2 twins, session 25: two consumer warpgroups alternating over the ring, so N = 64 x 200 at K = 384 has each
+   * CTA's tiles start on alternating warpgroups: three K-blocks per tile) */
+  static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144",
+                                "fp8_skinny_n48_k2", "int8_skinny_n80_k2", "fp8_skinny_n8_k2", "int8_skinny_n24_k2"};
+  for (int i = 0; i < (int)(sizeof names / sizeof names[0]) && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(names[i], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", names[i]);
@@ -541,9 +545,11 @@ W8A8_TEST(sm90_skinny_configs) {
    * halves): every_config's cases above run one token tile (the partner on zeros past M); here two tiles, the second
    * partial (M = 2 BN - 3), four (3 BN + 5: two pairs, the last tile 5 rows), and five on 200 weight tiles (5 BN: three
    * pairs, the last partner past M, 600 pairs on a persistent grid of clusters: each walks several). */
-  static const char *pairs[] = {"fp8_skinny_n24_mc2", "int8_skinny_n32_mc2", "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2",
-                                "fp8_skinny_n8_mc2",  "int8_skinny_n48_mc2"};
-  for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+  static const char *pairs[] = {"fp8_skinny_n24_mc2",    "int8_skinny_n32_mc2",    "fp8_skinny_n72_mc2",
+                                "int8_skinny_n80_mc2",   "fp8_skinny_n8_mc2",      "int8_skinny_n48_mc2",
+                                "fp8_skinny_n48_mc2_k2", "int8_skinny_n16_mc2_k2", "fp8_skinny_n72_mc2_k2",
+                                "int8_skinny_n80_mc2_k2"};
+  for (int i = 0; i < (int)(sizeof pairs / sizeof pairs[0]) && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(pairs[i], &i8, &bn, NULL);
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", pairs[i]);
@@ -2063,16 +2069,24 @@ W8A8_TEST(sm90_skinny_plan) {
       {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
       {145, 4096, 4096, NULL, NULL},
       {40, 2560, 8192, NULL, NULL}};
+  /* (then with W8A8_SM90_SKINNY_K2's hook on: the same tiles' _k2 twins, session 25) */
   w8a8_sm90_set_skinny(4);
-  for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++)
-    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
-      int split = 0;
-      const int ci = plan_of(h, dbuf, bytes, dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, m4[i].M, m4[i].N, m4[i].K, &split);
-      if (ci == PLAN_INVALID) break;
-      const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
-      CHECK(want ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4: planned %s, expected %s",
-            dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, got, want ? want : "another plan");
-    }
+  for (int k2 = 0; k2 < 2 && !w8a8_test_failed(); k2++) {
+    w8a8_sm90_set_skinny_k2(k2);
+    for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++)
+      for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+        int split = 0;
+        const int ci = plan_of(h, dbuf, bytes, dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, m4[i].M, m4[i].N, m4[i].K, &split);
+        if (ci == PLAN_INVALID) break;
+        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
+        char want2[48] = "";
+        if (want) snprintf(want2, sizeof want2, k2 ? "%s_k2" : "%s", want);
+        CHECK(want ? !strcmp(got, want2) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4 k2 %d: planned %s, expected %s",
+              dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, k2, got,
+              want ? want2 : "another plan");
+      }
+  }
+  w8a8_sm90_set_skinny_k2(-1);
   /* and through the public API: N = 4096 (64 weight tiles), K = 2000 (a partial K-block), M = 48 / 80 / 130 */
   static const int64_t m4run[3] = {48, 80, 130};
   for (int i = 0; i < 6 && sms == 132 && !w8a8_test_failed(); i++) {

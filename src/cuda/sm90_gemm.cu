@@ -40,12 +40,15 @@ typedef struct sm90_config {
   int tail;      // the token tail (the kernel's TAIL, session 8): tail_plan's boxes for a partial token tile
   int sk;        // stream-K (the kernel's SK, session 10): a grid of one CTA per SM, sm90_streamk.h's schedule
   int bm;        // rows on wgmma's M side per CTA: 0 = SM90_BM (two consumer warpgroups); 64: the skinny kernel
+  int cw;        // the skinny kernel's consumer warpgroups (its CW): 0 or 1 one, 2 two (the _k2 configurations)
 } sm90_config;
 
 // A configuration's CTA rows on wgmma's M side (the weights when swapped) and its block size. (Unused in a build
 // without sm_90a, whose launch paths compile out.)
 __attribute__((unused)) static int cfg_bm(const sm90_config *c) { return c->bm ? c->bm : SM90_BM; }
-__attribute__((unused)) static int cfg_threads(const sm90_config *c) { return c->bm ? SM90_SKINNY_THREADS : SM90_THREADS; }
+__attribute__((unused)) static int cfg_threads(const sm90_config *c) {
+  return c->bm ? SM90_SKINNY_THREADS(c->cw == 2 ? 2 : 1) : SM90_THREADS;
+}
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
   {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
@@ -97,6 +100,13 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) { return c-
 #define SM90_CFG_SKINNY_MC2(NAME, BN, ST, I8)                                                             \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2>, 3, 0, 0, 0, SM90_SKINNY_BM}
+// Two consumer warpgroups on the tile (session 25, the kernel's CW = 2; an even ring), single and paired.
+#define SM90_CFG_SKINNY_K2(NAME, BN, ST, I8)                                                              \
+  {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
+   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2>, 0, 0, 0, 0, SM90_SKINNY_BM, 2}
+#define SM90_CFG_SKINNY_MC2_K2(NAME, BN, ST, I8)                                                          \
+  {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
+   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2, 2>, 3, 0, 0, 0, SM90_SKINNY_BM, 2}
 
 // Index order matters: w8a8_sm90_scaled_mm_config() takes an index into this table.
 static const sm90_config CONFIGS[] = {
@@ -288,6 +298,36 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_MC2("int8_skinny_n48_mc2", 48, 14, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n64_mc2", 64, 12, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n80_mc2", 80, 11, true),
+    // Session 25 (NOT yet run): the same tiles with two consumer warpgroups alternating over the ring's K-blocks (what
+    // cuBLASLt's 384-thread CTAs do on the same tiling, session 24 part 3), the same rings. Not n136 /
+    // n144 fp8: 72 accumulators + two temporaries of 72 each in 224 registers (288 threads) spilled 1-1.4 KB.
+    SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n8_mc2_k2", 8, 20, false),
+    SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n16_mc2_k2", 16, 18, false),
+    SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n24_mc2_k2", 24, 16, false),
+    SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n32_mc2_k2", 32, 16, false),
+    SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n48_mc2_k2", 48, 14, false),
+    SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n64_mc2_k2", 64, 12, false),
+    SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n72_mc2_k2", 72, 12, false),
+    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n8_mc2_k2", 8, 20, true),
+    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n16_mc2_k2", 16, 18, true),
+    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n32_mc2_k2", 32, 16, true),
+    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n48_mc2_k2", 48, 14, true),
+    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n64_mc2_k2", 64, 12, true),
+    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n80_mc2_k2", 80, 11, true),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n8_k2", 8, 20, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n24_k2", 24, 16, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n32_k2", 32, 16, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n40_k2", 40, 16, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n48_k2", 48, 14, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n64_k2", 64, 12, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n72_k2", 72, 12, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n80_k2", 80, 11, false),
+    SM90_CFG_SKINNY_K2("int8_skinny_n16_k2", 16, 18, true),
+    SM90_CFG_SKINNY_K2("int8_skinny_n24_k2", 24, 16, true),
+    SM90_CFG_SKINNY_K2("int8_skinny_n32_k2", 32, 16, true),
+    SM90_CFG_SKINNY_K2("int8_skinny_n48_k2", 48, 14, true),
+    SM90_CFG_SKINNY_K2("int8_skinny_n64_k2", 64, 12, true),
+    SM90_CFG_SKINNY_K2("int8_skinny_n80_k2", 80, 11, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -814,6 +854,10 @@ __attribute__((unused)) static int skinny_shift_enabled(void) {
   return w8a8_env_flag(&g_skinny_shift, "W8A8_SM90_SKINNY_SHIFT", 1);
 }
 static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 4, 0, 4); }
+// W8A8_SM90_SKINNY_K2 (session 25; default 0 until measured): plan_skinny's tiles with two consumer warpgroups (the
+// _k2 twin of the planned configuration, where there is one). Hook w8a8_sm90_set_skinny_k2.
+static int g_skinny_k2 = -1;
+static int skinny_k2(void) { return w8a8_env_flag(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 0); }
 // Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles
 // of one weight tile, the weights multicast) where the weight tiles fill at most half of the SMs and twice them >= 0.9
 // of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), at 33..128 tokens with <= 32 K-blocks and at 129..144 with any K,
@@ -870,6 +914,12 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   char name[40];
   snprintf(name, sizeof name, "%s_skinny_n%d%s", int8 ? "int8" : "fp8", bn, pair);
   pl.config = find_config(name);
+  if (skinny_k2()) {
+    char k2[44];
+    snprintf(k2, sizeof k2, "%s_k2", name);
+    const int c2 = find_config(k2);
+    if (c2 >= 0) pl.config = c2;
+  }
   return pl;
 }
 
@@ -1597,6 +1647,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); 
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
   __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 4 ? 4 : mode, __ATOMIC_RELAXED);
 }
+// on: plan_skinny's _k2 twins (1) or not (0), -1 back to W8A8_SM90_SKINNY_K2
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int on) { set_switch(&g_skinny_k2, on); }
 // on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }
 // mode: 1..16 tokens, 1 the n8 / n16 deep tiles, 2 the n32 deep tile, 0 plan_small; -1 back to W8A8_SM90_DEEP16
@@ -1651,6 +1703,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
@@ -1862,7 +1915,8 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // the tuner and the heuristic off it.) Session 23's skinny pairs (mcast 3) were off the tuner until they had run: their
 // tests passed in session 24 (call 1), and the tuner times them since.
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
+  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk ||
+                                                            CONFIGS[config].cw == 2);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

@@ -1962,7 +1962,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 // on the same tiles at 32 K-blocks: h200-session22 part 7). Not with ready flags (prepare refuses them), nor the
 // token tail, the weights-constant hint (ignored: the loads start after griddepcontrol.wait) or the timeline.
 #define SM90_SKINNY_BM 64
-#define SM90_SKINNY_THREADS 160
+#define SM90_SKINNY_THREADS(CW) (128 * (CW) + 32)
 template <int BN, int STAGES>
 struct sm90_skinny_cfg {
   static constexpr int X_BYTES = SM90_SKINNY_BM * SM90_BK;  // weights: 64 rows of a K-block
@@ -1985,6 +1985,20 @@ SM90_DEV int sm90_skinny_row0(const sm90_args &a, int ty) {
   const int r = ty * BN;
   return a.tail_n && r < a.rows_y && r + BN > a.rows_y && a.rows_y >= BN ? a.rows_y - BN : r;
 }
+// A consumer warpgroup's next stage: the next one (CW = 1), or two on (CW = 2: the other warpgroup takes the one
+// between), the phase flipping when the ring wraps.
+template <int CW, int STAGES>
+SM90_DEV void sm90_skinny_step(int &s, uint32_t &phase) {
+  if constexpr (CW == 1) {
+    if (++s == STAGES) {
+      s = 0;
+      phase ^= 1;
+    }
+  } else if ((s += CW) >= STAGES) {
+    s -= STAGES;
+    phase ^= 1;
+  }
+}
 // MC = 2 (session 23; first run in session 24): a cluster of two CTAs on neighbouring TOKEN tiles of the same weight
 // tile, each loading half of the weight tile (32 rows: tmap_x's box) multicast into both and its own token tile, so the
 // weights cross from L2 once per pair: cuBLASLt's small-M tiles on half-wave shapes (8b-o: 64x8 / 64x16 / 64x24 / 64x72
@@ -1992,8 +2006,16 @@ SM90_DEV int sm90_skinny_row0(const sm90_args &a, int ty) {
 // 128 SMs without split-K. Both CTAs walk the same pairs in lockstep; a partner past the last token tile runs on zeros
 // (TMA fills them) and stores nothing. A stage is refilled only when both CTAs' consumers released it (the partner's
 // half lands in it): the empty barriers count two arrivals, one of them remote.
-template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1>
-__global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
+// CW = 2 (session 25; the _k2 configurations): two consumer warpgroups on the same 64 x BN tile, as cuBLASLt's 384-thread
+// CTAs on the same tiling (ncucmp, session 24 part 3: `64x48_128x15_1x2` 8.80 us vs our n48 pair's 11.97 at 8b-o 96
+// tokens). A tile's K-blocks alternate between them (warpgroup w takes kb = w, w + 2, ...: the stages two apart in the
+// ring, which the producer fills in order); each keeps its own accumulators over its half of the tile's K-blocks and
+// releases its own stages (the empty barriers still count MC arrivals). The epilogue adds the
+// two halves in the staging buffer (warpgroup 0 stores, warpgroup 1 adds in place: the same thread owns the same
+// positions) and both store, every other token row each. int8: the same bits as CW = 1 (int32 sums); fp8: the sum of
+// two K-ordered halves (other rounding than one K-ordered sum; fp8 is checked with a relative tolerance).
+template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1, int CW = 1>
+__global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                        const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
                        const __grid_constant__ CUtensorMap tmap_t) {
@@ -2005,6 +2027,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly");
   static_assert(C::SMEM_BYTES <= 232448, "shared memory");
   static_assert(MC == 1 || MC == 2, "a pair of token tiles at most");
+  static_assert(CW == 1 || (CW == 2 && STAGES >= 4), "two consumer warpgroups, two stages each in flight");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   const uint32_t smem0 = sm90_smem_u32(smem);
@@ -2016,12 +2039,12 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
   const int items = a.tiles_x * (MC == 2 ? (a.tiles_y + 1) / 2 : a.tiles_y);
   const int item0 = (int)blockIdx.x / MC, item_stride = (int)gridDim.x / MC;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 128) {
+  if (threadIdx.x == 128 * CW) {
     sm90_prefetch_tmap(&tmap_x);
     sm90_prefetch_tmap(&tmap_y);
     for (int s = 0; s < STAGES; s++) {
       sm90_mbar_init(full0 + 8 * s, 1);    // the producer's arrive + the TMA bytes
-      sm90_mbar_init(empty0 + 8 * s, MC);  // the consumer warpgroup's thread 0 (and the partner's: MC = 2)
+      sm90_mbar_init(empty0 + 8 * s, MC);  // the owning consumer warpgroup's thread 0 (and the partner's: MC = 2)
     }
     sm90_fence_mbar_init();
   }
@@ -2030,7 +2053,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
     sm90_cluster_sync();
   else
     __syncthreads();
-  if (warp == 4) {
+  if (warp == 4 * CW) {
     // ---------------- producer (one lane) ----------------
     if (lane == 0) {
       sm90_grid_dep_wait();  // nothing in global memory is read before the previous kernel is done
@@ -2057,14 +2080,27 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
       sm90_grid_dep_launch();  // every load is issued
     }
   } else {
-    // ---------------- the consumer warpgroup (threads 0..127) ----------------
+    // ---------------- the consumer warpgroup(s) (threads 0..128 CW - 1) ----------------
     sm90_grid_dep_wait();  // scales, bias, zero points and out may belong to the previous kernel
-    const int tid = threadIdx.x;
-    const int r0 = warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+    const int cw = CW == 1 ? 0 : threadIdx.x / 128, tid = CW == 1 ? threadIdx.x : threadIdx.x % 128;  // warpgroup, thread
+    const int r0 = (CW == 1 ? warp : warp % 4) * 16 + lane / 4, c0 = 2 * (lane % 4);
+    // The ring position of this warpgroup's next K-block: stage s, phase.
     int s = 0;
     uint32_t phase = 0;
+    uint32_t g0 = 0;  // CW = 2: the running index (over the CTA's walk) of the current tile's first K-block
     for (int t = item0; t < items; t += item_stride) {
       const int tx = t % a.tiles_x, ty = (t / a.tiles_x) * MC + crank;
+      // This warpgroup's K-blocks of the tile: kb = cw, cw + CW, ... (by the tile's own K-block index, so that a tile's
+      // fp8 bits do not depend on where it falls in the CTA's walk; none when the tile has one K-block and this is
+      // warpgroup 1). CW = 1: all of them, the ring walked in order.
+      int mine = a.kblocks;
+      if constexpr (CW == 2) {
+        const uint32_t g = g0 + (uint32_t)cw;  // its running index: stage g % STAGES, phase (g / STAGES) % 2
+        s = (int)(g % STAGES);
+        phase = (g / STAGES) & 1u;
+        mine = (a.kblocks - cw + 1) / 2;
+        g0 += (uint32_t)a.kblocks;
+      }
       acc_t acc[C::NACC];
 #pragma unroll
       for (int i = 0; i < C::NACC; i++) acc[i] = 0;
@@ -2075,16 +2111,13 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
         // and added in; each K-block from zero, acc += block in K order (the bits of one temporary).
         float ta[C::NACC], tb[C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
         float *facc = (float *)acc;
-        const int n = a.kblocks;
+        const int n = mine;
 #define SKINNY_ISSUE(T) \
     sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * C::STAGE_BYTES), \
                        sm90_desc_k128(smem0 + s * C::STAGE_BYTES + C::X_BYTES))
 #define SKINNY_ADVANCE() \
     prev = s;            \
-    if (++s == STAGES) { \
-      s = 0;             \
-      phase ^= 1;        \
-    }
+    sm90_skinny_step<CW, STAGES>(s, phase);
         if (n > 0) {
           SKINNY_ISSUE(ta);
           SKINNY_ADVANCE();
@@ -2140,19 +2173,16 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
       sm90_wgmma_wait<1>(); /* this block in flight, the previous one done: its stage goes back */ \
       if (prev >= 0 && tid == 0) sm90_release<MC>(empty0 + 8 * prev);                  \
       prev = s;                                                                        \
-      if (++s == STAGES) {                                                             \
-        s = 0;                                                                         \
-        phase ^= 1;                                                                    \
-      }                                                                                \
+      sm90_skinny_step<CW, STAGES>(s, phase);                                          \
     }
         int kb = 0;
         if constexpr (DUAL) {
-          for (; kb + 1 < a.kblocks; kb += 2) {
+          for (; kb + 1 < mine; kb += 2) {
             SKINNY_BLOCK(acc);
             SKINNY_BLOCK(acc2);
           }
         }
-        for (; kb < a.kblocks; kb++) SKINNY_BLOCK(acc);
+        for (; kb < mine; kb++) SKINNY_BLOCK(acc);
 #undef SKINNY_BLOCK
         sm90_wgmma_wait<0>();
         if (prev >= 0 && tid == 0) sm90_release<MC>(empty0 + 8 * prev);
@@ -2170,32 +2200,56 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS, MINB)
 
       // Epilogue: the tokens' scales (and zero points) first, then the accumulators through the staging buffer
       // (channel-major), then each thread's quad of channels (4 eq .. 4 eq + 3) for every 8th token of the tile.
+      // CW = 2: warpgroup 0 stores its accumulators, warpgroup 1 adds its own in place (acc0 + acc1), and each stores
+      // the token rows j of its parity.
       constexpr int ER = BN / 8;
+      constexpr int NT = 128 * CW;  // the consumer threads
       float esa[ER];
       int32_t ezp[ER];
       const int m0 = sm90_skinny_row0<BN>(a, ty);
 #pragma unroll
-      for (int j = 0; j < ER; j++) sm90_quad_row<INT8>(a, m0 + tid / 16 + 8 * j, esa[j], ezp[j]);
+      for (int j = 0; j < ER; j++)
+        if (CW == 1 || j % CW == cw) sm90_quad_row<INT8>(a, m0 + tid / 16 + 8 * j, esa[j], ezp[j]);
       const int eq = tid % 16, en = tx * SM90_SKINNY_BM + 4 * eq;
       sm90_quad eqp;
       sm90_quad_load<INT8>(a, 0, en, eqp);
+      if (cw == 0) {
 #pragma unroll
-      for (int i = 0; i < C::NACC; i++) {
-        const int row = r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;  // channel, token (wgmma's D layout)
-        sm90_st_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4, sm90_bits(acc[i]));
+        for (int i = 0; i < C::NACC; i++) {
+          const int row = r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;  // channel, token (wgmma's D layout)
+          sm90_st_smem(stg + (uint32_t)(row * C::STG_STRIDE + col) * 4, sm90_bits(acc[i]));
+        }
       }
-      sm90_named_bar(1, 128);
+      if constexpr (CW == 2) {
+        sm90_named_bar(1, NT);
+        if (cw == 1) {
+#pragma unroll
+          for (int i = 0; i < C::NACC; i++) {
+            const int row = r0 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + c0 + i % 2;
+            const uint32_t at = stg + (uint32_t)(row * C::STG_STRIDE + col) * 4;
+            const uint32_t w0 = sm90_ld_smem(at);
+            uint32_t sum;
+            if constexpr (INT8)
+              sum = w0 + (uint32_t)acc[i];
+            else
+              sum = __float_as_uint(__uint_as_float(w0) + (float)acc[i]);
+            sm90_st_smem(at, sum);
+          }
+        }
+      }
+      sm90_named_bar(1, NT);
 #pragma unroll
       for (int j = 0; j < ER; j++) {
+        if (CW == 2 && j % CW != cw) continue;
         const int c = tid / 16 + 8 * j, m = m0 + c;
         uint32_t raw[4];
 #pragma unroll
         for (int q = 0; q < 4; q++) raw[q] = sm90_ld_smem(stg + (uint32_t)((4 * eq + q) * C::STG_STRIDE + c) * 4);
         if (m < a.M && en < a.N) sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, esa[j], ezp[j], raw);
       }
-      sm90_named_bar(1, 128);  // the staging buffer is free for the next tile
+      sm90_named_bar(1, NT);  // the staging buffer is free for the next tile
     }
-  }  // the consumer warpgroup
+  }  // the consumer warpgroup(s)
   // MC = 2: neither CTA exits while the partner can still multicast into its shared memory or arrive on its barriers.
   if constexpr (MC == 2) {
     __syncwarp();
