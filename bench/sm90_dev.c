@@ -62,6 +62,7 @@ int w8a8_sm90_timeline_built(void);
 void w8a8_sm90_set_pad_tokens(int on);
 void w8a8_sm90_set_tail(int mode);
 
+#define MAX_CFGS 24 /* -c names */
 #define CK(x)                                                                               \
   do {                                                                                      \
     cudaError_t e_ = (x);                                                                   \
@@ -196,7 +197,15 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "-a")) all = 1;
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) only_int8 = !strcmp(argv[++i], "int8");
     else if (!strcmp(argv[i], "-s") && i + 1 < argc) snprintf(shape_filter, sizeof shape_filter, ",%s,", argv[++i]);
-    else if (!strcmp(argv[i], "-c") && i + 1 < argc) only_cfg = argv[++i];
+    else if (!strcmp(argv[i], "-c") && i + 1 < argc) {
+      only_cfg = argv[++i];
+      int names = 1;
+      for (const char *c = only_cfg; *c; c++) names += *c == ',';
+      if (names > MAX_CFGS || strlen(only_cfg) >= 2048) { /* (session 25 lost a ninth name without a word) */
+        fprintf(stderr, "sm90_dev: -c takes at most %d names (2047 characters); got %d\n", MAX_CFGS, names);
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "-P")) {
       w8a8_sm90_set_pad_tokens(1);
       printf("# -P: A's tensor map covers whole token tiles (rows past M read from the buffer, not filled by TMA)\n");
@@ -293,11 +302,11 @@ int main(int argc, char **argv) {
         }
         int hsplit = 0, hcfg = w8a8_sm90_plan(h, &p, &hsplit);
         /* -c NAME[,NAME...]: those configurations in turn as the '*' rows (the heuristic's split) */
-        int lcfg[8], lsplit[8], nl = 0;
+        int lcfg[MAX_CFGS], lsplit[MAX_CFGS], nl = 0;
         if (only_cfg) {
-          char f[256];
+          char f[2048];
           snprintf(f, sizeof f, "%s", only_cfg);
-          for (char *t = strtok(f, ","); t && nl < 8; t = strtok(NULL, ",")) {
+          for (char *t = strtok(f, ","); t && nl < MAX_CFGS; t = strtok(NULL, ",")) {
             if (!strcmp(t, "plan")) { /* the heuristic's own row among the forced ones */
               lcfg[nl] = hcfg;
               lsplit[nl++] = hsplit;

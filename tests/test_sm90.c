@@ -46,7 +46,7 @@ void w8a8_sm90_set_hdb(int on);
 void w8a8_sm90_set_deep16(int mode);
 void w8a8_sm90_set_deep3(int on);
 void w8a8_sm90_set_skinny(int mode);
-void w8a8_sm90_set_skinny_k2(int on);
+void w8a8_sm90_set_skinny_k2(int mode);
 void w8a8_cuda_set_gemv(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
@@ -2032,6 +2032,7 @@ W8A8_TEST(sm90_skinny_plan) {
       {81, 8192, 2048, 0, 0, 0, 0},       {128, 8192, 2048, 0, 0, 0, 0},     {129, 8192, 7168, 0, 0, 136, 0},
       {144, 6144, 4096, 0, 0, 144, 0},    {136, 4096, 4096, 0, 0, 0, 0},     {145, 8192, 2048, 0, 0, 0, 0},
       {144, 6144, 7168, 0, 0, 0, 0}}; /* (96 tiles under 0.9 of a wave with 56 K-blocks: mode 2's K bound) */
+  w8a8_sm90_set_skinny_k2(0); /* (the one-warpgroup tiles' names; the _k2 twins below) */
   for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     for (int mode = 3; mode >= 0 && !w8a8_test_failed(); mode--) {
@@ -2069,9 +2070,10 @@ W8A8_TEST(sm90_skinny_plan) {
       {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
       {145, 4096, 4096, NULL, NULL},
       {40, 2560, 8192, NULL, NULL}};
-  /* (then with W8A8_SM90_SKINNY_K2's hook on: the same tiles' _k2 twins, session 25) */
+  /* (in W8A8_SM90_SKINNY_K2's three modes: 0 the tiles above, 1 every one's _k2 twin (session 25), 2 (the default
+   * since session 26) the twins of the fp8 tiles of <= 48 tokens) */
   w8a8_sm90_set_skinny(4);
-  for (int k2 = 0; k2 < 2 && !w8a8_test_failed(); k2++) {
+  for (int k2 = 0; k2 < 3 && !w8a8_test_failed(); k2++) {
     w8a8_sm90_set_skinny_k2(k2);
     for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++)
       for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
@@ -2080,7 +2082,9 @@ W8A8_TEST(sm90_skinny_plan) {
         if (ci == PLAN_INVALID) break;
         const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
         char want2[48] = "";
-        if (want) snprintf(want2, sizeof want2, k2 ? "%s_k2" : "%s", want);
+        const char *nb = want ? strstr(want, "_n") : NULL;
+        const int bn = nb ? atoi(nb + 2) : 0, twin = k2 == 1 || (k2 == 2 && !dt && bn <= 48);
+        if (want) snprintf(want2, sizeof want2, twin ? "%s_k2" : "%s", want);
         CHECK(want ? !strcmp(got, want2) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4 k2 %d: planned %s, expected %s",
               dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, k2, got,
               want ? want2 : "another plan");

@@ -854,10 +854,17 @@ __attribute__((unused)) static int skinny_shift_enabled(void) {
   return w8a8_env_flag(&g_skinny_shift, "W8A8_SM90_SKINNY_SHIFT", 1);
 }
 static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 4, 0, 4); }
-// W8A8_SM90_SKINNY_K2 (session 25; default 0 until measured): plan_skinny's tiles with two consumer warpgroups (the
-// _k2 twin of the planned configuration, where there is one). Hook w8a8_sm90_set_skinny_k2.
+// W8A8_SM90_SKINNY_K2 (session 25; hook w8a8_sm90_set_skinny_k2): plan_skinny's tiles with two consumer warpgroups
+// (the _k2 twin of the planned configuration): 2 (default since session 26) for fp8 token tiles of <= 48, 1 every
+// twin, 0 none. Session 26 call 1 (h200-session26 part 1; sm90_dev forcing each tile and its twin, 8b-o / 8b-down /
+// 8b-qkv / 70b-o-tp4 / 70b-down-tp4 at 8..144 tokens): the twin 2-3% faster for fp8 n8 / n24 / n48 singles and n24 /
+// n48 pairs (70b-down-tp4 24 tokens 17.30 -> 16.75 us, 8b-o 96 n48 pair 9.49 -> 9.38), even to 1-4% slower for the
+// fp8 n64 / n72 tiles, and for int8 (one warpgroup there already runs two wgmma chains) 0-8% slower from n32 up
+// (70b-o-tp4 16 tokens n64 7.69 -> 8.33), 1-2% faster with n16. Far from session 24's prediction (8b-o 96 tokens
+// 11.97 -> 9.5 us under ncu; cuBLASLt's 64 x 48 tile with three warpgroups 8.80): the consumers' latency is not
+// what holds these tiles back.
 static int g_skinny_k2 = -1;
-static int skinny_k2(void) { return w8a8_env_flag(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 0); }
+static int skinny_k2(void) { return w8a8_env_int(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 2, 0, 2); }
 // Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles
 // of one weight tile, the weights multicast) where the weight tiles fill at most half of the SMs and twice them >= 0.9
 // of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), at 33..128 tokens with <= 32 K-blocks and at 129..144 with any K,
@@ -914,7 +921,8 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   char name[40];
   snprintf(name, sizeof name, "%s_skinny_n%d%s", int8 ? "int8" : "fp8", bn, pair);
   pl.config = find_config(name);
-  if (skinny_k2()) {
+  const int k2mode = skinny_k2();
+  if (k2mode == 1 || (k2mode == 2 && !int8 && bn <= 48)) {
     char k2[44];
     snprintf(k2, sizeof k2, "%s_k2", name);
     const int c2 = find_config(k2);
@@ -1647,8 +1655,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); 
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
   __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 4 ? 4 : mode, __ATOMIC_RELAXED);
 }
-// on: plan_skinny's _k2 twins (1) or not (0), -1 back to W8A8_SM90_SKINNY_K2
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int on) { set_switch(&g_skinny_k2, on); }
+// mode: plan_skinny's _k2 twins, W8A8_SM90_SKINNY_K2's 0 / 1 / 2; -1 back to the environment
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int mode) {
+  __atomic_store_n(&g_skinny_k2, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+}
 // on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }
 // mode: 1..16 tokens, 1 the n8 / n16 deep tiles, 2 the n32 deep tile, 0 plan_small; -1 back to W8A8_SM90_DEEP16
@@ -1703,7 +1713,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int on) { (void)on; }
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
@@ -1913,10 +1923,9 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // every_config passed with them in session 20, and the tuner times them; session 20's fp8_128x192_promote_hdb
 // passed in session 21. (While a configuration has not run on a GPU, a name check here and in apply_tail keeps
 // the tuner and the heuristic off it.) Session 23's skinny pairs (mcast 3) were off the tuner until they had run: their
-// tests passed in session 24 (call 1), and the tuner times them since.
+// tests passed in session 24 (call 1), and the tuner times them since; session 25's _k2 twins likewise (session 26).
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk ||
-                                                            CONFIGS[config].cw == 2);
+  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;
