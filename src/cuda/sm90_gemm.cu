@@ -298,9 +298,9 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_MC2("int8_skinny_n48_mc2", 48, 14, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n64_mc2", 64, 12, true),
     SM90_CFG_SKINNY_MC2("int8_skinny_n80_mc2", 80, 11, true),
-    // Session 25 (NOT yet run): the same tiles with two consumer warpgroups alternating over the ring's K-blocks (what
-    // cuBLASLt's 384-thread CTAs do on the same tiling, session 24 part 3), the same rings. Not n136 /
-    // n144 fp8: 72 accumulators + two temporaries of 72 each in 224 registers (288 threads) spilled 1-1.4 KB.
+    // Session 25 (first run in session 26): the same tiles with two consumer warpgroups alternating over the ring's
+    // K-blocks (what cuBLASLt's 384-thread CTAs do on the same tiling, session 24 part 3), the same rings. (fp8 n136 /
+    // n144 with two temporaries of 72 beside 72 accumulators spilled 1-1.4 KB in 224 registers (288 threads).)
     SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n8_mc2_k2", 8, 20, false),
     SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n16_mc2_k2", 16, 18, false),
     SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n24_mc2_k2", 24, 16, false),
@@ -328,6 +328,20 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2("int8_skinny_n48_k2", 48, 14, true),
     SM90_CFG_SKINNY_K2("int8_skinny_n64_k2", 64, 12, true),
     SM90_CFG_SKINNY_K2("int8_skinny_n80_k2", 80, 11, true),
+    // Session 26 (NOT yet run): wider token tiles with two consumer warpgroups, for the shapes whose weight tiles fill
+    // a third of the SMs at 129..384 tokens (70b-qkv-tp4: 40 weight tiles; at 256 tokens three tiles of 88 put 120
+    // CTAs on the GPU where our 128 x 128 split-K plan runs 17.5 us against cuBLASLt's 12.9-13.8 with 128 CTAs of
+    // 80 x 64, session 18's torchk). Rings as deep as 227 KB allows beside the staging buffer (n112 / n128: 8). fp8
+    // above 80 tokens keeps one promotion temporary per warpgroup (two spilled from n96 up in 224 registers); n136
+    // with it too (it had spilled with two; n144 still spills 24 bytes at 168 registers: not built).
+    SM90_CFG_SKINNY_K2("fp8_skinny_n88_k2", 88, 10, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n96_k2", 96, 10, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n112_k2", 112, 8, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n128_k2", 128, 8, false),
+    SM90_CFG_SKINNY_K2("int8_skinny_n96_k2", 96, 10, true),
+    SM90_CFG_SKINNY_K2("int8_skinny_n128_k2", 128, 8, true),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n136_k2", 136, 7, false),
+    SM90_CFG_SKINNY_K2("int8_skinny_n144_k2", 144, 7, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -855,14 +869,16 @@ __attribute__((unused)) static int skinny_shift_enabled(void) {
 }
 static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 4, 0, 4); }
 // W8A8_SM90_SKINNY_K2 (session 25; hook w8a8_sm90_set_skinny_k2): plan_skinny's tiles with two consumer warpgroups
-// (the _k2 twin of the planned configuration): 2 (default since session 26) for fp8 token tiles of <= 48, 1 every
-// twin, 0 none. Session 26 call 1 (h200-session26 part 1; sm90_dev forcing each tile and its twin, 8b-o / 8b-down /
+// (the _k2 twin of the planned configuration): 2 (default since session 26) for fp8 single tiles of 24..48 tokens,
+// 1 every twin, 0 none. Session 26 call 1 (h200-session26 part 1; sm90_dev forcing each tile and its twin, 8b-o / 8b-down /
 // 8b-qkv / 70b-o-tp4 / 70b-down-tp4 at 8..144 tokens): the twin 2-3% faster for fp8 n8 / n24 / n48 singles and n24 /
 // n48 pairs (70b-down-tp4 24 tokens 17.30 -> 16.75 us, 8b-o 96 n48 pair 9.49 -> 9.38), even to 1-4% slower for the
 // fp8 n64 / n72 tiles, and for int8 (one warpgroup there already runs two wgmma chains) 0-8% slower from n32 up
 // (70b-o-tp4 16 tokens n64 7.69 -> 8.33), 1-2% faster with n16. Far from session 24's prediction (8b-o 96 tokens
 // 11.97 -> 9.5 us under ncu; cuBLASLt's 64 x 48 tile with three warpgroups 8.80): the consumers' latency is not
-// what holds these tiles back.
+// what holds these tiles back. Call 2 (part 2), envab through torch_compare (0 vs the first rule, fp8 <= 48 with the
+// pairs; two rounds, 5 shapes at 1..96 tokens): singles of 24..48 1.02-1.05x (70b-o-tp4 33 tokens 7.4 -> 7.1 us),
+// n8 (1..8 tokens) 0.98-1.02x, the 8b-o pairs 0.98-1.00x (96 tokens 9.6 -> 9.8 us): hence singles of 24..48.
 static int g_skinny_k2 = -1;
 static int skinny_k2(void) { return w8a8_env_int(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 2, 0, 2); }
 // Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles
@@ -922,7 +938,7 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   snprintf(name, sizeof name, "%s_skinny_n%d%s", int8 ? "int8" : "fp8", bn, pair);
   pl.config = find_config(name);
   const int k2mode = skinny_k2();
-  if (k2mode == 1 || (k2mode == 2 && !int8 && bn <= 48)) {
+  if (k2mode == 1 || (k2mode == 2 && !int8 && !*pair && bn >= 24 && bn <= 48)) {
     char k2[44];
     snprintf(k2, sizeof k2, "%s_k2", name);
     const int c2 = find_config(k2);

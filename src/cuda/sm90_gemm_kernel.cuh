@@ -2108,8 +2108,11 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
       if constexpr (PROMOTE) {
         // fp8: the main kernel's double-buffered promotion (sm90_fp8_issue / sm90_fp8_retire): block k's wgmmas
         // go into one temporary while block k - 1's finish into the other (wait_group 1), which is then released
-        // and added in; each K-block from zero, acc += block in K order (the bits of one temporary).
-        float ta[C::NACC], tb[C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
+        // and added in; each K-block from zero, acc += block in K order (the bits of one temporary). The wide tiles
+        // with two warpgroups (CW = 2, BN > 80: 64 accumulators + 2 x 64 temporaries spilled in 224 registers, session
+        // 26) keep one temporary: each warpgroup waits for its own block, the other's block keeps the tensor core busy.
+        constexpr bool ONE_T = CW == 2 && BN > 80;
+        float ta[C::NACC], tb[ONE_T ? 1 : C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
         float *facc = (float *)acc;
         const int n = mine;
 #define SKINNY_ISSUE(T) \
@@ -2118,7 +2121,14 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
 #define SKINNY_ADVANCE() \
     prev = s;            \
     sm90_skinny_step<CW, STAGES>(s, phase);
-        if (n > 0) {
+        if constexpr (ONE_T) {
+          for (int j = 0; j < n; j++) {
+            SKINNY_ISSUE(ta);
+            SKINNY_ADVANCE();
+            sm90_wgmma_wait<0>();
+            sm90_fp8_retire<MC>(ta, facc, empty0 + 8 * prev, tid);
+          }
+        } else if (n > 0) {
           SKINNY_ISSUE(ta);
           SKINNY_ADVANCE();
           int j = 1;
