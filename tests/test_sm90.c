@@ -2084,7 +2084,7 @@ W8A8_TEST(sm90_skinny_plan) {
         const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
         char want2[48] = "";
         const char *nb = want ? strstr(want, "_n") : NULL;
-        const int bn = nb ? atoi(nb + 2) : 0, twin = k2 == 1 || (k2 == 2 && !dt && !strstr(want, "_mc2") && bn >= 24 && bn <= 48);
+        const int bn = nb ? atoi(nb + 2) : 0, twin = k2 == 1 || (k2 == 2 && !dt && nb && !strstr(want, "_mc2") && bn >= 24 && bn <= 48);
         if (want) snprintf(want2, sizeof want2, twin ? "%s_k2" : "%s", want);
         CHECK(want ? !strcmp(got, want2) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4 k2 %d: planned %s, expected %s",
               dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, k2, got,
