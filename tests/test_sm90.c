@@ -47,6 +47,7 @@ void w8a8_sm90_set_deep16(int mode);
 void w8a8_sm90_set_deep3(int on);
 void w8a8_sm90_set_skinny(int mode);
 void w8a8_sm90_set_skinny_k2(int mode);
+void w8a8_sm90_set_skinny_wide(int on);
 void w8a8_cuda_set_gemv(int on);
 void w8a8_sm90_set_tail_single(int on);
 void w8a8_sm90_set_fold(int on);
@@ -2069,8 +2070,21 @@ W8A8_TEST(sm90_skinny_plan) {
       {144, 4000, 4096, "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2"},
       {8, 4096, 4096, "fp8_skinny_n8", "int8_skinny_n16"},
       {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
-      {145, 4096, 4096, NULL, NULL},
-      {40, 2560, 8192, NULL, NULL}};
+      {40, 2560, 8192, NULL, NULL},
+      /* W8A8_SM90_SKINNY_WIDE (session 26): fp8, two token tiles of 88 / 96 on 64 weight tiles with <= 32 K-blocks at
+       * 145..192 tokens, three of 48 (129..144) or 88..128 (193..384) on 40 weight tiles (only _k2 tiles, in every
+       * W8A8_SM90_SKINNY_K2 mode) */
+      {145, 4096, 4096, "fp8_skinny_n88_k2", NULL},
+      {192, 4096, 4096, "fp8_skinny_n96_k2", NULL},
+      {193, 4096, 4096, NULL, NULL},
+      {160, 4096, 14336, NULL, NULL},
+      {144, 2560, 8192, "fp8_skinny_n48_k2", NULL},
+      {160, 2560, 8192, NULL, NULL},
+      {256, 2560, 8192, "fp8_skinny_n88_k2", NULL},
+      {320, 2560, 8192, "fp8_skinny_n112_k2", NULL},
+      {384, 2560, 8192, "fp8_skinny_n128_k2", NULL},
+      {385, 2560, 8192, NULL, NULL},
+      {256, 8192, 8192, NULL, NULL}};
   /* (in W8A8_SM90_SKINNY_K2's three modes: 0 the tiles above, 1 every one's _k2 twin (session 25), 2 (the default
    * since session 26) the twins of the fp8 single tiles of 24..48 tokens) */
   w8a8_sm90_set_skinny(4);
@@ -2084,7 +2098,8 @@ W8A8_TEST(sm90_skinny_plan) {
         const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
         char want2[48] = "";
         const char *nb = want ? strstr(want, "_n") : NULL;
-        const int bn = nb ? atoi(nb + 2) : 0, twin = k2 == 1 || (k2 == 2 && !dt && nb && !strstr(want, "_mc2") && bn >= 24 && bn <= 48);
+        const int bn = nb ? atoi(nb + 2) : 0, wide = nb && strstr(want, "_k2") != NULL;
+        const int twin = !wide && (k2 == 1 || (k2 == 2 && !dt && nb && !strstr(want, "_mc2") && bn >= 24 && bn <= 48));
         if (want) snprintf(want2, sizeof want2, twin ? "%s_k2" : "%s", want);
         CHECK(want ? !strcmp(got, want2) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4 k2 %d: planned %s, expected %s",
               dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, k2, got,
@@ -2092,6 +2107,17 @@ W8A8_TEST(sm90_skinny_plan) {
       }
   }
   w8a8_sm90_set_skinny_k2(-1);
+  w8a8_sm90_set_skinny_wide(0); /* (off: no skinny tile above 144 tokens) */
+  for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++) {
+    if (m4[i].M <= 144) continue;
+    int split = 0;
+    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, m4[i].M, m4[i].N, m4[i].K, &split);
+    if (ci == PLAN_INVALID) break;
+    const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+    CHECK(!strstr(got, "skinny"), "fp8 M=%lld N=%lld K=%lld skinny wide off: planned %s", (long long)m4[i].M,
+          (long long)m4[i].N, (long long)m4[i].K, got);
+  }
+  w8a8_sm90_set_skinny_wide(-1);
   /* and through the public API: N = 4096 (64 weight tiles), K = 2000 (a partial K-block), M = 48 / 80 / 130 */
   static const int64_t m4run[3] = {48, 80, 130};
   for (int i = 0; i < 6 && sms == 132 && !w8a8_test_failed(); i++) {
@@ -2102,6 +2128,17 @@ W8A8_TEST(sm90_skinny_plan) {
     const char *got = w8a8_sm90_last_config(&split);
     CHECK(strstr(got, "_skinny_n") && strstr(got, "_mc2"), "%s M=%lld N=4096 K=2000 skinny 4: ran %s, expected a pair",
           i % 2 ? "int8" : "fp8", (long long)m4run[i / 2], got);
+  }
+  /* the wide tiles through the public API: three token tiles of 88 on 40 weight tiles (the last shifted back over 8
+   * rows of the second), two of 88 on 64 (K = 2000 <= 32 K-blocks) */
+  static const int64_t wide_run[2][2] = {{256, 2560}, {160, 4096}};
+  for (int i = 0; i < 2 && sms == 132 && !w8a8_test_failed(); i++) {
+    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, wide_run[i][0], wide_run[i][1], 2000, i + 19, -1, 0);
+    run_case(&c, 3460 + (uint64_t)i);
+    int split = 0;
+    const char *got = w8a8_sm90_last_config(&split);
+    CHECK(!strcmp(got, "fp8_skinny_n88_k2"), "fp8 M=%lld N=%lld K=2000 skinny wide: ran %s, expected fp8_skinny_n88_k2",
+          (long long)wide_run[i][0], (long long)wide_run[i][1], got);
   }
   w8a8_sm90_set_skinny(-1);
   static const int64_t ms[3] = {20, 40, 64};

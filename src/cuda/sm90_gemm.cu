@@ -881,6 +881,17 @@ static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY"
 // n8 (1..8 tokens) 0.98-1.02x, the 8b-o pairs 0.98-1.00x (96 tokens 9.6 -> 9.8 us): hence singles of 24..48.
 static int g_skinny_k2 = -1;
 static int skinny_k2(void) { return w8a8_env_int(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 2, 0, 2); }
+// W8A8_SM90_SKINNY_WIDE (session 26; hook w8a8_sm90_set_skinny_wide): 1 (default) mode 4 also plans the wide fp8
+// _k2 tiles (88..128 tokens, two consumer warpgroups) where a few token tiles of them fill a wave: three tiles on 40..44
+// weight tiles (70b-qkv-tp4) at 129..144 (n48) and 193..384 tokens, two on 60..66 with <= 32 K-blocks (8b-o) at
+// 145..192; 0 off. Session 26 call 3 (h200-session26 part 3; sm90_dev forcing every wide tile against the plan): 70b-qkv
+// -tp4 144 tokens n48 13.76 vs 14.53 us, 256 n88 16.39 vs 17.35, 320 n112 19.06 vs 23.09, 384 n128 20.54 vs 23.37
+// (n136 20.51), not 160 / 192 (n64 14.76 / 14.68 vs 14.75 / 14.10) nor 512 (30.4 vs 23.8); 8b-o 160 n88 10.57 vs
+// 11.53, 192 n96 11.52 vs 12.30, not 256 (n128 13.21 vs 11.28); lost on 8b-down at 160 / 192 (112 K-blocks: the deep
+// split tiles), on 70b-o-tp4 / 70b-gateup-tp4 / 8b-qkv (128 / 112 / 96 weight tiles) from 128 tokens, and for int8
+// but at 384 tokens on 70b-qkv-tp4 (n128 20.02 vs 21.88; 256: n96 17.73 vs 17.06).
+static int g_skinny_wide = -1;
+static int skinny_wide(void) { return w8a8_env_flag(&g_skinny_wide, "W8A8_SM90_SKINNY_WIDE", 1); }
 // Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles
 // of one weight tile, the weights multicast) where the weight tiles fill at most half of the SMs and twice them >= 0.9
 // of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), at 33..128 tokens with <= 32 K-blocks and at 129..144 with any K,
@@ -908,9 +919,24 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   static const int first[] = {24, 32, 48, 64};
   static const int fp8_one[] = {8, 24, 32, 40, 48, 64, 72, 80, 136, 144}, int8_one[] = {16, 24, 32, 48, 64, 80};
   static const int fp8_pair[] = {8, 16, 24, 32, 48, 64, 72}, int8_pair[] = {8, 16, 32, 48, 64, 80};
+  static const int wide3[] = {88, 96, 112, 128}, wide2[] = {88, 96};
 #define SKINNY_TILE(L, M) smallest_tile(L, (int)(sizeof L / sizeof L[0]), M)
   sm90_plan pl = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  if (!p->ready && !int8 && p->M >= 129 && p->M <= 384 && skinny_mode() == 4 && skinny_wide()) {
+    const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM, kblocks = (p->K + SM90_BK - 1) / SM90_BK;
+    int wide = 0;
+    if (3 * wt <= num_sms && 30 * wt >= 9LL * num_sms)  // three token tiles fill 0.9..1 of a wave
+      wide = p->M <= 144 ? 48 : p->M > 192 ? SKINNY_TILE(wide3, (p->M + 2) / 3) : 0;
+    else if (2 * wt <= num_sms && 20 * wt >= 9LL * num_sms && kblocks <= 32 && p->M >= 145 && p->M <= 192)
+      wide = SKINNY_TILE(wide2, (p->M + 1) / 2);
+    if (wide) {
+      char name[40];
+      snprintf(name, sizeof name, "fp8_skinny_n%d_k2", wide);
+      pl.config = find_config(name);
+      return pl;
+    }
+  }
   int mode = p->ready || p->M < 1 || p->M > 144 ? 0 : skinny_mode();
   const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
   const int64_t kblocks = (p->K + SM90_BK - 1) / SM90_BK;
@@ -980,7 +1006,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // of 7 shapes; the seventh, 8b-gateup, now takes the 128 x 256 tile below (40.7 vs 50.0 us).
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (p->M <= 144) {
+  if (p->M <= 384) {  // (above 144 tokens only W8A8_SM90_SKINNY_WIDE's tiles)
     const sm90_plan pl = plan_skinny(p, num_sms);
     if (pl.config >= 0) return pl;
   }
@@ -1671,6 +1697,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); 
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
   __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 4 ? 4 : mode, __ATOMIC_RELAXED);
 }
+// on: plan_skinny's wide tiles (W8A8_SM90_SKINNY_WIDE) or not, -1 back to the environment
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_wide(int on) { set_switch(&g_skinny_wide, on); }
 // mode: plan_skinny's _k2 twins, W8A8_SM90_SKINNY_K2's 0 / 1 / 2; -1 back to the environment
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int mode) {
   __atomic_store_n(&g_skinny_k2, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
@@ -1730,6 +1758,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int mode) { (void)mode; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_wide(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
