@@ -527,7 +527,8 @@ W8A8_TEST(sm90_skinny_configs) {
    * CTA's tiles start on alternating warpgroups: three K-blocks per tile) */
   static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144",
                                 "fp8_skinny_n48_k2", "int8_skinny_n80_k2", "fp8_skinny_n8_k2", "int8_skinny_n24_k2",
-                                "fp8_skinny_n88_k2", "fp8_skinny_n128_k2", "int8_skinny_n128_k2"};
+                                "fp8_skinny_n88_k2", "fp8_skinny_n128_k2", "int8_skinny_n128_k2",
+                                "fp8_skinny_n128_k2r", "fp8_skinny_n176_k2r"};
   for (int i = 0; i < (int)(sizeof names / sizeof names[0]) && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(names[i], &i8, &bn, NULL);

@@ -41,13 +41,14 @@ typedef struct sm90_config {
   int sk;        // stream-K (the kernel's SK, session 10): a grid of one CTA per SM, sm90_streamk.h's schedule
   int bm;        // rows on wgmma's M side per CTA: 0 = SM90_BM (two consumer warpgroups); 64: the skinny kernel
   int cw;        // the skinny kernel's consumer warpgroups (its CW): 0 or 1 one, 2 two (the _k2 configurations)
+  int wr;        // the skinny kernel's WR (session 26, the _k2r configurations): 384 threads, setmaxnreg 40 / 232
 } sm90_config;
 
 // A configuration's CTA rows on wgmma's M side (the weights when swapped) and its block size. (Unused in a build
 // without sm_90a, whose launch paths compile out.)
 __attribute__((unused)) static int cfg_bm(const sm90_config *c) { return c->bm ? c->bm : SM90_BM; }
 __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
-  return c->bm ? SM90_SKINNY_THREADS(c->cw == 2 ? 2 : 1) : SM90_THREADS;
+  return c->bm ? SM90_SKINNY_THREADS(c->cw == 2 ? 2 : 1, c->wr != 0) : SM90_THREADS;
 }
 
 #define SM90_CFG(NAME, BN, ST, I8, SW, PR, SK, MB)                                                          \
@@ -104,6 +105,10 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
 #define SM90_CFG_SKINNY_K2(NAME, BN, ST, I8)                                                              \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2>, 0, 0, 0, 0, SM90_SKINNY_BM, 2}
+// The same with the producer a whole warpgroup and the registers moved to the consumers (session 26, the kernel's WR).
+#define SM90_CFG_SKINNY_K2R(NAME, BN, ST, I8)                                                             \
+  {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
+   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2, true>, 0, 0, 0, 0, SM90_SKINNY_BM, 2, 1}
 #define SM90_CFG_SKINNY_MC2_K2(NAME, BN, ST, I8)                                                          \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2, 2>, 3, 0, 0, 0, SM90_SKINNY_BM, 2}
@@ -342,6 +347,15 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2("int8_skinny_n128_k2", 128, 8, true),
     SM90_CFG_SKINNY_K2("fp8_skinny_n136_k2", 136, 7, false),
     SM90_CFG_SKINNY_K2("int8_skinny_n144_k2", 144, 7, true),
+    // Session 26 (NOT yet run; the tuner skips them until they have): the wide fp8 tiles with 232 registers per
+    // consumer thread (WR): two promotion temporaries again, and n144 / n160 / n176 (three token tiles of them on
+    // 70b-qkv-tp4's 40 weight tiles cover 385..528 tokens, where the plan's 128 x 128 tile runs 80 CTAs).
+    SM90_CFG_SKINNY_K2R("fp8_skinny_n88_k2r", 88, 10, false),
+    SM90_CFG_SKINNY_K2R("fp8_skinny_n112_k2r", 112, 8, false),
+    SM90_CFG_SKINNY_K2R("fp8_skinny_n128_k2r", 128, 8, false),
+    SM90_CFG_SKINNY_K2R("fp8_skinny_n144_k2r", 144, 7, false),
+    SM90_CFG_SKINNY_K2R("fp8_skinny_n160_k2r", 160, 6, false),
+    SM90_CFG_SKINNY_K2R("fp8_skinny_n176_k2r", 176, 6, false),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -1970,7 +1984,8 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
 // the tuner and the heuristic off it.) Session 23's skinny pairs (mcast 3) were off the tuner until they had run: their
 // tests passed in session 24 (call 1), and the tuner times them since; session 25's _k2 twins likewise (session 26).
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
+  return config >= 0 && config < SM90_NUM_CONFIGS &&
+         (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk || CONFIGS[config].wr);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

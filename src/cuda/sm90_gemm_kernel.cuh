@@ -1962,7 +1962,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 // on the same tiles at 32 K-blocks: h200-session22 part 7). Not with ready flags (prepare refuses them), nor the
 // token tail, the weights-constant hint (ignored: the loads start after griddepcontrol.wait) or the timeline.
 #define SM90_SKINNY_BM 64
-#define SM90_SKINNY_THREADS(CW) (128 * (CW) + 32)
+#define SM90_SKINNY_THREADS(CW, WR) ((WR) ? 384 : 128 * (CW) + 32)
 template <int BN, int STAGES>
 struct sm90_skinny_cfg {
   static constexpr int X_BYTES = SM90_SKINNY_BM * SM90_BK;  // weights: 64 rows of a K-block
@@ -2014,8 +2014,12 @@ SM90_DEV void sm90_skinny_step(int &s, uint32_t &phase) {
 // two halves in the staging buffer (warpgroup 0 stores, warpgroup 1 adds in place: the same thread owns the same
 // positions) and both store, every other token row each. int8: the same bits as CW = 1 (int32 sums); fp8: the sum of
 // two K-ordered halves (other rounding than one K-ordered sum; fp8 is checked with a relative tolerance).
-template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1, int CW = 1>
-__global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
+// WR (session 26, the _k2r configurations, NOT yet run): CW = 2 with the producer a whole warpgroup (384 threads, its
+// warps 9..11 idle) so that setmaxnreg can move registers to the consumers (40 / 232, the main kernel's split): ptxas
+// caps 288 threads at 168 registers (65536 / 384: n144 fp8 spilled at 168, the one-warpgroup n144 uses 238), which
+// held the wide fp8 tiles to one promotion temporary (ONE_T) and kept n144 out. With WR two temporaries again.
+template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1, int CW = 1, bool WR = false>
+__global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                        const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
                        const __grid_constant__ CUtensorMap tmap_t) {
@@ -2028,6 +2032,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
   static_assert(C::SMEM_BYTES <= 232448, "shared memory");
   static_assert(MC == 1 || MC == 2, "a pair of token tiles at most");
   static_assert(CW == 1 || (CW == 2 && STAGES >= 4), "two consumer warpgroups, two stages each in flight");
+  static_assert(!WR || (CW == 2 && MINB == 1), "the register split is for one CTA of two consumer warpgroups per SM");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   const uint32_t smem0 = sm90_smem_u32(smem);
@@ -2053,9 +2058,10 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
     sm90_cluster_sync();
   else
     __syncthreads();
-  if (warp == 4 * CW) {
+  if (WR ? warp >= 4 * CW : warp == 4 * CW) {
     // ---------------- producer (one lane) ----------------
-    if (lane == 0) {
+    if constexpr (WR) sm90_setmaxnreg_dec<40>();  // (the whole warpgroup: setmaxnreg is warpgroup-wide)
+    if (lane == 0 && (!WR || warp == 4 * CW)) {
       sm90_grid_dep_wait();  // nothing in global memory is read before the previous kernel is done
       int s = 0;
       uint32_t phase = 0;
@@ -2081,6 +2087,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
     }
   } else {
     // ---------------- the consumer warpgroup(s) (threads 0..128 CW - 1) ----------------
+    if constexpr (WR) sm90_setmaxnreg_inc<232>();  // 128 x 40 + 256 x 232 <= 65536
     sm90_grid_dep_wait();  // scales, bias, zero points and out may belong to the previous kernel
     const int cw = CW == 1 ? 0 : threadIdx.x / 128, tid = CW == 1 ? threadIdx.x : threadIdx.x % 128;  // warpgroup, thread
     const int r0 = (CW == 1 ? warp : warp % 4) * 16 + lane / 4, c0 = 2 * (lane % 4);
@@ -2111,7 +2118,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW), MINB)
         // and added in; each K-block from zero, acc += block in K order (the bits of one temporary). The wide tiles
         // with two warpgroups (CW = 2, BN > 80: 64 accumulators + 2 x 64 temporaries spilled in 224 registers, session
         // 26) keep one temporary: each warpgroup waits for its own block, the other's block keeps the tensor core busy.
-        constexpr bool ONE_T = CW == 2 && BN > 80;
+        constexpr bool ONE_T = CW == 2 && BN > (WR ? 128 : 80);  // (WR: n144 up, 72..88 accumulators + 2 x 72..88)
         float ta[C::NACC], tb[ONE_T ? 1 : C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
         float *facc = (float *)acc;
         const int n = mine;
