@@ -341,8 +341,10 @@ int w8a8_cli_tune(int argc, char **argv) {
           if (w8a8_sm90_config_int8(ci) != int8 || w8a8_sm90_config_fast_accum(ci)) continue;
           if (w8a8_sm90_config_experimental(ci) && !experimental) continue; /* not validated on a GPU yet */
           int bn = w8a8_sm90_config_swap_bn(ci);
-          /* the token tile just above M, or two of half that (the heuristic's n16 x 2 at 17..32) */
-          if (bn && (M > 2 * bn || (bn > 8 && M <= bn / 2))) continue;
+          /* the token tile just above M, or two of half that (the heuristic's n16 x 2 at 17..32); the skinny tiles
+           * three (the wide rule's, session 26: 70b-qkv-tp4 at 256 tokens on three of 88) */
+          const int tiles_max = strstr(w8a8_sm90_config_name(ci), "_skinny_") ? 3 : 2;
+          if (bn && (M > tiles_max * bn || (bn > 8 && M <= bn / 2))) continue;
           /* split-K only where the configuration has it (the unsplit swapped tiles, e.g. the skinny ones, take 1) */
           int max_split = 1;
           if (bn) w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
