@@ -305,7 +305,8 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_MC2("int8_skinny_n80_mc2", 80, 11, true),
     // Session 25 (first run in session 26): the same tiles with two consumer warpgroups alternating over the ring's
     // K-blocks (what cuBLASLt's 384-thread CTAs do on the same tiling, session 24 part 3), the same rings. (fp8 n136 /
-    // n144 with two temporaries of 72 beside 72 accumulators spilled 1-1.4 KB in 224 registers (288 threads).)
+    // n144 with two temporaries of 72 beside 72 accumulators spilled 1-1.4 KB in the 168 registers ptxas gives 288
+    // threads: 65536 / 384.)
     SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n8_mc2_k2", 8, 20, false),
     SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n16_mc2_k2", 16, 18, false),
     SM90_CFG_SKINNY_MC2_K2("fp8_skinny_n24_mc2_k2", 24, 16, false),
@@ -337,7 +338,7 @@ static const sm90_config CONFIGS[] = {
     // a third of the SMs at 129..384 tokens (70b-qkv-tp4: 40 weight tiles; at 256 tokens three tiles of 88 put 120
     // CTAs on the GPU where our 128 x 128 split-K plan runs 17.5 us against cuBLASLt's 12.9-13.8 with 128 CTAs of
     // 80 x 64, session 18's torchk). Rings as deep as 227 KB allows beside the staging buffer (n112 / n128: 8). fp8
-    // above 80 tokens keeps one promotion temporary per warpgroup (two spilled from n96 up in 224 registers); n136
+    // above 80 tokens keeps one promotion temporary per warpgroup (two spilled from n96 up in 168 registers); n136
     // with it too (it had spilled with two; n144 still spills 24 bytes at 168 registers: not built).
     SM90_CFG_SKINNY_K2("fp8_skinny_n88_k2", 88, 10, false),
     SM90_CFG_SKINNY_K2("fp8_skinny_n96_k2", 96, 10, false),
@@ -882,28 +883,29 @@ __attribute__((unused)) static int skinny_shift_enabled(void) {
   return w8a8_env_flag(&g_skinny_shift, "W8A8_SM90_SKINNY_SHIFT", 1);
 }
 static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 4, 0, 4); }
-// W8A8_SM90_SKINNY_K2 (session 25; hook w8a8_sm90_set_skinny_k2): plan_skinny's tiles with two consumer warpgroups
-// (the _k2 twin of the planned configuration): 2 (default since session 26) for fp8 single tiles of 24..48 tokens,
-// 1 every twin, 0 none. Session 26 call 1 (h200-session26 part 1; sm90_dev forcing each tile and its twin, 8b-o / 8b-down /
+// W8A8_SM90_SKINNY_K2 (session 25; hook w8a8_sm90_set_skinny_k2): plan_skinny's tiles with two consumer warpgroups (the
+// _k2 twin of the planned configuration): 2 (default since session 26) for fp8 single tiles of 24..48 tokens, 1 every
+// twin, 0 none. Session 26 call 1 (h200-session26 part 1; sm90_dev forcing each tile and its twin, 8b-o / 8b-down /
 // 8b-qkv / 70b-o-tp4 / 70b-down-tp4 at 8..144 tokens): the twin 2-3% faster for fp8 n8 / n24 / n48 singles and n24 /
-// n48 pairs (70b-down-tp4 24 tokens 17.30 -> 16.75 us, 8b-o 96 n48 pair 9.49 -> 9.38), even to 1-4% slower for the
-// fp8 n64 / n72 tiles, and for int8 (one warpgroup there already runs two wgmma chains) 0-8% slower from n32 up
-// (70b-o-tp4 16 tokens n64 7.69 -> 8.33), 1-2% faster with n16. Far from session 24's prediction (8b-o 96 tokens
-// 11.97 -> 9.5 us under ncu; cuBLASLt's 64 x 48 tile with three warpgroups 8.80): the consumers' latency is not
-// what holds these tiles back. Call 2 (part 2), envab through torch_compare (0 vs the first rule, fp8 <= 48 with the
-// pairs; two rounds, 5 shapes at 1..96 tokens): singles of 24..48 1.02-1.05x (70b-o-tp4 33 tokens 7.4 -> 7.1 us),
-// n8 (1..8 tokens) 0.98-1.02x, the 8b-o pairs 0.98-1.00x (96 tokens 9.6 -> 9.8 us): hence singles of 24..48.
+// n48 pairs (70b-down-tp4 24 tokens 17.30 -> 16.75 us, 8b-o 96 n48 pair 9.49 -> 9.38), even to 1-4% slower for the fp8
+// n64 / n72 tiles, and for int8 (one warpgroup there already runs two wgmma chains) 0-8% slower from n32 up (70b-o-tp4
+// 16 tokens n64 7.69 -> 8.33), 1-2% faster with n16. Far from session 24's prediction (8b-o 96 tokens 11.97 -> 9.5 us
+// under ncu; cuBLASLt's 64 x 48 tile with three warpgroups 8.80): the consumers' latency is not what holds these tiles
+// back. Call 2 (part 2), envab through torch_compare (0 vs the first rule, fp8 <= 48 with the pairs; two rounds, 5
+// shapes at 1..96 tokens): singles of 24..48 1.02-1.05x (70b-o-tp4 33 tokens 7.4 -> 7.1 us), n8 (1..8 tokens)
+// 0.98-1.02x, the 8b-o pairs 0.98-1.00x (96 tokens 9.6 -> 9.8 us): hence singles of 24..48.
 static int g_skinny_k2 = -1;
 static int skinny_k2(void) { return w8a8_env_int(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 2, 0, 2); }
-// W8A8_SM90_SKINNY_WIDE (session 26; hook w8a8_sm90_set_skinny_wide): 1 (default) mode 4 also plans the wide fp8
-// _k2 tiles (88..128 tokens, two consumer warpgroups) where a few token tiles of them fill a wave: three tiles on 40..44
+// W8A8_SM90_SKINNY_WIDE (session 26; hook w8a8_sm90_set_skinny_wide): 1 (default) mode 4 also plans the wide fp8 _k2
+// tiles (88..128 tokens, two consumer warpgroups) where a few token tiles of them fill a wave: three tiles on 40..44
 // weight tiles (70b-qkv-tp4) at 129..144 (n48) and 193..384 tokens, two on 60..66 with <= 32 K-blocks (8b-o) at
-// 145..192; 0 off. Session 26 call 3 (h200-session26 part 3; sm90_dev forcing every wide tile against the plan): 70b-qkv
-// -tp4 144 tokens n48 13.76 vs 14.53 us, 256 n88 16.39 vs 17.35, 320 n112 19.06 vs 23.09, 384 n128 20.54 vs 23.37
-// (n136 20.51), not 160 / 192 (n64 14.76 / 14.68 vs 14.75 / 14.10) nor 512 (30.4 vs 23.8); 8b-o 160 n88 10.57 vs
+// 145..192; 0 off. Session 26 call 3 (h200-session26 part 3; sm90_dev forcing every wide tile against the plan):
+// 70b-qkv-tp4 144 tokens n48 13.76 vs 14.53 us, 256 n88 16.39 vs 17.35, 320 n112 19.06 vs 23.09, 384 n128 20.54 vs
+// 23.37 (n136 20.51), not 160 / 192 (n64 14.76 / 14.68 vs 14.75 / 14.10) nor 512 (30.4 vs 23.8); 8b-o 160 n88 10.57 vs
 // 11.53, 192 n96 11.52 vs 12.30, not 256 (n128 13.21 vs 11.28); lost on 8b-down at 160 / 192 (112 K-blocks: the deep
-// split tiles), on 70b-o-tp4 / 70b-gateup-tp4 / 8b-qkv (128 / 112 / 96 weight tiles) from 128 tokens, and for int8
-// but at 384 tokens on 70b-qkv-tp4 (n128 20.02 vs 21.88; 256: n96 17.73 vs 17.06).
+// split tiles), on 70b-o-tp4 / 70b-gateup-tp4 / 8b-qkv (128 / 112 / 96 weight tiles) from 128 tokens, and for int8 but
+// at 384 tokens on 70b-qkv-tp4 (n128 20.02 vs 21.88; 256: n96 17.73 vs 17.06). Call 5 (part 4), envab 0 vs 1, two
+// rounds: 70b-qkv-tp4 1.04-1.21x at 129..384 tokens, 8b-o 1.05-1.11x at 145..192, every other row 0.996-1.01.
 static int g_skinny_wide = -1;
 static int skinny_wide(void) { return w8a8_env_flag(&g_skinny_wide, "W8A8_SM90_SKINNY_WIDE", 1); }
 // Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles

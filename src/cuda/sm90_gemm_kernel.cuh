@@ -2116,7 +2116,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
         // fp8: the main kernel's double-buffered promotion (sm90_fp8_issue / sm90_fp8_retire): block k's wgmmas
         // go into one temporary while block k - 1's finish into the other (wait_group 1), which is then released
         // and added in; each K-block from zero, acc += block in K order (the bits of one temporary). The wide tiles
-        // with two warpgroups (CW = 2, BN > 80: 64 accumulators + 2 x 64 temporaries spilled in 224 registers, session
+        // with two warpgroups (CW = 2, BN > 80: 64 accumulators + 2 x 64 temporaries spilled in 168 registers, session
         // 26) keep one temporary: each warpgroup waits for its own block, the other's block keeps the tensor core busy.
         constexpr bool ONE_T = CW == 2 && BN > (WR ? 128 : 80);  // (WR: n144 up, 72..88 accumulators + 2 x 72..88)
         float ta[C::NACC], tb[ONE_T ? 1 : C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
