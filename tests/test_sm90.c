@@ -866,9 +866,8 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
       if (ci >= 0 && (w8a8_sm90_config_int8(ci) != dt || w8a8_sm90_config_swap_bn(ci) ||
                       strstr(w8a8_sm90_config_name(ci), "splitk")))
         continue;
-      /* (no staged output: the pingpong tiles, and the 128 x 80 ones, without whole 64-column chunks) */
-      const int pp = ci >= 0 && (strstr(w8a8_sm90_config_name(ci), "_pp") != NULL ||
-                                 strstr(w8a8_sm90_config_name(ci), "_128x80") != NULL);
+      /* (no staged output: the pingpong tiles) */
+      const int pp = ci >= 0 && strstr(w8a8_sm90_config_name(ci), "_pp") != NULL;
       const int many = ci < 0 || strstr(w8a8_sm90_config_name(ci), "128x64") != NULL ||
                        strstr(w8a8_sm90_config_name(ci), "128x192") != NULL;
       for (int v = 0; v < 4 + many && !w8a8_test_failed(); v++) {
@@ -2074,19 +2073,34 @@ W8A8_TEST(sm90_skinny_plan) {
       {8, 4096, 4096, "fp8_skinny_n8", "int8_skinny_n16"},
       {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
       {40, 2560, 8192, NULL, NULL},
-      /* W8A8_SM90_SKINNY_WIDE (session 26): fp8, two token tiles of 88 / 96 on 64 weight tiles with <= 32 K-blocks at
-       * 145..192 tokens, three of 48 (129..144) or 88..128 (193..384) on 40 weight tiles (only _k2 tiles, in every
+      /* W8A8_SM90_SKINNY_WIDE (session 26; mode 2 session 27): fp8, two token tiles of 88 / 96 on 64 weight tiles with
+       * <= 32 K-blocks at 145..192 tokens, of 112..176 (_k2r) with >= 64 K-blocks at 193..352; three of 48 (129..144)
+       * or 88..176 (193..480, 513..528; _k2r from 112) on 40 weight tiles (only _k2 / _k2r tiles, in every
        * W8A8_SM90_SKINNY_K2 mode) */
       {145, 4096, 4096, "fp8_skinny_n88_k2", NULL},
       {192, 4096, 4096, "fp8_skinny_n96_k2", NULL},
       {193, 4096, 4096, NULL, NULL},
       {160, 4096, 14336, NULL, NULL},
+      {192, 4096, 14336, NULL, NULL},
+      {193, 4096, 14336, "fp8_skinny_n112_k2r", NULL},
+      {256, 4096, 14336, "fp8_skinny_n128_k2r", NULL},
+      {320, 4096, 14336, "fp8_skinny_n160_k2r", NULL},
+      {352, 4096, 14336, "fp8_skinny_n176_k2r", NULL},
+      {353, 4096, 14336, NULL, NULL},
+      {256, 4096, 6144, NULL, NULL}, /* (48 K-blocks) */
       {144, 2560, 8192, "fp8_skinny_n48_k2", NULL},
       {160, 2560, 8192, NULL, NULL},
       {256, 2560, 8192, "fp8_skinny_n88_k2", NULL},
-      {320, 2560, 8192, "fp8_skinny_n112_k2", NULL},
-      {384, 2560, 8192, "fp8_skinny_n128_k2", NULL},
-      {385, 2560, 8192, NULL, NULL},
+      {320, 2560, 8192, "fp8_skinny_n112_k2r", NULL},
+      {384, 2560, 8192, "fp8_skinny_n128_k2r", NULL},
+      {385, 2560, 8192, "fp8_skinny_n144_k2r", NULL},
+      {448, 2560, 8192, "fp8_skinny_n160_k2r", NULL},
+      {480, 2560, 8192, "fp8_skinny_n160_k2r", NULL},
+      {481, 2560, 8192, NULL, NULL},
+      {512, 2560, 8192, NULL, NULL},
+      {513, 2560, 8192, "fp8_skinny_n176_k2r", NULL},
+      {528, 2560, 8192, "fp8_skinny_n176_k2r", NULL},
+      {529, 2560, 8192, NULL, NULL},
       {256, 8192, 8192, NULL, NULL}};
   /* (in W8A8_SM90_SKINNY_K2's three modes: 0 the tiles above, 1 every one's _k2 twin (session 25), 2 (the default
    * since session 26) the twins of the fp8 single tiles of 24..48 tokens) */
@@ -2110,6 +2124,19 @@ W8A8_TEST(sm90_skinny_plan) {
       }
   }
   w8a8_sm90_set_skinny_k2(-1);
+  /* mode 1 (session 26's rule): _k2 tiles only, three token tiles up to 384 tokens, no two of 112.. on long K */
+  static const struct { int64_t M, N, K; const char *fp8; } w1[] = {
+      {320, 2560, 8192, "fp8_skinny_n112_k2"}, {384, 2560, 8192, "fp8_skinny_n128_k2"}, {385, 2560, 8192, NULL},
+      {528, 2560, 8192, NULL},                 {256, 4096, 14336, NULL},                {192, 4096, 4096, "fp8_skinny_n96_k2"}};
+  w8a8_sm90_set_skinny_wide(1);
+  for (int i = 0; i < (int)(sizeof w1 / sizeof w1[0]) && sms == 132 && !w8a8_test_failed(); i++) {
+    int split = 0;
+    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, w1[i].M, w1[i].N, w1[i].K, &split);
+    if (ci == PLAN_INVALID) break;
+    const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+    CHECK(w1[i].fp8 ? !strcmp(got, w1[i].fp8) : !strstr(got, "skinny"), "fp8 M=%lld N=%lld K=%lld skinny wide 1: planned %s, expected %s",
+          (long long)w1[i].M, (long long)w1[i].N, (long long)w1[i].K, got, w1[i].fp8 ? w1[i].fp8 : "another plan");
+  }
   w8a8_sm90_set_skinny_wide(0); /* (off: no skinny tile above 144 tokens) */
   for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++) {
     if (m4[i].M <= 144) continue;

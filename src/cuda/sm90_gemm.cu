@@ -56,11 +56,6 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
   {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB>}
 
-// A plain tile not yet run on a GPU (unrun: the tuner skips it).
-#define SM90_CFG_UNRUN(NAME, BN, ST, I8, PR)                                                             \
-  {NAME, I8, BN, 0, 0, 1, !(I8) && !(PR), sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                 \
-   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, false, PR, false, 1>, 0, 0, 0, 0, 0, 0, 0, 1}
-
 // 2-CTA clusters with B multicast (plain tiles): the same tile, twice the M rows per B load.
 #define SM90_CFG_MC(NAME, BN, ST, I8, PR)                                                                \
   {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
@@ -114,7 +109,7 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
 // The same with the producer a whole warpgroup and the registers moved to the consumers (session 26, the kernel's WR).
 #define SM90_CFG_SKINNY_K2R(NAME, BN, ST, I8)                                                             \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
-   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2, true>, 0, 0, 0, 0, SM90_SKINNY_BM, 2, 1, 1}
+   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2, true>, 0, 0, 0, 0, SM90_SKINNY_BM, 2, 1}
 #define SM90_CFG_SKINNY_MC2_K2(NAME, BN, ST, I8)                                                          \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2, 2>, 3, 0, 0, 0, SM90_SKINNY_BM, 2}
@@ -354,21 +349,15 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2("int8_skinny_n128_k2", 128, 8, true),
     SM90_CFG_SKINNY_K2("fp8_skinny_n136_k2", 136, 7, false),
     SM90_CFG_SKINNY_K2("int8_skinny_n144_k2", 144, 7, true),
-    // Session 26 (NOT yet run; the tuner skips them until they have): the wide fp8 tiles with 232 registers per
-    // consumer thread (WR): two promotion temporaries again, and n144 / n160 / n176 (three token tiles of them on
-    // 70b-qkv-tp4's 40 weight tiles cover 385..528 tokens, where the plan's 128 x 128 tile runs 80 CTAs).
+    // Session 26 (first run in session 27): the wide fp8 tiles with 232 registers per consumer thread (WR): two
+    // promotion temporaries again, and n144 / n160 / n176 (three token tiles of them on 70b-qkv-tp4's 40 weight tiles
+    // cover 385..528 tokens, where the plan's 128 x 128 tile runs 80 CTAs).
     SM90_CFG_SKINNY_K2R("fp8_skinny_n88_k2r", 88, 10, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n112_k2r", 112, 8, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n128_k2r", 128, 8, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n144_k2r", 144, 7, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n160_k2r", 160, 6, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n176_k2r", 176, 6, false),
-    // Session 26 (NOT yet run; the tuner skips them until they have: unrun): 128 x 80
-    // plain tiles, 128 CTAs at 385..512 tokens on 70b-qkv-tp4's 32 weight tiles of 80 where the 128 x 128 tile runs
-    // 80 (512 tokens: 23.8 us, 0.79x of cuBLASLt's tensorwise 19.1, v27; predicted ~16: 62% of the tile's work per
-    // CTA). 7 stages of 26 KB; the epilogue's 16-column chunks (as the swapped n80).
-    SM90_CFG_UNRUN("fp8_128x80_promote", 80, 7, false, true),
-    SM90_CFG_UNRUN("int8_128x80", 80, 7, true, false),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -908,8 +897,8 @@ static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY"
 // 0.98-1.02x, the 8b-o pairs 0.98-1.00x (96 tokens 9.6 -> 9.8 us): hence singles of 24..48.
 static int g_skinny_k2 = -1;
 static int skinny_k2(void) { return w8a8_env_int(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 2, 0, 2); }
-// W8A8_SM90_SKINNY_WIDE (session 26; hook w8a8_sm90_set_skinny_wide): 1 (default) mode 4 also plans the wide fp8 _k2
-// tiles (88..128 tokens, two consumer warpgroups) where a few token tiles of them fill a wave: three tiles on 40..44
+// W8A8_SM90_SKINNY_WIDE (session 26; hook w8a8_sm90_set_skinny_wide): 1 (session 26's default) mode 4 also plans the
+// wide fp8 _k2 tiles (88..128 tokens, two consumer warpgroups) where a few token tiles of them fill a wave: three on 40..44
 // weight tiles (70b-qkv-tp4) at 129..144 (n48) and 193..384 tokens, two on 60..66 with <= 32 K-blocks (8b-o) at
 // 145..192; 0 off. Session 26 call 3 (h200-session26 part 3; sm90_dev forcing every wide tile against the plan):
 // 70b-qkv-tp4 144 tokens n48 13.76 vs 14.53 us, 256 n88 16.39 vs 17.35, 320 n112 19.06 vs 23.09, 384 n128 20.54 vs
@@ -918,8 +907,17 @@ static int skinny_k2(void) { return w8a8_env_int(&g_skinny_k2, "W8A8_SM90_SKINNY
 // split tiles), on 70b-o-tp4 / 70b-gateup-tp4 / 8b-qkv (128 / 112 / 96 weight tiles) from 128 tokens, and for int8 but
 // at 384 tokens on 70b-qkv-tp4 (n128 20.02 vs 21.88; 256: n96 17.73 vs 17.06). Call 5 (part 4), envab 0 vs 1, two
 // rounds: 70b-qkv-tp4 1.04-1.21x at 129..384 tokens, 8b-o 1.05-1.11x at 145..192, every other row 0.996-1.01.
+// Mode 2 (session 27; the default, pending its envab): the tiles of 112 tokens up as their _k2r twins (384 threads,
+// setmaxnreg: 232 registers per consumer thread, two promotion temporaries), three token tiles on 40..44 weight tiles
+// also at 385..480 / 513..528 tokens (n144 / n160 / n176 _k2r), and two on 60..66 weight tiles with >= 64 K-blocks
+// (8b-down) at 193..352 (n112..n176 _k2r). Session 27 call 1 (h200-session27 part 1; sm90_dev forcing each tile
+// against the plan): k2r vs k2 n112 18.83 vs 19.29 us, n128 19.87 vs 20.76 (70b-qkv-tp4 320 / 384), 8b-down 256 n128
+// 31.71 vs 32.73, n88 equal; 70b-qkv-tp4 400 n144 22.11 vs 25.62 (128 x 128), 448 n160 23.13 vs 23.48, 528 n176 24.89
+// vs 28.76, not 512 (n176 25.00 vs 23.51); 8b-down 256 n128 31.71 vs 34.20 (the 128 x 128 split), 320 n176 39.63 vs
+// 43.50, not 160 / 192 (the deep swapped tiles 25.62 / 27.46 vs n88 / n112 27.21 / 29.94); 8b-o (32 K-blocks) not at
+// 256 / 320 (the 128 x 64 / 128 x 128 tiles 11.28 / 14.90 vs n128 / n176 12.83 / 16.36).
 static int g_skinny_wide = -1;
-static int skinny_wide(void) { return w8a8_env_flag(&g_skinny_wide, "W8A8_SM90_SKINNY_WIDE", 1); }
+static int skinny_wide(void) { return w8a8_env_int(&g_skinny_wide, "W8A8_SM90_SKINNY_WIDE", 2, 0, 2); }
 // Mode 4 (the default since session 24; opt-in in session 23): the skinny pairs (the _mc2 configs: two token tiles
 // of one weight tile, the weights multicast) where the weight tiles fill at most half of the SMs and twice them >= 0.9
 // of a wave (8b-o / 8b-down: 64 tiles -> 128 CTAs), at 33..128 tokens with <= 32 K-blocks and at 129..144 with any K,
@@ -948,20 +946,31 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   static const int fp8_one[] = {8, 24, 32, 40, 48, 64, 72, 80, 136, 144}, int8_one[] = {16, 24, 32, 48, 64, 80};
   static const int fp8_pair[] = {8, 16, 24, 32, 48, 64, 72}, int8_pair[] = {8, 16, 32, 48, 64, 80};
   static const int wide3[] = {88, 96, 112, 128}, wide2[] = {88, 96};
+  static const int wide3r[] = {88, 96, 112, 128, 144, 160, 176}, wide2r[] = {112, 128, 144, 160, 176};
 #define SKINNY_TILE(L, M) smallest_tile(L, (int)(sizeof L / sizeof L[0]), M)
   sm90_plan pl = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
   const int64_t kblocks = (p->K + SM90_BK - 1) / SM90_BK;
-  if (!p->ready && !int8 && p->M >= 129 && p->M <= 384 && skinny_mode() == 4 && skinny_wide()) {
+  const int wmode = skinny_wide();
+  if (!p->ready && !int8 && p->M >= 129 && p->M <= 528 && skinny_mode() == 4 && wmode) {
     int wide = 0;
-    if (3 * wt <= num_sms && 30 * wt >= 9LL * num_sms)  // three token tiles fill 0.9..1 of a wave
-      wide = p->M <= 144 ? 48 : p->M > 192 ? SKINNY_TILE(wide3, (p->M + 2) / 3) : 0;
-    else if (2 * wt <= num_sms && 20 * wt >= 9LL * num_sms && kblocks <= 32 && p->M >= 145 && p->M <= 192)
-      wide = SKINNY_TILE(wide2, (p->M + 1) / 2);
+    if (3 * wt <= num_sms && 30 * wt >= 9LL * num_sms) {  // three token tiles fill 0.9..1 of a wave
+      if (p->M <= 144)
+        wide = 48;
+      else if (p->M > 192 && wmode == 1 && p->M <= 384)
+        wide = SKINNY_TILE(wide3, (p->M + 2) / 3);
+      else if (p->M > 192 && wmode == 2 && (p->M <= 480 || p->M > 512))  // (481..512: the 128 x 128 tile)
+        wide = SKINNY_TILE(wide3r, (p->M + 2) / 3);
+    } else if (2 * wt <= num_sms && 20 * wt >= 9LL * num_sms) {  // two fill 0.9..1 of a wave
+      if (kblocks <= 32 && p->M >= 145 && p->M <= 192)
+        wide = SKINNY_TILE(wide2, (p->M + 1) / 2);
+      else if (wmode == 2 && kblocks >= 64 && p->M >= 193 && p->M <= 352)
+        wide = SKINNY_TILE(wide2r, (p->M + 1) / 2);
+    }
     if (wide) {
       char name[40];
-      snprintf(name, sizeof name, "fp8_skinny_n%d_k2", wide);
+      snprintf(name, sizeof name, "fp8_skinny_n%d_k2%s", wide, wmode == 2 && wide >= 112 ? "r" : "");
       pl.config = find_config(name);
       return pl;
     }
@@ -1033,7 +1042,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   // of 7 shapes; the seventh, 8b-gateup, now takes the 128 x 256 tile below (40.7 vs 50.0 us).
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = (int)((p->K + SM90_BK - 1) / SM90_BK);
-  if (p->M <= 384) {  // (above 144 tokens only W8A8_SM90_SKINNY_WIDE's tiles)
+  if (p->M <= 528) {  // (above 144 tokens only W8A8_SM90_SKINNY_WIDE's tiles)
     const sm90_plan pl = plan_skinny(p, num_sms);
     if (pl.config >= 0) return pl;
   }
@@ -1725,8 +1734,10 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); 
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
   __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 4 ? 4 : mode, __ATOMIC_RELAXED);
 }
-// on: plan_skinny's wide tiles (W8A8_SM90_SKINNY_WIDE) or not, -1 back to the environment
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_wide(int on) { set_switch(&g_skinny_wide, on); }
+// mode: plan_skinny's wide tiles, W8A8_SM90_SKINNY_WIDE's 0 / 1 / 2; -1 back to the environment
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_wide(int mode) {
+  __atomic_store_n(&g_skinny_wide, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
+}
 // mode: plan_skinny's _k2 twins, W8A8_SM90_SKINNY_K2's 0 / 1 / 2; -1 back to the environment
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int mode) {
   __atomic_store_n(&g_skinny_k2, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);

@@ -1840,12 +1840,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       } else if constexpr (!SWAP) {
         if (prm) sm90_mbar_wait(pfull, (SK ? pe : pn) & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
-        // tma_out: 1 a 16-bit output map, 2 an fp32 one (the lean epilogue only; else direct). Tiles whose columns are
-        // not whole chunks of 64 (the 128 x 80 tiles, session 26) store directly.
-        if constexpr ((C::NACC / 4) % 8 != 0) {
-          sm90_epi_direct<INT8, C::NACC>(a, acc, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw) + r0,
-                                         ty * BN + c0, qa, qb, cw * 64 + r0, c0);
-        } else if (a.tma_out && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
+        // tma_out: 1 a 16-bit output map, 2 an fp32 one (the lean epilogue only; else direct)
+        if (a.tma_out && (C::NACC / 4) % 8 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
           if (a.out_kind == SM90_OUT_BF16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_BF16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
@@ -1862,7 +1858,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
                                                         tid, 1 + cw, cw * 64,
                                                         sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
                                                         ty * BN, psa_s, psb_s);
-        } else if (a.tma_out == 1)
+        } else if (a.tma_out == 1 && (C::NACC / 4) % 8 == 0)
           sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
                                          cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
                                          ty * BN + c0, qa, qb);
