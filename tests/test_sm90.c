@@ -33,6 +33,8 @@ void w8a8_sm90_set_split_quad(int on);
 void w8a8_sm90_set_tail(int mode);
 void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
+int w8a8_sm90_last_shift(void);
+void w8a8_sm90_set_shift(int on);
 const char *w8a8_sm90_last_config(int *split);
 int w8a8_sm90_last_tma_out(void);
 void w8a8_sm90_set_deep80(int on);
@@ -1024,6 +1026,7 @@ W8A8_TEST(sm90_skinny_shift_matches_fill) {
 W8A8_TEST(sm90_tail_matches_fill) {
   NEED_SM90();
   int v = 0, ntail = 0;
+  w8a8_sm90_set_shift(0); /* (the boxes' expectations: the shift, which takes their unswapped cases, is tested below) */
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
     if (!is_tail_config(ci)) continue;
     ntail++;
@@ -1228,6 +1231,57 @@ W8A8_TEST(sm90_tail_matches_fill) {
   w8a8_destroy(h);
   w8a8_sm90_set_skinny(-1);
   w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
+  w8a8_sm90_set_shift(-1);
+}
+
+/* The shift (session 27, sm90_args.shift_x): on the unswapped tiles without split-K, stream-K or pingpong, a
+ * partial last token tile of two or more loads the last 128 tokens (rows M - 128 .. M - 1) through the kernel's
+ * own map, the tokens it shares with the previous tile stored twice: the same bits as TMA's fill of the box that
+ * runs past M (tail mode 0, shift off), each run checked against the reference. Every such configuration (plain,
+ * multicast, tail twins, 64 / 128 / 192 / 256 columns) at M = 129 (the last tile one token: shifted by 127), 253
+ * (nearly full) and 389 (four tiles, the last 5 tokens), each output type and scale granularity over the cases
+ * (rotate's v), the weights-constant hint on every other one; the shifted launch took the shift. Then the
+ * heuristic: M = 385 x 4096 x 1024 shifts, 384 (no partial tile) and 100 (one token tile) do not, nor with
+ * W8A8_SM90_SHIFT off. */
+static void shift_switch(int on) {
+  w8a8_sm90_set_tail(on ? 1 : 0);
+  w8a8_sm90_set_shift(on);
+}
+W8A8_TEST(sm90_shift_matches_fill) {
+  NEED_SM90();
+  int v = 0, n = 0;
+  for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
+    const char *name = w8a8_sm90_config_name(ci);
+    if (w8a8_sm90_config_swap_bn(ci) || strstr(name, "splitk") || strstr(name, "_sk") || strstr(name, "_pp") ||
+        strstr(name, "skinny"))
+      continue;
+    n++;
+    const int i8 = w8a8_sm90_config_int8(ci);
+    for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
+      static const int64_t ms[3] = {129, 253, 389};
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[mi], 264 + 64 * (v % 3), 128 * 5 + 40, v, ci, 1);
+      g_weights_constant = v % 2;
+      CHECK(run_ab_same_bits(&c, 2700 + (uint64_t)v, shift_switch) != 0,
+            "%s M=%lld N=%lld: the shifted last token tile's output differs from the filled box's", name,
+            (long long)c.M, (long long)c.N);
+      CHECK(w8a8_test_failed() || w8a8_sm90_last_shift() == 1, "%s M=%lld: the launch did not shift", name,
+            (long long)c.M);
+    }
+  }
+  g_weights_constant = 0;
+  w8a8_sm90_set_tail(-1);
+  w8a8_sm90_set_shift(-1);
+  CHECK(n >= 12, "only %d configurations take the shift", n);
+  /* the heuristic, through the public API */
+  static const int64_t hm[4] = {385, 384, 100, 385};
+  for (int i = 0; i < 4 && !w8a8_test_failed(); i++, v++) {
+    if (i == 3) w8a8_sm90_set_shift(0);
+    mm_case c = rotate(i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, hm[i], 4096, 1024, v, -1, 0);
+    run_case(&c, 2800 + (uint64_t)v);
+    CHECK(w8a8_test_failed() || w8a8_sm90_last_shift() == (i == 0), "M=%lld%s: last_shift %d, expected %d",
+          (long long)hm[i], i == 3 ? " (shift off)" : "", w8a8_sm90_last_shift(), i == 0);
+  }
+  w8a8_sm90_set_shift(-1);
 }
 
 /* Session 15's two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)

@@ -1274,8 +1274,21 @@ static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) 
   if (c->bn == 64) return token_rows <= fold_max_tokens(c->int8);
   return c->bn == 128 && !c->int8 && fp8_box == 0 && token_rows <= 80;
 }
+// W8A8_SM90_SHIFT (session 27; default 1, 0 for A/B runs): the kernel's shift (sm90_args.shift_x, sm90_x0): on the
+// unswapped tiles without split-K, stream-K or pingpong (plain, multicast and tail twins alike), where the last of
+// two or more token tiles is partial, that tile loads the LAST 128 tokens through the kernel's own map instead of a
+// box that runs past M (TMA's out-of-bounds fill) or the tail's short boxes; under tail_plan's rule (tail mode 1)
+// only, so that sm90_dev -R and the tail tests still get the boxes they ask for, and never with ready flags.
+// Prediction (session 27 part 3, the plain 128 x 128 tile at 353..500 tokens against its full-tile times): 8b-down
+// 385 / 416 tokens 55.5 / 52.4 -> ~47 us, 8b-o 18.1 / 16.9 -> ~14.8, 70b-qkv-tp4 529 / 560 28.4 / 26.4 -> ~24.5.
+static int g_shift = -1;
+static int shift_applies(const sm90_config *c, int64_t token_rows, int ready) {
+  return !c->swap && !c->splitk && !c->sk && !c->pp && !c->bm && token_rows > SM90_BM && token_rows % SM90_BM != 0 &&
+         !ready && tail_mode() == 1 && w8a8_env_flag(&g_shift, "W8A8_SM90_SHIFT", 1);
+}
 static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready) {
   tail_boxes t = {0, 0};
+  if (mode == 1 && shift_applies(c, token_rows, ready)) return t;  // (the shift loads the tile's rows)
   const int box = c->swap ? c->bn : SM90_BM;
   const int v = (int)(token_rows % box);
   if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
@@ -1324,6 +1337,8 @@ static int g_tail_env = -1;
 static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   // Only under tail_plan's rule (mode 1): with the tail off or a test mode the twin would run without it.
   if (pl->config < 0 || tail_mode() != 1 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1)) return;
+  // (where the plan's tile takes the shift, its twin would run without boxes, its TAIL code for nothing)
+  if (shift_applies(&CONFIGS[pl->config], p->M, p->ready != NULL)) return;
   char twin[64];
   snprintf(twin, sizeof twin, "%s_tail", CONFIGS[pl->config].name);
   const int to = find_config(twin);
@@ -1690,6 +1705,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on)
 // The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
 static int g_last_tail;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
+static int g_last_shift;  // the last launch's sm90_args.shift_x (tests)
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_shift(void) { return __atomic_load_n(&g_last_shift, __ATOMIC_RELAXED); }
 // The last launch's configuration and split (tp-bench's W8A8_TP_TRACE lines: which tile a fused call's GEMM
 // ran): its name, "" before any launch; *split its split-K factor. The process's last launch, any thread's.
 static int g_last_config = -1;
@@ -1734,6 +1751,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); 
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) {
   __atomic_store_n(&g_skinny, mode < 0 ? -1 : mode > 4 ? 4 : mode, __ATOMIC_RELAXED);
 }
+// on: the kernel's shift of a partial last token tile (W8A8_SM90_SHIFT) or not, -1 back to the environment
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_shift(int on) { set_switch(&g_shift, on); }
 // mode: plan_skinny's wide tiles, W8A8_SM90_SKINNY_WIDE's 0 / 1 / 2; -1 back to the environment
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_skinny_wide(int mode) {
   __atomic_store_n(&g_skinny_wide, mode < 0 ? -1 : mode > 2 ? 2 : mode, __ATOMIC_RELAXED);
@@ -1802,6 +1821,8 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_shift(void) { return 0; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_shift(int on) { (void)on; }
 extern "C" W8A8_HIDDEN const char *w8a8_sm90_last_config(int *split) {
   if (split) *split = 0;
   return "";
@@ -1872,6 +1893,8 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.split_quad = w8a8_env_flag(&g_split_quad, "W8A8_SM90_SPLIT_QUAD", 1);
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
+  a.shift_x = !tail.n && shift_applies(c, rows_x, p->ready != NULL);
+  __atomic_store_n(&g_last_shift, a.shift_x, __ATOMIC_RELAXED);
   __atomic_store_n(&g_last_tail, tail.n * 1000 + tail.rows, __ATOMIC_RELAXED);
   // (an fp32 map serves the lean epilogue only: with the scale slot and without an int8 zero point)
   const int lean32 = a.prm && a.lean && !(p->in_dtype == W8A8_DTYPE_INT8 && a.azp_mode != 0);

@@ -166,6 +166,14 @@ typedef struct sm90_args {
   // keep their offsets, and within tmap_t's 128-byte alignment, so that it keeps its own.
   void *sk_ws;
   unsigned int *sk_locks;
+  // The shift (session 27; the unswapped kernels without split-K, stream-K or pingpong: sm90_x0): where the last
+  // token tile is partial and rows_x > SM90_BM, that tile covers the LAST 128 tokens (rows rows_x - 128 ..
+  // rows_x - 1) instead of running past them: every row TMA loads is a real row of A (no out-of-bounds fill,
+  // whose cost is ~4 cycles per missing row and stage: 8b-down 385 tokens 55.5 us against 47.0 at 480 on the
+  // plain 128 x 128 tile, session 27 part 3), one box through the kernel's own map (no tail map). Its first
+  // rows are also the previous tile's last: computed from the same bytes by the same instructions in the
+  // same K order, stored twice with the same bits (the fold's argument, session 16). 0: as before.
+  int shift_x;
 } sm90_args;
 
 SM90_DEV uint32_t sm90_bits(float v) { return __float_as_uint(v); }
@@ -946,6 +954,17 @@ SM90_DEV int sm90_fold_row(const sm90_args &a, int row0, int cw) {
     if (cw == 1 && sm90_tail_fold(a)) return a.M - 128 + row0 % 128;
   return row0;
 }
+// The first token row of token tile tx in the unswapped kernels that take the shift (SHIFT: no split-K, stream-K or
+// pingpong; the others compile tx * SM90_BM unchanged): tx * SM90_BM, or rows_x - SM90_BM where a.shift_x is set
+// and tile tx is the partial last one (a tile wholly past the last token, an MC = 2 pair's missing partner, keeps
+// its rows: the epilogue's bound on M stores nothing of it).
+template <bool SHIFT>
+SM90_DEV int sm90_x0(const sm90_args &a, int tx) {
+  const int r = tx * SM90_BM;
+  if constexpr (SHIFT)
+    if (a.shift_x && r < a.rows_x && r + SM90_BM > a.rows_x) return a.rows_x - SM90_BM;
+  return r;
+}
 // The token box of one K-block: whole, or the tail's boxes at their rows' places (tail_rows is a
 // multiple of 8, i.e. of the 128-byte swizzle's 1024-byte period, so each box lands in the layout
 // that the whole box would have had), or the fold's one 3-D box (FOLD: the unswapped unsplit unicast
@@ -1281,7 +1300,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #pragma unroll
           for (int i = 0; i < SM90_BM / 32; i++) {
             // (the fold: row r >= 64 holds token M - 128 + r; sm90_fold_row)
-            const int m = sm90_fold_row<TAIL && !SWAP && !SPLITK && MC == 1>(a, tx * SM90_BM + 32 * i, i / 2) + lane;
+            const int m = sm90_fold_row<TAIL && !SWAP && !SPLITK && MC == 1>(
+                              a, sm90_x0<!SWAP && !SPLITK && !SK && !PP>(a, tx) + 32 * i, i / 2) + lane;
             va[i] = __ldcg(a.sa + (a.sa_per_token && m < a.M ? m : 0));
           }
           sm90_mbar_wait(pempty, (pn & 1) ^ 1);  // the consumers are done with the previous tile's
@@ -1341,7 +1361,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
               if (!pre) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
               sm90_load_tokens<SWAP, false>(a, dst + C::X_BYTES, &tmap_y, &tmap_t, full, kb * SM90_BK, ty * BN, tail);
             } else {  // X = tokens, Y = weights
-              sm90_load_tokens<SWAP, !SPLITK && MC == 1>(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK, tx * SM90_BM, tail);
+              sm90_load_tokens<SWAP, !SPLITK && MC == 1>(a, dst, &tmap_x, &tmap_t, full, kb * SM90_BK,
+                                                         sm90_x0<!SPLITK && !SK && !PP>(a, tx), tail);
               if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
                 sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
                                     ty * BN + crank * (BN / 2), (uint16_t)0x3);
@@ -1349,7 +1370,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
                 sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
             }
           } else {
-            if (!(SWAP && pre)) sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
+            if (!(SWAP && pre))
+              sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, sm90_x0<!SWAP && !SPLITK && !SK && !PP>(a, tx));
             if constexpr (MC == 2)  // this CTA's half of Y, into both CTAs (the partner sends the other)
               sm90_tma_load_2d_mc(dst + C::X_BYTES + crank * (BN / 2) * SM90_BK, &tmap_y, full, kb * SM90_BK,
                                   ty * BN + crank * (BN / 2), (uint16_t)0x3);
@@ -1846,24 +1868,24 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           if (a.out_kind == SM90_OUT_BF16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_BF16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
                                                         tid, 1 + cw, cw * 64,
-                                                        sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                                        sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw),
                                                         ty * BN, psa_s, psb_s);
           else if (a.out_kind == SM90_OUT_FP16)
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP16>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
                                                         tid, 1 + cw, cw * 64,
-                                                        sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                                        sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw),
                                                         ty * BN, psa_s, psb_s);
           else
             sm90_epi_lean<INT8, C::NACC, SM90_OUT_FP32>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES,
                                                         tid, 1 + cw, cw * 64,
-                                                        sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                                        sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw),
                                                         ty * BN, psa_s, psb_s);
         } else if (a.tma_out == 1 && (C::NACC / 4) % 8 == 0)
           sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
-                                         cw * 64, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw),
+                                         cw * 64, sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw),
                                          ty * BN + c0, qa, qb);
         else  // (this branch is unswapped and unsplit: the fold's kernels are the unicast tail twins)
-          sm90_epi_direct<INT8, C::NACC>(a, acc, sm90_fold_row<TAIL && MC == 1>(a, tx * SM90_BM + cw * 64, cw) + r0,
+          sm90_epi_direct<INT8, C::NACC>(a, acc, sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw) + r0,
                                          ty * BN + c0, qa, qb, cw * 64 + r0, c0);
         if (prm) sm90_mbar_arrive(pempty);  // this thread has read the slot for the last time
         if constexpr (SK) pe++;
