@@ -104,8 +104,8 @@ if has sm90; then
   run_tests sm90-suite 420 sm90_ tune_ -sm90_many_tiles
 fi
 # TESTS="name-prefix ...": those tests (e.g. the rest of a suite a budget cut short)
-has tests && run_tests tests 300 $TESTS
-has gpu && run_tests gpu-suite 240 cuda_ sm90_ tune_ graph_
+has tests && run_tests tests 480 $TESTS  # (the sm90_ suite alone > 150 s since session 27; BUDGET_S caps it)
+has gpu && run_tests gpu-suite 480 cuda_ sm90_ tune_ graph_
 has cuda && run_tests cuda-suite 180 cuda_ graph_
 has tpgpu && run_tests tpgpu 300 tp_gpu
 
