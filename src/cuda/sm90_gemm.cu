@@ -56,6 +56,14 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
   {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                                  \
    (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB>}
 
+// A configuration written after the last device call (unrun: the tuner skips it until it has run; no plan takes it).
+#define SM90_CFG_UNRUN(NAME, BN, ST, I8, SW, PR, SK, MB)                                                   \
+  {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                         \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB>, 0, 0, 0, 0, 0, 0, 0, 1}
+#define SM90_CFG_TAIL_UNRUN(NAME, BN, ST, I8, SW, PR, SK, MB)                                              \
+  {NAME, I8, BN, SW, SK, MB, !(I8) && !(PR), sm90_cfg<BN, ST, I8, SW, PR, SK>::SMEM_BYTES,                         \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, I8, SW, PR, SK, MB, 1, false, true>, 0, 0, 1, 0, 0, 0, 0, 1}
+
 // 2-CTA clusters with B multicast (plain tiles): the same tile, twice the M rows per B load.
 #define SM90_CFG_MC(NAME, BN, ST, I8, PR)                                                                \
   {NAME, I8, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, I8, false, PR, false>::SMEM_BYTES,                             \
@@ -241,6 +249,14 @@ static const sm90_config CONFIGS[] = {
     // h200-session19 part 3), for plan_single_swap.
     SM90_CFG_TAIL("int8_swap_n160_ps_tail", 160, 5, true, true, false, false, 1),
     SM90_CFG_TAIL("fp8_swap_n160_ps_tail", 160, 5, false, true, true, false, 1),
+    // Session 27 (NOT yet run: unrun, no plan takes them): one swapped token tile of 144 (cuBLASLt's 128x136 /
+    // 128x144 _TNT tiles at 129..144 tokens, h200-session18 part 1): 10% less MMA per CTA than n160 where plan_single_swap
+    // takes n160 at 129..144 (v28: 8b-gateup 129 47.3 us, 70b-gateup-tp4 43.1, against cuBLASLt's tensorwise 37.7 /
+    // 34.7; 128 tokens 37.9 / 36.1). Prediction ~43 / ~39 us. fp8 promotes in halves of 72 (PROMOTE_HALF), 6 stages.
+    SM90_CFG_UNRUN("int8_swap_n144_ps", 144, 6, true, true, false, false, 1),
+    SM90_CFG_UNRUN("fp8_swap_n144_ps", 144, 6, false, true, true, false, 1),
+    SM90_CFG_TAIL_UNRUN("int8_swap_n144_ps_tail", 144, 6, true, true, false, false, 1),
+    SM90_CFG_TAIL_UNRUN("fp8_swap_n144_ps_tail", 144, 6, false, true, true, false, 1),
     // Session 19, an experiment (run since session 20, measured no gain: not planned): the n160 tile with its token tile multicast
     // over clusters of two weight tiles (cuBLASLt's 128x136..160 _TNT kernels at 129..160 tokens run 2x1 / 4x1
     // clusters, h200-session18 part 1): each CTA reads half the token bytes from L2 (at 160 tokens x K = 8192 the

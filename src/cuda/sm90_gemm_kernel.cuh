@@ -1124,8 +1124,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // temporary (see the loop below); the 128 x 192 tile (session 15) likewise, 96 + 48.
   // Session 18 (run since session 19): also the swapped n160 without split-K (fp8_swap_n160_ps: halves of 80
   // tokens, wgmma m64n80, the Y half at 80 rows = 10 swizzle periods; 80 + 40 registers).
+  // Session 27 (NOT yet run): the swapped n144 likewise (halves of 72 tokens: 9 swizzle periods; 72 + 36 registers).
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && !SPLITK &&
-                                (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && C::NACC == 80));
+                                (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && (C::NACC == 80 || C::NACC == 72)));
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   // HDB (session 20; planned since session 21): the halves' temporaries alternate, two of NACC / 2 registers beside the
   // accumulators (96 + 2 x 48 on the 128 x 192 tile; 128 + 2 x 64 would not fit 232).
