@@ -530,7 +530,8 @@ W8A8_TEST(sm90_skinny_configs) {
   static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144",
                                 "fp8_skinny_n48_k2", "int8_skinny_n80_k2", "fp8_skinny_n8_k2", "int8_skinny_n24_k2",
                                 "fp8_skinny_n88_k2", "fp8_skinny_n128_k2", "int8_skinny_n128_k2",
-                                "fp8_skinny_n128_k2r", "fp8_skinny_n176_k2r"};
+                                "fp8_skinny_n128_k2r", "fp8_skinny_n176_k2r", "fp8_skinny_tok_n80_k2",
+                                "int8_skinny_tok_n128_k2"};
   for (int i = 0; i < (int)(sizeof names / sizeof names[0]) && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(names[i], &i8, &bn, NULL);
@@ -868,8 +869,9 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
       if (ci >= 0 && (w8a8_sm90_config_int8(ci) != dt || w8a8_sm90_config_swap_bn(ci) ||
                       strstr(w8a8_sm90_config_name(ci), "splitk")))
         continue;
-      /* (no staged output: the pingpong tiles) */
-      const int pp = ci >= 0 && strstr(w8a8_sm90_config_name(ci), "_pp") != NULL;
+      /* (no staged output: the pingpong tiles, and the skinny kernel's TOK tiles, session 27) */
+      const int pp = ci >= 0 && (strstr(w8a8_sm90_config_name(ci), "_pp") != NULL ||
+                                 strstr(w8a8_sm90_config_name(ci), "_tok_") != NULL);
       const int many = ci < 0 || strstr(w8a8_sm90_config_name(ci), "128x64") != NULL ||
                        strstr(w8a8_sm90_config_name(ci), "128x192") != NULL;
       for (int v = 0; v < 4 + many && !w8a8_test_failed(); v++) {
@@ -1019,8 +1021,27 @@ W8A8_TEST(sm90_skinny_shift_matches_fill) {
             w8a8_sm90_config_name(ci), (long long)c.M, w8a8_sm90_last_tail());
     }
   }
+  /* the TOK tiles (session 27: tokens on the X side, tiles of 64): the same shift on X, at M = 65 (the second tile one
+   * token: shifted by 63), 127 and 3 x 64 + 5 */
+  int ntok = 0;
+  for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
+    if (!strstr(w8a8_sm90_config_name(ci), "_skinny_tok_")) continue;
+    ntok++;
+    const int i8 = w8a8_sm90_config_int8(ci);
+    for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
+      static const int64_t ms[3] = {65, 127, 3 * 64 + 5};
+      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[mi], 200 + 64 * (v % 3), 128 * 5 + 40, v, ci, 1);
+      g_tail_test_config = ci;
+      CHECK(run_ab_same_bits(&c, 2100 + (uint64_t)v, tail_switch) != 0,
+            "%s M=%lld N=%lld: the shifted last token tile's output differs from the filled box's",
+            w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.N);
+      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1000, "%s M=%lld: the launch did not shift (%d)",
+            w8a8_sm90_config_name(ci), (long long)c.M, w8a8_sm90_last_tail());
+    }
+  }
   w8a8_sm90_set_tail(-1);
   CHECK(n >= 20, "only %d skinny configurations", n);
+  CHECK(ntok >= 4, "only %d TOK configurations", ntok);
 }
 
 W8A8_TEST(sm90_tail_matches_fill) {

@@ -118,6 +118,11 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
 #define SM90_CFG_SKINNY_K2R(NAME, BN, ST, I8)                                                             \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2, true>, 0, 0, 0, 0, SM90_SKINNY_BM, 2, 1}
+// The same tile in the main orientation (session 27, the kernel's TOK; NOT yet run: unrun, no plan takes them): X = 64
+// tokens, Y = BN weight rows, two consumer warpgroups.
+#define SM90_CFG_TOK_K2_UNRUN(NAME, BN, ST, I8)                                                           \
+  {NAME, I8, BN, 0, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
+   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2, false, true>, 0, 0, 0, 0, SM90_SKINNY_BM, 2, 0, 1}
 #define SM90_CFG_SKINNY_MC2_K2(NAME, BN, ST, I8)                                                          \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2, 2>, 3, 0, 0, 0, SM90_SKINNY_BM, 2}
@@ -374,6 +379,15 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2R("fp8_skinny_n144_k2r", 144, 7, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n160_k2r", 160, 6, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n176_k2r", 176, 6, false),
+    // Session 27 (NOT yet run: unrun, no plan takes them): the TOK tiles, 64 tokens x BN weight rows, for 70b-qkv-tp4 at
+    // 129..512 tokens (80: 32 weight tiles x 4 token tiles = 128 CTAs at 193..256, cuBLASLt's grid; 64: 40 x 3 = 120 at
+    // 129..192; 128: 20 x 6 = 120 at 321..384). Prediction 256 tokens ~13-14 us (our n88 three-tile plan 16.2).
+    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n64_k2", 64, 12, false),
+    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n80_k2", 80, 11, false),
+    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n96_k2", 96, 10, false),
+    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n128_k2", 128, 8, false),
+    SM90_CFG_TOK_K2_UNRUN("int8_skinny_tok_n80_k2", 80, 11, true),
+    SM90_CFG_TOK_K2_UNRUN("int8_skinny_tok_n128_k2", 128, 8, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -1664,7 +1678,8 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   // The skinny kernel has no tail map: its tail_n = 1 shifts a partial last token tile back over real rows
   // (sm90_skinny_row0).
   if (c->bm) {
-    tail->n = tail_mode() != 0 && skinny_shift_enabled() && rows_y > c->bn && rows_y % c->bn != 0;
+    tail->n = tail_mode() != 0 && skinny_shift_enabled() &&
+              (c->swap ? rows_y > c->bn && rows_y % c->bn != 0 : rows_x > cfg_bm(c) && rows_x % cfg_bm(c) != 0);
     tail->rows = 0;
   } else {
     *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h), p->ready != NULL);
@@ -1703,7 +1718,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   memset(to, 0, sizeof *to);
   *tma_out = 0;
   const int f32 = p->out_dtype == W8A8_DTYPE_FP32;
-  if (!c->swap && !c->splitk && c->bn % 64 == 0 && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
+  if (!c->swap && !c->splitk && !c->bm && c->bn % 64 == 0 && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
     *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo, f32 ? 4 : 2);
   return W8A8_SUCCESS;
 }
