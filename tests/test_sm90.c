@@ -999,37 +999,22 @@ static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, i
  * as the box that runs past M (tail mode 0), on every skinny configuration, single and pairs, at M = BN + 1 (the
  * second tile one row: shifted by BN - 1), 2 BN - 3 (a pair's partner nearly full) and 3 BN + 5 (four tiles, two
  * pairs: only the last moves), each output type and scale granularity over the cases (rotate's v); the shifted
- * launch took the shift (last_tail 1000: one "box", no rows). */
+ * launch took the shift (last_tail 1000: one "box", no rows). The TOK tiles likewise with their 64-token tiles. */
 static int is_skinny_config(int ci) { return strstr(w8a8_sm90_config_name(ci), "_skinny_n") != NULL; }
 W8A8_TEST(sm90_skinny_shift_matches_fill) {
   NEED_SM90();
-  int v = 0, n = 0;
+  int v = 0, n = 0, ntok = 0;
   g_tail_test_mode = 1;
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
-    if (!is_skinny_config(ci)) continue;
-    n++;
+    /* (and the TOK tiles, session 27: tokens on the X side in tiles of 64, the same shift there) */
+    const int tok = strstr(w8a8_sm90_config_name(ci), "_skinny_tok_") != NULL;
+    if (!is_skinny_config(ci) && !tok) continue;
+    tok ? ntok++ : n++;
     const int bn = w8a8_sm90_config_swap_bn(ci), i8 = w8a8_sm90_config_int8(ci);
-    REQUIRE(bn > 0, "%s: no token tile width", w8a8_sm90_config_name(ci));
+    REQUIRE(tok || bn > 0, "%s: no token tile width", w8a8_sm90_config_name(ci));
+    const int box = tok ? 64 : bn; /* the token tile */
     for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
-      const int64_t ms[3] = {bn + 1, 2 * bn - 3, 3 * bn + 5};
-      mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[mi], 200 + 64 * (v % 3), 128 * 5 + 40, v, ci, 1);
-      g_tail_test_config = ci;
-      CHECK(run_ab_same_bits(&c, 2100 + (uint64_t)v, tail_switch) != 0,
-            "%s M=%lld N=%lld: the shifted last token tile's output differs from the filled box's",
-            w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.N);
-      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1000, "%s M=%lld: the launch did not shift (%d)",
-            w8a8_sm90_config_name(ci), (long long)c.M, w8a8_sm90_last_tail());
-    }
-  }
-  /* the TOK tiles (session 27: tokens on the X side, tiles of 64): the same shift on X, at M = 65 (the second tile one
-   * token: shifted by 63), 127 and 3 x 64 + 5 */
-  int ntok = 0;
-  for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
-    if (!strstr(w8a8_sm90_config_name(ci), "_skinny_tok_")) continue;
-    ntok++;
-    const int i8 = w8a8_sm90_config_int8(ci);
-    for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
-      static const int64_t ms[3] = {65, 127, 3 * 64 + 5};
+      const int64_t ms[3] = {box + 1, 2 * box - 3, 3 * box + 5};
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[mi], 200 + 64 * (v % 3), 128 * 5 + 40, v, ci, 1);
       g_tail_test_config = ci;
       CHECK(run_ab_same_bits(&c, 2100 + (uint64_t)v, tail_switch) != 0,

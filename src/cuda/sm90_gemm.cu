@@ -1713,12 +1713,12 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 #endif
   // The staged epilogue (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs
   // (1), fp32 ones (2; the kernel's lean epilogue only, not the pingpong tiles'). W8A8_SM90_STAGED=0 keeps the direct
-  // epilogue for every output, W8A8_SM90_STAGED32=0 for fp32 ones (A/B runs). Not the tiles whose columns are not
-  // whole chunks of 64 (128 x 80: the kernel stores those directly).
+  // epilogue for every output, W8A8_SM90_STAGED32=0 for fp32 ones (A/B runs). Not the skinny kernel's TOK tiles (bm:
+  // their epilogue stores directly).
   memset(to, 0, sizeof *to);
   *tma_out = 0;
   const int f32 = p->out_dtype == W8A8_DTYPE_FP32;
-  if (!c->swap && !c->splitk && !c->bm && c->bn % 64 == 0 && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
+  if (!c->swap && !c->splitk && !c->bm && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
     *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo, f32 ? 4 : 2);
   return W8A8_SUCCESS;
 }
