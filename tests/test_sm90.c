@@ -530,8 +530,7 @@ W8A8_TEST(sm90_skinny_configs) {
   static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144",
                                 "fp8_skinny_n48_k2", "int8_skinny_n80_k2", "fp8_skinny_n8_k2", "int8_skinny_n24_k2",
                                 "fp8_skinny_n88_k2", "fp8_skinny_n128_k2", "int8_skinny_n128_k2",
-                                "fp8_skinny_n128_k2r", "fp8_skinny_n176_k2r", "fp8_skinny_tok_n80_k2",
-                                "int8_skinny_tok_n128_k2"};
+                                "fp8_skinny_n128_k2r", "fp8_skinny_n176_k2r"};
   for (int i = 0; i < (int)(sizeof names / sizeof names[0]) && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(names[i], &i8, &bn, NULL);
@@ -869,9 +868,8 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
       if (ci >= 0 && (w8a8_sm90_config_int8(ci) != dt || w8a8_sm90_config_swap_bn(ci) ||
                       strstr(w8a8_sm90_config_name(ci), "splitk")))
         continue;
-      /* (no staged output: the pingpong tiles, and the skinny kernel's TOK tiles, session 27) */
-      const int pp = ci >= 0 && (strstr(w8a8_sm90_config_name(ci), "_pp") != NULL ||
-                                 strstr(w8a8_sm90_config_name(ci), "_tok_") != NULL);
+      /* (no staged output: the pingpong tiles) */
+      const int pp = ci >= 0 && strstr(w8a8_sm90_config_name(ci), "_pp") != NULL;
       const int many = ci < 0 || strstr(w8a8_sm90_config_name(ci), "128x64") != NULL ||
                        strstr(w8a8_sm90_config_name(ci), "128x192") != NULL;
       for (int v = 0; v < 4 + many && !w8a8_test_failed(); v++) {
@@ -999,22 +997,19 @@ static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, i
  * as the box that runs past M (tail mode 0), on every skinny configuration, single and pairs, at M = BN + 1 (the
  * second tile one row: shifted by BN - 1), 2 BN - 3 (a pair's partner nearly full) and 3 BN + 5 (four tiles, two
  * pairs: only the last moves), each output type and scale granularity over the cases (rotate's v); the shifted
- * launch took the shift (last_tail 1000: one "box", no rows). The TOK tiles likewise with their 64-token tiles. */
+ * launch took the shift (last_tail 1000: one "box", no rows). */
 static int is_skinny_config(int ci) { return strstr(w8a8_sm90_config_name(ci), "_skinny_n") != NULL; }
 W8A8_TEST(sm90_skinny_shift_matches_fill) {
   NEED_SM90();
-  int v = 0, n = 0, ntok = 0;
+  int v = 0, n = 0;
   g_tail_test_mode = 1;
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
-    /* (and the TOK tiles, session 27: tokens on the X side in tiles of 64, the same shift there) */
-    const int tok = strstr(w8a8_sm90_config_name(ci), "_skinny_tok_") != NULL;
-    if (!is_skinny_config(ci) && !tok) continue;
-    tok ? ntok++ : n++;
+    if (!is_skinny_config(ci)) continue;
+    n++;
     const int bn = w8a8_sm90_config_swap_bn(ci), i8 = w8a8_sm90_config_int8(ci);
-    REQUIRE(tok || bn > 0, "%s: no token tile width", w8a8_sm90_config_name(ci));
-    const int box = tok ? 64 : bn; /* the token tile */
+    REQUIRE(bn > 0, "%s: no token tile width", w8a8_sm90_config_name(ci));
     for (int mi = 0; mi < 3 && !w8a8_test_failed(); mi++, v++) {
-      const int64_t ms[3] = {box + 1, 2 * box - 3, 3 * box + 5};
+      const int64_t ms[3] = {bn + 1, 2 * bn - 3, 3 * bn + 5};
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[mi], 200 + 64 * (v % 3), 128 * 5 + 40, v, ci, 1);
       g_tail_test_config = ci;
       CHECK(run_ab_same_bits(&c, 2100 + (uint64_t)v, tail_switch) != 0,
@@ -1026,7 +1021,6 @@ W8A8_TEST(sm90_skinny_shift_matches_fill) {
   }
   w8a8_sm90_set_tail(-1);
   CHECK(n >= 20, "only %d skinny configurations", n);
-  CHECK(ntok >= 4, "only %d TOK configurations", ntok);
 }
 
 W8A8_TEST(sm90_tail_matches_fill) {
@@ -1535,7 +1529,8 @@ W8A8_TEST(sm90_split256_plan) {
  * token tiles on 128 CTAs; one 8-row box), the plain tile at M = 256; K = 8192 (64 K-blocks), N =
  * 4352 (136 CTAs) and the switch off keep other tiles; the default rule (2) takes it at 193..256
  * tokens only (these on a GPU with 132 SMs: the gates depend on the count). M = 129 and 200 at N =
- * 512 through the public API with the switch on. */
+ * 512 through the public API with the switch on. With the shift on (the default since session 27) the plain tile
+ * takes M = 129 itself, its last token tile moved back to end at the last token. */
 W8A8_TEST(sm90_narrow256_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
@@ -1556,19 +1551,25 @@ W8A8_TEST(sm90_narrow256_plan) {
     const int plain = w8a8_sm90_config_lookup(name, NULL, NULL, NULL);
     const int twin = tail_twin(name, tail_name, sizeof tail_name);
     REQUIRE(plain >= 0 && twin >= 0, "no %s / %s", name, tail_name);
-    for (int i = 0; i < 10 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
-      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], e = cases[i][4];
+    /* twice: the shift off (the cases as listed), then on (session 27's default: the plain tile covers M = 129's
+     * partial last token tile itself, so where the twin was expected the plain tile is) */
+    for (int i = 0; i < 20 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
+      const int sh = i >= 10;
+      const int64_t M = cases[i % 10][0], N = cases[i % 10][1], K = cases[i % 10][2];
+      const int64_t e = sh && cases[i % 10][4] == 2 ? 1 : cases[i % 10][4];
       int split = 0;
-      w8a8_sm90_set_narrow256((int)cases[i][3]);
+      w8a8_sm90_set_shift(sh);
+      w8a8_sm90_set_narrow256((int)cases[i % 10][3]);
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
       const int ok = e == 0 ? ci >= 0 && ci != plain && ci != twin
                      : e == 3 ? ci == plain || ci == twin
                               : ci == (e == 2 ? twin : plain);
-      CHECK(ok, "%s M=%lld N=%lld K=%lld narrow256 %d: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M,
-            (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
-            e == 0 ? "another tile" : e == 2 ? tail_name : name);
+      CHECK(ok, "%s M=%lld N=%lld K=%lld narrow256 %d shift %d: planned %s, expected %s", dt ? "int8" : "fp8",
+            (long long)M, (long long)N, (long long)K, (int)cases[i % 10][3], sh,
+            ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", e == 0 ? "another tile" : e == 2 ? tail_name : name);
     }
+    w8a8_sm90_set_shift(-1);
     w8a8_sm90_set_narrow256(1);
     for (int i = 0; i < 2 && !w8a8_test_failed(); i++, v++) {
       mm_case c = rotate(in, i ? 200 : 129, 512, 1024, v, -1, 0);
@@ -1828,7 +1829,7 @@ W8A8_TEST(sm90_wide_swap_plan) {
 /* plan_single_swap (session 19): one swapped token tile of 160 at 129..160 tokens where N / 128 is in [3/4,
  * 2] x the SMs with >= 32 K-blocks, its token-tail twin where the tile is partial below 153 rows (one box of
  * the valid rows rounded up to 8); not at 128 or 161 tokens, not on fewer weight tiles or a shorter K, not
- * with the switch off. Then the heuristic's results through the public API where the rule takes the
+ * with the switch off; int8 at 129..144 the n144 tile instead (session 28), its twin below 137 rows. Then the heuristic's results through the public API where the rule takes the
  * problem on any GPU (N = 128 x SMs), with aligned outputs of each type and no zero point. */
 W8A8_TEST(sm90_single_swap_plan) {
   NEED_SM90();
@@ -1859,16 +1860,25 @@ W8A8_TEST(sm90_single_swap_plan) {
     const int c1 = w8a8_sm90_config_lookup(n160, NULL, NULL, NULL), c2 = w8a8_sm90_config_lookup(n160t, NULL, NULL, NULL);
     CHECK(c1 >= 0 && c2 >= 0, "no %s / %s", n160, n160t);
     if (c1 < 0 || c2 < 0) break;
+    const int d1 = dt ? w8a8_sm90_config_lookup("int8_swap_n144_ps", NULL, NULL, NULL) : -2;
+    const int d2 = dt ? w8a8_sm90_config_lookup("int8_swap_n144_ps_tail", NULL, NULL, NULL) : -2;
+    CHECK(d1 != -1 && d2 != -1, "no int8_swap_n144_ps / its tail twin");
+    if (d1 == -1 || d2 == -1) break;
     for (int i = 0; i < ncases && sms == 132 && !w8a8_test_failed(); i++) {
-      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], want = cases[i][4];
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+      /* (int8 at 129..144 tokens: the n144 tile, session 28; the twin where the valid rows, rounded up to 8, are
+       * fewer than the tile's) */
+      const int w = dt && M <= 144 ? 144 : 160;
+      const int want = cases[i][4] ? ((M + 7) / 8 * 8 < w ? 2 : 1) : 0;
+      const int e1 = w == 144 ? d1 : c1, e2 = w == 144 ? d2 : c2;
       int split = 0;
       w8a8_sm90_set_single_swap((int)cases[i][3]);
       const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      const int ok = want ? ci == (want == 1 ? c1 : c2) : ci >= 0 && ci != c1 && ci != c2;
+      const int ok = want ? ci == (want == 1 ? e1 : e2) : ci >= 0 && ci != c1 && ci != c2 && ci != d1 && ci != d2;
       CHECK(ok, "%s M=%lld N=%lld K=%lld switch %d: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M,
             (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
-            want ? (want == 1 ? n160 : n160t) : "another plan");
+            want ? w8a8_sm90_config_name(want == 1 ? e1 : e2) : "another plan");
     }
     w8a8_sm90_set_single_swap(1);
     static const int64_t ms[3] = {129, 150, 160};
@@ -1877,7 +1887,7 @@ W8A8_TEST(sm90_single_swap_plan) {
       int split = 0;
       const int ci = plan_of(h, dbuf, bytes, in, ms[i], N, 4096, &split);
       if (ci == PLAN_INVALID) break;
-      CHECK(ci == (i < 2 ? c2 : c1), "%s M=%lld N=%lld: planned %s", dt ? "int8" : "fp8", (long long)ms[i],
+      CHECK(ci == (i < 2 ? (dt && i == 0 ? d2 : c2) : c1), "%s M=%lld N=%lld: planned %s", dt ? "int8" : "fp8", (long long)ms[i],
             (long long)N, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
       mm_case c = rotate(in, ms[i], N, 4096, v, -1, 0);
       c.out = OUTS[i];
@@ -2278,7 +2288,7 @@ W8A8_TEST(sm90_deep_swap_ring) {
                                      "int8_swap_n192_ps",     "fp8_swap_n160_ps",      "int8_swap_n160_ps_tail",
                                      "fp8_swap_n160_ps_tail", "int8_swap_n160_ps_mc2", "fp8_swap_n160_ps_mc2",
                                      "int8_swap_n80_ps",      "fp8_swap_n80_ps",       "int8_swap_n96_ps",
-                                     "fp8_swap_n96_ps"};
+                                     "fp8_swap_n96_ps",       "int8_swap_n144_ps",     "int8_swap_n144_ps_tail"};
   const int npersistent = (int)(sizeof persistent / sizeof persistent[0]);
   for (int ni = 0; ni < npersistent && !w8a8_test_failed(); ni++, v++) {
     int i8 = 0, bn = 0;

@@ -118,11 +118,6 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
 #define SM90_CFG_SKINNY_K2R(NAME, BN, ST, I8)                                                             \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2, true>, 0, 0, 0, 0, SM90_SKINNY_BM, 2, 1}
-// The same tile in the main orientation (session 27, the kernel's TOK; NOT yet run: unrun, no plan takes them): X = 64
-// tokens, Y = BN weight rows, two consumer warpgroups.
-#define SM90_CFG_TOK_K2_UNRUN(NAME, BN, ST, I8)                                                           \
-  {NAME, I8, BN, 0, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
-   (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2, false, true>, 0, 0, 0, 0, SM90_SKINNY_BM, 2, 0, 1}
 #define SM90_CFG_SKINNY_MC2_K2(NAME, BN, ST, I8)                                                          \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2, 2>, 3, 0, 0, 0, SM90_SKINNY_BM, 2}
@@ -254,14 +249,13 @@ static const sm90_config CONFIGS[] = {
     // h200-session19 part 3), for plan_single_swap.
     SM90_CFG_TAIL("int8_swap_n160_ps_tail", 160, 5, true, true, false, false, 1),
     SM90_CFG_TAIL("fp8_swap_n160_ps_tail", 160, 5, false, true, true, false, 1),
-    // Session 27 (NOT yet run: unrun, no plan takes them): one swapped token tile of 144 (cuBLASLt's 128x136 /
-    // 128x144 _TNT tiles at 129..144 tokens, h200-session18 part 1): 10% less MMA per CTA than n160 where plan_single_swap
-    // takes n160 at 129..144 (v28: 8b-gateup 129 47.3 us, 70b-gateup-tp4 43.1, against cuBLASLt's tensorwise 37.7 /
-    // 34.7; 128 tokens 37.9 / 36.1). Prediction ~43 / ~39 us. fp8 promotes in halves of 72 (PROMOTE_HALF), 6 stages.
-    SM90_CFG_UNRUN("int8_swap_n144_ps", 144, 6, true, true, false, false, 1),
-    SM90_CFG_UNRUN("fp8_swap_n144_ps", 144, 6, false, true, true, false, 1),
-    SM90_CFG_TAIL_UNRUN("int8_swap_n144_ps_tail", 144, 6, true, true, false, false, 1),
-    SM90_CFG_TAIL_UNRUN("fp8_swap_n144_ps_tail", 144, 6, false, true, true, false, 1),
+    // Session 27, run in session 28: one swapped token tile of 144 (cuBLASLt's 128x136 / 128x144 _TNT tiles at 129..144
+    // tokens, h200-session18 part 1), 10% less MMA per CTA than n160; plan_single_swap takes it for int8 at 129..144.
+    // Measured (h200-session28 part 1): int8 8b-gateup 129 / 144 45.8 / 46.4 -> 42.3 / 42.5 us, 70b-gateup-tp4 39.7 /
+    // 40.5 -> 37.8 / 38.0 (predicted ~43 / ~39 for fp8). fp8's twin (promoting in halves of 72) ran no faster than
+    // n160 (45.9 vs 46.5 on 8b-gateup, 42.2 vs 40.7-41.6 on 70b-gateup-tp4): removed.
+    SM90_CFG("int8_swap_n144_ps", 144, 6, true, true, false, false, 1),
+    SM90_CFG_TAIL("int8_swap_n144_ps_tail", 144, 6, true, true, false, false, 1),
     // Session 19, an experiment (run since session 20, measured no gain: not planned): the n160 tile with its token tile multicast
     // over clusters of two weight tiles (cuBLASLt's 128x136..160 _TNT kernels at 129..160 tokens run 2x1 / 4x1
     // clusters, h200-session18 part 1): each CTA reads half the token bytes from L2 (at 160 tokens x K = 8192 the
@@ -379,15 +373,6 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2R("fp8_skinny_n144_k2r", 144, 7, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n160_k2r", 160, 6, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n176_k2r", 176, 6, false),
-    // Session 27 (NOT yet run: unrun, no plan takes them): the TOK tiles, 64 tokens x BN weight rows, for 70b-qkv-tp4 at
-    // 129..512 tokens (80: 32 weight tiles x 4 token tiles = 128 CTAs at 193..256, cuBLASLt's grid; 64: 40 x 3 = 120 at
-    // 129..192; 128: 20 x 6 = 120 at 321..384). Prediction 256 tokens ~13-14 us (our n88 three-tile plan 16.2).
-    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n64_k2", 64, 12, false),
-    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n80_k2", 80, 11, false),
-    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n96_k2", 96, 10, false),
-    SM90_CFG_TOK_K2_UNRUN("fp8_skinny_tok_n128_k2", 128, 8, false),
-    SM90_CFG_TOK_K2_UNRUN("int8_skinny_tok_n80_k2", 80, 11, true),
-    SM90_CFG_TOK_K2_UNRUN("int8_skinny_tok_n128_k2", 128, 8, true),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -833,7 +818,8 @@ static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
   if ((int8 && p->azp_mode != W8A8_AZP_NONE) || !quad_store_ok(p) || 4 * wtiles < 3 * (int64_t)num_sms ||
       wtiles > 2 * (int64_t)num_sms || (p->K + SM90_BK - 1) / SM90_BK < 32)
     return none;
-  sm90_plan pl = {find_config(int8 ? "int8_swap_n160_ps" : "fp8_swap_n160_ps"), 1};
+  // (int8 at 129..144 tokens: the n144 tile, session 28)
+  sm90_plan pl = {find_config(int8 ? (p->M <= 144 ? "int8_swap_n144_ps" : "int8_swap_n160_ps") : "fp8_swap_n160_ps"), 1};
   return pl;
 }
 // Session 20: TWO swapped token tiles of 80 (129..160 tokens) or 96 (161..192) without split-K, fp8 only
@@ -1678,8 +1664,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   // The skinny kernel has no tail map: its tail_n = 1 shifts a partial last token tile back over real rows
   // (sm90_skinny_row0).
   if (c->bm) {
-    tail->n = tail_mode() != 0 && skinny_shift_enabled() &&
-              (c->swap ? rows_y > c->bn && rows_y % c->bn != 0 : rows_x > cfg_bm(c) && rows_x % cfg_bm(c) != 0);
+    tail->n = tail_mode() != 0 && skinny_shift_enabled() && rows_y > c->bn && rows_y % c->bn != 0;
     tail->rows = 0;
   } else {
     *tail = tail_plan(c, c->swap ? rows_y : rows_x, tail_mode(), fp8_any_box(h), p->ready != NULL);

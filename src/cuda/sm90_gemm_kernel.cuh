@@ -1124,9 +1124,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // temporary (see the loop below); the 128 x 192 tile (session 15) likewise, 96 + 48.
   // Session 18 (run since session 19): also the swapped n160 without split-K (fp8_swap_n160_ps: halves of 80
   // tokens, wgmma m64n80, the Y half at 80 rows = 10 swizzle periods; 80 + 40 registers).
-  // Session 27 (NOT yet run): the swapped n144 likewise (halves of 72 tokens: 9 swizzle periods; 72 + 36 registers).
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && !SPLITK &&
-                                (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && (C::NACC == 80 || C::NACC == 72)));
+                                (((C::NACC == 128 || C::NACC == 96) && !SWAP) || (SWAP && C::NACC == 80));
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   // HDB (session 20; planned since session 21): the halves' temporaries alternate, two of NACC / 2 registers beside the
   // accumulators (96 + 2 x 48 on the 128 x 192 tile; 128 + 2 x 64 would not fit 232).
@@ -2008,13 +2007,6 @@ SM90_DEV int sm90_skinny_row0(const sm90_args &a, int ty) {
   const int r = ty * BN;
   return a.tail_n && r < a.rows_y && r + BN > a.rows_y && a.rows_y >= BN ? a.rows_y - BN : r;
 }
-// TOK (session 27, NOT yet run): the first token row of token tile tx in the main orientation (X = tokens, 64 rows):
-// as sm90_skinny_row0 on the X side (a.tail_n: a partial last tile of several ends at the last token).
-SM90_DEV int sm90_tok_row0(const sm90_args &a, int tx) {
-  const int r = tx * SM90_SKINNY_BM;
-  return a.tail_n && r < a.rows_x && r + SM90_SKINNY_BM > a.rows_x && a.rows_x >= SM90_SKINNY_BM ? a.rows_x - SM90_SKINNY_BM
-                                                                                               : r;
-}
 // A consumer warpgroup's next stage: the next one (CW = 1), or two on (CW = 2: the other warpgroup takes the one
 // between), the phase flipping when the ring wraps.
 template <int CW, int STAGES>
@@ -2048,13 +2040,7 @@ SM90_DEV void sm90_skinny_step(int &s, uint32_t &phase) {
 // warps 9..11 idle) so that setmaxnreg can move registers to the consumers (40 / 232, the main kernel's split): ptxas
 // caps 288 threads at 168 registers (65536 / 384: n144 fp8 spilled at 168, the one-warpgroup n144 uses 238), which
 // held the wide fp8 tiles to one promotion temporary (ONE_T) and kept n144 out. With WR two temporaries again.
-// TOK (session 27, NOT yet run; the _tok configurations): the same kernel in the main orientation, X = 64 TOKENS (A,
-// tmap_x's box 64 rows), Y = BN weight rows (B): cuBLASLt's `80x64`-style tiles at 129..512 tokens (70b-qkv-tp4 256
-// tokens: 4 token tiles x 32 weight tiles of 80 = 128 CTAs, 12.9 us against our 16.2-16.6, session 25-26). The main
-// loop is the same (X on wgmma's M side); the staging buffer then holds [token][channel], and the store walks the tile's
-// 64 x BN / 4 (token, channel quad) items, each with its token's scale and its quad's parameters (sm90_quad_load: L1
-// after the first pass). The shift moves to the token side (sm90_tok_row0); a partial weight tile is TMA's fill. MC = 1.
-template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1, int CW = 1, bool WR = false, bool TOK = false>
+template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1, int CW = 1, bool WR = false>
 __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
                        const __grid_constant__ CUtensorMap tmap_o, const sm90_args a,
@@ -2069,7 +2055,6 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
   static_assert(MC == 1 || MC == 2, "a pair of token tiles at most");
   static_assert(CW == 1 || (CW == 2 && STAGES >= 4), "two consumer warpgroups, two stages each in flight");
   static_assert(!WR || (CW == 2 && MINB == 1), "the register split is for one CTA of two consumer warpgroups per SM");
-  static_assert(!TOK || MC == 1, "TOK: no pairs");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   const uint32_t smem0 = sm90_smem_u32(smem);
@@ -2111,14 +2096,9 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
           if constexpr (MC == 2)  // this CTA's half of the weight tile, into both CTAs (the partner sends the other)
             sm90_tma_load_2d_mc(dst + crank * (C::X_BYTES / 2), &tmap_x, full, kb * SM90_BK,
                                 tx * SM90_SKINNY_BM + crank * (SM90_SKINNY_BM / 2), (uint16_t)0x3);
-          else if constexpr (TOK)  // X = tokens, Y = weights
-            sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, sm90_tok_row0(a, tx));
           else
             sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_SKINNY_BM);
-          if constexpr (TOK)
-            sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
-          else
-            sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, sm90_skinny_row0<BN>(a, ty));
+          sm90_tma_load_2d(dst + C::X_BYTES, &tmap_y, full, kb * SM90_BK, sm90_skinny_row0<BN>(a, ty));
           if (++s == STAGES) {
             s = 0;
             phase ^= 1;
@@ -2261,19 +2241,17 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
       // (channel-major), then each thread's quad of channels (4 eq .. 4 eq + 3) for every 8th token of the tile.
       // CW = 2: warpgroup 0 stores its accumulators, warpgroup 1 adds its own in place (acc0 + acc1), and each stores
       // the token rows j of its parity.
-      constexpr int ER = TOK ? 1 : BN / 8;
+      constexpr int ER = BN / 8;
       constexpr int NT = 128 * CW;  // the consumer threads
       float esa[ER];
       int32_t ezp[ER];
-      const int m0 = TOK ? 0 : sm90_skinny_row0<BN>(a, ty);
-      if constexpr (!TOK) {
+      const int m0 = sm90_skinny_row0<BN>(a, ty);
 #pragma unroll
-        for (int j = 0; j < ER; j++)
-          if (CW == 1 || j % CW == cw) sm90_quad_row<INT8>(a, m0 + tid / 16 + 8 * j, esa[j], ezp[j]);
-      }
+      for (int j = 0; j < ER; j++)
+        if (CW == 1 || j % CW == cw) sm90_quad_row<INT8>(a, m0 + tid / 16 + 8 * j, esa[j], ezp[j]);
       const int eq = tid % 16, en = tx * SM90_SKINNY_BM + 4 * eq;
       sm90_quad eqp;
-      if constexpr (!TOK) sm90_quad_load<INT8>(a, 0, en, eqp);
+      sm90_quad_load<INT8>(a, 0, en, eqp);
       if (cw == 0) {
 #pragma unroll
         for (int i = 0; i < C::NACC; i++) {
@@ -2299,22 +2277,6 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
         }
       }
       sm90_named_bar(1, NT);
-      if constexpr (TOK) {
-        // [token][channel]: item it = (token, quad of channels), consecutive threads on consecutive quads of a token
-        constexpr int QN = BN / 4;
-        const int x0 = sm90_tok_row0(a, tx), n0 = ty * BN;
-        for (int it = (int)threadIdx.x; it < SM90_SKINNY_BM * QN; it += NT) {
-          const int tok = it / QN, q = it % QN, m = x0 + tok, n = n0 + 4 * q;
-          if (m >= a.M || n >= a.N) continue;
-          uint32_t raw[4];
-#pragma unroll
-          for (int u = 0; u < 4; u++) raw[u] = sm90_ld_smem(stg + (uint32_t)(tok * C::STG_STRIDE + 4 * q + u) * 4);
-          sm90_quad qp;
-          sm90_quad_load<INT8>(a, m, n, qp);
-          sm90_quad_fence(qp);
-          sm90_quad_store<INT8>(a, m, n, qp, raw);
-        }
-      } else {
 #pragma unroll
       for (int j = 0; j < ER; j++) {
         if (CW == 2 && j % CW != cw) continue;
@@ -2324,7 +2286,6 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
         for (int q = 0; q < 4; q++) raw[q] = sm90_ld_smem(stg + (uint32_t)((4 * eq + q) * C::STG_STRIDE + c) * 4);
         if (m < a.M && en < a.N) sm90_splitk_store<INT8>(a, 0, 0, m, en, eqp, esa[j], ezp[j], raw);
       }
-      }  // !TOK
       sm90_named_bar(1, NT);  // the staging buffer is free for the next tile
     }
   }  // the consumer warpgroup(s)
