@@ -44,6 +44,7 @@ void w8a8_sm90_set_narrow256(int on);
 void w8a8_sm90_set_deep256(int on);
 void w8a8_sm90_set_deep128(int on);
 void w8a8_sm90_set_wide192(int on);
+void w8a8_sm90_set_wide160(int on);
 void w8a8_sm90_set_hdb(int on);
 void w8a8_sm90_set_deep16(int mode);
 void w8a8_sm90_set_deep3(int on);
@@ -871,7 +872,8 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
       /* (no staged output: the pingpong tiles) */
       const int pp = ci >= 0 && strstr(w8a8_sm90_config_name(ci), "_pp") != NULL;
       const int many = ci < 0 || strstr(w8a8_sm90_config_name(ci), "128x64") != NULL ||
-                       strstr(w8a8_sm90_config_name(ci), "128x192") != NULL;
+                       strstr(w8a8_sm90_config_name(ci), "128x192") != NULL ||
+                       strstr(w8a8_sm90_config_name(ci), "128x160") != NULL;
       for (int v = 0; v < 4 + many && !w8a8_test_failed(); v++) {
         mm_case c = v == 4 ? rotate(in, 2048, 2560, 128, v, ci, 1)
                            : rotate(in, v < 2 ? 300 : 65, 520, 128 * 5 + 16 * v, v, ci, 1);
@@ -1393,6 +1395,7 @@ W8A8_TEST(sm90_wide192_plan) {
             "fp8 M=1024 N=2560 hdb off: planned %s, expected fp8_128x192_promote", ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
     }
     w8a8_sm90_set_hdb(1); /* (the default; pinned against W8A8_SM90_HDB=0 in the environment) */
+    w8a8_sm90_set_wide160(0); /* (the 160 rule takes M = 1024 on N = 2560: sm90_wide160_plan) */
     for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
       w8a8_sm90_set_wide192(on);
       for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
@@ -1412,6 +1415,76 @@ W8A8_TEST(sm90_wide192_plan) {
       }
     }
   }
+  w8a8_sm90_set_wide192(-1);
+  w8a8_sm90_set_wide160(-1);
+  w8a8_sm90_set_hdb(-1);
+  plan_rig_close(h, dbuf);
+}
+
+/* The 128 x 160 tiles (session 28: 20 column groups per consumer thread, so the lean epilogue sends two 64-column
+ * chunks through TMA and the last 32 columns from the fragment, sm90_epi_lean_rest; the general path is direct, in
+ * batches of 4 groups), forced, both dtypes: bf16 / fp16 with the lean epilogue on against off (direct), the same
+ * bits, each checked in full against the reference; N = 520 (the last tile's 40 columns: its second chunk and the
+ * direct columns wholly past N) and 2560 + 8 (a last tile of 8 columns), M = 300 (a partial token tile: the shift)
+ * and 129, row strides N and N + 8, bias on and off, every scale granularity. Then plan's rule on a GPU with 132
+ * SMs: N = 2560 at M = 1024 / 2048 plans the 160 tile, M = 512 / 4096 and N = 6144 / 4096 do not, nor the switch at
+ * 0 (nor W8A8_SM90_WIDE192 at 0, the rule's enclosing switch); M = 1024 through the public API. */
+W8A8_TEST(sm90_wide160_plan) {
+  NEED_SM90();
+  int n = 0;
+  for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const int ci = w8a8_sm90_config_lookup(dt ? "int8_128x160" : "fp8_128x160_promote_hdb", NULL, NULL, NULL);
+    REQUIRE(ci >= 0, "no 128 x 160 configuration");
+    for (int v = 0; v < 8 && !w8a8_test_failed(); v++, n++) {
+      mm_case c = rotate(in, v % 2 ? 129 : 300, v < 4 ? 520 : 2568, 128 * 3 + 16 * v, v, ci, 1);
+      c.out = v % 3 == 2 ? W8A8_DTYPE_FP32 : v % 3 ? W8A8_DTYPE_FP16 : W8A8_DTYPE_BF16;
+      c.ldo_pad = (v / 2) % 2 ? 8 : 0;
+      c.out_offset = 0;
+      c.azp = 0;
+      c.sa_per_token = (v / 2) % 2;
+      c.sb_per_channel = (v + dt) % 2;
+      c.bias = (v + dt + v / 4) % 2;
+      CHECK(run_ab_same_bits(&c, 2900 + (uint64_t)n, w8a8_sm90_set_lean) != 0,
+            "%s M=%lld N=%lld out %d v=%d: the lean epilogue's output differs from the direct one's", dt ? "int8" : "fp8",
+            (long long)c.M, (long long)c.N, (int)c.out, v);
+    }
+  }
+  w8a8_sm90_set_lean(-1);
+  g_capture_on = 0;
+  if (w8a8_test_failed() || getenv("W8A8_TUNE_FILE")) return;
+  w8a8_handle *h = NULL;
+  uint8_t *dbuf = NULL;
+  REQUIRE(plan_rig_open(&h, &dbuf, (size_t)160 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
+  const int sms = handle_sms(h);
+  w8a8_sm90_set_hdb(1);
+  w8a8_sm90_set_wide192(1);
+  /* M, N, switch, expected to take the 160 tile (with 132 SMs) */
+  static const int64_t cases[][4] = {{1024, 2560, 1, 1}, {2048, 2560, 1, 1}, {512, 2560, 1, 0}, {4096, 2560, 1, 0},
+                                     {1024, 6144, 1, 0}, {2048, 4096, 1, 0}, {1024, 2560, 0, 0}, {2048, 2560, 0, 0}};
+  for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
+    const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const int t160 = w8a8_sm90_config_lookup(dt ? "int8_128x160" : "fp8_128x160_promote_hdb", NULL, NULL, NULL);
+    for (int i = 0; i < 8 && !w8a8_test_failed(); i++) {
+      int split = 0;
+      w8a8_sm90_set_wide160((int)cases[i][2]);
+      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, cases[i][0], cases[i][1], 4096, &split);
+      if (ci == PLAN_INVALID) break;
+      CHECK((ci == t160) == (cases[i][3] != 0), "%s M=%lld N=%lld rule %d: planned %s", dt ? "int8" : "fp8",
+            (long long)cases[i][0], (long long)cases[i][1], (int)cases[i][2], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
+    }
+    w8a8_sm90_set_wide160(1);
+    w8a8_sm90_set_wide192(0);
+    int split = 0;
+    const int off = plan_of(h, dbuf, (size_t)160 << 20, in, 1024, 2560, 4096, &split);
+    w8a8_sm90_set_wide192(1);
+    if (off == PLAN_INVALID) break;
+    CHECK(off != t160, "%s: the 160 rule fired with W8A8_SM90_WIDE192 at 0", dt ? "int8" : "fp8");
+    w8a8_sm90_set_wide160(-1);
+    mm_case c = rotate(in, 1024, 2560, 1024, 40 + dt, -1, 0);
+    run_case(&c, 2950 + (uint64_t)dt);
+  }
+  w8a8_sm90_set_wide160(-1);
   w8a8_sm90_set_wide192(-1);
   w8a8_sm90_set_hdb(-1);
   plan_rig_close(h, dbuf);

@@ -96,9 +96,11 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
 
 // The 128 x 192 promoted tile with alternating half temporaries (the kernel's HDB; session 20; planned by the
 // 128 x 192 rule since session 21, W8A8_SM90_HDB).
-#define SM90_CFG_HDB(NAME, ST)                                                                           \
-  {NAME, 0, 192, 0, 0, 1, 0, sm90_cfg<192, ST, false, false, true, false>::SMEM_BYTES,                     \
-   (sm90_kernel_fn)sm90_gemm_kernel<192, ST, false, false, true, false, 1, 1, false, false, false, true>}
+#define SM90_CFG_HDB(NAME, ST) SM90_CFG_HDB_BN(NAME, 192, ST)
+// (and the 128 x 160 tile, session 28)
+#define SM90_CFG_HDB_BN(NAME, BN, ST)                                                                    \
+  {NAME, 0, BN, 0, 0, 1, 0, sm90_cfg<BN, ST, false, false, true, false>::SMEM_BYTES,                       \
+   (sm90_kernel_fn)sm90_gemm_kernel<BN, ST, false, false, true, false, 1, 1, false, false, false, true>}
 
 // The skinny swapped tiles (session 22, sm90_skinny_kernel): 64 weight rows x BN tokens, one consumer warpgroup,
 // no split-K; fp8 promotes every K-block.
@@ -373,6 +375,13 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2R("fp8_skinny_n144_k2r", 144, 7, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n160_k2r", 160, 6, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n176_k2r", 176, 6, false),
+    // Session 28: the 128 x 160 tile (plan's 160 rule, W8A8_SM90_WIDE160): 2560 columns in 16 whole tiles, so 70b-qkv-tp4
+    // fills 128 of 132 SMs at 1024 tokens (the 128 x 192 tile: 112 CTAs over 14 tiles, the last 5% empty; cuBLASLt
+    // 32.2 us against our 36.5, v29) and 256 at 2048 (the 128 x 128 tile: 320 CTAs, 2.4 waves; 61.9 against 73.6).
+    // 5 stages of 36 KB; the lean epilogue's last 32 columns go out direct (sm90_epi_lean_rest). fp8 promotes in
+    // alternating halves of 80 columns (HDB: 80 + 2 x 40 registers). Prediction: 1024 tokens ~31 us, 2048 ~62.
+    SM90_CFG("int8_128x160", 160, 5, true, false, false, false, 1),
+    SM90_CFG_HDB_BN("fp8_128x160_promote_hdb", 160, 5),
 };
 #define SM90_NUM_CONFIGS ((int)(sizeof CONFIGS / sizeof CONFIGS[0]))
 #define SM90_MAX_DEVICES 64
@@ -1034,6 +1043,8 @@ static int g_wide192 = -1;  // W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 r
 // 8b-qkv at M = 512 / 768 / 1024, part 2): hdb faster on all 6 rows, 1.04-1.08x (70b-qkv-tp4 512 35.7 -> 33.2 us).
 static int g_hdb = -1;
 static int hdb_enabled(void) { return w8a8_env_flag(&g_hdb, "W8A8_SM90_HDB", 1); }
+static int g_wide160 = -1;  // W8A8_SM90_WIDE160: 1 (default) plan's 128 x 160 rule (inside the 192 rule's switch), 0 off
+static int wide160_enabled(void) { return w8a8_env_flag(&g_wide160, "W8A8_SM90_WIDE160", 1); }
 static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 1); }
 static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -1186,6 +1197,14 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
     const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
     if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : hdb_enabled() ? "fp8_128x192_promote_hdb" : "fp8_128x192_promote";
+    // W8A8_SM90_WIDE160 (session 28): the 128 x 160 tile likewise where its share beats the pick so far by 10%
+    // (N = 2560: 70b-qkv-tp4 at 769..1024 and 1665..2048 tokens on 132 SMs; 128 / 256 tiles of 160 columns,
+    // none empty). fp8 with HDB only (the tile has no plain promoting twin).
+    if (wide160_enabled() && (int8 || hdb_enabled())) {
+      const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
+      const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
+      if (e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1) name = int8 ? "int8_128x160" : "fp8_128x160_promote_hdb";
+    }
   }
   sm90_plan pl = {find_config(name), 1};
   return pl;
@@ -1760,6 +1779,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { set_switch(&g_deep25
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep128, on); }
 // on: plan's 128 x 192 rule (1 the rule, 0 never), -1 back to W8A8_SM90_WIDE192
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide160(int on) { set_switch(&g_wide160, on); }
 // on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
 // mode: plan_skinny's first rule (1), its wider rule (2), mode 3 (more token counts), mode 4 (mode 3 and the pairs on
@@ -1827,6 +1847,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { (void)on; }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_wide160(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { (void)mode; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { (void)on; }
