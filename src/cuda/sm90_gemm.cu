@@ -379,7 +379,10 @@ static const sm90_config CONFIGS[] = {
     // fills 128 of 132 SMs at 1024 tokens (the 128 x 192 tile: 112 CTAs over 14 tiles, the last 5% empty; cuBLASLt
     // 32.2 us against our 36.5, v29) and 256 at 2048 (the 128 x 128 tile: 320 CTAs, 2.4 waves; 61.9 against 73.6).
     // 5 stages of 36 KB; the lean epilogue's last 32 columns go out direct (sm90_epi_lean_rest). fp8 promotes in
-    // alternating halves of 80 columns (HDB: 80 + 2 x 40 registers). Prediction: 1024 tokens ~31 us, 2048 ~62.
+    // alternating halves of 80 columns (HDB: 80 + 2 x 40 registers); 168 registers, 0 spills. Prediction: 1024 tokens
+    // ~31 us, 2048 ~62. Measured (forced, h200-session28 part 4): int8 28.9 / 57.2 us (the 192 / 128 tiles 32.0 /
+    // 66.8; 1500 TOP/s, the large-M rate), fp8 35.4 / 71.0 (36.8 / 73.8): fp8 fills the SMs now but runs at the
+    // promoting kernels' per-SM rate (~1210 TFLOP/s), where cuBLASLt's tensorwise does 32.2 / 62.3.
     SM90_CFG("int8_128x160", 160, 5, true, false, false, false, 1),
     SM90_CFG_HDB_BN("fp8_128x160_promote_hdb", 160, 5),
 };
@@ -1199,7 +1202,9 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : hdb_enabled() ? "fp8_128x192_promote_hdb" : "fp8_128x192_promote";
     // W8A8_SM90_WIDE160 (session 28): the 128 x 160 tile likewise where its share beats the pick so far by 10%
     // (N = 2560: 70b-qkv-tp4 at 769..1024 and 1665..2048 tokens on 132 SMs; 128 / 256 tiles of 160 columns,
-    // none empty). fp8 with HDB only (the tile has no plain promoting twin).
+    // none empty). fp8 with HDB only (the tile has no plain promoting twin). envab 0 vs 1 (one round, h200-session28
+    // part 4): 70b-qkv-tp4 1024 / 2048 int8 32.7 -> 29.2 / 67.1 -> 57.1 us (1.12 / 1.18x), fp8 36.3 -> 34.8 / 73.1
+    // -> 69.2 (1.04 / 1.06x). Not at 768 (the 128 x 128 tile's 120 CTAs: 26.7 us against 31.8) nor 4096 (1.01x).
     if (wide160_enabled() && (int8 || hdb_enabled())) {
       const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
       const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
