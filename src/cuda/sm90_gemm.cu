@@ -1202,12 +1202,13 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : hdb_enabled() ? "fp8_128x192_promote_hdb" : "fp8_128x192_promote";
     // W8A8_SM90_WIDE160 (session 28): the 128 x 160 tile likewise where its share beats the pick so far by 10%
     // (N = 2560: 70b-qkv-tp4 at 769..1024 and 1665..2048 tokens on 132 SMs; 128 / 256 tiles of 160 columns,
-    // none empty; by the same arithmetic, unmeasured: N = 6144 at 257..384 / 641..768, N = 4096 / 8192 at 513..640,
-    // N = 4096 at 1025..1280, N = 14336 at 2305..2432, and a few bands above 3000 tokens, where the rules above leave
-    // the problem to this one). fp8 with HDB only (the tile has no plain promoting twin). envab 0 vs 1 (one round, h200-session28
+    // none empty). Only where N is whole tiles of 160, the measured class: the same arithmetic also picks it, unmeasured,
+    // at N = 6144 257..384 / 641..768 tokens, N = 4096 / 8192 513..640, N = 4096 1025..1280, N = 14336 2305..2432 (the
+    // next session's forced rows decide whether to widen it). fp8 with HDB only (the tile has no plain promoting twin).
+    // envab 0 vs 1 (one round, h200-session28
     // part 4): 70b-qkv-tp4 1024 / 2048 int8 32.7 -> 29.2 / 67.1 -> 57.1 us (1.12 / 1.18x), fp8 36.3 -> 34.8 / 73.1
     // -> 69.2 (1.04 / 1.06x). Not at 768 (the 128 x 128 tile's 120 CTAs: 26.7 us against 31.8) nor 4096 (1.01x).
-    if (wide160_enabled() && (int8 || hdb_enabled())) {
+    if (wide160_enabled() && (int8 || hdb_enabled()) && p->N % 160 == 0) {
       const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
       const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
       if (e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1) name = int8 ? "int8_128x160" : "fp8_128x160_promote_hdb";
