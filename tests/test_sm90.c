@@ -1422,7 +1422,7 @@ W8A8_TEST(sm90_wide192_plan) {
 }
 
 /* The 128 x 160 tiles (session 28: 20 column groups per consumer thread, so the lean epilogue sends two 64-column
- * chunks through TMA and the last 32 columns from the fragment, sm90_epi_lean_rest; the general path is direct, in
+ * chunks through TMA and the last 32 columns through the direct epilogue; the general path is direct, in
  * batches of 4 groups), forced, both dtypes: bf16 / fp16 with the lean epilogue on against off (direct), the same
  * bits, each checked in full against the reference; N = 520 (the last tile's 40 columns: its second chunk and the
  * direct columns wholly past N) and 2560 + 8 (a last tile of 8 columns), M = 300 (a partial token tile: the shift)

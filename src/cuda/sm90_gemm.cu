@@ -378,7 +378,7 @@ static const sm90_config CONFIGS[] = {
     // Session 28: the 128 x 160 tile (plan's 160 rule, W8A8_SM90_WIDE160): 2560 columns in 16 whole tiles, so 70b-qkv-tp4
     // fills 128 of 132 SMs at 1024 tokens (the 128 x 192 tile: 112 CTAs over 14 tiles, the last 5% empty; cuBLASLt
     // 32.2 us against our 36.5, v29) and 256 at 2048 (the 128 x 128 tile: 320 CTAs, 2.4 waves; 61.9 against 73.6).
-    // 5 stages of 36 KB; the lean epilogue's last 32 columns go out direct (sm90_epi_lean_rest). fp8 promotes in
+    // 5 stages of 36 KB; the lean epilogue's last 32 columns go out through the direct one. fp8 promotes in
     // alternating halves of 80 columns (HDB: 80 + 2 x 40 registers); 168 registers, 0 spills. Prediction: 1024 tokens
     // ~31 us, 2048 ~62. Measured (forced, h200-session28 part 4): int8 28.9 / 57.2 us (the 192 / 128 tiles 32.0 /
     // 66.8; 1500 TOP/s, the large-M rate), fp8 35.4 / 71.0 (36.8 / 73.8): fp8 fills the SMs now but runs at the
@@ -1209,8 +1209,7 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     // part 4): 70b-qkv-tp4 1024 / 2048 int8 32.7 -> 29.2 / 67.1 -> 57.1 us (1.12 / 1.18x), fp8 36.3 -> 34.8 / 73.1
     // -> 69.2 (1.04 / 1.06x). Not at 768 (the 128 x 128 tile's 120 CTAs: 26.7 us against 31.8) nor 4096 (1.01x).
     if (wide160_enabled() && (int8 || hdb_enabled()) && p->N % 160 == 0) {
-      const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
-      const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
+      const double e160 = wave_share(tm * (p->N / 160), num_sms);  // (no empty columns)
       if (e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1) name = int8 ? "int8_128x160" : "fp8_128x160_promote_hdb";
     }
   }
@@ -1725,12 +1724,11 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 #endif
   // The staged epilogue (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs
   // (1), fp32 ones (2; the kernel's lean epilogue only, not the pingpong tiles'). W8A8_SM90_STAGED=0 keeps the direct
-  // epilogue for every output, W8A8_SM90_STAGED32=0 for fp32 ones (A/B runs). Not the skinny kernel's TOK tiles (bm:
-  // their epilogue stores directly).
+  // epilogue for every output, W8A8_SM90_STAGED32=0 for fp32 ones (A/B runs).
   memset(to, 0, sizeof *to);
   *tma_out = 0;
   const int f32 = p->out_dtype == W8A8_DTYPE_FP32;
-  if (!c->swap && !c->splitk && !c->bm && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
+  if (!c->swap && !c->splitk && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
     *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo, f32 ? 4 : 2);
   return W8A8_SUCCESS;
 }

@@ -764,48 +764,6 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
 // as two chunks of 64 rows x 32 columns (8 KB, the same buffers), the pair of a fragment row one
 // 8-byte store: the 8 rows of a warp store cover all 32 banks twice (256 bytes, the minimum of two
 // wavefronts). The values are sm90_epi_direct's fp32 ones (the same formula, no rounding after it).
-// The 128 x 160 tile (session 28): its column groups past the last whole 64-column chunk (J / 8 * 8 .. J - 1: 32
-// columns) go out from the fragment with 4- / 8-byte pair stores (sm90_store2, bounds-checked: TMA clipped the
-// chunks), with sm90_epi_lean's formula and conversions, so the same bits. The chunks before it are TMA stores
-// of other columns, so nothing orders the two.
-template <bool INT8, int NACC, int OUT, typename acc_t>
-SM90_DEV void sm90_epi_lean_rest(const sm90_args &a, const acc_t *acc, int r0, int c0, float sa0, float sa1, int m_base,
-                                 int n_tile0, uint32_t psb_s) {
-  constexpr bool BF16 = OUT == SM90_OUT_BF16, F32 = OUT == SM90_OUT_FP32;
-  constexpr int J = NACC / 4, J0 = J / 8 * 8;
-  const int m0 = m_base + r0, m1 = m0 + 8;
-#pragma unroll
-  for (int j = J0; j < J; j++) {
-    const int n = n_tile0 + c0 + 8 * j;
-    float sbA, sbB, bA = -0.0f, bB = -0.0f;
-    sm90_ld_smem_v2f32(psb_s + 4u * (uint32_t)(c0 + 8 * j), sbA, sbB);
-    if (a.bias) {
-      if constexpr (F32) {
-        const float *bias = (const float *)a.bias;
-        bA = __ldg(bias + min(n, a.N - 1));
-        bB = __ldg(bias + min(n + 1, a.N - 1));
-      } else {
-        const unsigned short *bias = (const unsigned short *)a.bias;
-        const unsigned short hA = __ldg(bias + min(n, a.N - 1)), hB = __ldg(bias + min(n + 1, a.N - 1));
-        bA = BF16 ? __uint_as_float((uint32_t)hA << 16) : __half2float(__ushort_as_half(hA));
-        bB = BF16 ? __uint_as_float((uint32_t)hB << 16) : __half2float(__ushort_as_half(hB));
-      }
-    }
-    const acc_t *g = acc + 4 * j;
-    float v[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) v[e] = INT8 ? __int2float_rn((int32_t)sm90_bits(g[e])) : __uint_as_float(sm90_bits(g[e]));
-    const float r00 = __fmaf_rn(sbA, __fmul_rn(sa0, v[0]), bA);
-    const float r01 = __fmaf_rn(sbB, __fmul_rn(sa0, v[1]), bB);
-    const float r10 = __fmaf_rn(sbA, __fmul_rn(sa1, v[2]), bA);
-    const float r11 = __fmaf_rn(sbB, __fmul_rn(sa1, v[3]), bB);
-    if (n < a.N) {
-      if (m0 < a.M) sm90_store2(a, m0, n, r00, r01, n + 1 < a.N);
-      if (m1 < a.M) sm90_store2(a, m1, n, r10, r11, n + 1 < a.N);
-    }
-  }
-}
-
 template <bool INT8, int NACC, int OUT, typename acc_t>
 SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensorMap *tmap_o, uint32_t bufs, int tid,
                             int bar, int row0, int m_base, int n_tile0, uint32_t psa_s, uint32_t psb_s) {
@@ -818,7 +776,7 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
     // 16-byte unit (c0 * 4 / 16 + 2 jl) ^ (r0 % 8) of row r0 is xr ^ (jl << 5)
     const uint32_t xr = (uint32_t)(r0 * 128 + c0 * 4) ^ ((uint32_t)(r0 & 7) << 4);
     constexpr int J = NACC / 4;  // column groups of 8
-    static_assert(J % 4 == 0, "lean epilogue: chunks of 64 columns, then at most one of 32 (sm90_epi_lean_rest)");
+    static_assert(J % 4 == 0, "lean epilogue: chunks of 64 columns (the caller stores the 128 x 160 tile's last 32 directly)");
 #pragma unroll
     for (int q = 0; q < J / 8; q++) {
       float sbA[8], sbB[8], bA[8], bB[8];
@@ -861,13 +819,12 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
         sm90_epi_chunk_release(tmap_o, buf, n_tile0 + 64 * q + 32 * h, m_base, tid, bar);
       }
     }
-    if constexpr (J % 8 != 0) sm90_epi_lean_rest<INT8, NACC, OUT>(a, acc, r0, c0, sa0, sa1, m_base, n_tile0, psb_s);
     return;
   }
   // 16-bit outputs: rows r0 and r0 + 8 share r0 % 8, hence the swizzle; bits 4..6 of r0 * 128 + c0 * 2 are zero
   const uint32_t xr = (uint32_t)(r0 * 128 + c0 * 2) ^ ((uint32_t)(r0 & 7) << 4);
   constexpr int J = NACC / 4;  // column groups of 8
-  static_assert(J % 4 == 0, "lean epilogue: chunks of 64 columns, then at most one of 32 (sm90_epi_lean_rest)");
+  static_assert(J % 4 == 0, "lean epilogue: chunks of 64 columns (the caller stores the 128 x 160 tile's last 32 directly)");
 #pragma unroll
   for (int q = 0; q < J / 8; q++) {
     const uint32_t buf = bufs + (uint32_t)(q & 1) * 8192u;
@@ -915,7 +872,6 @@ SM90_DEV void sm90_epi_lean(const sm90_args &a, const acc_t *acc, const CUtensor
     }
     sm90_epi_chunk_release(tmap_o, buf, n_tile0 + 64 * q, m_base, tid, bar);
   }
-  if constexpr (J % 8 != 0) sm90_epi_lean_rest<INT8, NACC, OUT>(a, acc, r0, c0, sa0, sa1, m_base, n_tile0, psb_s);
 }
 
 // Tile t of the grouped order -> (tile_x, tile_y). Groups of a.group tiles (SM90_GROUP, fewer in ready
@@ -1910,7 +1866,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (prm) sm90_mbar_wait(pfull, (SK ? pe : pn) & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
         // tma_out: 1 a 16-bit output map, 2 an fp32 one (the lean epilogue only; else direct)
-        // (the 128 x 160 tile's J = 20: lean with its last 32 columns direct; the general staged path none)
+        // column groups in whole 64-column chunks (the 128 x 160 tile, session 28: 16 of its 20; the general staged
+        // path takes none of it, the lean one all but the last 32 columns, which go out through the direct path).
+        // (The row expression stays written out at each call: hoisted into one local it changed the code of 26
+        // kernels, unmeasured; the session-28 review's cubin diff.)
+        constexpr int JC = C::NACC / 32 * 8;
         if (a.tma_out && (C::NACC / 4) % 4 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
           if (a.out_kind == SM90_OUT_BF16)
@@ -1928,8 +1888,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
                                                         tid, 1 + cw, cw * 64,
                                                         sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw),
                                                         ty * BN, psa_s, psb_s);
-        } else if (a.tma_out == 1 && (C::NACC / 4) % 8 == 0) {
-          if constexpr ((C::NACC / 4) % 8 == 0)
+          if constexpr (JC < C::NACC / 4)  // (the same values and bits as the lean chunks')
+            sm90_epi_direct<INT8, C::NACC - 4 * JC>(a, acc + 4 * JC, sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw) + r0,
+                                                    ty * BN + c0 + 8 * JC, qa, qb, cw * 64 + r0, c0 + 8 * JC);
+        } else if (a.tma_out == 1 && JC == C::NACC / 4) {
+          if constexpr (JC == C::NACC / 4)
             sm90_epi_staged<INT8, C::NACC>(a, acc, &tmap_o, red0 + (uint32_t)cw * 2u * C::OUT_BUF_BYTES, tid, 1 + cw,
                                            cw * 64, sm90_fold_row<TAIL && MC == 1>(a, sm90_x0<!SPLITK && !SK && !PP>(a, tx) + cw * 64, cw),
                                            ty * BN + c0, qa, qb);
