@@ -1461,11 +1461,13 @@ W8A8_TEST(sm90_wide160_plan) {
   w8a8_sm90_set_wide192(1);
   /* M, N, switch, expected to take the 160 tile (with 132 SMs) */
   static const int64_t cases[][4] = {{1024, 2560, 1, 1}, {2048, 2560, 1, 1}, {512, 2560, 1, 0}, {4096, 2560, 1, 0},
-                                     {1024, 6144, 1, 0}, {2048, 4096, 1, 0}, {1024, 2560, 0, 0}, {2048, 2560, 0, 0}};
+                                     {1024, 6144, 1, 0}, {2048, 4096, 1, 0}, {1024, 2560, 0, 0}, {2048, 2560, 0, 0},
+                                     {300, 6144, 1, 1},  {700, 6144, 1, 1},  {600, 4096, 1, 1}, {1280, 4096, 1, 1},
+                                     {600, 8192, 1, 1},  {2400, 14336, 1, 0}, {700, 6144, 0, 0}};
   for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const int t160 = w8a8_sm90_config_lookup(dt ? "int8_128x160" : "fp8_128x160_promote_hdb", NULL, NULL, NULL);
-    for (int i = 0; i < 8 && !w8a8_test_failed(); i++) {
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
       int split = 0;
       w8a8_sm90_set_wide160((int)cases[i][2]);
       const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, cases[i][0], cases[i][1], 4096, &split);

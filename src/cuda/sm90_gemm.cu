@@ -1200,17 +1200,22 @@ static sm90_plan plan(int dev, const w8a8_mm_problem *p, int num_sms) {
     const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
     const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
     if (e192 > ew * 1.1) name = int8 ? "int8_128x192" : hdb_enabled() ? "fp8_128x192_promote_hdb" : "fp8_128x192_promote";
-    // W8A8_SM90_WIDE160 (session 28): the 128 x 160 tile likewise where its share beats the pick so far by 10%
-    // (N = 2560: 70b-qkv-tp4 at 769..1024 and 1665..2048 tokens on 132 SMs; 128 / 256 tiles of 160 columns,
-    // none empty). Only where N is whole tiles of 160, the measured class: the same arithmetic also picks it, unmeasured,
-    // at N = 6144 257..384 / 641..768 tokens, N = 4096 / 8192 513..640, N = 4096 1025..1280, N = 14336 2305..2432 (the
-    // next session's forced rows decide whether to widen it). fp8 with HDB only (the tile has no plain promoting twin).
-    // envab 0 vs 1 (one round, h200-session28
-    // part 4): 70b-qkv-tp4 1024 / 2048 int8 32.7 -> 29.2 / 67.1 -> 57.1 us (1.12 / 1.18x), fp8 36.3 -> 34.8 / 73.1
-    // -> 69.2 (1.04 / 1.06x). Not at 768 (the 128 x 128 tile's 120 CTAs: 26.7 us against 31.8) nor 4096 (1.01x).
-    if (wide160_enabled() && (int8 || hdb_enabled()) && p->N % 160 == 0) {
-      const double e160 = wave_share(tm * (p->N / 160), num_sms);  // (no empty columns)
-      if (e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1) name = int8 ? "int8_128x160" : "fp8_128x160_promote_hdb";
+    // W8A8_SM90_WIDE160 (session 28): the 128 x 160 tile likewise where its share, counting the last column tile's empty
+    // columns, beats the pick so far by 10%, on at most two waves of its tiles. Session 28 took only N % 160 == 0
+    // (N = 2560: 70b-qkv-tp4 at 769..1024 and 1665..2048 tokens on 132 SMs; 128 / 256 tiles of 160 columns). envab
+    // 0 vs 1 (one round, h200-session28 part 4): 70b-qkv-tp4 1024 / 2048 int8 32.7 -> 29.2 / 67.1 -> 57.1 us (1.12 /
+    // 1.18x), fp8 36.3 -> 34.8 / 73.1 -> 69.2 (1.04 / 1.06x). Not at 768 (the 128 x 128 tile's 120 CTAs: 26.7 us
+    // against 31.8) nor 4096 (1.01x). Session 29 (forced rows, h200-session29 part 1) where the same arithmetic fires
+    // on other N: fp8 / int8 us, the 160 tile against the plan: 8b-qkv 300 18.7 / 16.7 vs 19.5 / 18.4 (the 192 tile),
+    // 384 18.8 / 16.8 vs 19.6 / 18.5, 700 35.0 / 30.3 vs 38.2 / 34.6 (128); 8b-o 600 19.1 / 17.0 vs 19.7 / 18.2, 1100
+    // 34.8 / 30.3 vs 38.2 / 34.9, 1280 36.3 / 30.9 vs 38.3 / 35.1; 70b-o-tp4 600 21.2 / 19.0 vs 22.1 / 20.3; but
+    // 70b-gateup-tp4 2400 (1710 tiles, 13 waves: the share is ~1 for every tile) fp8 453.5 vs 432.1 (int8 378.5 vs
+    // 381.7): hence the cap of two waves. fp8 with HDB only (the tile has no plain promoting twin).
+    if (wide160_enabled() && (int8 || hdb_enabled())) {
+      const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
+      const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
+      if (t160 <= 2 * (int64_t)num_sms && e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1)
+        name = int8 ? "int8_128x160" : "fp8_128x160_promote_hdb";
     }
   }
   sm90_plan pl = {find_config(name), 1};
