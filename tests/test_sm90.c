@@ -941,7 +941,8 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
  * boxes wherever a token tile is partial (mode 2: box / 2 + 1 rows in one tile; box - 3 rows after a
  * full tile, up to 8 loads per stage; M = 1, with the missing partner of a multicast pair) and one box
  * of the valid rows rounded up to 8 (mode 3: box / 2 + 3 rows in one tile, box / 4 + 5 after a full
- * tile: a box of a size that is no power of two), K with a
+ * tile: a box of a size that is no power of two), on the swapped twins wider than 128 tokens also a partial tile of
+ * exactly 128 rows (mode 1 alone, mode 3 after a full tile: no fold there, session 29), K with a
  * tail (K's out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every
  * other case (the tail tile's first stages expect their bytes before the token loads). Each case runs
  * with the tail off, then on, both checked against the reference, the outputs compared byte for
@@ -1039,13 +1040,18 @@ W8A8_TEST(sm90_tail_matches_fill) {
     /* the n64 deep ring's twins also with three token tiles in mode 1 (tail_plan's deep_many, session 11:
      * plan_deep256's 129..192 tokens), a partial third tile of 1 and of 42 rows */
     const int deep_many = strstr(w8a8_sm90_config_name(ci), "swap_n64_deep_tail") != NULL;
-    for (int mi = 0; mi < (deep_many ? 8 : 6) && !w8a8_test_failed(); mi++, v++) {
+    /* the swapped twins wider than 128 tokens (n144 / n160) also with a partial token tile of exactly 128 rows: one box
+     * of 128, which session 29's host took for the unswapped fold (its 3-D map over the weights: an illegal
+     * instruction), alone in mode 1 (tail_plan's single tile) and as the second of two tiles in mode 3 */
+    const int n128 = box > 128 ? 2 : 0, nbase = deep_many ? 8 : 6;
+    for (int mi = 0; mi < nbase + n128 && !w8a8_test_failed(); mi++, v++) {
       const int64_t ms[8] = {box + 1, box / 2 + 1, 2 * box - 3, 1, box / 2 + 3, box + box / 4 + 5, 2 * box + 1, 2 * box + 42};
-      const int64_t M = ms[mi];
-      g_tail_test_mode = mi == 0 || mi >= 6 ? 1 : mi < 4 ? 2 : 3;
+      const int e = mi - nbase; /* the 128-row cases: e = 0, 1 */
+      const int64_t M = e >= 0 ? (e ? box + 128 : 128) : ms[mi];
+      g_tail_test_mode = e >= 0 ? (e ? 3 : 1) : mi == 0 || mi >= 6 ? 1 : mi < 4 ? 2 : 3;
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, 300 + 64 * (v % 3), 128 * 5 + 40, v, ci,
                          max_split > 1 ? 1 + v % 2 : 1);
-      g_weights_constant = (ci + mi) % 2;
+      g_weights_constant = e >= 0 ? 0 : (ci + mi) % 2; /* (fp8's single-tile rule does not take the hint's tiles) */
       g_tail_test_config = ci;
       CHECK(run_ab_same_bits(&c, 1700 + (uint64_t)v, tail_switch) != 0,
             "%s M=%lld N=%lld tail mode %d: the token tail's output differs from the filled box's",

@@ -1311,7 +1311,10 @@ static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A
 // (session 16): -P (real rows past M) ran 70b-down-tp4's 128 x 64 tile at 18.2 us (int8) for M = 65..128
 // where the plans took 21.3-23.9; the fold took 22.0 (session 17): its rows are real, yet it is nearly as
 // slow as the one box of valid rows (23.2), so the cost is not the fill alone (NOTES, Hopper, session 17).
-static int tail_is_fold(tail_boxes t) { return t.n == 1 && t.rows == SM90_BM; }
+// Unswapped tiles only: a swapped tile's token box is BN rows (n144 / n160), so one short box of exactly 128 valid rows
+// is an ordinary tail there (session 29: taken for a fold, it got the fold's 3-D map over the WEIGHTS, which the
+// swapped kernel's 2-D load then used: an illegal instruction, sm90_dev -a at 8b-o M = 128 on fp8_swap_n160_ps_tail).
+static int tail_is_fold(const sm90_config *c, tail_boxes t) { return !c->swap && t.n == 1 && t.rows == SM90_BM; }
 // Fold mode 2 (see g_fold): the 128 x 64 twin up to fold_max_tokens, and the fp8 128 x 128 twin where fp8_box is
 // 0 (the weights-constant hint, or W8A8_SM90_FP8_TAIL_BOX=0: the single-tile tail does not take it) up to 80
 // tokens; apply_tail adds the grid (>= 90% of the SMs for the 128 x 64 twin, the tail's 70% for the other),
@@ -1397,7 +1400,7 @@ static void apply_tail(const w8a8_handle *h, const w8a8_mm_problem *p, sm90_plan
   const tail_boxes bx = tail_plan(c, tokens, 1, fp8_any_box(h), p->ready != NULL);
   // the fold: any grid under rule 1; under rule 2 >= 90% of the SMs on the 128 x 64 twin (session 17: 8b-qkv's
   // 96 CTAs lost), the tail's 70% elsewhere
-  const int gate = tail_is_fold(bx) ? (fold_mode() == 1 ? 0 : c->bn == 64 ? 9 : 7) : 7;
+  const int gate = tail_is_fold(c, bx) ? (fold_mode() == 1 ? 0 : c->bn == 64 ? 9 : 7) : 7;
   if (bx.n > 0 && ctas * 10 >= (int64_t)num_sms * gate) pl->config = to;
 }
 
@@ -1706,10 +1709,10 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   }
   memcpy(tt, c->swap ? ty : tx, sizeof *tt);
   const CUresult rt = !tail->n || c->bm      ? CUDA_SUCCESS
-                      : tail_is_fold(*tail) ? make_fold_tmap(tt, xp, rows_x, p->K, ldx)
+                      : tail_is_fold(c, *tail) ? make_fold_tmap(tt, xp, rows_x, p->K, ldx)
                                             : make_tmap(tt, c->swap ? yp : xp, c->swap ? rows_y : rows_x, p->K,
                                                         c->swap ? ldy : ldx, tail->rows);
-  if (rt != CUDA_SUCCESS && tail_is_fold(*tail) &&
+  if (rt != CUDA_SUCCESS && tail_is_fold(c, *tail) &&
       make_tmap(tt, xp, rows_x, p->K, ldx, SM90_BM / 2) == CUDA_SUCCESS) {  // the fold as two 2-D boxes
     tail->n = 2;
     tail->rows = SM90_BM / 2;
@@ -1723,7 +1726,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   // tile is partial and one short box loads it (unswapped, not the fold), the A map itself carries the
   // tail's box and the kernel loads through it (sm90_load_tokens): the short box through the kernel's first
   // descriptor instead of tmap_t. Is the tail map's flat ~3-5 us the descriptor or the box?
-  if (!c->swap && !c->splitk && c->mcast != 2 && tail->n == 1 && !tail_is_fold(*tail) && rows_x <= SM90_BM &&
+  if (!c->swap && !c->splitk && c->mcast != 2 && tail->n == 1 && !tail_is_fold(c, *tail) && rows_x <= SM90_BM &&
       make_tmap(tx, xp, rows_x, p->K, ldx, tail->rows) != CUDA_SUCCESS)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_SM90_TAILX: the short A map was refused", FN);
 #endif
