@@ -112,7 +112,12 @@ __attribute__((unused)) static int cfg_threads(const sm90_config *c) {
 #define SM90_CFG_SKINNY_MC2(NAME, BN, ST, I8)                                                             \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 2>, 3, 0, 0, 0, SM90_SKINNY_BM}
-// Two consumer warpgroups on the tile (session 25, the kernel's CW = 2; an even ring), single and paired.
+// Two consumer warpgroups on the tile (session 25, the kernel's CW = 2), single and paired. The ring must be even
+// (static_assert in the kernel): warpgroup cw takes K-blocks of parity cw, and with an odd ring the block that used the
+// stage before block g (g - STAGES) was the OTHER warpgroup's, whose full-barrier phase this warpgroup never waited
+// for: where that load was still in flight, the wait for g's parity passed at once on the phase before it and read
+// the stage's old bytes (session 29's review, helper-57; never seen in a run: it needs TMA completions reordered by
+// STAGES blocks). The 11- and 7-stage rings of session 25-27 (n80 k2 / mc2 k2, n136 k2, n144 k2 / k2r) went to 10 / 6.
 #define SM90_CFG_SKINNY_K2(NAME, BN, ST, I8)                                                              \
   {NAME, I8, BN, 1, 0, 1, 0, sm90_skinny_cfg<BN, ST>::SMEM_BYTES,                                         \
    (sm90_kernel_fn)sm90_skinny_kernel<BN, ST, I8, !(I8), 1, 1, 2>, 0, 0, 0, 0, SM90_SKINNY_BM, 2}
@@ -337,7 +342,7 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_MC2_K2("int8_skinny_n32_mc2_k2", 32, 16, true),
     SM90_CFG_SKINNY_MC2_K2("int8_skinny_n48_mc2_k2", 48, 14, true),
     SM90_CFG_SKINNY_MC2_K2("int8_skinny_n64_mc2_k2", 64, 12, true),
-    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n80_mc2_k2", 80, 11, true),
+    SM90_CFG_SKINNY_MC2_K2("int8_skinny_n80_mc2_k2", 80, 10, true),
     SM90_CFG_SKINNY_K2("fp8_skinny_n8_k2", 8, 20, false),
     SM90_CFG_SKINNY_K2("fp8_skinny_n24_k2", 24, 16, false),
     SM90_CFG_SKINNY_K2("fp8_skinny_n32_k2", 32, 16, false),
@@ -345,13 +350,13 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2("fp8_skinny_n48_k2", 48, 14, false),
     SM90_CFG_SKINNY_K2("fp8_skinny_n64_k2", 64, 12, false),
     SM90_CFG_SKINNY_K2("fp8_skinny_n72_k2", 72, 12, false),
-    SM90_CFG_SKINNY_K2("fp8_skinny_n80_k2", 80, 11, false),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n80_k2", 80, 10, false),
     SM90_CFG_SKINNY_K2("int8_skinny_n16_k2", 16, 18, true),
     SM90_CFG_SKINNY_K2("int8_skinny_n24_k2", 24, 16, true),
     SM90_CFG_SKINNY_K2("int8_skinny_n32_k2", 32, 16, true),
     SM90_CFG_SKINNY_K2("int8_skinny_n48_k2", 48, 14, true),
     SM90_CFG_SKINNY_K2("int8_skinny_n64_k2", 64, 12, true),
-    SM90_CFG_SKINNY_K2("int8_skinny_n80_k2", 80, 11, true),
+    SM90_CFG_SKINNY_K2("int8_skinny_n80_k2", 80, 10, true),
     // Session 26 (NOT yet run): wider token tiles with two consumer warpgroups, for the shapes whose weight tiles fill
     // a third of the SMs at 129..384 tokens (70b-qkv-tp4: 40 weight tiles; at 256 tokens three tiles of 88 put 120
     // CTAs on the GPU where our 128 x 128 split-K plan runs 17.5 us against cuBLASLt's 12.9-13.8 with 128 CTAs of
@@ -364,15 +369,15 @@ static const sm90_config CONFIGS[] = {
     SM90_CFG_SKINNY_K2("fp8_skinny_n128_k2", 128, 8, false),
     SM90_CFG_SKINNY_K2("int8_skinny_n96_k2", 96, 10, true),
     SM90_CFG_SKINNY_K2("int8_skinny_n128_k2", 128, 8, true),
-    SM90_CFG_SKINNY_K2("fp8_skinny_n136_k2", 136, 7, false),
-    SM90_CFG_SKINNY_K2("int8_skinny_n144_k2", 144, 7, true),
+    SM90_CFG_SKINNY_K2("fp8_skinny_n136_k2", 136, 6, false),
+    SM90_CFG_SKINNY_K2("int8_skinny_n144_k2", 144, 6, true),
     // Session 26 (first run in session 27): the wide fp8 tiles with 232 registers per consumer thread (WR): two
     // promotion temporaries again, and n144 / n160 / n176 (three token tiles of them on 70b-qkv-tp4's 40 weight tiles
     // cover 385..528 tokens, where the plan's 128 x 128 tile runs 80 CTAs).
     SM90_CFG_SKINNY_K2R("fp8_skinny_n88_k2r", 88, 10, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n112_k2r", 112, 8, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n128_k2r", 128, 8, false),
-    SM90_CFG_SKINNY_K2R("fp8_skinny_n144_k2r", 144, 7, false),
+    SM90_CFG_SKINNY_K2R("fp8_skinny_n144_k2r", 144, 6, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n160_k2r", 160, 6, false),
     SM90_CFG_SKINNY_K2R("fp8_skinny_n176_k2r", 176, 6, false),
     // Session 28: the 128 x 160 tile (plan's 160 rule, W8A8_SM90_WIDE160): 2560 columns in 16 whole tiles, so 70b-qkv-tp4
@@ -1331,10 +1336,16 @@ static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) 
 // only, so that sm90_dev -R and the tail tests still get the boxes they ask for, and never with ready flags.
 // Prediction (session 27 part 3, the plain 128 x 128 tile at 353..500 tokens against its full-tile times): 8b-down
 // 385 / 416 tokens 55.5 / 52.4 -> ~47 us, 8b-o 18.1 / 16.9 -> ~14.8, 70b-qkv-tp4 529 / 560 28.4 / 26.4 -> ~24.5.
+// bench/sm90_dev -P only (session 7, the partial-M question): 1 = A's tensor map covers whole token
+// tiles (M rounded up to 128, or to the token tile when swapped), so a partial tile's rows past M are
+// read from memory instead of being filled by TMA. This READS PAST THE CALLER'S A: only for a caller
+// whose A buffer has those rows (sm90_dev allocates 16384); the outputs past M are still not stored. No shift under it
+// (its rows are what -P measures; session 29's review: the launch recomputed rows_x and shifted).
+__attribute__((unused)) static int g_pad_tokens;  // set but unread without sm_90a
 static int g_shift = -1;
 static int shift_applies(const sm90_config *c, int64_t token_rows, int ready) {
   return !c->swap && !c->splitk && !c->sk && !c->pp && !c->bm && token_rows > SM90_BM && token_rows % SM90_BM != 0 &&
-         !ready && tail_mode() == 1 && w8a8_env_flag(&g_shift, "W8A8_SM90_SHIFT", 1);
+         !ready && !g_pad_tokens && tail_mode() == 1 && w8a8_env_flag(&g_shift, "W8A8_SM90_SHIFT", 1);
 }
 static tail_boxes tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready) {
   tail_boxes t = {0, 0};
@@ -1589,11 +1600,6 @@ static w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
 // bench/sm90_dev -T: the per-tile clock64 timeline (sm90_args.timeline) of the next launches; NULL: off.
 __attribute__((unused)) static unsigned long long *g_timeline;
 __attribute__((unused)) static int g_timeline_max, g_timeline_ctas;
-// bench/sm90_dev -P only (session 7, the partial-M question): 1 = A's tensor map covers whole token
-// tiles (M rounded up to 128, or to the token tile when swapped), so a partial tile's rows past M are
-// read from memory instead of being filled by TMA. This READS PAST THE CALLER'S A: only for a caller
-// whose A buffer has those rows (sm90_dev allocates 16384); the outputs past M are still not stored.
-__attribute__((unused)) static int g_pad_tokens;  // set but unread without sm_90a
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_pad_tokens(int on) { g_pad_tokens = on != 0; }
 
 // Whether the kernels carry the timeline (built with -DW8A8_SM90_TIMELINE, see SM90_TL).

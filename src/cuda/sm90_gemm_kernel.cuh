@@ -944,6 +944,8 @@ SM90_DEV uint32_t sm90_stage_tx(const sm90_args &a, uint32_t stage_bytes, bool t
 // Where the driver refuses that map (its strides overlap), the host falls back to two 2-D boxes of 64 rows
 // at rows 0 and M - 64 (tail_n = 2, tail_rows = 64: no other tail of an unswapped 128-row tile has that
 // form, their boxes being one, or eighths of the tile); the stage is the same.
+// Unswapped kernels only: since session 29 a swapped n144 / n160 twin may run one ordinary tail box of 128 rows too
+// (the host's tail_is_fold asks for an unswapped tile); every caller here sits behind !SWAP.
 SM90_DEV bool sm90_tail_fold(const sm90_args &a) {
   return a.tail_rows == SM90_BM || (a.tail_n == 2 && a.tail_rows == SM90_BM / 2);
 }
@@ -2066,6 +2068,9 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
   static_assert(C::SMEM_BYTES <= 232448, "shared memory");
   static_assert(MC == 1 || MC == 2, "a pair of token tiles at most");
   static_assert(CW == 1 || (CW == 2 && STAGES >= 4), "two consumer warpgroups, two stages each in flight");
+  // (an odd ring would hand a stage from one warpgroup's K-block to the other's: the full barrier's parity wait is then
+  // not ordered after the other warpgroup's phase; see SM90_CFG_SKINNY_K2 in sm90_gemm.cu)
+  static_assert(CW == 1 || STAGES % 2 == 0, "two consumer warpgroups: an even ring");
   static_assert(!WR || (CW == 2 && MINB == 1), "the register split is for one CTA of two consumer warpgroups per SM");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
