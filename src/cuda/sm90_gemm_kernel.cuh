@@ -2145,6 +2145,10 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
         s = (int)(g % STAGES);
         phase = (g / STAGES) & 1u;
         mine = (a.kblocks - cw + 1) / 2;
+        // (With an odd K-block count the parities swap warpgroups at the next tile, so a stage's previous block may be
+        // the other warpgroup's there: the epilogue's CTA-wide named barriers, which each warpgroup reaches only after
+        // waiting for all of its blocks of the tile, order that wait. Keep a CTA-wide barrier per tile; within a tile
+        // the even ring keeps each stage with one warpgroup: session 29's review.)
         g0 += (uint32_t)a.kblocks;
       }
       acc_t acc[C::NACC];
