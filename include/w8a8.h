@@ -525,7 +525,10 @@ W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *han
  */
 W8A8_API w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int nranks);
 
-/** Destroy; NULL accepted. Collective (frees the duplicated MPI communicator). */
+/** Destroy; NULL accepted. Collective (frees the duplicated MPI communicator). A rank destroys its
+ * communicator only after EVERY rank's last fused call has returned and the work it enqueued is done
+ * (synchronize each rank's stream first): on a GPU communicator the peers' queued copies and
+ * kernels may still read this rank's workspace, flags and events, and in-process ranks share them. */
 W8A8_API w8a8_status w8a8_comm_destroy(w8a8_comm *comm);
 W8A8_API w8a8_status w8a8_comm_rank(const w8a8_comm *comm, int *rank);
 W8A8_API w8a8_status w8a8_comm_size(const w8a8_comm *comm, int *size);
@@ -541,7 +544,10 @@ W8A8_API w8a8_status w8a8_comm_size(const w8a8_comm *comm, int *size);
  *   max_n: the largest b->cols;  max_k: the largest a->cols.
  * A reduce_scatter call also needs its own shard out->rows <= ceil(max_m / W) (true
  * for w8a8_tp_shard_rows splits; reserve a larger max_m for very uneven shards).
- * Bytes: max(max_m*max_k + 8*max_m, 4*max_n*(max_m + (W-1)*ceil(max_m/W) + 1)) + small.
+ * Bytes: max(max_m*max_k + 8*max_m, 4*max_n*(max_m + (W-1)*ceil(max_m/W) + 1)) + small;
+ * W8A8_ERROR_INVALID_SHAPE where that passes 2^46 bytes (or each bound 2^31 - 1).
+ * A reserve that grows the workspace frees the old block: CUDA graphs captured before it hold
+ * its address and must be captured again (on every rank) before they are replayed.
  */
 W8A8_API w8a8_status w8a8_comm_reserve(w8a8_comm *comm, int64_t max_m, int64_t max_n, int64_t max_k);
 /** Bytes of workspace the communicator owns now. */

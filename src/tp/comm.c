@@ -30,14 +30,24 @@ w8a8_status w8a8_tp_shard_rows(int64_t total, int size, int rank, int64_t *offse
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Saturating arithmetic for the workspace size: with each bound below 2^31 the reduce-scatter's
+ * 4 x max_n x (max_m + (W-1) x chunk) passes 2^64 (W = 3, max_m = 1288491175, max_n = 2147482003:
+ * it wrapped to 11.6 GB, and a call the reservation admitted laid out 14.3 GB; session 29's review).
+ * SIZE_MAX then fails the callers' size limit instead. */
+static uint64_t mul_sat(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
+static uint64_t add_sat(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
 size_t w8a8_tp_workspace_need(int size, int64_t max_m, int64_t max_n, int64_t max_k) {
+  if (size < 1 || max_m < 0 || max_n < 0 || max_k < 0) return SIZE_MAX;
   /* all-gather: gathered A (1-byte elements), then per-row scales and zero points. */
-  uint64_t ag = (uint64_t)max_m * (uint64_t)max_k + 8u * (uint64_t)max_m + 64u;
+  uint64_t ag = add_sat(add_sat(mul_sat((uint64_t)max_m, (uint64_t)max_k), mul_sat(8u, (uint64_t)max_m)), 64u);
   /* reduce-scatter: every partial row of this rank [max_m, max_n], the W-1 peers'
    * partials of our own rows, and one fp32 row for the ordered sum. */
   uint64_t chunk = (uint64_t)ceil_div(max_m, size);
-  uint64_t rs = 4u * (uint64_t)max_n * ((uint64_t)max_m + (uint64_t)(size - 1) * chunk + 1u) + 64u;
-  return (size_t)(ag > rs ? ag : rs);
+  uint64_t rows = add_sat(add_sat((uint64_t)max_m, mul_sat((uint64_t)(size - 1), chunk)), 1u);
+  uint64_t rs = add_sat(mul_sat(mul_sat(4u, (uint64_t)max_n), rows), 64u);
+  uint64_t need = ag > rs ? ag : rs;
+  return need > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)need;
 }
 
 int64_t w8a8_tp_block_rows(const w8a8_comm *c, int64_t N, int64_t K) {
@@ -120,7 +130,9 @@ w8a8_status w8a8_comm_reserve(w8a8_comm *c, int64_t max_m, int64_t max_n, int64_
   if (w8a8_tp_is_gpu(c)) return w8a8_tp_gpu_comm_reserve(fn, c, max_m, max_n, max_k);
   size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
   if (need > ((size_t)1 << 46))
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: the workspace would be %zu bytes", fn, need);
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
+                    "%s: max_m, max_n, max_k = %lld, %lld, %lld on %d ranks need a workspace over 2^46 bytes (%s)", fn,
+                    LL(max_m), LL(max_n), LL(max_k), c->size, need == SIZE_MAX ? "past 2^64" : "too large");
   if (need > c->ws_bytes) {
     void *ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!ws) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", fn, need);

@@ -407,7 +407,32 @@ typedef struct nccl_hello {
   int64_t group; /* rank 0: the address of its rank group (meaningful only inside its process) */
   int64_t version;
   int64_t failed;
+  int64_t token; /* process_token(): with pid and host, whether two ranks share one process */
 } nccl_hello;
+
+/* A random token of this process, made once: ranks in different processes can share a pid and a host name
+ * (separate PID namespaces on one host, e.g. containers on the host's network, each rank pid 1), and rank 0's
+ * group address means something only inside its own process (session 29's review: taken for one process, a
+ * rank locked a mutex at another process's address). */
+static pthread_once_t g_token_once = PTHREAD_ONCE_INIT;
+static int64_t g_token;
+static void token_init(void) {
+  uint64_t t = 0;
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) {
+    if (fread(&t, sizeof t, 1, f) != 1) t = 0;
+    fclose(f);
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  t ^= (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 32) ^
+       (uint64_t)(uintptr_t)&g_token;
+  g_token = (int64_t)(t >> 1);
+}
+static int64_t process_token(void) {
+  pthread_once(&g_token_once, token_init);
+  return g_token;
+}
 
 static int64_t host_hash(void) {
   char name[256] = {0};
@@ -441,7 +466,7 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
   tp_group *mine = (local == W8A8_SUCCESS && rank == 0) ? group_new(W) : NULL;
   w8a8_tp_gpu *gs = c ? c->gpu : NULL;
   nccl_hello hi = {(int64_t)getpid(), host_hash(), (int64_t)(intptr_t)mine, W8A8_VERSION,
-                   local != W8A8_SUCCESS || (rank == 0 && !mine)};
+                   local != W8A8_SUCCESS || (rank == 0 && !mine), process_token()};
   /* Exchange the hellos (the one host synchronization, at creation). */
   int prev = dev_enter(dev);
   nccl_hello *d = NULL, *all = calloc((size_t)W, sizeof *all);
@@ -471,7 +496,7 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
         else if (all[j].version != W8A8_VERSION)
           s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks run different libw8a8 versions (%lld and %lld)", fn,
                        LL(all[j].version), LL(W8A8_VERSION));
-        if (all[j].pid != all[0].pid || all[j].host != all[0].host) same_process = false;
+        if (all[j].pid != all[0].pid || all[j].host != all[0].host || all[j].token != all[0].token) same_process = false;
       }
     }
   }
@@ -812,7 +837,10 @@ w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_hand
 w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n, int64_t max_k) {
   w8a8_tp_gpu *gs = c->gpu;
   size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
-  if (need > ((size_t)1 << 46)) return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: the workspace would be %zu bytes", fn, need);
+  if (need > ((size_t)1 << 46))
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
+                    "%s: max_m, max_n, max_k = %lld, %lld, %lld on %d ranks need a workspace over 2^46 bytes (%s)", fn,
+                    (long long)max_m, (long long)max_n, (long long)max_k, c->size, need == SIZE_MAX ? "past 2^64" : "too large");
   need = (need + 256 + 255) & ~(size_t)255; /* + the 256-byte alignment of the AG layout's scales */
   if (need > gs->ws_bytes) {
     int prev = dev_enter(gs->device);

@@ -360,6 +360,15 @@ TP_TEST(tp_err_workspace) {
   CHECK(untouched(&s), "out written");
   CHECK(w8a8_comm_reserve(c, -1, 1, 1) == W8A8_ERROR_INVALID_SHAPE, "negative max_m");
   CHECK(w8a8_comm_reserve(c, (int64_t)1 << 40, 1, 1) == W8A8_ERROR_INVALID_SHAPE, "huge max_m");
+  /* bounds below 2^31 whose reduce-scatter workspace passes 2^64 bytes (W >= 2): refused, not wrapped to a small
+   * buffer that a later call overruns (session 29's review: W = 3 wrapped to 11.6 GB for a 14.3 GB layout) */
+  CHECK(w8a8_comm_reserve(c, INT32_MAX, INT32_MAX, 1) == W8A8_ERROR_INVALID_SHAPE, "a workspace past 2^64 bytes: %s",
+        w8a8_last_error());
+  CHECK(w8a8_tp_workspace_need(3, 1288491175, 2147482003, 1) == SIZE_MAX &&
+            w8a8_tp_workspace_need(2, INT32_MAX, INT32_MAX, 1) == SIZE_MAX,
+        "the workspace size wrapped: %zu", w8a8_tp_workspace_need(3, 1288491175, 2147482003, 1));
+  CHECK(w8a8_tp_workspace_need(4, 64, 64, 8) == 4u * 64u * (64u + 3u * 16u + 1u) + 64u, "the workspace size changed: %zu",
+        w8a8_tp_workspace_need(4, 64, 64, 8));
   /* too small for K on this call: reserve K = 4 < 8 */
   REQUIRE_OK(w8a8_comm_reserve(c, 64, 64, 4));
   st = ag(c, &s, NULL);
