@@ -1433,8 +1433,10 @@ W8A8_TEST(sm90_wide192_plan) {
  * bits, each checked in full against the reference; N = 520 (the last tile's 40 columns: its second chunk and the
  * direct columns wholly past N) and 2560 + 8 (a last tile of 8 columns), M = 300 (a partial token tile: the shift)
  * and 129, row strides N and N + 8, bias on and off, every scale granularity. Then plan's rule on a GPU with 132
- * SMs: N = 2560 at M = 1024 / 2048 plans the 160 tile, M = 512 / 4096 and N = 6144 / 4096 do not, nor the switch at
- * 0 (nor W8A8_SM90_WIDE192 at 0, the rule's enclosing switch); M = 1024 through the public API. */
+ * SMs: N = 2560 at M = 1024 / 2048 plans the 160 tile, and (session 29: any N, at most two waves of its tiles) N = 6144
+ * at 300 / 700, 4096 at 600 / 1280, 8192 at 600; not M = 512 / 4096 on 2560, 1024 on 6144, 2048 on 4096, 2400 on
+ * 14336 (13 waves), nor the switch at 0 (nor W8A8_SM90_WIDE192 at 0, the rule's enclosing switch); M = 1024 through
+ * the public API. */
 W8A8_TEST(sm90_wide160_plan) {
   NEED_SM90();
   int n = 0;

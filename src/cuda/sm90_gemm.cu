@@ -1329,6 +1329,12 @@ static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) 
   if (c->bn == 64) return token_rows <= fold_max_tokens(c->int8);
   return c->bn == 128 && !c->int8 && fp8_box == 0 && token_rows <= 80;
 }
+// bench/sm90_dev -P only (session 7, the partial-M question): 1 = A's tensor map covers whole token
+// tiles (M rounded up to 128, or to the token tile when swapped), so a partial tile's rows past M are
+// read from memory instead of being filled by TMA. This READS PAST THE CALLER'S A: only for a caller
+// whose A buffer has those rows (sm90_dev allocates 16384); the outputs past M are still not stored. No shift under it
+// (its rows are what -P measures; session 29's review: the launch recomputed rows_x and shifted).
+__attribute__((unused)) static int g_pad_tokens;  // set but unread without sm_90a
 // W8A8_SM90_SHIFT (session 27; default 1, 0 for A/B runs): the kernel's shift (sm90_args.shift_x, sm90_x0): on the
 // unswapped tiles without split-K, stream-K or pingpong (plain, multicast and tail twins alike), where the last of
 // two or more token tiles is partial, that tile loads the LAST 128 tokens through the kernel's own map instead of a
@@ -1336,12 +1342,6 @@ static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) 
 // only, so that sm90_dev -R and the tail tests still get the boxes they ask for, and never with ready flags.
 // Prediction (session 27 part 3, the plain 128 x 128 tile at 353..500 tokens against its full-tile times): 8b-down
 // 385 / 416 tokens 55.5 / 52.4 -> ~47 us, 8b-o 18.1 / 16.9 -> ~14.8, 70b-qkv-tp4 529 / 560 28.4 / 26.4 -> ~24.5.
-// bench/sm90_dev -P only (session 7, the partial-M question): 1 = A's tensor map covers whole token
-// tiles (M rounded up to 128, or to the token tile when swapped), so a partial tile's rows past M are
-// read from memory instead of being filled by TMA. This READS PAST THE CALLER'S A: only for a caller
-// whose A buffer has those rows (sm90_dev allocates 16384); the outputs past M are still not stored. No shift under it
-// (its rows are what -P measures; session 29's review: the launch recomputed rows_x and shifted).
-__attribute__((unused)) static int g_pad_tokens;  // set but unread without sm_90a
 static int g_shift = -1;
 static int shift_applies(const sm90_config *c, int64_t token_rows, int ready) {
   return !c->swap && !c->splitk && !c->sk && !c->pp && !c->bm && token_rows > SM90_BM && token_rows % SM90_BM != 0 &&

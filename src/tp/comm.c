@@ -126,13 +126,13 @@ w8a8_status w8a8_comm_reserve(w8a8_comm *c, int64_t max_m, int64_t max_n, int64_
   if (max_m < c->max_m) max_m = c->max_m;
   if (max_n < c->max_n) max_n = c->max_n;
   if (max_k < c->max_k) max_k = c->max_k;
-  /* GPU communicators: device memory, layout of their own (tp_gpu.c). */
-  if (w8a8_tp_is_gpu(c)) return w8a8_tp_gpu_comm_reserve(fn, c, max_m, max_n, max_k);
-  size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
+  const size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
   if (need > ((size_t)1 << 46))
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
                     "%s: max_m, max_n, max_k = %lld, %lld, %lld on %d ranks need a workspace over 2^46 bytes (%s)", fn,
                     LL(max_m), LL(max_n), LL(max_k), c->size, need == SIZE_MAX ? "past 2^64" : "too large");
+  /* GPU communicators: device memory, layout of their own (tp_gpu.c). */
+  if (w8a8_tp_is_gpu(c)) return w8a8_tp_gpu_comm_reserve(fn, c, max_m, max_n, max_k);
   if (need > c->ws_bytes) {
     void *ws = aligned_alloc(64, (need + 63) & ~(size_t)63);
     if (!ws) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace", fn, need);

@@ -836,11 +836,7 @@ w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_hand
 
 w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n, int64_t max_k) {
   w8a8_tp_gpu *gs = c->gpu;
-  size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k);
-  if (need > ((size_t)1 << 46))
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
-                    "%s: max_m, max_n, max_k = %lld, %lld, %lld on %d ranks need a workspace over 2^46 bytes (%s)", fn,
-                    (long long)max_m, (long long)max_n, (long long)max_k, c->size, need == SIZE_MAX ? "past 2^64" : "too large");
+  size_t need = w8a8_tp_workspace_need(c->size, max_m, max_n, max_k); /* (w8a8_comm_reserve checked it: <= 2^46) */
   need = (need + 256 + 255) & ~(size_t)255; /* + the 256-byte alignment of the AG layout's scales */
   if (need > gs->ws_bytes) {
     int prev = dev_enter(gs->device);
