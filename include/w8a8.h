@@ -478,9 +478,14 @@ W8A8_API w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handl
  * transport of w8a8_comm_create_local is used; across processes the chunks move with
  * ncclSend/ncclRecv on the side stream, and each fused call checks agreement through NCCL
  * with one synchronization of the side stream (w8a8_comm_create_world avoids it: its ranks
- * agree over MPI on the host).
+ * agree over MPI on the host). That synchronization cannot be captured: across processes, a
+ * call made while any rank's stream is capturing fails on every rank (UNSUPPORTED_DEVICE on the
+ * capturing ranks, COMM_MISMATCH on the others). A rank whose arguments are bad (a NULL comm, a
+ * CPU or destroyed handle) still takes part in the creation, so that every rank fails together;
+ * only a NULL nccl_comm cannot.
  * @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL; W8A8_ERROR_UNSUPPORTED_DEVICE for a CPU
- *         handle; W8A8_ERROR_COMM when NCCL fails.
+ *         handle; W8A8_ERROR_COMM when NCCL fails; W8A8_ERROR_COMM_MISMATCH where another rank
+ *         failed.
  */
 W8A8_API w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *nccl_comm);
 
@@ -493,7 +498,9 @@ typedef struct w8a8_unique_id {
  *  (MPI, torch.distributed, a file). @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL. */
 W8A8_API w8a8_status w8a8_comm_unique_id(w8a8_unique_id *id);
 /** Create a GPU communicator from a bootstrap id: nranks ranks, this one `rank` (an NCCL
- *  communicator the w8a8_comm owns, then as w8a8_comm_create_nccl). Collective.
+ *  communicator the w8a8_comm owns, then as w8a8_comm_create_nccl). Collective: a rank with a bad
+ *  comm or handle still joins the NCCL creation (on its current GPU) and every rank fails; a NULL
+ *  id or a rank outside [0, nranks) cannot join (the peers then wait in NCCL's bootstrap).
  *  @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL. */
 W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, const w8a8_unique_id *id,
                                               int nranks, int rank);

@@ -15,6 +15,7 @@
 #   cuda      the cuda_ and graph_ tests only (with sm90: the rest of gpu without running sm90_ twice)
 #   tpgpu     tp_gpu_ tests: W ranks as threads (spread over every visible GPU; one GPU: emulated)
 #   tpmpi     the MPI+NCCL GPU tests, one process per GPU (mpirun -np NGPU; needs 2+ GPUs)
+#   tp1conn   tp_gpu_ag/graph/back (and with 2+ GPUs tp_nccl/tp_ipc under mpirun) with CUDA_DEVICE_MAX_CONNECTIONS=1
 #   memcheck  tp_gpu_ small shapes under compute-sanitizer memcheck
 #   memcheck90  the split-K quad test and the gemv test under compute-sanitizer memcheck (session 7's kernels)
 #   python    tests/run_python.sh (the torch tests run where torch sees a GPU)
@@ -116,6 +117,20 @@ if has tpmpi; then
     grep -E 'FAIL' "$L/tpmpi.txt" | head -n 12 | tee -a "$S"
   else
     log "tpmpi: skipped ($NGPU GPU(s))"
+  fi
+fi
+
+# tp1conn: the TP GPU tests with CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM sets it: every stream of a
+# device in one hardware queue). The one-GEMM all-gather enqueues its flag-spinning GEMM before the
+# side-stream copies that release it (review, session 29, open finding (e)); with peers on other
+# GPUs (2+ GPUs: tp_gpu_ threads spread over them, the IPC transport under mpirun) this is the test.
+if has tp1conn; then
+  ( export CUDA_DEVICE_MAX_CONNECTIONS=1; run_tests tp1conn 240 tp_gpu_ag tp_gpu_graph tp_gpu_back )
+  if [ "$NGPU" -ge 2 ] && [ -x "$BUILD/bin/w8a8_tp_tests" ] && ok_budget tp1conn-mpi; then
+    CUDA_DEVICE_MAX_CONNECTIONS=1 W8A8_TP_IPC=1 W8A8_TP_GPU=1 timeout -k 5 "$(tmo 150)" $MPIRUN -x CUDA_DEVICE_MAX_CONNECTIONS \
+      -x W8A8_TP_IPC -np "$NGPU" "$BUILD/bin/w8a8_tp_tests" tp_nccl tp_ipc >"$L/tp1conn-mpi.txt" 2>&1
+    log "tp1conn-mpi (np $NGPU, one connection): exit $? $(grep -E '^[0-9]+ passed' "$L/tp1conn-mpi.txt" | tail -n 1)"
+    grep -E 'FAIL' "$L/tp1conn-mpi.txt" | head -n 12 | tee -a "$S"
   fi
 fi
 

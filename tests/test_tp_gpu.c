@@ -1816,6 +1816,48 @@ W8A8_TEST(tp_gpu_bad_input) {
   for (int r = 0; r < W; r++) CHECK(t.c[r].st == W8A8_SUCCESS, "valid call after errors, rank %d: %s", r, t.c[r].msg);
   sync_all();
 
+  /* Handles that force the sm_90a kernel, and on rank 1 a B that kernel cannot take (a base one byte
+   * off 16): refused before the agreement (review, session 29: refused in the schedule, after the
+   * peers had committed, the NCCL transport's peers would wait for ever; here the group would be
+   * broken). So UNSUPPORTED_DEVICE on rank 1 saying why, COMM_MISMATCH naming rank 1 elsewhere,
+   * nothing written, and the communicator still works afterwards, still forced. */
+  w8a8_handle_info hi;
+  REQUIRE_OK(w8a8_get_info(e.h[0], &hi));
+  if (hi.cc_major == 9 && hi.cc_minor == 0) {
+    for (int r = 0; r < W; r++) REQUIRE_OK(w8a8_set_kernel(e.h[r], W8A8_KERNEL_SM90));
+    t = s;
+    run_ranks(t.c, W);
+    const int built = !(t.c[0].st == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(t.c[0].msg, "without sm_90a"));
+    for (int r = 0; r < W && built; r++)
+      CHECK(t.c[r].st == W8A8_SUCCESS, "forced sm90, valid call, rank %d: %s", r, t.c[r].msg);
+    sync_all();
+    for (int r = 0; r < W && built; r++) {
+      use_dev(e.dev[r]);
+      cudaMemset(s.d[r][4], POISON, 2 * (size_t)(M * N));
+    }
+    sync_all();
+    t = s;
+    t.c[1].B.data = (uint8_t *)s.d[1][1] + 1;
+    run_ranks(t.c, W);
+    for (int r = 0; r < W && built; r++) {
+      if (r == 1)
+        CHECK(t.c[r].st == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(t.c[r].msg, "forces") &&
+                  strstr(t.c[r].msg, "16-byte aligned B"),
+              "forced sm90, misaligned B on rank 1: %s %s", w8a8_status_name(t.c[r].st), t.c[r].msg);
+      else
+        CHECK(t.c[r].st == W8A8_ERROR_COMM_MISMATCH && strstr(t.c[r].msg, "rank 1"),
+              "forced sm90, misaligned B on rank 1, rank %d: %s %s", r, w8a8_status_name(t.c[r].st), t.c[r].msg);
+    }
+    sync_all();
+    if (built) CHECK(small_untouched(&s, W, M, N), "a forced call refused on rank 1 wrote an output");
+    t = s;
+    run_ranks(t.c, W);
+    for (int r = 0; r < W && built; r++)
+      CHECK(t.c[r].st == W8A8_SUCCESS, "forced sm90, valid call after a refusal, rank %d: %s", r, t.c[r].msg);
+    sync_all();
+    for (int r = 0; r < W; r++) REQUIRE_OK(w8a8_set_kernel(e.h[r], W8A8_KERNEL_AUTO));
+  }
+
   /* wrong kinds */
   w8a8_handle *cpu = NULL;
   REQUIRE_OK(w8a8_create(&cpu, W8A8_DEVICE_CPU, 0));

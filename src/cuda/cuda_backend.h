@@ -34,8 +34,14 @@ W8A8_HIDDEN int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
  * back to the portable kernel unless the handle forces W8A8_KERNEL_SM90. */
 W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
 W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm_problem *p);
+/* The same with the refusal's status and message (W8A8_SUCCESS where it takes p). */
+W8A8_HIDDEN w8a8_status w8a8_sm90_check(const w8a8_handle *h, const w8a8_mm_problem *p);
 /* Whether w8a8_cuda_scaled_mm honours p->ready for p (the sm_90a kernel runs it). */
 W8A8_HIDDEN int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_problem *p);
+/* Where the handle forces a kernel that refuses inputs (W8A8_KERNEL_SM90): whether w8a8_cuda_scaled_mm
+ * would run p, else its refusal (status and message); W8A8_SUCCESS for AUTO and GENERIC, which take
+ * every valid problem. Nothing launched. */
+W8A8_HIDDEN w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *p);
 
 /* Launchers of the portable kernels (gemm_mma.cu, quant.cu). They launch on `stream` and
  * check the launch; the caller has made the handle's device current and checked the device. */

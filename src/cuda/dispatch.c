@@ -102,6 +102,21 @@ int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_problem *p) {
   return w8a8_sm90_accepts(h, p);
 }
 
+w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *p) {
+  static const char fn[] = "w8a8_scaled_mm";
+  const w8a8_cuda_state *st = h->cuda;
+  if (h->kernel != W8A8_KERNEL_SM90) return W8A8_SUCCESS;
+  if (p->in_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(need_fp8(fn, h, st));
+  if (st->cc != 90)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_KERNEL_SM90 needs an sm_90 GPU; GPU %d is sm_%d", fn,
+                    h->device_index, st->cc);
+  device_guard g;
+  W8A8_CHECK(guard_enter(fn, h, &g));
+  w8a8_status s = w8a8_sm90_check(h, p);
+  guard_exit(&g);
+  return s;
+}
+
 w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   static const char fn[] = "w8a8_scaled_mm";
   const w8a8_cuda_state *st = h->cuda;

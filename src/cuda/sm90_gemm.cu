@@ -1879,6 +1879,7 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_shift(void) { return 0; }
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_tma_out(void) { return 0; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_shift(int on) { (void)on; }
 extern "C" W8A8_HIDDEN const char *w8a8_sm90_last_config(int *split) {
   if (split) *split = 0;
@@ -2041,23 +2042,30 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
 
 extern "C" w8a8_status w8a8_sm90_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) { return run(h, p, -1, 0); }
 
-// Whether w8a8_sm90_scaled_mm takes p (all-gather + GEMM asks before it relies on p->ready).
-extern "C" W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
+// Whether w8a8_sm90_scaled_mm takes p: W8A8_SUCCESS, or its refusal with the reason (what the launch
+// would say, nothing written or launched). The TP calls ask before their agreement where the handle
+// forces the kernel (tp_gpu.c gpu_local_checks).
+extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_check(const w8a8_handle *h, const w8a8_mm_problem *p) {
 #if defined(W8A8_HAVE_SM90A)
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   sm90_plan pl;
   CUtensorMap tx, ty, to, tt;
   tail_boxes tail;
   int tma_out;
-  int ok = prepare((w8a8_handle *)h, p, -1, 0, &pl, &tx, &ty, &to, &tt, &tail, &tma_out) == W8A8_SUCCESS;
-  w8a8_err(W8A8_SUCCESS, "%s", saved); /* the caller's last error stays what it was */
-  return ok;
+  return prepare((w8a8_handle *)h, p, -1, 0, &pl, &tx, &ty, &to, &tt, &tail, &tma_out);
 #else
   (void)h;
   (void)p;
-  return 0;
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: this libw8a8 was built without sm_90a (CUDA_ARCHS lacks 90a)", FN);
 #endif
+}
+
+// Whether w8a8_sm90_scaled_mm takes p (all-gather + GEMM asks before it relies on p->ready).
+extern "C" W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+  const int ok = w8a8_sm90_check(h, p) == W8A8_SUCCESS;
+  w8a8_err(W8A8_SUCCESS, "%s", saved); /* the caller's last error stays what it was */
+  return ok;
 }
 
 // Development hooks (benchmarks, tuning): run one configuration by index with a given split, and

@@ -1003,9 +1003,10 @@ SM90_DEV void sm90_load_tokens(const sm90_args &a, uint32_t dst, const CUtensorM
 
 // All-gather + GEMM: wait until every chunk of A that rows [lo, lo + n) touch has arrived (see
 // sm90_args.ready). `seen` remembers the chunks already seen ready (flags only go 0 -> 1 within a
-// launch). The acquire load orders the TMA reads after the flag; fence.proxy.async makes the
-// generic-proxy acquire cover the async proxy that TMA reads through. Unrolled over the chunk
-// table so that no parameter array is indexed at run time (no local memory).
+// launch). The acquire load (system scope: a peer GPU may write the flag) orders the TMA reads
+// after the flag; fence.proxy.async makes the generic-proxy acquire cover the async proxy that TMA
+// reads through. Unrolled over the chunk table so that no parameter array is indexed at run time
+// (no local memory).
 SM90_DEV void sm90_wait_rows(const sm90_args &a, int lo, int n, unsigned &seen) {
   const int hi = min(lo + n, a.M);
   int c0 = 0;
@@ -1013,7 +1014,7 @@ SM90_DEV void sm90_wait_rows(const sm90_args &a, int lo, int n, unsigned &seen) 
   for (int c = 0; c < SM90_MAX_READY; c++) {
     const int c1 = a.ready_end[c];
     if (c < a.ready_n && c1 > lo && c0 < hi && !((seen >> c) & 1u)) {
-      while (sm90_ld_acquire_u32(a.ready + c) == 0) __nanosleep(128);
+      while (sm90_ld_acquire_sys_u32(a.ready + c) == 0) __nanosleep(128);
       seen |= 1u << c;
     }
     c0 = c1;

@@ -23,6 +23,14 @@ SM90_DEV uint32_t sm90_ld_acquire_u32(const unsigned int *p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// The same at system scope: for flags that another GPU's stream writes into this GPU's memory (the
+// all-gather's ready flags: a peer's cuStreamWriteValue32 after its copy engine pushed the rows, or
+// this GPU's own side stream after a pull). A write by another device is outside .gpu scope.
+SM90_DEV uint32_t sm90_ld_acquire_sys_u32(const unsigned int *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 // Programmatic dependent launch (the kernel is launched with
 // cudaLaunchAttributeProgrammaticStreamSerialization): wait until the grids this one depends on have
 // completed and their writes are visible; let the grids that depend on this one start launching.

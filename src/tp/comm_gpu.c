@@ -562,10 +562,9 @@ w8a8_status w8a8_comm_create_nccl(w8a8_comm **comm, w8a8_handle *handle, void *n
     local = w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL; expected a w8a8_comm** to fill", fn);
   else
     local = check_cuda_handle(fn, "handle", handle);
-  if (local != W8A8_SUCCESS && (!handle || w8a8_check_handle(fn, handle) != W8A8_SUCCESS || handle->kind != W8A8_DEVICE_CUDA)) {
-    /* Without a usable CUDA handle this rank cannot even take part in the exchange. */
-    return local;
-  }
+  /* A rank without a usable handle takes part too (the exchange runs on the NCCL communicator's GPU,
+   * and nccl_comm_setup reads the handle only where `local` is clean): returning before it would leave
+   * the peers waiting in its ncclAllGather. */
   return nccl_comm_setup(fn, comm, handle, (ncclComm_t)nccl_comm, false, local);
 }
 
@@ -584,18 +583,30 @@ w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, cons
                                      int rank) {
   static const char fn[] = "w8a8_comm_create_nccl_id";
   w8a8_clear_error();
-  if (!comm || !id) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL", fn, !comm ? "comm" : "id");
-  W8A8_CHECK(check_cuda_handle(fn, "handle", handle));
+  /* Without the id, or with a rank outside [0, nranks), this rank cannot join the peers' creation. */
+  if (!id) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: id is NULL", fn);
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: rank %d of nranks %d; expected 0 <= rank < nranks", fn, rank, nranks);
+  /* Other local errors still join it (on the current GPU where the handle is unusable), and the
+   * creation exchange then fails every rank together instead of leaving the peers waiting in
+   * ncclCommInitRank. */
+  w8a8_status local = comm ? check_cuda_handle(fn, "handle", handle)
+                           : w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL; expected a w8a8_comm** to fill", fn);
+  int dev = -1;
+  if (local == W8A8_SUCCESS)
+    dev = handle->device_index;
+  else if (cudaGetDevice(&dev) != cudaSuccess)
+    return local;
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   ncclUniqueId u;
   memcpy(u.internal, id->internal, sizeof u.internal);
   ncclComm_t nc = NULL;
-  int prev = dev_enter(handle->device_index);
+  int prev = dev_enter(dev);
   ncclResult_t nr = ncclCommInitRank(&nc, nranks, u, rank);
-  dev_exit(prev, handle->device_index);
-  if (nr != ncclSuccess) return w8a8_tp_nccl_err(fn, "ncclCommInitRank", nr);
-  w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, W8A8_SUCCESS);
+  dev_exit(prev, dev);
+  if (nr != ncclSuccess) return local != W8A8_SUCCESS ? w8a8_err(local, "%s", saved) : w8a8_tp_nccl_err(fn, "ncclCommInitRank", nr);
+  w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, local);
   if (s != W8A8_SUCCESS) ncclCommDestroy(nc);
   return s;
 }
@@ -920,9 +931,15 @@ static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
     }
     if ((uint64_t)all[j].gen == gs->peer_gen[j]) continue;
     if (gs->peer_ws[j]) {
-      /* The peer replaced its workspace: every access of this rank to peer memory runs on the
-       * side stream; let it drain before the old mapping goes (once, and only here). */
-      if (!synced) cudaStreamSynchronize(gs->side);
+      /* The peer replaced its workspace: let every access of this rank to peer memory drain before
+       * the old mapping goes (once, and only here). They run on the side stream, and on the compute
+       * stream before the last eager call's end (ipc_done): the one-GEMM all-gather's peer scale
+       * copies, W8A8_TP_RS_DIRECT's GEMMs. A failed call joined its compute-stream work into the
+       * side stream (tp_gpu.c clean_up_after_error). */
+      if (!synced) {
+        cudaStreamSynchronize(gs->side);
+        cudaEventSynchronize(gs->ipc_done);
+      }
       synced = true;
       cudaIpcCloseMemHandle(gs->peer_ws[j]);
       gs->peer_ws[j] = NULL;
@@ -1039,12 +1056,23 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
 #endif
 #ifdef W8A8_HAVE_NCCL
   /* A bare ncclComm_t across processes: the table goes through NCCL and back to the host,
-   * which costs one synchronization of the side stream (documented in w8a8.h). */
-  if (capture_id)
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                    "%s: a communicator from a bare ncclComm_t across processes checks agreement with a host "
-                    "round trip, which a CUDA graph capture cannot contain; bootstrap with w8a8_comm_create_world",
-                    fn);
+   * which costs one synchronization of the side stream (documented in w8a8.h). A captured call
+   * cannot hold that round trip: it fails, but still takes part in the exchange with its failure
+   * in the table (outside the capture, on the side stream, with this thread's capture mode relaxed
+   * for it), so that the peers fail with it instead of waiting in the ncclAllGather (review,
+   * session 29). */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (capture_id) {
+    if (local == W8A8_SUCCESS) {
+      local = w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                       "%s: a communicator from a bare ncclComm_t across processes checks agreement with a host "
+                       "round trip, which a CUDA graph capture cannot contain; bootstrap with w8a8_comm_create_world",
+                       fn);
+      snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+      sig[TP_SIG_STATUS] = (int64_t)local;
+    }
+    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
+  }
   int prev = dev_enter(gs->device);
   memcpy(gs->h_sig + (size_t)W * TP_SIG_COUNT, sig, sizeof(int64_t) * TP_SIG_COUNT);
   cudaError_t e = cudaMemcpyAsync(gs->d_sig + (size_t)W * TP_SIG_COUNT, gs->h_sig + (size_t)W * TP_SIG_COUNT,
@@ -1058,6 +1086,7 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
                         gs->side);
   if (e == cudaSuccess && nr == ncclSuccess) e = cudaStreamSynchronize(gs->side);
   dev_exit(prev, gs->device);
+  if (capture_id && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError(); /* restored */
   if (nr != ncclSuccess) {
     c->broken = true;
     return w8a8_tp_nccl_err(fn, "ncclAllGather (agreement)", nr);
@@ -1079,12 +1108,14 @@ w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c) {
   w8a8_registry_remove(c);
 #ifdef W8A8_HAVE_MPI
   if (gs->mode == TP_GPU_IPC) {
-    /* Collective teardown of the peer mappings: every rank's side stream (the only one that
-     * touches peer memory) drains; barrier; every rank closes what it opened of its peers;
+    /* Collective teardown of the peer mappings: every rank's accesses to peer memory drain (its
+     * side stream, and its last eager call on the compute stream: ipc_done, as in ipc_exchange);
+     * barrier; every rank closes what it opened of its peers;
      * barrier; only then may each rank free its own workspace and destroy its exported events
      * (gpu_comm_free), which no peer uses any more. */
     int prev = dev_enter(gs->device);
     cudaStreamSynchronize(gs->side);
+    cudaEventSynchronize(gs->ipc_done);
     MPI_Barrier(c->mpi);
     for (int j = 0; j < c->size; j++) {
       if (gs->peer_ws[j]) cudaIpcCloseMemHandle(gs->peer_ws[j]);

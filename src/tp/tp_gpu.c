@@ -144,6 +144,34 @@ static w8a8_status gpu_local_checks(const char *fn, const w8a8_comm *c, const w8
   return W8A8_SUCCESS;
 }
 
+static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, char *part, int64_t r0, int64_t n,
+                          w8a8_mm_problem *out);
+
+/* A handle that forces W8A8_KERNEL_SM90 refuses what that kernel cannot take, and must do so here,
+ * before the agreement: refused in the schedule, after the peers had committed to the call, the NCCL
+ * transport's sends and receives would never be matched (review, session 29). Every GEMM of a call
+ * (each chunk, the one-GEMM launch, the pieces) has the whole problem's operands at row offsets,
+ * with its strides and alignment, so asking about the whole problem answers for all of them. */
+static w8a8_status forced_kernel_checks(const char *fn, const w8a8_comm *c, const w8a8_tp_problem *p) {
+  const w8a8_tp_gpu *gs = c->gpu;
+  if (c->handle->kernel == W8A8_KERNEL_AUTO || p->M_total <= 0 || p->N <= 0 || p->K <= 0) return W8A8_SUCCESS;
+  w8a8_mm_problem q;
+  ag_bufs g;
+  if (p->op == TP_OP_AG) {
+    g = ag_layout(gs->ws, p->M_total, p->K);
+    chunk_problem(p, &g, NULL, 0, p->M_total, &q);
+  } else {
+    chunk_problem(p, NULL, rs_part(gs->ws), 0, p->M_total, &q);
+  }
+  w8a8_status s = w8a8_cuda_forced_check(c->handle, &q);
+  if (s == W8A8_SUCCESS) return s;
+  char why[512];
+  snprintf(why, sizeof why, "%s", w8a8_last_error());
+  return w8a8_err(s, "%s: the handle forces a kernel that does not take this call's GEMM (W8A8_KERNEL_AUTO falls back "
+                     "where it cannot): %s",
+                  fn, why);
+}
+
 /* Capture id of the handle's stream (0 = not capturing). */
 static w8a8_status capture_of(const char *fn, cudaStream_t s, unsigned long long *id) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -165,6 +193,7 @@ static w8a8_status front(const char *fn, w8a8_comm *c, int op, const w8a8_matrix
   *capture = 0;
   w8a8_status s = w8a8_tp_local_checks(fn, c, op, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, p);
   if (s == W8A8_SUCCESS) s = gpu_local_checks(fn, c, p);
+  if (s == W8A8_SUCCESS) s = forced_kernel_checks(fn, c, p);
   if (s == W8A8_SUCCESS) s = capture_of(fn, (cudaStream_t)c->handle->stream, capture);
   int64_t sig[TP_SIG_COUNT];
   w8a8_tp_signature(p, op, s, sig);

@@ -955,4 +955,124 @@ TP_TEST(tp_ipc_reserve_again) {
   genv_close(&e);
 }
 
+/* Communicators from a bootstrap id across processes (w8a8_comm_create_nccl_id: a bare NCCL
+ * communicator, agreement through NCCL with one side-stream synchronization). Review, session 29:
+ *  - a rank whose handle is bad (a CPU handle) used to return before ncclCommInitRank, and its peers
+ *    waited there for ever; it now joins the creation, and every rank fails together;
+ *  - a call while one rank's stream is capturing used to fail on that rank before the agreement's
+ *    ncclAllGather, and the peers waited in it; that rank now takes part with its failure in the
+ *    table (outside the capture), every rank fails, and the communicator still works afterwards.
+ * A hang here is the failure (mpirun's timeout). */
+TP_TEST(tp_nccl_bare_errors) {
+  genv e;
+  GENV_OPEN_OR_RETURN(e);
+  if (g_size < 2) {
+    genv_close(&e);
+    SKIP("needs 2+ processes (one process makes an in-process communicator)");
+  }
+  w8a8_unique_id id;
+  memset(&id, 0, sizeof id);
+  w8a8_status s = g_rank == 0 ? w8a8_comm_unique_id(&id) : W8A8_SUCCESS;
+  CHECK(s == W8A8_SUCCESS, "w8a8_comm_unique_id: %s", w8a8_last_error());
+  if (!all_ok(s == W8A8_SUCCESS)) {
+    genv_close(&e);
+    return;
+  }
+  MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  const int last = g_size - 1;
+
+  /* 1. A CPU handle on the last rank: UNSUPPORTED_DEVICE there, COMM_MISMATCH elsewhere, comm untouched. */
+  w8a8_handle *cpu = NULL;
+  s = w8a8_create(&cpu, W8A8_DEVICE_CPU, 0);
+  if (!all_ok(s == W8A8_SUCCESS)) {
+    CHECK(0, "rank %d: a CPU handle: %s", g_rank, w8a8_last_error());
+    w8a8_destroy(cpu);
+    genv_close(&e);
+    return;
+  }
+  w8a8_comm *bad = (w8a8_comm *)(uintptr_t)1;
+  s = w8a8_comm_create_nccl_id(&bad, g_rank == last ? cpu : e.h, &id, g_size, g_rank);
+  if (g_rank == last)
+    CHECK(s == W8A8_ERROR_UNSUPPORTED_DEVICE, "rank %d (CPU handle): %s %s", g_rank, w8a8_status_name(s),
+          w8a8_last_error());
+  else
+    CHECK(s == W8A8_ERROR_COMM_MISMATCH, "rank %d (a peer's CPU handle): %s %s", g_rank, w8a8_status_name(s),
+          w8a8_last_error());
+  CHECK(bad == (w8a8_comm *)(uintptr_t)1, "rank %d: comm written by a failed creation", g_rank);
+  w8a8_destroy(cpu);
+
+  /* 2. A good one (a fresh id: NCCL ids are single-use). */
+  memset(&id, 0, sizeof id);
+  s = g_rank == 0 ? w8a8_comm_unique_id(&id) : W8A8_SUCCESS;
+  if (!all_ok(s == W8A8_SUCCESS)) {
+    CHECK(0, "w8a8_comm_unique_id: %s", w8a8_last_error());
+    genv_close(&e);
+    return;
+  }
+  MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  w8a8_comm *c = NULL;
+  s = w8a8_comm_create_nccl_id(&c, e.h, &id, g_size, g_rank);
+  CHECK(s == W8A8_SUCCESS, "rank %d: w8a8_comm_create_nccl_id: %s", g_rank, w8a8_last_error());
+  if (!all_ok(s == W8A8_SUCCESS)) {
+    if (c) w8a8_comm_destroy(c);
+    genv_close(&e);
+    return;
+  }
+  const char *note = NULL;
+  CHECK(strcmp(w8a8_tp_transport(c, &note), "nccl") == 0, "rank %d: transport %s", g_rank,
+        w8a8_tp_transport(c, &note));
+  const int64_t M = 16 * (int64_t)g_size, N = 32, K = 64, Mr = 16;
+  s = w8a8_comm_reserve(c, M, N, K);
+  CHECK(s == W8A8_SUCCESS, "rank %d: reserve: %s", g_rank, w8a8_last_error());
+  void *da = NULL, *db = NULL, *dsa = NULL, *dsb = NULL, *dout = NULL;
+  bool ok = s == W8A8_SUCCESS && cudaMalloc(&da, (size_t)(Mr * K)) == cudaSuccess &&
+            cudaMalloc(&db, (size_t)(N * K)) == cudaSuccess && cudaMalloc(&dsa, 4 * (size_t)Mr) == cudaSuccess &&
+            cudaMalloc(&dsb, 4 * (size_t)N) == cudaSuccess && cudaMalloc(&dout, 2 * (size_t)(M * N)) == cudaSuccess;
+  if (ok) {
+    cudaMemset(da, 1, (size_t)(Mr * K));
+    cudaMemset(db, 1, (size_t)(N * K));
+    cudaMemset(dsa, 0x3c, 4 * (size_t)Mr);
+    cudaMemset(dsb, 0x3c, 4 * (size_t)N);
+    ok = cudaDeviceSynchronize() == cudaSuccess;
+  }
+  if (all_ok(ok)) {
+    w8a8_matrix A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr, K, K, da);
+    w8a8_matrix B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, db);
+    w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, dsa), SB = w8a8_vector_make(W8A8_DTYPE_FP32, 1, dsb);
+    w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, dout);
+    w8a8_tp_options opt = W8A8_TP_OPTIONS_INIT;
+    s = w8a8_all_gather_scaled_mm(c, &A, &B, &SA, &SB, NULL, NULL, &O, NULL, &opt);
+    CHECK(s == W8A8_SUCCESS, "rank %d: the eager call: %s", g_rank, w8a8_last_error());
+    cudaStreamSynchronize(e.st);
+    /* 3. The last rank's stream is capturing (global mode): it fails (UNSUPPORTED_DEVICE), the others
+     * with COMM_MISMATCH naming it; its capture stays valid (nothing was enqueued into it). */
+    bool began = g_rank != last || cudaStreamBeginCapture(e.st, cudaStreamCaptureModeGlobal) == cudaSuccess;
+    CHECK(began, "rank %d: cudaStreamBeginCapture", g_rank);
+    if (all_ok(began)) {
+      s = w8a8_all_gather_scaled_mm(c, &A, &B, &SA, &SB, NULL, NULL, &O, NULL, &opt);
+      if (g_rank == last) {
+        CHECK(s == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(w8a8_last_error(), "capture"), "rank %d (capturing): %s %s",
+              g_rank, w8a8_status_name(s), w8a8_last_error());
+        cudaGraph_t graph = NULL;
+        cudaError_t ce = cudaStreamEndCapture(e.st, &graph);
+        CHECK(ce == cudaSuccess, "rank %d: the capture was invalidated: %s", g_rank, cudaGetErrorString(ce));
+        if (graph) cudaGraphDestroy(graph);
+        cudaGetLastError();
+      } else {
+        CHECK(s == W8A8_ERROR_COMM_MISMATCH, "rank %d (a peer captures): %s %s", g_rank, w8a8_status_name(s),
+              w8a8_last_error());
+      }
+      /* 4. Still usable: an eager call on every rank. */
+      s = w8a8_all_gather_scaled_mm(c, &A, &B, &SA, &SB, NULL, NULL, &O, NULL, &opt);
+      CHECK(s == W8A8_SUCCESS, "rank %d: the eager call after the refused capture: %s", g_rank, w8a8_last_error());
+      cudaStreamSynchronize(e.st);
+    }
+  } else {
+    CHECK(0, "rank %d: device buffers", g_rank);
+  }
+  cudaFree(da), cudaFree(db), cudaFree(dsa), cudaFree(dsb), cudaFree(dout);
+  w8a8_comm_destroy(c);
+  genv_close(&e);
+}
+
 #endif /* W8A8_HAVE_CUDA && W8A8_HAVE_NCCL */
