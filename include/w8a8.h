@@ -498,9 +498,10 @@ typedef struct w8a8_unique_id {
  *  (MPI, torch.distributed, a file). @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL. */
 W8A8_API w8a8_status w8a8_comm_unique_id(w8a8_unique_id *id);
 /** Create a GPU communicator from a bootstrap id: nranks ranks, this one `rank` (an NCCL
- *  communicator the w8a8_comm owns, then as w8a8_comm_create_nccl). Collective: a rank with a bad
- *  comm or handle still joins the NCCL creation (on its current GPU) and every rank fails; a NULL
- *  id or a rank outside [0, nranks) cannot join (the peers then wait in NCCL's bootstrap).
+ *  communicator the w8a8_comm owns, then as w8a8_comm_create_nccl). Collective: a rank with a NULL
+ *  comm or a bad handle still joins the NCCL creation (on the handle's GPU, or the current GPU where
+ *  the handle is unusable) and every rank fails; a NULL id or a rank outside [0, nranks) cannot
+ *  join (the peers then wait in NCCL's bootstrap).
  *  @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL. */
 W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, const w8a8_unique_id *id,
                                               int nranks, int rank);

@@ -1850,6 +1850,16 @@ W8A8_TEST(tp_gpu_bad_input) {
     }
     sync_all();
     if (built) CHECK(small_untouched(&s, W, M, N), "a forced call refused on rank 1 wrote an output");
+    /* K = 0 on every rank: the chunk GEMMs still launch (out = 0 + bias), and the forced kernel takes no
+     * K = 0: refused on every rank before the agreement (helper-60's review), nothing written */
+    t = s;
+    for (int r = 0; r < W; r++) t.c[r].A.cols = t.c[r].B.rows = 0;
+    run_ranks(t.c, W);
+    for (int r = 0; r < W && built; r++)
+      CHECK(t.c[r].st == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(t.c[r].msg, "forces"), "forced sm90, K = 0, rank %d: %s %s",
+            r, w8a8_status_name(t.c[r].st), t.c[r].msg);
+    sync_all();
+    if (built) CHECK(small_untouched(&s, W, M, N), "a forced call with K = 0 wrote an output");
     t = s;
     run_ranks(t.c, W);
     for (int r = 0; r < W && built; r++)

@@ -470,7 +470,10 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
   /* Exchange the hellos (the one host synchronization, at creation). */
   int prev = dev_enter(dev);
   nccl_hello *d = NULL, *all = calloc((size_t)W, sizeof *all);
-  cudaStream_t st = gs ? gs->side : NULL;
+  /* A rank that failed locally has no side stream: a temporary non-blocking one (the legacy stream
+   * would synchronize with the application's blocking streams, and invalidate a capture on one). */
+  cudaStream_t st = gs ? gs->side : NULL, tmp = NULL;
+  if (!gs && cudaStreamCreateWithFlags(&tmp, cudaStreamNonBlocking) == cudaSuccess) st = tmp;
   cudaError_t e = cudaMalloc((void **)&d, sizeof(nccl_hello) * (size_t)(W + 1));
   w8a8_status s = W8A8_SUCCESS;
   if (e == cudaSuccess) e = cudaMemcpyAsync(d + W, &hi, sizeof hi, cudaMemcpyHostToDevice, st);
@@ -483,21 +486,21 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
   if (e == cudaSuccess) e = cudaStreamSynchronize(st);
   if (e != cudaSuccess && s == W8A8_SUCCESS) s = w8a8_cuda_error(fn, "the creation exchange", e);
   if (d) cudaFree(d);
+  if (tmp) cudaStreamDestroy(tmp);
+  cudaGetLastError();
   dev_exit(prev, dev);
   if (s == W8A8_SUCCESS && !all) s = w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn);
   bool same_process = true;
-  if (s == W8A8_SUCCESS) {
-    if (local != W8A8_SUCCESS) {
-      s = w8a8_err(local, "%s", saved);
-    } else {
-      for (int j = 0; j < W && s == W8A8_SUCCESS; j++) {
-        if (all[j].failed)
-          s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: rank %d's arguments were rejected; see its error", fn, j);
-        else if (all[j].version != W8A8_VERSION)
-          s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks run different libw8a8 versions (%lld and %lld)", fn,
-                       LL(all[j].version), LL(W8A8_VERSION));
-        if (all[j].pid != all[0].pid || all[j].host != all[0].host || all[j].token != all[0].token) same_process = false;
-      }
+  if (local != W8A8_SUCCESS) {
+    s = w8a8_err(local, "%s", saved); /* this rank's own error, whatever the exchange did */
+  } else if (s == W8A8_SUCCESS) {
+    for (int j = 0; j < W && s == W8A8_SUCCESS; j++) {
+      if (all[j].failed)
+        s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: rank %d's arguments were rejected; see its error", fn, j);
+      else if (all[j].version != W8A8_VERSION)
+        s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks run different libw8a8 versions (%lld and %lld)", fn,
+                     LL(all[j].version), LL(W8A8_VERSION));
+      if (all[j].pid != all[0].pid || all[j].host != all[0].host || all[j].token != all[0].token) same_process = false;
     }
   }
   if (s != W8A8_SUCCESS) {
@@ -587,13 +590,18 @@ w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, cons
   if (!id) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: id is NULL", fn);
   if (nranks < 1 || rank < 0 || rank >= nranks)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: rank %d of nranks %d; expected 0 <= rank < nranks", fn, rank, nranks);
-  /* Other local errors still join it (on the current GPU where the handle is unusable), and the
-   * creation exchange then fails every rank together instead of leaving the peers waiting in
-   * ncclCommInitRank. */
-  w8a8_status local = comm ? check_cuda_handle(fn, "handle", handle)
-                           : w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL; expected a w8a8_comm** to fill", fn);
+  /* Other local errors still join it, and the creation exchange then fails every rank together
+   * instead of leaving the peers waiting in ncclCommInitRank: on the handle's GPU where the handle
+   * is a usable CUDA handle (a NULL comm), else on the current GPU (NCCL refuses two ranks on one
+   * GPU: then the current GPU must be this rank's). */
+  const bool handle_ok = check_cuda_handle(fn, "handle", handle) == W8A8_SUCCESS;
+  w8a8_status local = W8A8_SUCCESS;
+  if (!comm)
+    local = w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL; expected a w8a8_comm** to fill", fn);
+  else if (!handle_ok)
+    local = check_cuda_handle(fn, "handle", handle); /* (its message again) */
   int dev = -1;
-  if (local == W8A8_SUCCESS)
+  if (handle_ok)
     dev = handle->device_index;
   else if (cudaGetDevice(&dev) != cudaSuccess)
     return local;
@@ -1061,18 +1069,19 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
    * in the table (outside the capture, on the side stream, with this thread's capture mode relaxed
    * for it), so that the peers fail with it instead of waiting in the ncclAllGather (review,
    * session 29). */
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  if (capture_id) {
-    if (local == W8A8_SUCCESS) {
-      local = w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                       "%s: a communicator from a bare ncclComm_t across processes checks agreement with a host "
-                       "round trip, which a CUDA graph capture cannot contain; bootstrap with w8a8_comm_create_world",
-                       fn);
-      snprintf(saved, sizeof saved, "%s", w8a8_last_error());
-      sig[TP_SIG_STATUS] = (int64_t)local;
-    }
-    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
+  if (capture_id && local == W8A8_SUCCESS) {
+    local = w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                     "%s: a communicator from a bare ncclComm_t across processes checks agreement with a host "
+                     "round trip, which a CUDA graph capture cannot contain; bootstrap with w8a8_comm_create_world",
+                     fn);
+    snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+    sig[TP_SIG_STATUS] = (int64_t)local;
   }
+  /* Relaxed always: capture_id is 0 where a local check failed first, and another thread's capture
+   * in global mode forbids the synchronization too. */
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool relaxed = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
+  if (!relaxed) cudaGetLastError();
   int prev = dev_enter(gs->device);
   memcpy(gs->h_sig + (size_t)W * TP_SIG_COUNT, sig, sizeof(int64_t) * TP_SIG_COUNT);
   cudaError_t e = cudaMemcpyAsync(gs->d_sig + (size_t)W * TP_SIG_COUNT, gs->h_sig + (size_t)W * TP_SIG_COUNT,
@@ -1086,7 +1095,7 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
                         gs->side);
   if (e == cudaSuccess && nr == ncclSuccess) e = cudaStreamSynchronize(gs->side);
   dev_exit(prev, gs->device);
-  if (capture_id && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError(); /* restored */
+  if (relaxed && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError(); /* restored */
   if (nr != ncclSuccess) {
     c->broken = true;
     return w8a8_tp_nccl_err(fn, "ncclAllGather (agreement)", nr);

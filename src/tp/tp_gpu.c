@@ -154,7 +154,8 @@ static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, char *part
  * with its strides and alignment, so asking about the whole problem answers for all of them. */
 static w8a8_status forced_kernel_checks(const char *fn, const w8a8_comm *c, const w8a8_tp_problem *p) {
   const w8a8_tp_gpu *gs = c->gpu;
-  if (c->handle->kernel == W8A8_KERNEL_AUTO || p->M_total <= 0 || p->N <= 0 || p->K <= 0) return W8A8_SUCCESS;
+  /* (K == 0 still launches the chunk GEMMs, which the forced sm_90a kernel refuses: asked too) */
+  if (c->handle->kernel == W8A8_KERNEL_AUTO || p->M_total <= 0 || p->N <= 0) return W8A8_SUCCESS;
   w8a8_mm_problem q;
   ag_bufs g;
   if (p->op == TP_OP_AG) {
