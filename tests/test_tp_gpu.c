@@ -497,6 +497,13 @@ static int run_ag(env *e, const tcase *tc) {
         CHECK(w8a8_tp_gpu_last_ag_pack(e->comm[j]) == want, "W=%d rank %d (K %lld lda %lld rows %lld): the pack %s, "
               "expected %s", W, j, (long long)K, (long long)lda, (long long)R[j].Mj,
               w8a8_tp_gpu_last_ag_pack(e->comm[j]) ? "kernel ran" : "kernel did not run", want ? "the kernel" : "the old path");
+        /* W8A8_TP_COPY2D=1: the strided copies (own rows where the pack did not run, the gathered rows out) on
+         * the SMs, as where a stride is past the copy engine's pitch limit */
+        const char *ce2 = getenv("W8A8_TP_COPY2D");
+        const int copies = ce2 && ce2[0] == '1' && K > 0 ? (!want && R[j].Mj > 0) + (tc->gathered && M > 0) : 0;
+        CHECK(w8a8_tp_gpu_last_copy2d(e->comm[j]) == copies, "W=%d rank %d (K %lld lda %lld rows %lld, gathered %d): "
+              "%d copies on the SMs, expected %d", W, j, (long long)K, (long long)lda, (long long)R[j].Mj, tc->gathered,
+              w8a8_tp_gpu_last_copy2d(e->comm[j]), copies);
       }
       if (tc->want_pieces) {
         /* cut where a peer on another GPU holds rows in two or more 128-row token tiles (skew 1 at W = 2:
@@ -846,6 +853,17 @@ static void sweep(int W, int ag) {
   env_close(&e);
 }
 
+/* The strided copies on the SMs (tp_copy2d, session 30): where a row stride is past the copy engine's pitch limit
+ * (2^31 - 1 bytes; the API admits 2^32) the own rows and the gathered output move by kernel; W8A8_TP_COPY2D=1 takes
+ * that path at every size and W8A8_TP_AG_PACK=0 sends the own rows through it too: the sweep's padded, odd-K
+ * (byte path) and aligned (16-byte path) cases, every result checked and the copies counted. */
+W8A8_TEST(tp_gpu_ag_copy2d_w2) {
+  setenv("W8A8_TP_AG_PACK", "0", 1);
+  setenv("W8A8_TP_COPY2D", "1", 1);
+  sweep(2, 1);
+  unsetenv("W8A8_TP_COPY2D");
+  unsetenv("W8A8_TP_AG_PACK");
+}
 W8A8_TEST(tp_gpu_ag_w1) { sweep(1, 1); }
 W8A8_TEST(tp_gpu_ag_w2) { sweep(2, 1); }
 W8A8_TEST(tp_gpu_ag_w3) { sweep(3, 1); }

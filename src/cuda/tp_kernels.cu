@@ -98,6 +98,39 @@ __global__ void tp_pack_kernel(uint8_t *dst, const uint8_t *src, int64_t lda, in
     for (int i = threadIdx.x; i < nflags; i += blockDim.x) flags[i] = i == own ? 1u : 0u;
 }
 
+// tp_copy2d (session 30): rows [rows, width] bytes from src (row stride lds) to dst (row stride ldd), where the copy
+// engine's cudaMemcpy2DAsync cannot take a pitch (cudaDevAttrMaxPitch, 2^31 - 1 bytes on the H200; the public API
+// admits strides up to 2^32: helper-61's review). 16-byte units where both bases, both strides and the width are
+// multiples of 16, else bytes; one block per row in turn (grid-stride), 64-bit offsets.
+__global__ void tp_copy2d_kernel(uint8_t *dst, int64_t ldd, const uint8_t *src, int64_t lds, int64_t width,
+                                 int64_t rows, int vec) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const uint8_t *s = src + r * lds;
+    uint8_t *d = dst + r * ldd;
+    if (vec) {
+      const uint4 *s4 = (const uint4 *)s;
+      uint4 *d4 = (uint4 *)d;
+      for (int64_t u = threadIdx.x; u < width >> 4; u += blockDim.x) d4[u] = __ldg(s4 + u);
+    } else {
+      for (int64_t u = threadIdx.x; u < width; u += blockDim.x) d[u] = __ldg(s + u);
+    }
+  }
+}
+
+extern "C" w8a8_status w8a8_tp_launch_copy2d(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t width,
+                                             int64_t rows, int num_sms, cudaStream_t stream) {
+  if (rows <= 0 || width <= 0) return W8A8_SUCCESS;
+  const int vec = ((uintptr_t)dst % 16) == 0 && ((uintptr_t)src % 16) == 0 && ldd % 16 == 0 && lds % 16 == 0 &&
+                  width % 16 == 0;
+  int64_t blocks = rows;
+  const int64_t most = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
+  if (blocks > most) blocks = most;
+  tp_copy2d_kernel<<<(unsigned)blocks, 256, 0, stream>>>((uint8_t *)dst, ldd, (const uint8_t *)src, lds, width, rows,
+                                                          vec);
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error("w8a8_all_gather_scaled_mm", "tp_copy2d launch", e);
+}
+
 extern "C" int w8a8_tp_pack_takes(const void *dst, const void *src, int64_t lda, int64_t K) {
   return ((uintptr_t)dst % 16) == 0 && ((uintptr_t)src % 16) == 0 && lda % 16 == 0 && K % 16 == 0 && K > 0;
 }

@@ -292,6 +292,10 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   w8a8_get_info(h, &info);
   gs->num_sms = info.num_sms;
   gs->cc = info.cc_major * 10 + info.cc_minor;
+  int pitch = 0;
+  gs->max_pitch = cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, gs->device) == cudaSuccess && pitch > 0 ? pitch
+                                                                                                            : INT32_MAX;
+  cudaGetLastError();
   int prev = dev_enter(gs->device);
   cudaError_t e = cudaStreamCreateWithFlags(&gs->side, cudaStreamNonBlocking);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_fork, cudaEventDisableTiming);

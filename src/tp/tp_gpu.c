@@ -460,6 +460,24 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
   w8a8_err(W8A8_SUCCESS, "%s", saved);
 }
 
+/* rows x width bytes between strided buffers of this GPU on stream st: the copy engine (cudaMemcpy2DAsync), or
+ * tp_copy2d on the SMs where a stride is past the copy engine's pitch limit (the API admits strides up to 2^32
+ * bytes, cudaMemcpy2DAsync refuses past cudaDevAttrMaxPitch, 2^31 - 1: helper-61's review, session 30; refused
+ * after the agreement, the NCCL peers would wait for ever). W8A8_TP_COPY2D=1 (read per call, for tests): tp_copy2d
+ * always. */
+static w8a8_status copy_rows(const char *fn, w8a8_tp_gpu *gs, void *dst, int64_t ldd, const void *src, int64_t lds,
+                             int64_t width, int64_t rows, cudaStream_t st, const char *what) {
+  if (rows <= 0 || width <= 0) return W8A8_SUCCESS;
+  const char *e = getenv("W8A8_TP_COPY2D");
+  if (ldd > gs->max_pitch || lds > gs->max_pitch || (e && e[0] == '1')) {
+    gs->last_copy2d++;
+    return w8a8_tp_launch_copy2d(dst, ldd, src, lds, width, rows, gs->num_sms, st);
+  }
+  CU(cudaMemcpy2DAsync(dst, (size_t)ldd, src, (size_t)lds, (size_t)width, (size_t)rows, cudaMemcpyDeviceToDevice, st),
+     what);
+  return W8A8_SUCCESS;
+}
+
 static bool ag_one_gemm(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, const ag_bufs *g) {
   if (xp == XP_NCCL || c->size < 2 || c->size > W8A8_MM_MAX_READY || p->N <= 0 || p->K <= 0) return false;
   if (!get_write_value()) return false;
@@ -514,6 +532,9 @@ static int ag_pieces_env(void) {
  * For the tests, which check that the flag protocol is what ran. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_one_gemm : -1;
+}
+W8A8_HIDDEN int w8a8_tp_gpu_last_copy2d(const w8a8_comm *c) {
+  return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_copy2d : -1;
 }
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_ag_pack : -1;
@@ -731,10 +752,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
                                    reset ? first[r] : 0, spush ? &sd : NULL, gs->num_sms, S));
   } else {
     if (cnt[r] > 0) {
-      if (K > 0)
-        CU(cudaMemcpy2DAsync(g.a + off[r] * K, (size_t)K, p->a, (size_t)p->lda, (size_t)K, (size_t)cnt[r],
-                             cudaMemcpyDeviceToDevice, S),
-           "cudaMemcpy2DAsync (own rows)");
+      W8A8_CHECK(copy_rows(fn, gs, g.a + off[r] * K, K, p->a, p->lda, K, cnt[r], S, "cudaMemcpy2DAsync (own rows)"));
       W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
                                        p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], spush ? &sd : NULL, S));
     }
@@ -929,8 +947,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 
   /* Optional gathered outputs for the caller. */
   if (p->g_a && K > 0 && M > 0)
-    CU(cudaMemcpy2DAsync(p->g_a, (size_t)p->g_lda, g.a, (size_t)K, (size_t)K, (size_t)M, cudaMemcpyDeviceToDevice, S),
-       "cudaMemcpy2DAsync (gathered->a)");
+    W8A8_CHECK(copy_rows(fn, gs, p->g_a, p->g_lda, g.a, K, K, M, S, "cudaMemcpy2DAsync (gathered->a)"));
   if (p->g_scale && M > 0)
     CU(cudaMemcpyAsync(p->g_scale, g.scale, sizeof(float) * (size_t)M, cudaMemcpyDeviceToDevice, S),
        "cudaMemcpyAsync (gathered->scale_a)");
@@ -948,6 +965,7 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   w8a8_tp_problem p;
   unsigned long long capture = 0;
   W8A8_CHECK(front(fn, c, TP_OP_AG, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, &p, &capture));
+  ((w8a8_tp_gpu *)c->gpu)->last_copy2d = 0; /* (before the M = 0 return: that call made none) */
   if (p.M_total == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
   gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;

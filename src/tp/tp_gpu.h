@@ -59,6 +59,10 @@ W8A8_HIDDEN w8a8_status w8a8_tp_launch_pack(uint8_t *dst, const uint8_t *src, in
                                             int32_t *dst_azp, const int32_t *azp, int azp_per_row,
                                             unsigned int *flags, int nflags, int own,
                                             const w8a8_tp_scale_dsts *peers, int num_sms, cudaStream_t stream);
+/* rows x width bytes, src (row stride lds) -> dst (row stride ldd), on the SMs: where a stride is past the copy
+ * engine's pitch limit (max_pitch below). */
+W8A8_HIDDEN w8a8_status w8a8_tp_launch_copy2d(void *dst, int64_t ldd, const void *src, int64_t lds, int64_t width,
+                                              int64_t rows, int num_sms, cudaStream_t stream);
 /* out = round(((q_0 + q_1) + ... + q_{W-1}) + bias) with q_j = (float)srcs->p[j][e]: src_dtype is
  * fp32 (W8A8_TP_PARTIALS_FP32) or out's bf16/fp16 (W8A8_TP_PARTIALS_OUT). */
 /* Test and benchmark hook: the 8-wide reduce kernel on (1), off (0), or as W8A8_TP_REDUCE_VEC says (-1: on unless it is 0). */
@@ -98,6 +102,7 @@ typedef struct tp_group {
 typedef struct w8a8_tp_gpu {
   tp_gpu_mode mode;
   int device, num_sms, cc;
+  int64_t max_pitch; /* cudaDevAttrMaxPitch: cudaMemcpy2DAsync's largest row stride (tp_copy2d past it) */
   tp_group *group;
   uint64_t seq; /* calls made (host): the agreement table's parity */
   cudaStream_t side;
@@ -124,6 +129,7 @@ typedef struct w8a8_tp_gpu {
   int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
   int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
   int last_ag_pack;   /* the last all-gather packed its own rows with tp_pack (w8a8_tp_gpu_last_ag_pack) */
+  int last_copy2d;    /* strided copies the last all-gather made with tp_copy2d (w8a8_tp_gpu_last_copy2d) */
   int last_ag_push;   /* the last all-gather pushed its rows into the peers: W8A8_TP_AG_PUSH's mode (1 / 2), else 0 */
   bool flags_dirty;   /* flags may be set (a pull call without the end-of-call reset, a failed call): no push */
   bool capture_noreset; /* a captured flags call without the end-of-call reset: its replays may leave flags set */
@@ -210,6 +216,9 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c);
 /* Tests: 1 if the last all-gather packed its own rows (and reset the ready flags) with the tp_pack kernel, 0
  * if it took the copy engine's path or packed nothing, -1 without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
+/* Tests: how many strided copies the last all-gather made on the SMs (tp_copy2d: a stride past the copy engine's
+ * pitch limit, or W8A8_TP_COPY2D=1), -1 without a GPU communicator. */
+W8A8_HIDDEN int w8a8_tp_gpu_last_copy2d(const w8a8_comm *c);
 /* Tests: 1 if the last all-gather pushed this rank's rows into its peers' buffers and set their ready flags
  * (W8A8_TP_AG_PUSH=1, where tp_gpu.c's ag_push takes the call), 0 if it pulled or gathered otherwise, -1
  * without a GPU communicator. */
