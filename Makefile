@@ -183,9 +183,10 @@ asan:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)-asan NO_CUDA=1 NO_MPI=1 OPT=-O1 \
 	  CFLAGS="$(SAN_FLAGS)" LDFLAGS="$(SAN_FLAGS)" $(BUILD)-asan/bin/w8a8_tests
 
-# fuzz: libFuzzer target over the validation layer; the library's core and CPU sources are
-# compiled into it with clang, sanitizers on, without CUDA or MPI. Library sources get
-# -Wall -Wextra (the gcc build enforces -Werror on them); the fuzzer itself -Werror.
+# fuzz: libFuzzer targets over the validation layer (fuzz_validate) and the tuning-table parser
+# (fuzz_tune); the library's core and CPU sources are compiled into them with clang, sanitizers on,
+# without CUDA or MPI. Library sources get -Wall -Wextra (the gcc build enforces -Werror on
+# them); the fuzzers themselves -Werror.
 FUZZ_CC    ?= clang
 FUZZ_FLAGS := $(CSTD) -O1 -g -fopenmp -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
               -Iinclude -Isrc -Wall -Wextra -Wno-unknown-pragmas
@@ -194,8 +195,9 @@ FUZZ_FLAGS := $(CSTD) -O1 -g -fopenmp -fsanitize=fuzzer,address,undefined -fno-s
 FUZZ_FLAGS += $(if $(filter x86_64,$(shell uname -m)),-mavx2 -mfma -mf16c)
 FUZZ_LIB_C := $(wildcard src/core/*.c src/cpu/*.c)
 FUZZ_BIN   := $(BUILD)/bin/fuzz_validate
+FUZZ_TUNE_BIN := $(BUILD)/bin/fuzz_tune
 fuzz:
-	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(FUZZ_BIN); \
+	@if command -v $(FUZZ_CC) >/dev/null 2>&1; then $(MAKE) --no-print-directory $(FUZZ_BIN) $(FUZZ_TUNE_BIN); \
 	 else echo "fuzz: $(FUZZ_CC) not found; skipping the fuzz build (install clang, libclang-rt-14-dev)"; fi
 
 $(FUZZ_BIN): tests/fuzz_validate.c $(FUZZ_LIB_C) $(wildcard include/*.h src/*/*.h)
@@ -203,6 +205,9 @@ $(FUZZ_BIN): tests/fuzz_validate.c $(FUZZ_LIB_C) $(wildcard include/*.h src/*/*.
 	cd $(BUILD)/fuzz-obj && $(FUZZ_CC) $(FUZZ_FLAGS:-I%=-I$(CURDIR)/%) -fsanitize=fuzzer-no-link \
 	  -DW8A8_FEATURES='"cpu fuzz"' -c $(FUZZ_LIB_C:%=$(CURDIR)/%)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Werror -o $@ tests/fuzz_validate.c $(BUILD)/fuzz-obj/*.o -lm -lpthread
+# the tuning-table parser's target (tests/fuzz_tune.c), on the same objects
+$(FUZZ_TUNE_BIN): tests/fuzz_tune.c $(FUZZ_BIN)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Werror -o $@ tests/fuzz_tune.c $(BUILD)/fuzz-obj/*.o -lm -lpthread
 
 clean:
 	rm -rf $(BUILD)

@@ -69,6 +69,14 @@ if [ -x "$BUILD/bin/fuzz_validate" ] && [ "$FUZZ_SECONDS" -gt 0 ]; then
 elif [ "$FUZZ_SECONDS" -gt 0 ]; then
   missing fuzz "$BUILD/bin/fuzz_validate (make fuzz; needs clang)"
 fi
+# the tuning-table parser (tests/fuzz_tune.c): a third of the validation layer's time, at least 10 s
+if [ -x "$BUILD/bin/fuzz_tune" ] && [ "$FUZZ_SECONDS" -gt 0 ]; then
+  tune_s=$((FUZZ_SECONDS / 3))
+  [ "$tune_s" -lt 10 ] && tune_s=10
+  stage fuzz-tune sh tests/run_fuzz.sh "$BUILD/bin/fuzz_tune" "$tune_s"
+elif [ "$FUZZ_SECONDS" -gt 0 ]; then
+  missing fuzz-tune "$BUILD/bin/fuzz_tune (make fuzz; needs clang)"
+fi
 
 # make install into a temporary prefix, then build examples/example.c outside the tree
 # with nothing but pkg-config, and run it.

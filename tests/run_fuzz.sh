@@ -24,7 +24,7 @@ if [ $rc -eq 0 ] && ! ls "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* >/dev/nul
   exit 0
 fi
 echo "run_fuzz: $BIN failed (exit $rc); log and artifacts in $dir:"
-grep -E 'fuzz_validate:|ERROR|SUMMARY|runtime error' "$dir/log" | head -n 20
+grep -E 'fuzz_[a-z]*:|ERROR|SUMMARY|runtime error' "$dir/log" | head -n 20
 ls "$dir"
 echo "0 passed, 1 failed"
 exit 1
