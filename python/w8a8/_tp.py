@@ -11,10 +11,12 @@ the creation raises its NotBuiltError, on every rank (the status travels with th
 is left waiting in the broadcast).
 """
 import ctypes
+import numbers
 import threading
 
 from . import _core
-from ._lib import DeviceKind, DType, Handle, Status, UniqueId, UNIQUE_ID_BYTES, check, load, make_error, shard_rows
+from ._lib import (DeviceKind, DType, Handle, Matrix, Status, UniqueId, UNIQUE_ID_BYTES, Vector, check,
+                   load, make_error, shard_rows, tp_options)
 
 
 class Comm:
@@ -24,6 +26,8 @@ class Comm:
         self.kind = kind      # "cpu" or "cuda"
         self.lock = threading.Lock()
         self._reserved = (0, 0, 0)
+        self._entered = False   # the current call reached the library's collective (_core sets it)
+        self._captured = False  # a fused call of this communicator was captured into a CUDA graph
         r, s = ctypes.c_int(), ctypes.c_int()
         check(load().w8a8_comm_rank(self.ptr, ctypes.byref(r)), "w8a8_comm_rank")
         check(load().w8a8_comm_size(self.ptr, ctypes.byref(s)), "w8a8_comm_size")
@@ -94,7 +98,13 @@ class Comm:
                 msg = "rank 0 of the process group could not make a bootstrap id (w8a8_comm_unique_id)"
             raise make_error(status, msg)
         ctypes.memmove(ctypes.byref(uid), raw[4:], UNIQUE_ID_BYTES)
-        h = Handle(DeviceKind.CUDA, device.index)
+        try:
+            h = Handle(DeviceKind.CUDA, device.index)
+        except Exception:
+            # Still join the creation (a NULL handle: the library fails every rank together), or the peers would
+            # wait in NCCL's bootstrap for this rank; then this rank's own error.
+            lib.w8a8_comm_create_nccl_id(ctypes.byref(ctypes.c_void_p()), None, ctypes.byref(uid), size, rank)
+            raise
         c = ctypes.c_void_p()
         check(lib.w8a8_comm_create_nccl_id(ctypes.byref(c), h.ptr, ctypes.byref(uid), size, rank),
               "w8a8_comm_create_nccl_id")
@@ -102,10 +112,18 @@ class Comm:
 
     # ---- use
 
-    def reserve(self, max_m, max_n, max_k):
-        """Grow the workspace (w8a8_comm_reserve); the fused calls do it for their own sizes."""
+    def reserve(self, max_m, max_n, max_k, _auto=False):
+        """Grow the workspace (w8a8_comm_reserve). The fused calls grow it for their own sizes, except where that
+        would break CUDA graphs: inside a capture (the allocation is refused there) and after a fused call of this
+        communicator was captured (a growing reserve frees the block those graphs hold). Call reserve yourself, on
+        every rank, with the largest sizes before capturing; a reserve that grows invalidates earlier graphs."""
         m = tuple(max(a, b) for a, b in zip(self._reserved, (max_m, max_n, max_k)))
         if m != self._reserved:
+            if _auto and self.kind == "cuda" and (self._captured or _capturing()):
+                raise make_error(Status.ERROR_WORKSPACE, "w8a8: this call needs a workspace for M=%d N=%d K=%d, larger "
+                                 "than reserved %s, and CUDA graphs hold this communicator's workspace (or one is being "
+                                 "captured): call comm.reserve(max_m, max_n, max_k) on every rank before capturing, "
+                                 "and capture again after it" % (m + (self._reserved,)))
             check(load().w8a8_comm_reserve(self.ptr, *m), "w8a8_comm_reserve")
             self._reserved = m
 
@@ -115,10 +133,18 @@ class Comm:
         return n.value
 
     def close(self):
-        """Collective: destroy the communicator on every rank."""
-        if self._c is not None and load() is not None:
-            check(load().w8a8_comm_destroy(self._c), "w8a8_comm_destroy")
-        self._c = None
+        """Collective: destroy the communicator on every rank (after this rank's GPU work: the header asks that
+        every rank's calls have finished; the peers' are their own close's to wait for)."""
+        if self._c is None:
+            return
+        try:
+            if self.kind == "cuda":
+                import torch
+                torch.cuda.synchronize(self.handle.index)
+            if load() is not None:
+                check(load().w8a8_comm_destroy(self._c), "w8a8_comm_destroy")
+        finally:
+            self._c = None
 
     def __enter__(self):
         return self
@@ -134,15 +160,21 @@ def _frontend(comm, a, fn):
     if mod.startswith("torch"):
         from . import torch as wt
         import torch
+        want = "cuda:%d" % comm.handle.index if comm.kind == "cuda" else "cpu"
+        if not isinstance(a, torch.Tensor) or (a.device.type, a.device.index if comm.kind == "cuda" else None) != (
+                comm.kind, comm.handle.index if comm.kind == "cuda" else None):
+            raise make_error(Status.ERROR_INVALID_POINTER, "%s: a is on %s but the communicator's rank runs on %s"
+                             % (fn, getattr(a, "device", "?"), want))
         if comm.kind == "cuda":
             comm.handle.set_stream(torch.cuda.current_stream(a.device).cuda_stream)
+            comm._captured = comm._captured or torch.cuda.is_current_stream_capturing()
 
         def view(x, name):
             return wt.view(x, name, fn, a.device)
 
         def alloc(shape, dtype_enum):
             return torch.empty(shape, dtype=wt._TORCH_OF[dtype_enum], device=a.device)
-        return view, alloc
+        return view, alloc, lambda d: wt._DT[wt._out_dtype(d, fn)]
     from . import numpy as wn
     import numpy as np
 
@@ -151,30 +183,45 @@ def _frontend(comm, a, fn):
 
     def alloc_np(shape, dtype_enum):
         return np.empty(shape, dtype=wn.np_dtype_of(dtype_enum))
-    return view_np, alloc_np
+    return view_np, alloc_np, lambda d: wn._out_dtype(d, fn)
 
 
-def _out_enum(out_dtype):
-    if isinstance(out_dtype, str):
-        d = _core.OUT_DTYPES.get(out_dtype.lower())
-    else:
-        name = str(out_dtype).replace("torch.", "")
-        d = _core.OUT_DTYPES.get(name)
-        if d is None and name == "uint16":
-            d = DType.BF16
-    if d is None:
-        raise make_error(Status.ERROR_INVALID_DTYPE, "out_dtype %r; expected bf16, fp16 or fp32" % (out_dtype,))
-    return d
+def _capturing():
+    try:
+        import torch
+        return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    except ImportError:
+        return False
+
+
+def _join_failed(comm, op):
+    """This rank's arguments failed a check of the bindings, before the library's collective call: take part in
+    that call anyway, with a descriptor the library refuses on this rank (a dtype of 0), so that every peer fails with
+    W8A8_ERROR_COMM_MISMATCH instead of waiting for this rank (the library's own checks fail every rank together;
+    these are not the library's)."""
+    try:
+        ptr, lib = comm.ptr, load()
+    except Exception:
+        return
+    m, v, opts = Matrix(), Vector(), tp_options(True)
+    with comm.lock:
+        if op == "ag":
+            lib.w8a8_all_gather_scaled_mm(ptr, ctypes.byref(m), ctypes.byref(m), ctypes.byref(v), ctypes.byref(v), None,
+                                          None, ctypes.byref(m), None, ctypes.byref(opts))
+        else:
+            lib.w8a8_scaled_mm_reduce_scatter(ptr, ctypes.byref(m), ctypes.byref(m), ctypes.byref(v), ctypes.byref(v),
+                                              None, None, ctypes.byref(m), ctypes.byref(opts))
 
 
 def _scalar(x, like_torch, dtype_np, device):
-    if x is None or not isinstance(x, (int, float)):
+    if x is None or isinstance(x, bool) or not isinstance(x, numbers.Number):
         return x
     if like_torch:
         import torch
-        return torch.full((1,), x, dtype=torch.float32 if dtype_np == "f" else torch.int32, device=device)
+        return torch.full((1,), float(x) if dtype_np == "f" else int(x),
+                          dtype=torch.float32 if dtype_np == "f" else torch.int32, device=device)
     import numpy as np
-    return np.array([x], dtype=np.float32 if dtype_np == "f" else np.int32)
+    return np.array([float(x) if dtype_np == "f" else int(x)], dtype=np.float32 if dtype_np == "f" else np.int32)
 
 
 def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None, out=None,
@@ -182,7 +229,19 @@ def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=No
     """Column-parallel linear: out[M, N_r] = all_gather(a)[M, K] . b. M = m_total (default: a.shape[0] *
     comm.size, even shards). With return_gathered, returns (out, (a_gathered, scale_a_gathered[, azp]))."""
     fn = "w8a8.all_gather_scaled_mm"
-    view, alloc = _frontend(comm, a, fn)
+    comm._entered = False
+    try:
+        return _all_gather(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, m_total, return_gathered,
+                           overlap, fn)
+    except Exception:
+        if not comm._entered:
+            _join_failed(comm, "ag")
+        raise
+
+
+def _all_gather(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, m_total, return_gathered, overlap,
+                fn):
+    view, alloc, out_enum = _frontend(comm, a, fn)
     t = type(a).__module__.startswith("torch")
     dev = getattr(a, "device", None)
     scale_a, scale_b = _scalar(scale_a, t, "f", dev), _scalar(scale_b, t, "f", dev)
@@ -190,17 +249,19 @@ def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=No
     va, vb = view(a, "a"), view(b, "b")
     if len(va.shape) != 2 or len(vb.shape) != 2:
         raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D" % fn)
-    M = int(m_total) if m_total is not None else va.shape[0] * comm.size
     if out is None:
-        out = alloc((M, vb.shape[1]), _out_enum(out_dtype))
+        M = int(m_total) if m_total is not None else va.shape[0] * comm.size
+        out = alloc((M, vb.shape[1]), out_enum(out_dtype))
     vo = view(out, "out")
+    # M: m_total, else out's rows, else even shards (the gathered arrays follow the layer's M)
+    M = int(m_total) if m_total is not None else vo.shape[0]
     g = garr = None
     if return_gathered:
         K = va.shape[1]
         garr = (alloc((M, K), va.dtype), alloc((M,), DType.FP32), alloc((M,), DType.INT32) if azp is not None else None)
         g = (view(garr[0], "gathered_a"), view(garr[1], "gathered_scale_a"),
              view(garr[2], "gathered_azp") if garr[2] is not None else None)
-    comm.reserve(vo.shape[0], vb.shape[1], va.shape[1])
+    comm.reserve(vo.shape[0], vb.shape[1], va.shape[1], _auto=True)
     _core.all_gather_scaled_mm(comm, va, vb, view(scale_a, "scale_a"), view(scale_b, "scale_b"), vo,
                                view(bias, "bias") if bias is not None else None,
                                view(azp, "azp") if azp is not None else None,
@@ -217,7 +278,17 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bia
     rank's partial rounded to out's dtype before it travels, then the same sum: half the bytes for
     bf16/fp16 out; W8A8_TP_PARTIALS_OUT in w8a8.h). Every rank must pass the same value."""
     fn = "w8a8.scaled_mm_reduce_scatter"
-    view, alloc = _frontend(comm, a, fn)
+    comm._entered = False
+    try:
+        return _reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, overlap, partials, fn)
+    except Exception:
+        if not comm._entered:
+            _join_failed(comm, "rs")
+        raise
+
+
+def _reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out, overlap, partials, fn):
+    view, alloc, out_enum = _frontend(comm, a, fn)
     t = type(a).__module__.startswith("torch")
     dev = getattr(a, "device", None)
     scale_a, scale_b = _scalar(scale_a, t, "f", dev), _scalar(scale_b, t, "f", dev)
@@ -227,9 +298,9 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bia
         raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D" % fn)
     if out is None:
         _, rows = shard_rows(va.shape[0], comm.size, comm.rank)
-        out = alloc((rows, vb.shape[1]), _out_enum(out_dtype))
+        out = alloc((rows, vb.shape[1]), out_enum(out_dtype))
     vo = view(out, "out")
-    comm.reserve(va.shape[0], vb.shape[1], va.shape[1])
+    comm.reserve(va.shape[0], vb.shape[1], va.shape[1], _auto=True)
     _core.scaled_mm_reduce_scatter(comm, va, vb, view(scale_a, "scale_a"), view(scale_b, "scale_b"), vo,
                                    view(bias, "bias") if bias is not None else None,
                                    view(azp, "azp") if azp is not None else None,

@@ -159,6 +159,11 @@ def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp, sil
     if out is None:
         # silu_mul: x [..., 2I] -> q [..., I]; an odd last dimension is the library's error to report
         out = np.empty(x.shape[:-1] + (x.shape[-1] // 2,) if silu_mul else x.shape, dtype=np_dtype_of(qdtype))
+    elif not isinstance(out, np.ndarray) or _np_dtype(out.dtype) != qdtype:
+        # (the library quantizes to out's dtype: an out of the other 8-bit format would silently change the format)
+        raise make_error(Status.ERROR_INVALID_DTYPE, "%s: out has dtype %s; this quantizer writes %s" %
+                         (fn, getattr(out, "dtype", type(out).__name__), "int8" if qdtype == DType.INT8 else
+                          "fp8 e4m3 (ml_dtypes.float8_e4m3fn or uint8 bit patterns)"))
     q2 = _rows2d(out, "out", fn)
     mode = _core.quant_mode(scale is not None, per_token)
     if scale is not None:

@@ -10,6 +10,9 @@ Handles: one per (device, stream), created on first use and kept for the process
 split-K workspace that its kernels use in stream order, so two streams must not share one (calls
 on different streams may run concurrently). A handle first needed while a graph is being captured
 is created with the thread's capture mode relaxed (its cudaMalloc would otherwise be refused).
+Graphs captured on one stream share that stream's handle, and so its workspace: torch.cuda.graph
+captures on one internal stream unless given stream=, so replay such graphs one after another, or
+capture each on a stream of its own to replay them concurrently.
 """
 import ctypes
 import threading
@@ -43,9 +46,14 @@ def set_kernel(kernel):
         _kernel = Kernel(kernel)
         hs = list(_handles.values())
     for h in hs + ([_tls.cpu] if getattr(_tls, "cpu", None) is not None else []):
-        if h.kind == DeviceKind.CUDA or kernel != Kernel.SM90:
+        if _kernel_applies(h.kind, kernel):
             with h.lock:
                 h.set_kernel(kernel)
+
+
+def _kernel_applies(kind, kernel):
+    """SM90 is a CUDA kernel and REFERENCE a CPU one: the other handles keep AUTO (the library refuses them)."""
+    return kernel not in (Kernel.SM90, Kernel.REFERENCE) or (kind == DeviceKind.CUDA) == (kernel == Kernel.SM90)
 
 
 # Handle settings applied to every CUDA handle, present and future: Handle method name -> value.
@@ -99,7 +107,7 @@ def handle_for(device):
         h = getattr(_tls, "cpu", None)
         if h is None:
             h = _tls.cpu = Handle(DeviceKind.CPU, 0)
-            if _kernel != Kernel.SM90:
+            if _kernel_applies(DeviceKind.CPU, _kernel):
                 h.set_kernel(_kernel)
         return h
     if device.type != "cuda":
@@ -119,7 +127,7 @@ def handle_for(device):
             else:
                 h = Handle(DeviceKind.CUDA, idx)
             h.set_stream(stream)
-            if _kernel != Kernel.AUTO:
+            if _kernel != Kernel.AUTO and _kernel_applies(DeviceKind.CUDA, _kernel):
                 h.set_kernel(_kernel)
             for method, value in _cuda_settings.items():
                 getattr(h, method)(value)
@@ -357,7 +365,10 @@ def _rows(x, name, fn):
     if x.dim() < 1:
         raise make_error(Status.ERROR_INVALID_SHAPE, "%s: %s must have at least 1 dimension" % (fn, name))
     try:
-        return x.view(-1, x.shape[-1])
+        rows = 1
+        for d in x.shape[:-1]:
+            rows *= d
+        return x.view(rows, x.shape[-1])  # (not view(-1, K): K = 0 leaves -1 ambiguous)
     except RuntimeError:
         raise make_error(Status.ERROR_INVALID_LAYOUT, "%s: %s of shape %s and strides %s cannot be viewed as "
                          "[M, K] rows without a copy" % (fn, name, tuple(x.shape), x.stride()))
@@ -370,6 +381,10 @@ def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp, sil
         # silu_mul: x [..., 2I] -> q [..., I]; an odd last dimension is the library's error to report
         shape = tuple(x.shape[:-1]) + (x.shape[-1] // 2,) if silu_mul else x.shape
         out = torch.empty(shape, dtype=qdtype, device=x.device)
+    elif not isinstance(out, torch.Tensor) or out.dtype != qdtype:
+        # (the library quantizes to out's dtype: an out of the other 8-bit format would silently change the format)
+        raise make_error(Status.ERROR_INVALID_DTYPE, "%s: out has dtype %s; this quantizer writes %s"
+                         % (fn, getattr(out, "dtype", type(out).__name__), qdtype))
     q2 = _rows(out, "out", fn)
     if scale is not None:
         scale = _const(scale, torch.float32, x.device)

@@ -486,7 +486,7 @@ class SiluMulQuantize(unittest.TestCase):
             (w8a8.InvalidZeroPointError, "static", lambda o: w8a8.silu_mul_quantize_int8(x, azp=3, out=o)),
             (w8a8.InvalidLayoutError, "row-major", lambda o: w8a8.silu_mul_quantize_int8(np.asfortranarray(x),
                                                                                         out=o)),
-            (w8a8.InvalidDtypeError, "q->dtype", lambda o: w8a8.silu_mul_quantize_int8(
+            (w8a8.InvalidDtypeError, "out has dtype", lambda o: w8a8.silu_mul_quantize_int8(
                 x, out=np.zeros((4, 8), np.float32))),
         ]
         for cls, frag, call in cases:
@@ -613,6 +613,21 @@ class Errors(unittest.TestCase):
             w8a8.quantize_int8(x, scale=1.0, out=np.zeros((3, 7), np.int8))
         with self.assertRaises(w8a8.InvalidDtypeError):
             w8a8.colsum(np.zeros((4, 3), np.uint8).T)
+
+    def test_quantizer_out_of_the_other_format(self):
+        # (session 30, helper-62: the library quantizes to out's dtype, so an int8 out made quantize_fp8 write int8
+        # with an int8 scale, silently) the out's dtype must be the quantizer's; nothing written
+        x = np.array([[1.0, -2.0, 100.0, 0.3]], np.float32)
+        for f, dt in ((w8a8.quantize_fp8, np.int8), (w8a8.quantize_int8, np.uint8),
+                      (w8a8.quantize_int8, w8a8.numpy.fp8_dtype()), (w8a8.quantize_fp8, np.float32)):
+            out = np.full(x.shape, 0x5A, np.uint8).view(dt) if np.dtype(dt).itemsize == 1 else np.zeros(x.shape, dt)
+            before = out.copy()
+            with self.assertRaises(w8a8.InvalidDtypeError) as cm:
+                f(x, out=out)
+            self.assertIn("out has dtype", cm.exception.message)
+            self.assertTrue(np.array_equal(out.view(np.uint8), before.view(np.uint8)), "a refused call wrote out")
+        w8a8.quantize_fp8(x, out=np.empty(x.shape, w8a8.numpy.fp8_dtype()))  # the right ones still work
+        w8a8.quantize_int8(x, out=np.empty(x.shape, np.int8))
 
     def test_exception_classes(self):
         for st in w8a8.Status:

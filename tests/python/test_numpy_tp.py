@@ -84,6 +84,48 @@ def _worker():
     if differs["fp32"]:
         bad += 1
         print("rank %d: with an fp32 out both modes must be the same arithmetic" % me)
+    # (session 30, helper-62) A check of the bindings that fails on one rank only, before the library's collective:
+    # that rank still takes part in it (a descriptor the library refuses), so the peers fail with COMM_MISMATCH instead
+    # of waiting for it (this test's timeout would catch a hang); then the communicator still works.
+    aa, ww = np.ones((4, 8), np.int8), np.ones((4, 8), np.int8)
+    sb_bad = np.ones(4, np.float64 if me == 0 else np.float32)
+    try:
+        w8a8.all_gather_scaled_mm(comm, aa, ww.T, 1.0, sb_bad, out_dtype="fp32")
+        if W > 1:
+            bad += 1
+            print("rank %d: a float64 scale_b on rank 0 was accepted" % me)
+    except w8a8.W8A8Error as e:
+        want = w8a8.Status.ERROR_INVALID_SCALE if me == 0 else w8a8.Status.ERROR_COMM_MISMATCH
+        if e.status != want:
+            bad += 1
+            print("rank %d: a float64 scale_b on rank 0: %s, expected %s" % (me, e, want))
+    try:
+        w8a8.scaled_mm_reduce_scatter(comm, aa, ww.T, 1.0, np.ones(4, np.float32), out=(np.ones((4, 4)) if me == 0 else
+                                                                                          None))
+        if W > 1:
+            bad += 1
+            print("rank %d: a float64 out on rank 0 was accepted" % me)
+    except w8a8.W8A8Error as e:
+        want = w8a8.Status.ERROR_INVALID_DTYPE if me == 0 else w8a8.Status.ERROR_COMM_MISMATCH
+        if e.status != want and not (me == 0 and e.status == w8a8.Status.ERROR_INVALID_VALUE):
+            bad += 1
+            print("rank %d: a float64 out on rank 0: %s" % (me, e))
+    # The gathered arrays follow the caller's out (M = 5: shards of 3 and 2 at W = 2), and the out dtype and the
+    # scales may be numpy's dtype classes and scalars, as in w8a8.scaled_mm.
+    M5 = 5
+    _, r5 = w8a8.shard_rows(M5, W, me)
+    o5 = np.zeros((M5, 4), np.float32)
+    got, gath = w8a8.all_gather_scaled_mm(comm, np.full((r5, 8), 2, np.int8), ww.T, np.float32(0.5),
+                                          np.ones(4, np.float32), out=o5, return_gathered=True)
+    if got is not o5 or gath[0].shape != (M5, 8) or gath[1].shape != (M5,) or not np.all(o5 == 8.0) or \
+            not np.all(gath[0] == 2) or not np.all(gath[1] == 0.5):
+        bad += 1
+        print("rank %d: return_gathered with out of %d rows: out %s, gathered %s" % (me, M5, o5.ravel()[:4],
+                                                                                   [g.shape for g in gath]))
+    o6 = w8a8.all_gather_scaled_mm(comm, aa, ww.T, np.float32(1), np.ones(4, np.float32), out_dtype=np.float32)
+    if o6.dtype != np.float32 or o6.shape != (4 * W, 4) or not np.all(o6 == 8.0):
+        bad += 1
+        print("rank %d: out_dtype=np.float32: %s %s" % (me, o6.dtype, o6.shape))
     try:
         w8a8.scaled_mm_reduce_scatter(comm, a[me], w[me].T, sa[me], sb[me], partials="bf16")
         bad += 1
