@@ -113,6 +113,7 @@ fi
 
 if [ -x "$BUILD/bin/w8a8" ]; then
   stage cli-check sh -c "'$BUILD/bin/w8a8' check --cpu && echo '1 passed, 0 failed'"
+  stage cli-args sh tests/run_cli_args.sh "$BUILD/bin/w8a8"
 fi
 
 # The Python package (python/) on NumPy through the shared library; torch tests skip without torch.

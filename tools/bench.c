@@ -198,6 +198,8 @@ static int add_suite(const char *name, bench_shape *shapes, int *n) {
 static int parse_suites(const char *list, bench_shape *shapes, int *n) {
   char buf[512];
   if (strlen(list) >= sizeof buf || !*list) return -1;
+  /* (strtok_r skips empty items: ",,llama8b" would pass) */
+  if (list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,")) return -1;
   strcpy(buf, list);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
@@ -425,8 +427,13 @@ int cli_bench_main(int argc, char **argv) {
            s.base_wrong_rows);
   printf("# %s\n", s.wrong_rows ? "FAILED: wrong results" : failures ? "INCOMPLETE: a module failed" : "OK");
   if (s.json) {
-    fclose(s.json);
-    printf("# JSON lines written to %s\n", out_path);
+    const int werr = ferror(s.json);
+    if (fclose(s.json) != 0 || werr) {
+      fprintf(stderr, "w8a8 bench: writing %s failed (a full disk?): the JSON lines are incomplete\n", out_path);
+      rc = CLI_EXIT_FAIL;
+    } else {
+      printf("# JSON lines written to %s\n", out_path);
+    }
   }
   if (s.wrong_rows || failures || s.rows == 0) rc = CLI_EXIT_FAIL;
   return rc;

@@ -1,6 +1,7 @@
 /* cli_common.c — helpers of the `w8a8` CLI; see cli_common.h. */
 #include "cli_common.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -363,7 +364,8 @@ void cli_compare_fp8(const uint8_t *a, int64_t lda, const uint8_t *b, int64_t ld
 /* ---- parsing --------------------------------------------------------------------------------- */
 
 bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
-  if (!s || !*s) return false;
+  /* a decimal integer and nothing else: strtoll alone would also take leading blanks and a '+' */
+  if (!s || !(isdigit((unsigned char)s[0]) || (s[0] == '-' && isdigit((unsigned char)s[1])))) return false;
   errno = 0;
   char *end = NULL;
   long long v = strtoll(s, &end, 10);

@@ -190,17 +190,28 @@ int w8a8_cli_tune(int argc, char **argv) {
       for (int j = 0; j < nk; j++) shapes[nshapes++] = (tune_shape){"", ns[i], ks[j]};
   } else {
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", suite ? suite : "llama8b,llama70b-tp4");
+    const char *list = suite ? suite : "llama8b,llama70b-tp4";
+    /* (a list past the buffer, or with empty items that strtok would skip, is refused, not cut or thinned) */
+    if (!*list || strlen(list) >= sizeof buf || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,")) {
+      fprintf(stderr, "w8a8 tune: --suite '%.40s%s': a comma-separated list of llama8b, llama70b-tp4, all\n", list,
+              strlen(list) > 40 ? "..." : "");
+      return CLI_EXIT_USAGE;
+    }
+    snprintf(buf, sizeof buf, "%s", list);
     for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-      int all = !strcmp(t, "all"), hit = 0;
-      if (all || !strcmp(t, "llama8b"))
-        for (int j = 0; j < 4; j++) shapes[nshapes++] = LLAMA8B[j], hit = 1;
-      if (all || !strcmp(t, "llama70b-tp4"))
-        for (int j = 0; j < 4; j++) shapes[nshapes++] = LLAMA70B[j], hit = 1;
-      if (!hit || nshapes > MAX_SHAPES - 8) {
+      int all = !strcmp(t, "all"), is8 = !strcmp(t, "llama8b"), is70 = !strcmp(t, "llama70b-tp4");
+      if (!all && !is8 && !is70) {
         fprintf(stderr, "w8a8 tune: unknown suite '%s' (llama8b, llama70b-tp4, all)\n", t);
         return CLI_EXIT_USAGE;
       }
+      if (nshapes + (all ? 8 : 4) > MAX_SHAPES) {
+        fprintf(stderr, "w8a8 tune: more than %d shapes in --suite %s\n", MAX_SHAPES, list);
+        return CLI_EXIT_USAGE;
+      }
+      if (all || is8)
+        for (int j = 0; j < 4; j++) shapes[nshapes++] = LLAMA8B[j];
+      if (all || is70)
+        for (int j = 0; j < 4; j++) shapes[nshapes++] = LLAMA70B[j];
     }
   }
   int64_t maxM = 1, maxN = 1, maxK = 1;
@@ -290,11 +301,12 @@ int w8a8_cli_tune(int argc, char **argv) {
       if (!int8) v = (uint8_t)((v & 0x87) | ((4 + cli_rng_range(&rng, 0, 6)) << 3));
       hW[i] = v;
     }
-    for (int i = 0; i < 4096; i++) {
-      ea += int8 ? fabs((double)(int8_t)hA[i]) : fabs((double)cli_fp8_to_f32(hA[i]));
-      eb += int8 ? fabs((double)(int8_t)hW[i]) : fabs((double)cli_fp8_to_f32(hW[i]));
-    }
-    ea /= 4096, eb /= 4096;
+    /* the operands' mean magnitudes (the fp8 tolerance), from at most 4096 bytes of each: hA holds maxM x maxK,
+     * hW wmax (helper-63: a fixed 4096 read past both at -m 1 -n 16 -k 16) */
+    const int64_t na = maxM * maxK < 4096 ? maxM * maxK : 4096, nb = (int64_t)wmax < 4096 ? (int64_t)wmax : 4096;
+    for (int64_t i = 0; i < na; i++) ea += int8 ? fabs((double)(int8_t)hA[i]) : fabs((double)cli_fp8_to_f32(hA[i]));
+    for (int64_t i = 0; i < nb; i++) eb += int8 ? fabs((double)(int8_t)hW[i]) : fabs((double)cli_fp8_to_f32(hW[i]));
+    ea /= (double)na, eb /= (double)nb;
     for (int64_t i = 0; i < maxM; i++) hSa[i] = (0.5f + cli_rng_unit(&rng)) * 1e-3f;
     for (int64_t i = 0; i < maxN; i++) hSb[i] = (0.5f + cli_rng_unit(&rng)) * 1e-2f;
     CU(cudaMemcpy(dA, hA, (size_t)(maxM * maxK), cudaMemcpyHostToDevice));
@@ -424,10 +436,15 @@ fail:
 }
 #else /* a build without CUDA */
 #include <stdio.h>
+#include <string.h>
 int w8a8_cli_tune(int argc, char **argv);
 int w8a8_cli_tune(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf("usage: w8a8 tune [options]: measures the Hopper (sm_90a) kernels' configurations on your shapes and\n"
+             "writes a tuning table; this build has no CUDA, so it cannot run here\n");
+      return 0;
+    }
   fprintf(stderr, "w8a8 tune: this build has no CUDA; tuning measures the Hopper (sm_90a) kernels\n");
   return 1;
 }

@@ -54,8 +54,32 @@ static int api_fail(const char *what, w8a8_status s) {
  * version, info
  * ====================================================================================== */
 
+static bool is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
+
+/* A command line's error: an option it does not know, an option without its value, or a value it refuses.
+ * `known`: the command's options that take a value, NULL-terminated; `flags`: those without one. */
+static void bad_option(const char *cmd, const char *a, const char *v, const char *const *known, const char *const *flags) {
+  for (int i = 0; known[i]; i++)
+    if (!strcmp(a, known[i])) {
+      if (v)
+        fprintf(stderr, "w8a8 %s: bad value '%s' for %s\n\n", cmd, v, a);
+      else
+        fprintf(stderr, "w8a8 %s: %s needs a value\n\n", cmd, a);
+      return;
+    }
+  for (int i = 0; flags[i]; i++)
+    if (!strcmp(a, flags[i])) {
+      fprintf(stderr, "w8a8 %s: bad use of %s\n\n", cmd, a);
+      return;
+    }
+  fprintf(stderr, "w8a8 %s: unknown option '%s'\n\n", cmd, a);
+}
+
 static int cmd_version(int argc, char **argv) {
-  (void)argv;
+  if (argc == 2 && is_help(argv[1])) {
+    printf("usage: w8a8 version   the library's version and features\n");
+    return CLI_EXIT_OK;
+  }
   if (argc > 1) {
     fprintf(stderr, "usage: w8a8 version\n");
     return CLI_EXIT_USAGE;
@@ -77,6 +101,10 @@ static void print_info(const char *label, const w8a8_handle_info *i) {
 }
 
 static int cmd_info(int argc, char **argv) {
+  if (argc == 2 && is_help(argv[1])) {
+    printf("usage: w8a8 info   the CPU and every CUDA device: capability, SMs, threads, features, memory\n");
+    return CLI_EXIT_OK;
+  }
   if (argc > 1) {
     fprintf(stderr, "usage: w8a8 info   (%s is not an option)\n", argv[1]);
     return CLI_EXIT_USAGE;
@@ -96,7 +124,7 @@ static int cmd_info(int argc, char **argv) {
   printf("  CUDA: not in this build\n");
 #endif
   for (int d = 0; d < n && d < 64; d++) {
-    char label[16];
+    char label[24];
     snprintf(label, sizeof label, "cuda:%d", d);
     s = w8a8_create(&h, W8A8_DEVICE_CUDA, d);
     if (s != W8A8_SUCCESS) {
@@ -271,7 +299,9 @@ static int cmd_demo(int argc, char **argv) {
       do_fp8 = strcmp(v, "int8") != 0;
       i++;
     } else {
-      fprintf(stderr, "w8a8 demo: bad option or value: '%s'%s%s\n\n", a, v ? " " : "", v ? v : "");
+      static const char *const known[] = {"-m", "--iters", "--rows", "--seed", "--dtype", NULL};
+      static const char *const flags[] = {"--cpu", "-h", "--help", NULL};
+      bad_option("demo", a, v, known, flags);
       demo_usage(stderr);
       return CLI_EXIT_USAGE;
     }
@@ -859,7 +889,7 @@ static void check_usage(FILE *f) {
 }
 
 static int cmd_check(int argc, char **argv) {
-  int want_cpu = 0, want_gpu = 0, verbose = 0;
+  int want_cpu = 0, want_gpu = 0, verbose = 0, device_given = 0;
   int64_t seed = 1, device = 0;
   w8a8_kernel kernel = W8A8_KERNEL_AUTO;
   for (int i = 1; i < argc; i++) {
@@ -882,32 +912,50 @@ static int cmd_check(int argc, char **argv) {
       kernel = !strcmp(v, "auto") ? W8A8_KERNEL_AUTO : !strcmp(v, "generic") ? W8A8_KERNEL_GENERIC : W8A8_KERNEL_SM90;
       i++;
     } else {
-      fprintf(stderr, "w8a8 check: bad option or value: '%s'%s%s\n\n", a, v ? " " : "", v ? v : "");
+      static const char *const known[] = {"--seed", "--device", "--kernel", NULL};
+      static const char *const flags[] = {"--cpu", "--gpu", "-v", "-h", "--help", NULL};
+      bad_option("check", a, v, known, flags);
       check_usage(stderr);
       return CLI_EXIT_USAGE;
     }
+    if (!strcmp(a, "--device")) device_given = 1;
   }
   if (want_cpu && want_gpu) {
     fprintf(stderr, "w8a8 check: --cpu or --gpu, not both\n");
     return CLI_EXIT_USAGE;
   }
+  if (want_cpu && (device_given || kernel == W8A8_KERNEL_SM90)) {
+    fprintf(stderr, "w8a8 check: --cpu with %s: those name a CUDA device's path\n",
+            device_given ? "--device" : "--kernel sm90");
+    return CLI_EXIT_USAGE;
+  }
+  /* A CUDA device asked for (--gpu, --device N) must exist: no quiet fall back to the CPU. */
+  const int ndev = w8a8_cuda_device_count();
+  if ((want_gpu || device_given) && ndev <= (int)device) {
+    fprintf(stderr, "w8a8 check: CUDA device %lld asked for; %d CUDA device%s visible\n", (long long)device, ndev,
+            ndev == 1 ? "" : "s");
+    return CLI_EXIT_FAIL;
+  }
   check_ctx c;
   memset(&c, 0, sizeof c);
   c.verbose = verbose;
   w8a8_status s;
-  if (want_gpu || (!want_cpu && w8a8_cuda_device_count() > (int)device))
+  if (want_gpu || (!want_cpu && ndev > (int)device))
     s = w8a8_create(&c.h, W8A8_DEVICE_CUDA, (int)device);
   else
     s = w8a8_create(&c.h, W8A8_DEVICE_CPU, 0);
   if (s != W8A8_SUCCESS) return api_fail(want_gpu ? "w8a8_create(CUDA)" : "w8a8_create", s);
+  /* (the message first: w8a8_destroy clears the thread's last error) */
   if (kernel != W8A8_KERNEL_AUTO && (s = w8a8_set_kernel(c.h, kernel)) != W8A8_SUCCESS) {
+    const int rc = api_fail("w8a8_set_kernel", s);
     w8a8_destroy(c.h);
-    return api_fail("w8a8_set_kernel", s);
+    return rc;
   }
   if ((s = w8a8_create(&c.ref, W8A8_DEVICE_CPU, 0)) != W8A8_SUCCESS ||
       (s = w8a8_set_kernel(c.ref, W8A8_KERNEL_REFERENCE)) != W8A8_SUCCESS) {
+    const int rc = api_fail("creating the reference handle", s);
     w8a8_destroy(c.h);
-    return api_fail("creating the reference handle", s);
+    return rc;
   }
   w8a8_handle_info info;
   w8a8_get_info(c.h, &info);
@@ -1012,6 +1060,10 @@ int main(int argc, char **argv) {
   int sargc = argc - 1;
   char **sargv = argv + 1;
   if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+    if (argc > 2) {
+      fprintf(stderr, "w8a8: help takes no argument ('%s'); for a command's options: w8a8 <command> -h\n", argv[2]);
+      return CLI_EXIT_USAGE;
+    }
     main_usage(stdout);
     return CLI_EXIT_OK;
   }
