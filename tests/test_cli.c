@@ -17,6 +17,11 @@ W8A8_TEST(cli_parse_strict) {
   CHECK(!cli_parse_i64("", 0, 100, &v), "empty");
   CHECK(!cli_parse_i64("101", 0, 100, &v), "above range");
   CHECK(!cli_parse_i64("-1", 0, 100, &v), "below range");
+  CHECK(!cli_parse_i64(" 7", 0, 100, &v) && !cli_parse_i64("+5", 0, 100, &v) && !cli_parse_i64("-", -9, 9, &v) &&
+            !cli_parse_i64("- 1", -9, 9, &v),
+        "leading blank, '+', a lone '-'");
+  CHECK(cli_parse_i64("-3", -9, 9, &v) && v == -3, "-3");
+  CHECK(cli_parse_i64_list("1, 2", 1, 100, l, 8) < 0, "a blank inside a list");
   CHECK(!cli_parse_i64("99999999999999999999999", 0, INT64_MAX, &v), "overflow");
   CHECK(cli_parse_i64_list("1,16,64", 1, 100, l, 8) == 3 && l[2] == 64, "list");
   CHECK(cli_parse_i64_list("1,,2", 1, 100, l, 8) < 0, "empty item");
