@@ -20,6 +20,8 @@
  *
  * CPU sizes: the real 70B shapes are too large for a 2-core machine, so -s DIV divides
  * N and K (default 8 on the CPU; -s 1 for the real shapes). */
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,19 +36,186 @@
 /* GPU ranks (tools/tp_bench_gpu.c): `w8a8 tp-bench --local W` (or --gpu W), threads of this
  * process; `mpirun -np W w8a8 tp-bench --nccl`, one process per GPU. */
 int w8a8_cli_tp_bench_gpu(int argc, char **argv);
-static int wants_gpu(int argc, char **argv) {
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--local") || !strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--nccl")) return 1;
+
+/* Options of either parser (parse() below, tools/tp_bench_gpu.c's) that take a value: keep in step
+ * with both. */
+static int takes_value(const char *o) {
+  static const char *const opts[] = {"-m",      "-d",    "-s",       "--shape",  "-w", "-n", "-t",
+                                     "-o",      "--local", "--gpu", "--device", "--partials"};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    if (!strcmp(o, opts[i])) return 1;
   return 0;
 }
+
+/* --local / --gpu / --nccl in an option position (not as the value of -o, -m, ...). */
+static int wants_gpu(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--local") || !strcmp(argv[i], "--gpu") || !strcmp(argv[i], "--nccl")) return 1;
+    if (takes_value(argv[i])) i++;
+  }
+  return 0;
+}
+
+#define TP_MAX_M 32       /* -m values */
+#define TP_MAX_ITERS 256  /* -n: time_op's array */
+#define TP_MAX_WARMUP 10000
+#define TP_MAX_THREADS 4096 /* w8a8_set_num_threads' bound */
+
+typedef struct tp_args {
+  int64_t Ms[TP_MAX_M];
+  int nM;
+  int do_int8, do_fp8;
+  int div, warmup, iters, threads;
+  const char *out_path;
+  const char *only; /* shape name filter, NULL = all */
+} tp_args;
+
+/* The smallest N or K of the shapes: -s DIV must leave every rank at least one row of the sharded one. */
+static int64_t min_shape_dim(void) {
+  int64_t m = INT64_MAX;
+  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
+    if (cli_tp_shapes[i].N < m) m = cli_tp_shapes[i].N;
+    if (cli_tp_shapes[i].K < m) m = cli_tp_shapes[i].K;
+  }
+  return m;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mpirun -np W w8a8 tp-bench [options]\n"
+          "  -m M[,M...]   rows of the layer (tokens), up to %d values in 1..%d, default 16,64,256\n"
+          "  -d DTYPE      int8, fp8 or both (default both)\n"
+          "  -s DIV        divide the 70B shapes' N and K by DIV (default 8; 1 = the real shapes); at most\n"
+          "                %lld / W, so that every rank keeps at least one row of each sharded N or K\n"
+          "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
+          "  -w N, -n N    warmup and timed iterations (default 1, 5; -w 0..%d, -n 1..%d)\n"
+          "  -t N          CPU threads per rank, 1..%d (default cores / ranks)\n"
+          "  -o FILE       also write JSON lines (rank 0)\n"
+          "  -h, --help    this text\n"
+          "M x K (all-gather) and M x N (reduce-scatter) of a layer must fit an MPI count (at most %d).\n"
+          "GPU ranks emulated on one GPU (no mpirun): w8a8 tp-bench --local W [--help]\n",
+          TP_MAX_M, INT32_MAX, (long long)min_shape_dim(), TP_MAX_WARMUP, TP_MAX_ITERS, TP_MAX_THREADS, INT_MAX);
+}
+
+/* "70b-qkv, 70b-o, 70b-gate_up or 70b-down" */
+static const char *shape_names(void) {
+  static char buf[256];
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; i < CLI_TP_NSHAPES; i++)
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i == 0 ? "" : i == CLI_TP_NSHAPES - 1 ? " or " : ", ",
+                          cli_tp_shapes[i].name);
+  return buf;
+}
+
+/* A bad command line: the reason, then the usage (rank 0 only); parse() returns 2. */
+#define PARSE_ERR(...)                       \
+  do {                                       \
+    if (r == 0) {                            \
+      fprintf(stderr, "w8a8 tp-bench: ");    \
+      fprintf(stderr, __VA_ARGS__);          \
+      fprintf(stderr, "\n\n");               \
+      usage(stderr);                         \
+    }                                        \
+    return 2;                                \
+  } while (0)
+
+/* 0: run; 1: -h (the caller prints the usage on stdout); 2: a bad command line (reported on rank r == 0).
+ * W: the ranks (the -s bound and the default -t). */
+static int parse(int argc, char **argv, tp_args *ar, int W, int r) {
+  memset(ar, 0, sizeof *ar);
+  ar->do_int8 = ar->do_fp8 = 1;
+  ar->div = 8;
+  ar->warmup = 1;
+  ar->iters = 5;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  ar->threads = ncpu / W > 1 ? (int)(ncpu / W) : 1;
+  if (ar->threads > TP_MAX_THREADS) ar->threads = TP_MAX_THREADS;
+  /* Every rank needs at least one row of the sharded dimension (AG: N, RS: K) of every shape. */
+  const int64_t div_max = min_shape_dim() / W;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
+    if (!strcmp(o, "--device") || !strcmp(o, "--partials") || !strcmp(o, "--one-gpu") || !strcmp(o, "--graph"))
+      PARSE_ERR("%s is an option of GPU ranks (with --local W or --nccl)", o);
+    if (!takes_value(o)) PARSE_ERR("unknown option '%s'", o);
+    if (i + 1 >= argc) PARSE_ERR("%s needs a value", o);
+    const char *v = argv[++i];
+    int64_t x = 0;
+    if (!strcmp(o, "-m")) {
+      if ((ar->nM = cli_parse_i64_list(v, 1, INT32_MAX, ar->Ms, TP_MAX_M)) < 0)
+        PARSE_ERR("-m takes a comma list of up to %d row counts in 1..%d, got '%s'", TP_MAX_M, INT32_MAX, v);
+    } else if (!strcmp(o, "-d")) {
+      ar->do_int8 = !strcmp(v, "int8") || !strcmp(v, "both");
+      ar->do_fp8 = !strcmp(v, "fp8") || !strcmp(v, "both");
+      if (!ar->do_int8 && !ar->do_fp8) PARSE_ERR("-d is int8, fp8 or both, got '%s'", v);
+    } else if (!strcmp(o, "-s")) {
+      if (!cli_parse_i64(v, 1, div_max > 1 ? div_max : 1, &x))
+        PARSE_ERR("-s takes 1..%lld with %d rank%s (every shape's N/DIV and K/DIV must be at least the rank "
+                  "count), got '%s'",
+                  (long long)(div_max > 1 ? div_max : 1), W, W == 1 ? "" : "s", v);
+      ar->div = (int)x;
+    } else if (!strcmp(o, "--shape")) {
+      int k = 0;
+      while (k < CLI_TP_NSHAPES && strcmp(v, cli_tp_shapes[k].name)) k++;
+      if (k == CLI_TP_NSHAPES) PARSE_ERR("--shape is %s, got '%s'", shape_names(), v);
+      ar->only = v;
+    } else if (!strcmp(o, "-w")) {
+      if (!cli_parse_i64(v, 0, TP_MAX_WARMUP, &x))
+        PARSE_ERR("-w takes 0..%d warm-up iterations, got '%s'", TP_MAX_WARMUP, v);
+      ar->warmup = (int)x;
+    } else if (!strcmp(o, "-n")) {
+      if (!cli_parse_i64(v, 1, TP_MAX_ITERS, &x))
+        PARSE_ERR("-n takes 1..%d timed iterations, got '%s'", TP_MAX_ITERS, v);
+      ar->iters = (int)x;
+    } else if (!strcmp(o, "-t")) {
+      if (!cli_parse_i64(v, 1, TP_MAX_THREADS, &x))
+        PARSE_ERR("-t takes 1..%d CPU threads per rank, got '%s'", TP_MAX_THREADS, v);
+      ar->threads = (int)x;
+    } else if (!strcmp(o, "-o")) {
+      ar->out_path = v;
+    } else { /* --local, --gpu: wants_gpu() sent those to tools/tp_bench_gpu.c */
+      PARSE_ERR("unknown option '%s'", o);
+    }
+  }
+  if (ar->nM == 0) {
+    ar->Ms[0] = 16, ar->Ms[1] = 64, ar->Ms[2] = 256;
+    ar->nM = 3;
+  }
+  if (div_max < 1) PARSE_ERR("%d ranks: more than the shapes' smallest N or K (%lld)", W, (long long)min_shape_dim());
+  if (ar->div > div_max)
+    PARSE_ERR("-s %d: at most %lld with %d rank%s (every shape's N/DIV and K/DIV must be at least the rank count)",
+              ar->div, (long long)div_max, W, W == 1 ? "" : "s");
+  /* MPI counts are int: the all-gather moves M x K bytes, the reduce-scatter M x N fp32 elements. */
+  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
+    const cli_tp_shape *sh = &cli_tp_shapes[i];
+    if (ar->only && strcmp(ar->only, sh->name)) continue;
+    const int64_t d = sh->ag ? sh->K / ar->div : sh->N / ar->div; /* >= W >= 1 */
+    for (int m = 0; m < ar->nM; m++)
+      if (ar->Ms[m] > INT_MAX / d)
+        PARSE_ERR("-m %lld: %s with -s %d has %s = %lld, and M x %s = %lld is more than an MPI count holds (%d); "
+                  "use a smaller M or a larger -s",
+                  (long long)ar->Ms[m], sh->name, ar->div, sh->ag ? "K" : "N", (long long)d, sh->ag ? "K" : "N",
+                  (long long)(ar->Ms[m] * d), INT_MAX);
+  }
+  return 0;
+}
+#undef PARSE_ERR
 
 #ifndef W8A8_HAVE_MPI
 
 int w8a8_cli_tp_bench(int argc, char **argv) {
   if (wants_gpu(argc, argv)) return w8a8_cli_tp_bench_gpu(argc, argv);
+  tp_args ar;
+  const int pr = parse(argc, argv, &ar, 1, 0);
+  if (pr == 1) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (pr) return CLI_EXIT_USAGE;
   fprintf(stderr, "w8a8 tp-bench: this build has no MPI (install libopenmpi-dev and rebuild); GPU ranks on one "
                   "GPU: w8a8 tp-bench --local W\n");
-  return 1;
+  return CLI_EXIT_FAIL;
 }
 
 #else
@@ -54,15 +223,6 @@ int w8a8_cli_tp_bench(int argc, char **argv) {
 
 typedef cli_tp_shape tp_shape;
 #define k_shapes cli_tp_shapes
-
-typedef struct tp_args {
-  int64_t Ms[32];
-  int nM;
-  int do_int8, do_fp8;
-  int div, warmup, iters, threads;
-  const char *out_path;
-  const char *only; /* shape name filter, NULL = all */
-} tp_args;
 
 static uint64_t rng_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -101,8 +261,8 @@ static int cmp_double(const void *a, const void *b) {
 /* Median over iterations of the slowest rank's time, in microseconds. */
 typedef int (*op_fn)(void *ctx);
 static double time_op(op_fn fn, void *ctx, const tp_args *ar, int *failed) {
-  double t[256];
-  int n = ar->iters < 256 ? ar->iters : 256;
+  double t[TP_MAX_ITERS];
+  int n = ar->iters < TP_MAX_ITERS ? ar->iters : TP_MAX_ITERS; /* parse() refuses more */
   for (int i = 0; i < ar->warmup; i++) *failed |= fn(ctx);
   for (int i = 0; i < n; i++) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -142,6 +302,7 @@ static int run_gemm(void *v) {
   return s != W8A8_SUCCESS;
 }
 
+/* The int counts and displacements cannot overflow: parse() keeps M x K (AG) and M x N (RS) <= INT_MAX. */
 static int run_comm(void *v) {
   tp_case *c = v;
   int rc;
@@ -193,71 +354,6 @@ static int run_fused(void *v) {
   tp_case *c = v;
   c->opt.overlap = 1;
   return run_tp(c, &c->out);
-}
-
-static void usage(void) {
-  fprintf(stderr,
-          "usage: mpirun -np W w8a8 tp-bench [options]\n"
-          "  -m M[,M...]   rows of the layer (tokens), default 16,64,256\n"
-          "  -d DTYPE      int8, fp8 or both (default both)\n"
-          "  -s DIV        divide the 70B shapes' N and K by DIV (default 8; 1 = the real shapes)\n"
-          "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
-          "  -w N, -n N    warmup and timed iterations (default 1, 5)\n"
-          "  -t N          CPU threads per rank (default cores / ranks)\n"
-          "  -o FILE       also write JSON lines (rank 0)\n"
-          "GPU ranks emulated on one GPU (no mpirun): w8a8 tp-bench --local W [--help]\n");
-}
-
-static int parse(int argc, char **argv, tp_args *ar, int W) {
-  memset(ar, 0, sizeof *ar);
-  ar->do_int8 = ar->do_fp8 = 1;
-  ar->div = 8;
-  ar->warmup = 1;
-  ar->iters = 5;
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  ar->threads = ncpu / W > 1 ? (int)(ncpu / W) : 1;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
-    if (!v) return 2;
-    i++;
-    if (!strcmp(o, "-m")) {
-      ar->nM = 0;
-      for (const char *p = v; *p && ar->nM < 32;) {
-        char *end;
-        long long m = strtoll(p, &end, 10);
-        if (end == p || m < 0) return 2;
-        ar->Ms[ar->nM++] = m;
-        p = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return 2;
-      }
-    } else if (!strcmp(o, "-d")) {
-      ar->do_int8 = !strcmp(v, "int8") || !strcmp(v, "both");
-      ar->do_fp8 = !strcmp(v, "fp8") || !strcmp(v, "both");
-      if (!ar->do_int8 && !ar->do_fp8) return 2;
-    } else if (!strcmp(o, "-s")) {
-      ar->div = atoi(v);
-      if (ar->div < 1) return 2;
-    } else if (!strcmp(o, "--shape")) {
-      ar->only = v;
-    } else if (!strcmp(o, "-w")) {
-      ar->warmup = atoi(v);
-    } else if (!strcmp(o, "-n")) {
-      ar->iters = atoi(v);
-      if (ar->iters < 1) return 2;
-    } else if (!strcmp(o, "-t")) {
-      ar->threads = atoi(v);
-    } else if (!strcmp(o, "-o")) {
-      ar->out_path = v;
-    } else {
-      return 2;
-    }
-  }
-  if (ar->nM == 0) {
-    ar->Ms[0] = 16, ar->Ms[1] = 64, ar->Ms[2] = 256;
-    ar->nM = 3;
-  }
-  return 0;
 }
 
 /* One (shape, M, dtype) measurement; prints the row on rank 0. Returns #wrong (all ranks). */
@@ -396,11 +492,24 @@ int w8a8_cli_tp_bench(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   setvbuf(stdout, NULL, _IOLBF, 0);
   tp_args ar;
-  int pr = parse(argc, argv, &ar, W);
+  /* every rank parses the same command line and takes the same branch; rank 0 reports */
+  int pr = parse(argc, argv, &ar, W, r);
   if (pr) {
-    if (r == 0) usage();
+    if (pr == 1 && r == 0) usage(stdout);
     MPI_Finalize();
-    return pr == 1 ? 0 : 2;
+    return pr == 1 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  }
+  /* -o: opened on rank 0 before any measurement; every rank learns the outcome before the collective work */
+  FILE *json = NULL;
+  int json_ok = 1;
+  if (r == 0 && ar.out_path && !(json = fopen(ar.out_path, "w"))) {
+    fprintf(stderr, "w8a8 tp-bench: -o: cannot open '%s' for writing: %s\n", ar.out_path, strerror(errno));
+    json_ok = 0;
+  }
+  MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!json_ok) {
+    MPI_Finalize();
+    return CLI_EXIT_FAIL;
   }
   w8a8_handle *h = NULL;
   w8a8_comm *comm = NULL;
@@ -420,6 +529,7 @@ int w8a8_cli_tp_bench(int argc, char **argv) {
   if (s == W8A8_SUCCESS) s = w8a8_comm_reserve(comm, maxM, maxN, maxK);
   if (s != W8A8_SUCCESS) {
     fprintf(stderr, "tp-bench (rank %d): %s: %s\n", r, w8a8_status_name(s), w8a8_last_error());
+    if (json) fclose(json);
     w8a8_comm_destroy(comm);
     w8a8_destroy(h);
     MPI_Finalize();
@@ -430,9 +540,6 @@ int w8a8_cli_tp_bench(int argc, char **argv) {
   char date[32];
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-  FILE *json = NULL;
-  if (r == 0 && ar.out_path && !(json = fopen(ar.out_path, "w")))
-    fprintf(stderr, "tp-bench: cannot write %s\n", ar.out_path);
   if (r == 0) {
     printf("# w8a8 tp-bench: %d ranks (TP = %d), %d CPU threads per rank, %s\n", W, W, ar.threads, info.name);
     printf("# Llama-3.1-70B shapes with N and K divided by %d; ag = all-gather + GEMM (N sharded), "
@@ -461,12 +568,22 @@ int w8a8_cli_tp_bench(int argc, char **argv) {
       }
     }
   }
-  if (json) fclose(json);
-  if (r == 0) printf("# %s: %ld wrong elements%s\n", wrong ? "FAILED" : "ok", wrong, failed ? ", some calls failed" : "");
+  int write_failed = 0; /* rank 0: the JSON lines did not all reach -o */
+  if (json) {
+    write_failed = ferror(json) != 0;
+    errno = 0;
+    if (fclose(json) != 0) write_failed = 1;
+    if (write_failed)
+      fprintf(stderr, "w8a8 tp-bench: -o: error writing '%s'%s%s\n", ar.out_path, errno ? ": " : "",
+              errno ? strerror(errno) : "");
+  }
+  if (r == 0)
+    printf("# %s: %ld wrong elements%s%s\n", wrong || write_failed ? "FAILED" : "ok", wrong,
+           failed ? ", some calls failed" : "", write_failed ? ", the -o file is incomplete" : "");
   w8a8_comm_destroy(comm);
   w8a8_destroy(h);
   MPI_Finalize();
-  return wrong || failed ? 1 : 0;
+  return wrong || failed || write_failed ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 #endif /* W8A8_HAVE_MPI */

@@ -38,6 +38,7 @@
  * stream forked from it, each rank's thread makes its call, the streams joined back), after the eager warm-up;
  * then replayed back to back, each replay between two events on that stream: the median replay time. What a
  * serving stack that captures its decode / prefill steps sees (no host work per call). */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -52,11 +53,190 @@
 
 int w8a8_cli_tp_bench_gpu(int argc, char **argv);
 
+/* ---- the command line (parsed before any device or MPI work, also in a build without CUDA) ---- */
+
+#define MAXW 8
+#define MAX_ITERS 1000
+#define MAX_WARMUP 10000
+#define MAX_M 32
+
+typedef struct args {
+  int W, device, one_gpu, nccl, div, warmup, iters, do_int8, do_fp8, graph;
+  int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
+  int64_t Ms[MAX_M];
+  int nM;
+  const char *only, *out_path;
+} args;
+
+/* The smallest N or K of the shapes: -s DIV must leave every rank at least one row of the sharded one. */
+static int64_t min_shape_dim(void) {
+  int64_t m = INT64_MAX;
+  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
+    if (cli_tp_shapes[i].N < m) m = cli_tp_shapes[i].N;
+    if (cli_tp_shapes[i].K < m) m = cli_tp_shapes[i].K;
+  }
+  return m;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: w8a8 tp-bench --local W [options]             W GPU ranks as threads (1..%d), rank r on GPU\n"
+          "                                                     (D + r) %% ndev\n"
+          "       mpirun -np W w8a8 tp-bench --nccl [options]   one rank per process and GPU (NCCL)\n"
+          "  --device D    first CUDA device of --local (default 0)\n"
+          "  --one-gpu     --local: every rank on device D (emulated ranks sharing one GPU)\n"
+          "  -m M[,M...]   rows of the layer (tokens), up to %d values in 1..%d, default 1024,4096,8192\n"
+          "  -d DTYPE      int8, fp8 or both (default both)\n"
+          "  -s DIV        divide the 70B shapes' N and K by DIV (default 1: the real shapes); at most\n"
+          "                %lld / W, so that every rank keeps at least one row of each sharded N or K\n"
+          "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
+          "  -w N, -n N    warmup and timed iterations (default 3, 20; -w 0..%d, -n 1..%d)\n"
+          "  --partials P  the reduce-scatter's partials: fp32 (default) or out (rounded to the bf16 out\n"
+          "                before they travel: half the bytes); sets w8a8_tp_options.partials of the\n"
+          "                fused and unfused calls and the element size of the RS gemm/comm baselines\n"
+          "  --graph       --local: time replays of one CUDA graph holding every rank's call\n"
+          "  -o FILE       also write JSON lines (rank 0 under --nccl)\n"
+          "  -h, --help    this text\n",
+          MAXW, MAX_M, INT32_MAX, (long long)min_shape_dim(), MAX_WARMUP, MAX_ITERS);
+}
+
+/* Under mpirun every rank parses the same command line: only the first one reports (the launchers'
+ * rank variables; none set: a process of its own). */
+static int reports(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return !strcmp(v, "0");
+  }
+  return 1;
+}
+
+/* -s DIV with W ranks: 0, or 2 after reporting why not. */
+static int check_div(const args *ar, int W, int print) {
+  const int64_t div_max = min_shape_dim() / (W > 0 ? W : 1);
+  if (ar->div <= div_max) return 0;
+  if (print) {
+    fprintf(stderr,
+            "w8a8 tp-bench: -s %d: at most %lld with %d rank%s (every shape's N/DIV and K/DIV must be at least the "
+            "rank count)\n\n",
+            ar->div, (long long)div_max, W, W == 1 ? "" : "s");
+    usage(stderr);
+  }
+  return 2;
+}
+
+#define PARSE_ERR(...)                      \
+  do {                                      \
+    if (reports()) {                        \
+      fprintf(stderr, "w8a8 tp-bench: ");   \
+      fprintf(stderr, __VA_ARGS__);         \
+      fprintf(stderr, "\n\n");              \
+      usage(stderr);                        \
+    }                                       \
+    return 2;                               \
+  } while (0)
+
+/* 0: run; 1: -h (the caller prints the usage on stdout); 2: a bad command line (reported). */
+static int parse(int argc, char **argv, args *ar) {
+  memset(ar, 0, sizeof *ar);
+  ar->W = 2, ar->div = 1, ar->warmup = 3, ar->iters = 20, ar->do_int8 = ar->do_fp8 = 1;
+  int local = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
+    if (!strcmp(o, "--nccl")) {
+      ar->nccl = 1;
+      continue;
+    }
+    if (!strcmp(o, "--one-gpu")) {
+      ar->one_gpu = 1;
+      continue;
+    }
+    if (!strcmp(o, "--graph")) {
+      ar->graph = 1;
+      continue;
+    }
+    static const char *const with_value[] = {"--local", "--gpu", "--device", "-m", "-d", "-s",
+                                             "--shape", "-w",    "-n",       "-o", "--partials"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(o, with_value[k]);
+    if (!known) {
+      if (!strcmp(o, "-t")) PARSE_ERR("-t is an option of CPU ranks (mpirun without --local or --nccl)");
+      PARSE_ERR("unknown option '%s'", o);
+    }
+    if (i + 1 >= argc) PARSE_ERR("%s needs a value", o);
+    const char *v = argv[++i];
+    int64_t x = 0;
+    if (!strcmp(o, "--local") || !strcmp(o, "--gpu")) {
+      if (!cli_parse_i64(v, 1, MAXW, &x)) PARSE_ERR("%s takes 1..%d ranks, got '%s'", o, MAXW, v);
+      ar->W = (int)x;
+      local = 1;
+    } else if (!strcmp(o, "--device")) {
+      if (!cli_parse_i64(v, 0, 1023, &x)) PARSE_ERR("--device takes a CUDA device 0..1023, got '%s'", v);
+      ar->device = (int)x;
+    } else if (!strcmp(o, "-m")) {
+      if ((ar->nM = cli_parse_i64_list(v, 1, INT32_MAX, ar->Ms, MAX_M)) < 0)
+        PARSE_ERR("-m takes a comma list of up to %d row counts in 1..%d, got '%s'", MAX_M, INT32_MAX, v);
+    } else if (!strcmp(o, "-d")) {
+      ar->do_int8 = !strcmp(v, "int8") || !strcmp(v, "both");
+      ar->do_fp8 = !strcmp(v, "fp8") || !strcmp(v, "both");
+      if (!ar->do_int8 && !ar->do_fp8) PARSE_ERR("-d is int8, fp8 or both, got '%s'", v);
+    } else if (!strcmp(o, "-s")) {
+      if (!cli_parse_i64(v, 1, min_shape_dim(), &x))
+        PARSE_ERR("-s takes 1..%lld (and at most %lld / W with W ranks), got '%s'", (long long)min_shape_dim(),
+                  (long long)min_shape_dim(), v);
+      ar->div = (int)x;
+    } else if (!strcmp(o, "--shape")) {
+      int k = 0;
+      while (k < CLI_TP_NSHAPES && strcmp(v, cli_tp_shapes[k].name)) k++;
+      if (k == CLI_TP_NSHAPES) {
+        char names[256];
+        size_t n = 0;
+        names[0] = 0;
+        for (int j = 0; j < CLI_TP_NSHAPES; j++)
+          n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
+                                j == 0 ? "" : j == CLI_TP_NSHAPES - 1 ? " or " : ", ", cli_tp_shapes[j].name);
+        PARSE_ERR("--shape is %s, got '%s'", names, v);
+      }
+      ar->only = v;
+    } else if (!strcmp(o, "-w")) {
+      if (!cli_parse_i64(v, 0, MAX_WARMUP, &x)) PARSE_ERR("-w takes 0..%d warm-up iterations, got '%s'", MAX_WARMUP, v);
+      ar->warmup = (int)x;
+    } else if (!strcmp(o, "-n")) {
+      if (!cli_parse_i64(v, 1, MAX_ITERS, &x)) PARSE_ERR("-n takes 1..%d timed iterations, got '%s'", MAX_ITERS, v);
+      ar->iters = (int)x;
+    } else if (!strcmp(o, "-o")) {
+      ar->out_path = v;
+    } else { /* --partials */
+      if (!strcmp(v, "fp32"))
+        ar->partials = W8A8_TP_PARTIALS_FP32;
+      else if (!strcmp(v, "out"))
+        ar->partials = W8A8_TP_PARTIALS_OUT;
+      else
+        PARSE_ERR("--partials is fp32 or out, got '%s'", v);
+    }
+  }
+  if (ar->nccl && (local || ar->one_gpu || ar->graph)) /* --nccl: W is mpirun's -np, one GPU per rank */
+    PARSE_ERR("--nccl runs one rank per MPI process and GPU (W = mpirun's -np): %s does not go with it",
+              local ? "--local" : ar->one_gpu ? "--one-gpu" : "--graph");
+  if (!ar->nM) ar->Ms[0] = 1024, ar->Ms[1] = 4096, ar->Ms[2] = 8192, ar->nM = 3;
+  /* --local: W is known now (--nccl: run_nccl checks -s against the world size) */
+  if (!ar->nccl && check_div(ar, ar->W, reports())) return 2;
+  return 0;
+}
+#undef PARSE_ERR
+
 #ifndef W8A8_HAVE_CUDA
 int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
-  (void)argc, (void)argv;
+  args ar;
+  const int pr = parse(argc, argv, &ar);
+  if (pr == 1) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (pr) return CLI_EXIT_USAGE;
   fprintf(stderr, "w8a8 tp-bench --local/--nccl: this build has no CUDA\n");
-  return 1;
+  return CLI_EXIT_FAIL;
 }
 #else
 #include <cuda_runtime.h>
@@ -66,8 +246,6 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 #include <nccl.h>
 #endif
 
-#define MAXW 8
-#define MAX_ITERS 1000
 const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (hidden; static link) */
 int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_TP_TRACE) */
 int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max);          /* the marks' enqueue times */
@@ -76,14 +254,6 @@ const char *w8a8_sm90_last_config(int *split); /* src/cuda/sm90_gemm.cu (hidden)
 
 typedef cli_tp_shape shape;
 #define k_shapes cli_tp_shapes
-
-typedef struct args {
-  int W, device, one_gpu, nccl, div, warmup, iters, do_int8, do_fp8, graph;
-  int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
-  int64_t Ms[32];
-  int nM;
-  const char *only, *out_path;
-} args;
 
 /* ---- data ------------------------------------------------------------------------------- */
 
@@ -746,94 +916,6 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
   return wrong + (g->failed ? 1 : 0);
 }
 
-static void usage(void) {
-  fprintf(stderr,
-          "usage: w8a8 tp-bench --local W [options]             W GPU ranks as threads (1..%d), rank r on GPU\n"
-          "                                                     (D + r) %% ndev\n"
-          "       mpirun -np W w8a8 tp-bench --nccl [options]   one rank per process and GPU (NCCL)\n"
-          "  --device D    first CUDA device of --local (default 0)\n"
-          "  --one-gpu     --local: every rank on device D (emulated ranks sharing one GPU)\n"
-          "  -m M[,M...]   rows of the layer (tokens), default 1024,4096,8192\n"
-          "  -d DTYPE      int8, fp8 or both (default both)\n"
-          "  -s DIV        divide the 70B shapes' N and K by DIV (default 1: the real shapes)\n"
-          "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
-          "  -w N, -n N    warmup and timed iterations (default 3, 20; at most %d)\n"
-          "  --partials P  the reduce-scatter's partials: fp32 (default) or out (rounded to the bf16 out\n"
-          "                before they travel: half the bytes); sets w8a8_tp_options.partials of the\n"
-          "                fused and unfused calls and the element size of the RS gemm/comm baselines\n"
-          "  --graph       --local: time replays of one CUDA graph holding every rank's call\n"
-          "  -o FILE       also write JSON lines (rank 0 under --nccl)\n",
-          MAXW, MAX_ITERS);
-}
-
-static int parse(int argc, char **argv, args *ar) {
-  memset(ar, 0, sizeof *ar);
-  ar->W = 2, ar->div = 1, ar->warmup = 3, ar->iters = 20, ar->do_int8 = ar->do_fp8 = 1;
-  int local = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
-    if (!strcmp(o, "--nccl")) {
-      ar->nccl = 1;
-      continue;
-    }
-    if (!strcmp(o, "--one-gpu")) {
-      ar->one_gpu = 1;
-      continue;
-    }
-    if (!strcmp(o, "--graph")) {
-      ar->graph = 1;
-      continue;
-    }
-    if (!v) return 2;
-    i++;
-    if (!strcmp(o, "--local") || !strcmp(o, "--gpu")) {
-      ar->W = atoi(v);
-      local = 1;
-      if (ar->W < 1 || ar->W > MAXW) return 2;
-    } else if (!strcmp(o, "--device")) {
-      ar->device = atoi(v);
-      if (ar->device < 0) return 2;
-    } else if (!strcmp(o, "-m")) {
-      ar->nM = 0;
-      for (const char *p = v; *p && ar->nM < 32;) {
-        char *end;
-        long long m = strtoll(p, &end, 10);
-        if (end == p || m < 0) return 2;
-        ar->Ms[ar->nM++] = m;
-        if (*end && *end != ',') return 2;
-        p = *end == ',' ? end + 1 : end;
-      }
-    } else if (!strcmp(o, "-d")) {
-      ar->do_int8 = !strcmp(v, "int8") || !strcmp(v, "both");
-      ar->do_fp8 = !strcmp(v, "fp8") || !strcmp(v, "both");
-      if (!ar->do_int8 && !ar->do_fp8) return 2;
-    } else if (!strcmp(o, "-s")) {
-      if ((ar->div = atoi(v)) < 1) return 2;
-    } else if (!strcmp(o, "--shape")) {
-      ar->only = v;
-    } else if (!strcmp(o, "-w")) {
-      if ((ar->warmup = atoi(v)) < 0) return 2;
-    } else if (!strcmp(o, "-n")) {
-      if ((ar->iters = atoi(v)) < 1 || ar->iters > MAX_ITERS) return 2;
-    } else if (!strcmp(o, "-o")) {
-      ar->out_path = v;
-    } else if (!strcmp(o, "--partials")) {
-      if (!strcmp(v, "fp32"))
-        ar->partials = W8A8_TP_PARTIALS_FP32;
-      else if (!strcmp(v, "out"))
-        ar->partials = W8A8_TP_PARTIALS_OUT;
-      else
-        return 2;
-    } else {
-      return 2;
-    }
-  }
-  if (ar->nccl && (local || ar->one_gpu || ar->graph)) return 2; /* --nccl: W is mpirun's -np, one GPU per rank */
-  if (!ar->nM) ar->Ms[0] = 1024, ar->Ms[1] = 4096, ar->Ms[2] = 8192, ar->nM = 3;
-  return 0;
-}
-
 /* Rank state on its device: handle, stream, timing events. */
 static w8a8_status rank_open(rank_data *d) {
   cudaSetDevice(d->dev);
@@ -872,15 +954,33 @@ static void reserve_sizes(const args *ar, int64_t *maxM, int64_t *maxN, int64_t 
   }
 }
 
-/* The sweep over shapes, dtypes and M; rank 0 (or the only process) prints. */
-static long run_all(group *g, const args *ar, int gpus, const char *layout, int print) {
+/* Opens -o for the printing process before any measurement: 0, or 1 after a message. */
+static int open_json(const args *ar, FILE **json) {
+  *json = NULL;
+  if (!ar->out_path) return 0;
+  if ((*json = fopen(ar->out_path, "w"))) return 0;
+  fprintf(stderr, "w8a8 tp-bench: -o: cannot open '%s' for writing: %s\n", ar->out_path, strerror(errno));
+  return 1;
+}
+/* Closes -o: 0, or 1 (with a message) if any of it was not written. */
+static int close_json(const args *ar, FILE *json) {
+  if (!json) return 0;
+  int bad = ferror(json) != 0;
+  errno = 0;
+  if (fclose(json) != 0) bad = 1;
+  if (bad)
+    fprintf(stderr, "w8a8 tp-bench: -o: error writing '%s'%s%s\n", ar->out_path, errno ? ": " : "",
+            errno ? strerror(errno) : "");
+  return bad;
+}
+
+/* The sweep over shapes, dtypes and M; rank 0 (or the only process) prints, and writes json (NULL: no -o). */
+static long run_all(group *g, const args *ar, int gpus, const char *layout, int print, FILE *json) {
   w8a8_handle_info info;
   w8a8_get_info(g->r[lo_rank(g)].h, &info);
   char date[32];
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-  FILE *json = print && ar->out_path ? fopen(ar->out_path, "w") : NULL;
-  if (print && ar->out_path && !json) fprintf(stderr, "tp-bench: cannot write %s\n", ar->out_path);
   if (print) {
     printf("# w8a8 tp-bench --%s: %d GPU ranks on %d %s%s (%s), %s\n", g->nccl ? "nccl" : "local", g->W, gpus, info.name,
            gpus < g->W ? " (EMULATED: ranks share GPUs)" : "", layout, w8a8_version_string());
@@ -942,9 +1042,11 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
       for (int r = lo_rank(g); r < hi_rank(g); r++) free_rank_b(&g->r[r]);
     }
   }
-  if (json) fclose(json);
-  if (print) printf("# %s: %ld wrong elements or failed measurements\n", wrong ? "FAILED" : "ok", wrong);
-  return wrong;
+  const int json_bad = json && (fflush(json) != 0 || ferror(json)); /* the caller's close_json says more */
+  if (print)
+    printf("# %s: %ld wrong elements or failed measurements%s\n", wrong || json_bad ? "FAILED" : "ok", wrong,
+           json_bad ? ", -o not fully written" : "");
+  return wrong + json_bad;
 }
 
 static int run_local(const args *ar) {
@@ -953,6 +1055,8 @@ static int run_local(const args *ar) {
     fprintf(stderr, "tp-bench --local: no CUDA device %d (%d visible)\n", ar->device, ndev);
     return 1;
   }
+  FILE *json = NULL;
+  if (open_json(ar, &json)) return 1;
   static group g;
   memset(&g, 0, sizeof g);
   g.W = ar->W;
@@ -979,8 +1083,9 @@ static int run_local(const args *ar) {
   if (s != W8A8_SUCCESS)
     fprintf(stderr, "tp-bench --local: %s: %s\n", w8a8_status_name(s), w8a8_last_error());
   else
-    wrong = run_all(&g, ar, gpus, layout, 1);
+    wrong = run_all(&g, ar, gpus, layout, 1, json);
   for (int r = 0; r < ar->W; r++) rank_close(&g.r[r]);
+  if (close_json(ar, json)) wrong++;
   return wrong ? 1 : 0;
 }
 
@@ -999,6 +1104,18 @@ static int run_nccl(const args *ar) {
   MPI_Comm_rank(MPI_COMM_WORLD, &g.me);
   const int print = g.me == 0;
   int rc = 1;
+  /* -s against the world size (every rank the same answer), then -o on rank 0, agreed before the rest */
+  if (check_div(ar, g.W, print)) {
+    MPI_Finalize();
+    return CLI_EXIT_USAGE;
+  }
+  FILE *json = NULL;
+  int json_ok = !(print && open_json(ar, &json));
+  MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!json_ok) {
+    MPI_Finalize();
+    return 1;
+  }
   MPI_Comm node;
   int lrank = 0;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g.me, MPI_INFO_NULL, &node);
@@ -1022,6 +1139,7 @@ static int run_nccl(const args *ar) {
       fprintf(stderr, "tp-bench --nccl: every rank needs a CUDA device (and at most %d ranks); %d visible here\n", MAXW,
               ndev);
     free(keys);
+    close_json(ar, json);
     MPI_Finalize();
     return 1;
   }
@@ -1038,6 +1156,7 @@ static int run_nccl(const args *ar) {
   free(keys);
   if (shared) {
     if (print) fprintf(stderr, "tp-bench --nccl: two ranks would share a GPU (%s); NCCL needs one GPU per rank\n", layout);
+    close_json(ar, json);
     MPI_Finalize();
     return 1;
   }
@@ -1072,11 +1191,12 @@ static int run_nccl(const args *ar) {
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all && print) fprintf(stderr, "tp-bench --nccl: ncclCommInitRank failed\n");
   }
-  if (all) rc = run_all(&g, ar, gpus, layout, print) ? 1 : 0;
+  if (all) rc = run_all(&g, ar, gpus, layout, print, json) ? 1 : 0;
   cudaSetDevice(d->dev);
   if (d->st) cudaStreamSynchronize(d->st);
   if (g.nc) ncclCommDestroy(g.nc);
   rank_close(d); /* w8a8_comm_destroy: collective */
+  if (close_json(ar, json)) rc = 1;
   MPI_Finalize();
   return rc;
 }
@@ -1085,11 +1205,12 @@ static int run_nccl(const args *ar) {
 int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   args ar;
-  int pr = parse(argc, argv, &ar);
-  if (pr) {
-    usage();
-    return pr == 1 ? 0 : 2;
+  const int pr = parse(argc, argv, &ar); /* before any device or MPI work */
+  if (pr == 1) {
+    usage(stdout);
+    return CLI_EXIT_OK;
   }
+  if (pr) return CLI_EXIT_USAGE;
   if (ar.nccl) {
 #ifdef TPB_NCCL
     return run_nccl(&ar);

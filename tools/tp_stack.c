@@ -33,6 +33,7 @@
  * -np W): one rank per process, w8a8_comm_create_world with a CUDA handle (NCCL transport).
  * Everything is allocated and the workspaces reserved before timing; nothing is allocated in the
  * timed loop. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -44,9 +45,128 @@
 
 int w8a8_cli_tp_stack(int argc, char **argv);
 
+/* ---- the command line (parsed before any device or MPI work, also in a build without CUDA) ---- */
+
+#define MAXW_LOCAL 8
+#define MAXW 64
+#define MAXT 16
+#define MAX_TOKENS (1 << 20)
+#define MAX_LAYERS 200
+#define MAX_ITERS 10000
+#define MAX_WARMUP 1000
+
+typedef struct args {
+  int W, nccl, layers, iters, warmup, nT;
+  int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
+  int64_t tokens[MAXT];
+  const char *out_path;
+} args;
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: w8a8 tp-stack [--local W] [--tokens T,T,...] [--layers L] [-n ITERS] [-w WARMUP] [--partials fp32|out]\n"
+             "       [-o FILE]\n"
+             "       mpirun -np W w8a8 tp-stack --nccl [same options but --local]\n"
+             "A Llama-3.1-70B-FP8 decoder stack (dummy weights, attention left out) with sequence parallelism at\n"
+             "TP = W: fused (overlap on) vs unfused (overlap off) vs gemm_only, per-op breakdown.\n"
+             "  --local W     W ranks as threads of this process, rank r on GPU r %% ngpus (default W = ngpus,\n"
+             "                at least 2); fewer GPUs than ranks: emulated ranks (not TP timings). W in 1..%d\n"
+             "  --nccl        one rank per MPI process (mpirun), NCCL transport, GPU = local rank %% ngpus\n"
+             "  --tokens L    prefill token counts, up to %d in 1..%d (default 1024,2048,4096,8192)\n"
+             "  --layers L    decoder layers, 1..%d (default 2)\n"
+             "  -n N, -w N    timed and warm-up iterations (default 10, 2; -n 1..%d, -w 0..%d)\n"
+             "  --partials P  the reduce-scatters' partials: fp32 (default) or out (rounded to the bf16 out\n"
+             "                before they travel: half the bytes; w8a8_tp_options.partials)\n"
+             "  -o FILE       also write JSON lines (impl \"w8a8_tp_stack\")\n"
+             "  -h, --help    this text\n"
+             "W must divide 2048 (every per-rank size is then whole).\n",
+          MAXW_LOCAL, MAXT, MAX_TOKENS, MAX_LAYERS, MAX_ITERS, MAX_WARMUP);
+}
+
+/* Under mpirun every rank parses the same command line: only the first one reports (the launchers'
+ * rank variables; none set: a process of its own). */
+static int reports(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return !strcmp(v, "0");
+  }
+  return 1;
+}
+
+#define PARSE_ERR(...)                      \
+  do {                                      \
+    if (reports()) {                        \
+      fprintf(stderr, "w8a8 tp-stack: ");   \
+      fprintf(stderr, __VA_ARGS__);         \
+      fprintf(stderr, "\n\n");              \
+      usage(stderr);                        \
+    }                                       \
+    return 2;                               \
+  } while (0)
+
+/* 0: run; 1: -h (the caller prints the usage on stdout); 2: a bad command line (reported). */
+static int parse(int argc, char **argv, args *ar) {
+  memset(ar, 0, sizeof *ar);
+  ar->layers = 2, ar->iters = 10, ar->warmup = 2;
+  int local = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *o = argv[i];
+    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
+    if (!strcmp(o, "--nccl")) {
+      ar->nccl = 1;
+      continue;
+    }
+    static const char *const with_value[] = {"--local", "--tokens", "--layers", "-n", "-w", "-o", "--partials"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(o, with_value[k]);
+    if (!known) PARSE_ERR("unknown option '%s'", o);
+    if (i + 1 >= argc) PARSE_ERR("%s needs a value", o);
+    const char *v = argv[++i];
+    int64_t x = 0;
+    if (!strcmp(o, "--local")) {
+      if (!cli_parse_i64(v, 1, MAXW_LOCAL, &x)) PARSE_ERR("--local takes 1..%d ranks, got '%s'", MAXW_LOCAL, v);
+      if (2048 % x) PARSE_ERR("--local %s: W must divide 2048 (1, 2, 4 or 8)", v);
+      ar->W = (int)x;
+      local = 1;
+    } else if (!strcmp(o, "--tokens")) {
+      if ((ar->nT = cli_parse_i64_list(v, 1, MAX_TOKENS, ar->tokens, MAXT)) < 0)
+        PARSE_ERR("--tokens takes a comma list of up to %d token counts in 1..%d, got '%s'", MAXT, MAX_TOKENS, v);
+    } else if (!strcmp(o, "--layers")) {
+      if (!cli_parse_i64(v, 1, MAX_LAYERS, &x)) PARSE_ERR("--layers takes 1..%d, got '%s'", MAX_LAYERS, v);
+      ar->layers = (int)x;
+    } else if (!strcmp(o, "-n")) {
+      if (!cli_parse_i64(v, 1, MAX_ITERS, &x)) PARSE_ERR("-n takes 1..%d timed iterations, got '%s'", MAX_ITERS, v);
+      ar->iters = (int)x;
+    } else if (!strcmp(o, "-w")) {
+      if (!cli_parse_i64(v, 0, MAX_WARMUP, &x)) PARSE_ERR("-w takes 0..%d warm-up iterations, got '%s'", MAX_WARMUP, v);
+      ar->warmup = (int)x;
+    } else if (!strcmp(o, "-o")) {
+      ar->out_path = v;
+    } else { /* --partials */
+      if (!strcmp(v, "fp32"))
+        ar->partials = W8A8_TP_PARTIALS_FP32;
+      else if (!strcmp(v, "out"))
+        ar->partials = W8A8_TP_PARTIALS_OUT;
+      else
+        PARSE_ERR("--partials is fp32 or out, got '%s'", v);
+    }
+  }
+  if (ar->nccl && local)
+    PARSE_ERR("--local and --nccl do not go together (--nccl: one rank per MPI process, W = mpirun's -np)");
+  if (!ar->nT) ar->tokens[0] = 1024, ar->tokens[1] = 2048, ar->tokens[2] = 4096, ar->tokens[3] = 8192, ar->nT = 4;
+  return 0;
+}
+#undef PARSE_ERR
+
 #ifndef W8A8_HAVE_CUDA
 int w8a8_cli_tp_stack(int argc, char **argv) {
-  (void)argc, (void)argv;
+  args ar;
+  const int pr = parse(argc, argv, &ar);
+  if (pr == 1) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (pr) return CLI_EXIT_USAGE;
   fprintf(stderr, "w8a8 tp-stack: this build has no CUDA; the layer-stack benchmark needs GPU ranks\n");
   return CLI_EXIT_FAIL;
 }
@@ -56,9 +176,6 @@ int w8a8_cli_tp_stack(int argc, char **argv) {
 #include <mpi.h>
 #endif
 
-#define MAXW_LOCAL 8
-#define MAXW 64
-#define MAXT 16
 #define HIDDEN 8192
 #define QKV_OUT 10240 /* 64 query heads + 2 x 8 KV heads of 128 */
 #define INTER 28672
@@ -70,13 +187,6 @@ enum { MODE_GEMM, MODE_UNFUSED, MODE_FUSED, NMODES };
 static const char *mode_name[NMODES] = {"gemm_only", "unfused", "fused"};
 /* the collective ops, and what each fused op is compared with */
 static const int coll_ops[4] = {OP_QKV, OP_O, OP_GU, OP_DOWN};
-
-typedef struct args {
-  int W, nccl, layers, iters, warmup, nT;
-  int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
-  int64_t tokens[MAXT];
-  const char *out_path;
-} args;
 
 typedef struct layer_w {
   void *wqkv, *wo, *wgu, *wd;     /* fp8, column-major [K, N] (N rows of K) */
@@ -527,88 +637,6 @@ static void print_columns(void) {
   printf("   (op columns: ms per layer)\n");
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: w8a8 tp-stack [--local W] [--tokens T,T,...] [--layers L] [-n ITERS] [-w WARMUP] [--partials fp32|out]\n"
-             "       [-o FILE]\n"
-             "       mpirun -np W w8a8 tp-stack --nccl [same options]\n"
-             "A Llama-3.1-70B-FP8 decoder stack (dummy weights, attention left out) with sequence parallelism at\n"
-             "TP = W: fused (overlap on) vs unfused (overlap off) vs gemm_only, per-op breakdown.\n"
-             "  --local W     W ranks as threads of this process, rank r on GPU r %% ngpus (default W = ngpus,\n"
-             "                at least 2); fewer GPUs than ranks: emulated ranks (not TP timings). W in 1..%d\n"
-             "  --nccl        one rank per MPI process (mpirun), NCCL transport, GPU = local rank %% ngpus\n"
-             "  --tokens L    prefill token counts (default 1024,2048,4096,8192)\n"
-             "  --layers L    decoder layers (default 2)\n"
-             "  -n N, -w N    timed and warm-up iterations (default 10, 2)\n"
-             "  --partials P  the reduce-scatters' partials: fp32 (default) or out (rounded to the bf16 out\n"
-             "                before they travel: half the bytes; w8a8_tp_options.partials)\n"
-             "  -o FILE       also write JSON lines (impl \"w8a8_tp_stack\")\n"
-             "W must divide 2048 (every per-rank size is then whole).\n",
-          MAXW_LOCAL);
-}
-
-static int parse(int argc, char **argv, args *ar) {
-  memset(ar, 0, sizeof *ar);
-  ar->layers = 2, ar->iters = 10, ar->warmup = 2;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
-    if (!strcmp(o, "--nccl")) {
-      ar->nccl = 1;
-      continue;
-    }
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!v) {
-      fprintf(stderr, "w8a8 tp-stack: %s needs a value\n", o);
-      return 2;
-    }
-    i++;
-    if (!strcmp(o, "--local")) {
-      ar->W = atoi(v);
-      if (ar->W < 1 || ar->W > MAXW_LOCAL) {
-        fprintf(stderr, "w8a8 tp-stack: --local %s: expected 1..%d\n", v, MAXW_LOCAL);
-        return 2;
-      }
-    } else if (!strcmp(o, "--tokens")) {
-      ar->nT = 0;
-      for (const char *p = v; *p;) {
-        char *end;
-        long long t = strtoll(p, &end, 10);
-        if (end == p || t < 1 || t > (1 << 20) || ar->nT == MAXT || (*end && *end != ',')) {
-          fprintf(stderr, "w8a8 tp-stack: --tokens %s: expected up to %d comma-separated counts in 1..2^20\n", v, MAXT);
-          return 2;
-        }
-        ar->tokens[ar->nT++] = t;
-        p = *end == ',' ? end + 1 : end;
-      }
-    } else if (!strcmp(o, "--layers")) {
-      if ((ar->layers = atoi(v)) < 1 || ar->layers > 200) {
-        fprintf(stderr, "w8a8 tp-stack: --layers %s: expected 1..200\n", v);
-        return 2;
-      }
-    } else if (!strcmp(o, "-n")) {
-      if ((ar->iters = atoi(v)) < 1 || ar->iters > 10000) return 2;
-    } else if (!strcmp(o, "-w")) {
-      if ((ar->warmup = atoi(v)) < 0 || ar->warmup > 1000) return 2;
-    } else if (!strcmp(o, "-o")) {
-      ar->out_path = v;
-    } else if (!strcmp(o, "--partials")) {
-      if (!strcmp(v, "fp32")) {
-        ar->partials = W8A8_TP_PARTIALS_FP32;
-      } else if (!strcmp(v, "out")) {
-        ar->partials = W8A8_TP_PARTIALS_OUT;
-      } else {
-        fprintf(stderr, "w8a8 tp-stack: --partials %s: expected fp32 or out\n", v);
-        return 2;
-      }
-    } else {
-      fprintf(stderr, "w8a8 tp-stack: unknown option %s\n", o);
-      return 2;
-    }
-  }
-  if (!ar->nT) ar->tokens[0] = 1024, ar->tokens[1] = 2048, ar->tokens[2] = 4096, ar->tokens[3] = 8192, ar->nT = 4;
-  return 0;
-}
-
 static int64_t max_tokens(const args *ar) {
   int64_t m = 0;
   for (int i = 0; i < ar->nT; i++) m = ar->tokens[i] > m ? ar->tokens[i] : m;
@@ -624,6 +652,26 @@ static void fill_info(run_info *ri, const args *ar, w8a8_handle *h) {
   ri->L = ar->layers, ri->iters = ar->iters, ri->warmup = ar->warmup, ri->partials = ar->partials;
 }
 
+/* -o, opened by the printing process before anything is measured: 0, or 1 after a message. */
+static int open_json(const args *ar, FILE **json) {
+  *json = NULL;
+  if (!ar->out_path) return 0;
+  if ((*json = fopen(ar->out_path, "w"))) return 0;
+  fprintf(stderr, "w8a8 tp-stack: -o: cannot open '%s' for writing: %s\n", ar->out_path, strerror(errno));
+  return 1;
+}
+/* Closes -o: 0, or 1 (with a message) if any of it was not written. */
+static int close_json(const args *ar, FILE *json) {
+  if (!json) return 0;
+  int bad = ferror(json) != 0;
+  errno = 0;
+  if (fclose(json) != 0) bad = 1;
+  if (bad)
+    fprintf(stderr, "w8a8 tp-stack: -o: error writing '%s'%s%s\n", ar->out_path, errno ? ": " : "",
+            errno ? strerror(errno) : "");
+  return bad;
+}
+
 /* --local: W threads, one per rank. */
 static int run_local(const args *ar, int ndev) {
   const int W = ar->W ? ar->W : (ndev >= 2 ? (ndev > MAXW_LOCAL ? MAXW_LOCAL : ndev) : 2);
@@ -631,6 +679,8 @@ static int run_local(const args *ar, int ndev) {
     fprintf(stderr, "w8a8 tp-stack: W = %d does not divide 2048\n", W);
     return CLI_EXIT_USAGE;
   }
+  FILE *json = NULL;
+  if (open_json(ar, &json)) return CLI_EXIT_FAIL;
   static rank_ctx cs[MAXW_LOCAL];
   static group g;
   memset(cs, 0, sizeof cs);
@@ -665,7 +715,6 @@ static int run_local(const args *ar, int ndev) {
     ok = 0;
   }
   int rc = CLI_EXIT_OK;
-  FILE *json = NULL;
   if (ok) {
     /* the uploads ran on the legacy stream; the ranks' streams are non-blocking */
     for (int d = 0; d < ndev && d < W; d++) cudaSetDevice(d), cudaDeviceSynchronize();
@@ -673,8 +722,6 @@ static int run_local(const args *ar, int ndev) {
     memset(&ri, 0, sizeof ri);
     ri.W = W, ri.gpus = ndev < W ? ndev : W, ri.emulated = ndev < W;
     fill_info(&ri, ar, cs[0].h);
-    json = ar->out_path ? fopen(ar->out_path, "w") : NULL;
-    if (ar->out_path && !json) fprintf(stderr, "w8a8 tp-stack: cannot write %s\n", ar->out_path);
     print_header(&ri, ar);
     print_columns();
     pthread_barrier_init(&g.bar, NULL, (unsigned)W);
@@ -711,11 +758,13 @@ static int run_local(const args *ar, int ndev) {
     }
     pthread_barrier_destroy(&g.bar);
     print_final(&ri, ar, all);
-    printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed (see stderr)");
+    if (close_json(ar, json)) rc = CLI_EXIT_FAIL;
+    json = NULL;
+    printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed or -o was not written (see stderr)");
   } else {
     rc = CLI_EXIT_FAIL;
   }
-  if (json) fclose(json);
+  close_json(ar, json);
   for (int r = 0; r < W; r++) {
     if (cs[r].h) cudaSetDevice(cs[r].device), cudaDeviceSynchronize();
     if (cs[r].comm) w8a8_comm_destroy(cs[r].comm);
@@ -738,6 +787,16 @@ static int run_nccl(const args *ar, int ndev) {
   if (!inited) MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &W);
+  /* -o on rank 0 before anything else; every rank learns the outcome before the collective work */
+  FILE *json = NULL;
+  int json_ok = !(rank == 0 && open_json(ar, &json));
+  MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!json_ok) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+    return CLI_EXIT_FAIL;
+  }
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &local);
@@ -767,7 +826,6 @@ static int run_nccl(const args *ar, int ndev) {
   if (all && s != W8A8_SUCCESS) fprintf(stderr, "w8a8 tp-stack: rank %d: %s: %s\n", rank, w8a8_status_name(s), w8a8_last_error());
   int ok2 = all && s == W8A8_SUCCESS;
   MPI_Allreduce(MPI_IN_PLACE, &ok2, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  FILE *json = NULL;
   if (ok2) {
     cudaDeviceSynchronize();
     run_info ri;
@@ -776,8 +834,6 @@ static int run_nccl(const args *ar, int ndev) {
     ri.W = W, ri.nccl = 1, ri.gpus = W, ri.emulated = 0;
     fill_info(&ri, ar, c.h);
     if (rank == 0) {
-      json = ar->out_path ? fopen(ar->out_path, "w") : NULL;
-      if (ar->out_path && !json) fprintf(stderr, "w8a8 tp-stack: cannot write %s\n", ar->out_path);
       print_header(&ri, ar);
       print_columns();
     }
@@ -803,12 +859,14 @@ static int run_nccl(const args *ar, int ndev) {
     }
     if (rank == 0) {
       print_final(&ri, ar, all);
-      printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed (see stderr)");
+      if (close_json(ar, json)) rc = CLI_EXIT_FAIL;
+      json = NULL;
+      printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed or -o was not written (see stderr)");
     }
   } else {
     rc = CLI_EXIT_FAIL;
   }
-  if (json) fclose(json);
+  close_json(ar, json);
   if (c.h) cudaDeviceSynchronize();
   if (c.comm) w8a8_comm_destroy(c.comm);
   if (c.h) {
@@ -826,11 +884,12 @@ static int run_nccl(const args *ar, int ndev) {
 int w8a8_cli_tp_stack(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   args ar;
-  const int pr = parse(argc, argv, &ar);
-  if (pr) {
-    usage(pr == 1 ? stdout : stderr);
-    return pr == 1 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+  const int pr = parse(argc, argv, &ar); /* before any device or MPI work */
+  if (pr == 1) {
+    usage(stdout);
+    return CLI_EXIT_OK;
   }
+  if (pr) return CLI_EXIT_USAGE;
   const int ndev = w8a8_cuda_device_count();
   if (ndev < 1) {
     fprintf(stderr, "w8a8 tp-stack: no CUDA device visible; the layer-stack benchmark needs at least one GPU "
