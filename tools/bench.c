@@ -197,9 +197,7 @@ static int add_suite(const char *name, bench_shape *shapes, int *n) {
 
 static int parse_suites(const char *list, bench_shape *shapes, int *n) {
   char buf[512];
-  if (strlen(list) >= sizeof buf || !*list) return -1;
-  /* (strtok_r skips empty items: ",,llama8b" would pass) */
-  if (list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,")) return -1;
+  if (!cli_list_ok(list) || strlen(list) >= sizeof buf) return -1;
   strcpy(buf, list);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))

@@ -374,15 +374,25 @@ bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   return true;
 }
 
+bool cli_list_ok(const char *s) {
+  return s && *s && s[0] != ',' && s[strlen(s) - 1] != ',' && !strstr(s, ",,");
+}
+
+bool cli_reporting_rank(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return !strcmp(v, "0");
+  }
+  return true;
+}
+
 int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int max) {
-  if (!s || !*s) return -1;
   char buf[4096];
-  if (strlen(s) >= sizeof buf) return -1;
+  if (!cli_list_ok(s) || strlen(s) >= sizeof buf) return -1; /* (strtok_r would skip empty items) */
   strcpy(buf, s);
   int n = 0;
   char *save = NULL;
-  /* strtok_r would skip empty items ("1,,2"); reject those explicitly */
-  if (buf[0] == ',' || buf[strlen(buf) - 1] == ',' || strstr(buf, ",,")) return -1;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     if (n >= max) return -1;
     if (!cli_parse_i64(tok, lo, hi, &out[n])) return -1;
@@ -565,3 +575,22 @@ const cli_tp_shape cli_tp_shapes[CLI_TP_NSHAPES] = {
     {"70b-gate_up", 1, 57344, 8192},
     {"70b-down", 0, 8192, 28672},
 };
+
+int64_t cli_tp_min_dim(void) {
+  int64_t m = INT64_MAX;
+  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
+    if (cli_tp_shapes[i].N < m) m = cli_tp_shapes[i].N;
+    if (cli_tp_shapes[i].K < m) m = cli_tp_shapes[i].K;
+  }
+  return m;
+}
+
+const char *cli_tp_shape_names(void) {
+  static char buf[256];
+  size_t n = 0;
+  buf[0] = 0;
+  for (int i = 0; i < CLI_TP_NSHAPES; i++)
+    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i == 0 ? "" : i == CLI_TP_NSHAPES - 1 ? " or " : ", ",
+                          cli_tp_shapes[i].name);
+  return buf;
+}

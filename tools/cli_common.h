@@ -119,6 +119,12 @@ void cli_compare_fp8(const uint8_t *a, int64_t lda, const uint8_t *b, int64_t ld
 bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* "1,16,64" -> up to max values within [lo, hi]; returns the count, or -1 on bad input. */
 int cli_parse_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int max);
+/* A comma list with no empty item: non-empty, no leading or trailing comma, no ",," (strtok would skip
+ * empty items silently). */
+bool cli_list_ok(const char *s);
+/* Under mpirun every rank parses the same command line: whether this process reports its errors (rank 0
+ * by the launchers' rank variables; none set: a process of its own, which does). */
+bool cli_reporting_rank(void);
 /* "bf16" | "fp16" | "fp32" -> dtype, else W8A8_DTYPE_INVALID */
 w8a8_dtype cli_parse_out_dtype(const char *s);
 
@@ -172,5 +178,9 @@ typedef struct cli_tp_shape {
 } cli_tp_shape;
 #define CLI_TP_NSHAPES 4
 extern const cli_tp_shape cli_tp_shapes[CLI_TP_NSHAPES];
+/* The smallest N or K of the shapes (-s DIV must leave every rank at least one row of the sharded one). */
+int64_t cli_tp_min_dim(void);
+/* "70b-qkv, 70b-o, 70b-gate_up or 70b-down" (for messages) */
+const char *cli_tp_shape_names(void);
 
 #endif

@@ -70,16 +70,6 @@ typedef struct tp_args {
   const char *only; /* shape name filter, NULL = all */
 } tp_args;
 
-/* The smallest N or K of the shapes: -s DIV must leave every rank at least one row of the sharded one. */
-static int64_t min_shape_dim(void) {
-  int64_t m = INT64_MAX;
-  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
-    if (cli_tp_shapes[i].N < m) m = cli_tp_shapes[i].N;
-    if (cli_tp_shapes[i].K < m) m = cli_tp_shapes[i].K;
-  }
-  return m;
-}
-
 static void usage(FILE *f) {
   fprintf(f,
           "usage: mpirun -np W w8a8 tp-bench [options]\n"
@@ -94,18 +84,7 @@ static void usage(FILE *f) {
           "  -h, --help    this text\n"
           "M x K (all-gather) and M x N (reduce-scatter) of a layer must fit an MPI count (at most %d).\n"
           "GPU ranks emulated on one GPU (no mpirun): w8a8 tp-bench --local W [--help]\n",
-          TP_MAX_M, INT32_MAX, (long long)min_shape_dim(), TP_MAX_WARMUP, TP_MAX_ITERS, TP_MAX_THREADS, INT_MAX);
-}
-
-/* "70b-qkv, 70b-o, 70b-gate_up or 70b-down" */
-static const char *shape_names(void) {
-  static char buf[256];
-  size_t n = 0;
-  buf[0] = 0;
-  for (int i = 0; i < CLI_TP_NSHAPES; i++)
-    n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", i == 0 ? "" : i == CLI_TP_NSHAPES - 1 ? " or " : ", ",
-                          cli_tp_shapes[i].name);
-  return buf;
+          TP_MAX_M, INT32_MAX, (long long)cli_tp_min_dim(), TP_MAX_WARMUP, TP_MAX_ITERS, TP_MAX_THREADS, INT_MAX);
 }
 
 /* A bad command line: the reason, then the usage (rank 0 only); parse() returns 2. */
@@ -132,7 +111,7 @@ static int parse(int argc, char **argv, tp_args *ar, int W, int r) {
   ar->threads = ncpu / W > 1 ? (int)(ncpu / W) : 1;
   if (ar->threads > TP_MAX_THREADS) ar->threads = TP_MAX_THREADS;
   /* Every rank needs at least one row of the sharded dimension (AG: N, RS: K) of every shape. */
-  const int64_t div_max = min_shape_dim() / W;
+  const int64_t div_max = cli_tp_min_dim() / W;
   for (int i = 1; i < argc; i++) {
     const char *o = argv[i];
     if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
@@ -158,7 +137,7 @@ static int parse(int argc, char **argv, tp_args *ar, int W, int r) {
     } else if (!strcmp(o, "--shape")) {
       int k = 0;
       while (k < CLI_TP_NSHAPES && strcmp(v, cli_tp_shapes[k].name)) k++;
-      if (k == CLI_TP_NSHAPES) PARSE_ERR("--shape is %s, got '%s'", shape_names(), v);
+      if (k == CLI_TP_NSHAPES) PARSE_ERR("--shape is %s, got '%s'", cli_tp_shape_names(), v);
       ar->only = v;
     } else if (!strcmp(o, "-w")) {
       if (!cli_parse_i64(v, 0, TP_MAX_WARMUP, &x))
@@ -182,7 +161,7 @@ static int parse(int argc, char **argv, tp_args *ar, int W, int r) {
     ar->Ms[0] = 16, ar->Ms[1] = 64, ar->Ms[2] = 256;
     ar->nM = 3;
   }
-  if (div_max < 1) PARSE_ERR("%d ranks: more than the shapes' smallest N or K (%lld)", W, (long long)min_shape_dim());
+  if (div_max < 1) PARSE_ERR("%d ranks: more than the shapes' smallest N or K (%lld)", W, (long long)cli_tp_min_dim());
   if (ar->div > div_max)
     PARSE_ERR("-s %d: at most %lld with %d rank%s (every shape's N/DIV and K/DIV must be at least the rank count)",
               ar->div, (long long)div_max, W, W == 1 ? "" : "s");

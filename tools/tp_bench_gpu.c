@@ -68,16 +68,6 @@ typedef struct args {
   const char *only, *out_path;
 } args;
 
-/* The smallest N or K of the shapes: -s DIV must leave every rank at least one row of the sharded one. */
-static int64_t min_shape_dim(void) {
-  int64_t m = INT64_MAX;
-  for (int i = 0; i < CLI_TP_NSHAPES; i++) {
-    if (cli_tp_shapes[i].N < m) m = cli_tp_shapes[i].N;
-    if (cli_tp_shapes[i].K < m) m = cli_tp_shapes[i].K;
-  }
-  return m;
-}
-
 static void usage(FILE *f) {
   fprintf(f,
           "usage: w8a8 tp-bench --local W [options]             W GPU ranks as threads (1..%d), rank r on GPU\n"
@@ -97,23 +87,12 @@ static void usage(FILE *f) {
           "  --graph       --local: time replays of one CUDA graph holding every rank's call\n"
           "  -o FILE       also write JSON lines (rank 0 under --nccl)\n"
           "  -h, --help    this text\n",
-          MAXW, MAX_M, INT32_MAX, (long long)min_shape_dim(), MAX_WARMUP, MAX_ITERS);
-}
-
-/* Under mpirun every rank parses the same command line: only the first one reports (the launchers'
- * rank variables; none set: a process of its own). */
-static int reports(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    if (v && *v) return !strcmp(v, "0");
-  }
-  return 1;
+          MAXW, MAX_M, INT32_MAX, (long long)cli_tp_min_dim(), MAX_WARMUP, MAX_ITERS);
 }
 
 /* -s DIV with W ranks: 0, or 2 after reporting why not. */
 static int check_div(const args *ar, int W, int print) {
-  const int64_t div_max = min_shape_dim() / (W > 0 ? W : 1);
+  const int64_t div_max = cli_tp_min_dim() / (W > 0 ? W : 1);
   if (ar->div <= div_max) return 0;
   if (print) {
     fprintf(stderr,
@@ -127,7 +106,7 @@ static int check_div(const args *ar, int W, int print) {
 
 #define PARSE_ERR(...)                      \
   do {                                      \
-    if (reports()) {                        \
+    if (cli_reporting_rank()) {                        \
       fprintf(stderr, "w8a8 tp-bench: ");   \
       fprintf(stderr, __VA_ARGS__);         \
       fprintf(stderr, "\n\n");              \
@@ -182,22 +161,14 @@ static int parse(int argc, char **argv, args *ar) {
       ar->do_fp8 = !strcmp(v, "fp8") || !strcmp(v, "both");
       if (!ar->do_int8 && !ar->do_fp8) PARSE_ERR("-d is int8, fp8 or both, got '%s'", v);
     } else if (!strcmp(o, "-s")) {
-      if (!cli_parse_i64(v, 1, min_shape_dim(), &x))
-        PARSE_ERR("-s takes 1..%lld (and at most %lld / W with W ranks), got '%s'", (long long)min_shape_dim(),
-                  (long long)min_shape_dim(), v);
+      if (!cli_parse_i64(v, 1, cli_tp_min_dim(), &x))
+        PARSE_ERR("-s takes 1..%lld (and at most %lld / W with W ranks), got '%s'", (long long)cli_tp_min_dim(),
+                  (long long)cli_tp_min_dim(), v);
       ar->div = (int)x;
     } else if (!strcmp(o, "--shape")) {
       int k = 0;
       while (k < CLI_TP_NSHAPES && strcmp(v, cli_tp_shapes[k].name)) k++;
-      if (k == CLI_TP_NSHAPES) {
-        char names[256];
-        size_t n = 0;
-        names[0] = 0;
-        for (int j = 0; j < CLI_TP_NSHAPES; j++)
-          n += (size_t)snprintf(names + n, sizeof names - n, "%s%s",
-                                j == 0 ? "" : j == CLI_TP_NSHAPES - 1 ? " or " : ", ", cli_tp_shapes[j].name);
-        PARSE_ERR("--shape is %s, got '%s'", names, v);
-      }
+      if (k == CLI_TP_NSHAPES) PARSE_ERR("--shape is %s, got '%s'", cli_tp_shape_names(), v);
       ar->only = v;
     } else if (!strcmp(o, "-w")) {
       if (!cli_parse_i64(v, 0, MAX_WARMUP, &x)) PARSE_ERR("-w takes 0..%d warm-up iterations, got '%s'", MAX_WARMUP, v);
@@ -221,7 +192,7 @@ static int parse(int argc, char **argv, args *ar) {
               local ? "--local" : ar->one_gpu ? "--one-gpu" : "--graph");
   if (!ar->nM) ar->Ms[0] = 1024, ar->Ms[1] = 4096, ar->Ms[2] = 8192, ar->nM = 3;
   /* --local: W is known now (--nccl: run_nccl checks -s against the world size) */
-  if (!ar->nccl && check_div(ar, ar->W, reports())) return 2;
+  if (!ar->nccl && check_div(ar, ar->W, cli_reporting_rank())) return 2;
   return 0;
 }
 #undef PARSE_ERR

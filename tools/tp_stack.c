@@ -82,20 +82,9 @@ static void usage(FILE *f) {
           MAXW_LOCAL, MAXT, MAX_TOKENS, MAX_LAYERS, MAX_ITERS, MAX_WARMUP);
 }
 
-/* Under mpirun every rank parses the same command line: only the first one reports (the launchers'
- * rank variables; none set: a process of its own). */
-static int reports(void) {
-  static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    if (v && *v) return !strcmp(v, "0");
-  }
-  return 1;
-}
-
 #define PARSE_ERR(...)                      \
   do {                                      \
-    if (reports()) {                        \
+    if (cli_reporting_rank()) {                        \
       fprintf(stderr, "w8a8 tp-stack: ");   \
       fprintf(stderr, __VA_ARGS__);         \
       fprintf(stderr, "\n\n");              \

@@ -192,7 +192,7 @@ int w8a8_cli_tune(int argc, char **argv) {
     char buf[256];
     const char *list = suite ? suite : "llama8b,llama70b-tp4";
     /* (a list past the buffer, or with empty items that strtok would skip, is refused, not cut or thinned) */
-    if (!*list || strlen(list) >= sizeof buf || list[0] == ',' || list[strlen(list) - 1] == ',' || strstr(list, ",,")) {
+    if (!cli_list_ok(list) || strlen(list) >= sizeof buf) {
       fprintf(stderr, "w8a8 tune: --suite '%.40s%s': a comma-separated list of llama8b, llama70b-tp4, all\n", list,
               strlen(list) > 40 ? "..." : "");
       return CLI_EXIT_USAGE;

@@ -160,9 +160,8 @@ def _frontend(comm, a, fn):
     if mod.startswith("torch"):
         from . import torch as wt
         import torch
-        want = "cuda:%d" % comm.handle.index if comm.kind == "cuda" else "cpu"
-        if not isinstance(a, torch.Tensor) or (a.device.type, a.device.index if comm.kind == "cuda" else None) != (
-                comm.kind, comm.handle.index if comm.kind == "cuda" else None):
+        want = torch.device("cuda", comm.handle.index) if comm.kind == "cuda" else torch.device("cpu")
+        if not isinstance(a, torch.Tensor) or a.device != want:
             raise make_error(Status.ERROR_INVALID_POINTER, "%s: a is on %s but the communicator's rank runs on %s"
                              % (fn, getattr(a, "device", "?"), want))
         if comm.kind == "cuda":
