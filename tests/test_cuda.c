@@ -809,6 +809,83 @@ W8A8_TEST(cuda_graph_quantize_scaled_mm) {
   w8a8_cuda_set_gemv(-1);
 }
 
+/* The dynamic per-tensor quantizers (w8a8_quantize and w8a8_silu_mul_quantize) reduce their amax in the handle's
+ * slot, not in the caller's scale (session 31: the caller's scale is written by the call's last kernel only). One
+ * graph holds both calls on one handle; its replays shrink the input 100x each time, so a slot not zeroed inside
+ * the graph, or one call's amax leaking into the other's, gives the wrong scale. Each scale sits between poisoned
+ * neighbours that must stay as they were; q and the scales are compared bit for bit with the CPU reference. */
+W8A8_TEST(cuda_graph_quantize_per_tensor) {
+  GPU_OR_SKIP();
+  w8a8_handle *g = gpu_handle(), *r = ref_handle();
+  REQUIRE(g && r, "%s", w8a8_last_error());
+  const int64_t M = 37, K = 1000;
+  const w8a8_dtype qt = gpu_cc(g) >= 89 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
+  cudaStream_t st;
+  CUDA_REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  REQUIRE_OK(w8a8_set_stream(g, st));
+  twin X, X2, Q, Q2, S;
+  REQUIRE(twin_alloc(&X, 4 * (size_t)(M * K)) && twin_alloc(&X2, 4 * (size_t)(M * 2 * K)) &&
+              twin_alloc(&Q, (size_t)(M * K)) && twin_alloc(&Q2, (size_t)(M * K)) && twin_alloc(&S, 4 * 5),
+          "alloc");
+  w8a8_matrix x = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, K, K, X.d);
+  w8a8_matrix x2 = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, 2 * K, 2 * K, X2.d);
+  w8a8_matrix q = w8a8_matrix_make(qt, W8A8_ROW_MAJOR, M, K, K, Q.d);
+  w8a8_matrix q2 = w8a8_matrix_make(qt, W8A8_ROW_MAJOR, M, K, K, Q2.d);
+  /* S: [poison, scale of x, poison, scale of silu(x2), poison] */
+  w8a8_vector s = w8a8_vector_make(W8A8_DTYPE_FP32, 1, (float *)S.d + 1);
+  w8a8_vector s2 = w8a8_vector_make(W8A8_DTYPE_FP32, 1, (float *)S.d + 3);
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  CUDA_REQUIRE(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  w8a8_status s1 = w8a8_quantize(g, &x, &q, W8A8_QUANT_DYNAMIC_PER_TENSOR, &s, NULL, NULL);
+  w8a8_status s2s = w8a8_silu_mul_quantize(g, &x2, &q2, W8A8_QUANT_DYNAMIC_PER_TENSOR, &s2, NULL, NULL);
+  cudaError_t ce = cudaStreamEndCapture(st, &graph);
+  REQUIRE(s1 == W8A8_SUCCESS && s2s == W8A8_SUCCESS, "calls during capture: %s / %s: %s", w8a8_status_name(s1),
+          w8a8_status_name(s2s), w8a8_last_error());
+  REQUIRE(ce == cudaSuccess, "capture: %s", cudaGetErrorString(ce));
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  uint8_t *gq = malloc(Q.bytes), *gq2 = malloc(Q2.bytes), *rq = malloc(Q.bytes), *rq2 = malloc(Q2.bytes);
+  REQUIRE(gq && gq2 && rq && rq2, "malloc");
+  float mag = 100.0f;
+  for (int rep = 0; rep < 3; rep++, mag *= 0.01f) {
+    reseed();
+    for (int64_t i = 0; i < M * K; i++) ((float *)X.h)[i] = frand(-1, 1) * mag;
+    for (int64_t i = 0; i < M * 2 * K; i++) ((float *)X2.h)[i] = frand(-4, 4) * mag;
+    ((float *)X.h)[rnd() % (M * K)] = (rep & 1 ? -1.5f : 1.5f) * mag; /* the amax somewhere, either sign */
+    for (int i = 0; i < 5; i++) ((float *)S.h)[i] = (float)(-1000 - i);
+    memset(Q.h, 0x5a, Q.bytes);
+    memset(Q2.h, 0x5a, Q2.bytes);
+    REQUIRE(twin_up(&X) && twin_up(&X2) && twin_up(&S) && twin_up(&Q) && twin_up(&Q2), "upload");
+    CUDA_REQUIRE(cudaGraphLaunch(exec, st));
+    CUDA_REQUIRE(cudaStreamSynchronize(st));
+    float gs[5], rs = 0.0f, rs2 = 0.0f;
+    REQUIRE(twin_down(gq, &Q) && twin_down(gq2, &Q2) && twin_down(gs, &S), "download");
+    w8a8_matrix xh = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, K, K, X.h);
+    w8a8_matrix x2h = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, 2 * K, 2 * K, X2.h);
+    w8a8_matrix qh = w8a8_matrix_make(qt, W8A8_ROW_MAJOR, M, K, K, rq);
+    w8a8_matrix q2h = w8a8_matrix_make(qt, W8A8_ROW_MAJOR, M, K, K, rq2);
+    w8a8_vector sh = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &rs), s2h = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &rs2);
+    REQUIRE_OK(w8a8_quantize(r, &xh, &qh, W8A8_QUANT_DYNAMIC_PER_TENSOR, &sh, NULL, NULL));
+    REQUIRE_OK(w8a8_silu_mul_quantize(r, &x2h, &q2h, W8A8_QUANT_DYNAMIC_PER_TENSOR, &s2h, NULL, NULL));
+    CHECK(memcmp(&gs[1], &rs, 4) == 0, "replay %d: quantize scale %g, reference %g", rep, gs[1], rs);
+    CHECK(memcmp(&gs[3], &rs2, 4) == 0, "replay %d: silu_mul scale %g, reference %g", rep, gs[3], rs2);
+    CHECK(gs[0] == -1000.0f && gs[2] == -1002.0f && gs[4] == -1004.0f, "replay %d: the scales' neighbours changed: %g %g %g",
+          rep, gs[0], gs[2], gs[4]);
+    int64_t bad = 0, bad2 = 0;
+    for (int64_t i = 0; i < M * K; i++) bad += gq[i] != rq[i], bad2 += gq2[i] != rq2[i];
+    CHECK(bad == 0 && bad2 == 0, "replay %d: %lld / %lld of %lld q bytes differ (quantize / silu_mul)", rep,
+          (long long)bad, (long long)bad2, (long long)(M * K));
+  }
+  free(gq), free(gq2), free(rq), free(rq2);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  twin_free(&X), twin_free(&X2), twin_free(&Q), twin_free(&Q2), twin_free(&S);
+  w8a8_set_stream(g, NULL);
+  cudaStreamDestroy(st);
+  w8a8_destroy(g);
+  w8a8_destroy(r);
+}
+
 /* ---- device-side validation ---------------------------------------------------------- */
 
 W8A8_TEST(cuda_bad_pointers) {

@@ -8,10 +8,11 @@
 //                    registers between the block's max (or min/max) reduction and the
 //                    quantization; longer rows recompute the tail (x from L2).
 //   act_amax:        dynamic per-tensor: grid-wide max |y| by atomicMax on the fp32 bits into
-//                    scale[0] (zeroed by cudaMemsetAsync), as quant.cu's amax_per_tensor.
+//                    the handle's amax slot (zeroed by cudaMemsetAsync), as quant.cu's amax_per_tensor.
 //   act_per_tensor:  element-wise quantization with a per-tensor scale from device memory
-//                    (static: the caller's; dynamic: the amax, turned into the scale by every
-//                    thread); act_finalize then writes the scale.
+//                    (static: the caller's; dynamic: the amax slot, turned into the scale by every
+//                    thread, and block (0,0)'s first thread stores it in the caller's scale[0]: the
+//                    call's last kernel is the only one that writes what the caller owns).
 // Each thread handles runs of 8 consecutive y: with 16-byte aligned rows (the usual case) a run
 // is one 16-byte load of gate, one of up (two each for fp32) and one 8-byte store of q.
 // Everything runs on the handle's stream; nothing allocates or synchronizes (graph-capturable).
@@ -167,7 +168,7 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_token(w8a8_quant_problem p) 
 }
 
 template <int IN_DT, bool VEC>
-__global__ void __launch_bounds__(AQ_BLOCK) act_amax(w8a8_quant_problem p) {
+__global__ void __launch_bounds__(AQ_BLOCK) act_amax(w8a8_quant_problem p, float *amax) {
   float a = 0.0f, unused = 0.0f;
   const int64_t step = (int64_t)gridDim.x * AQ_BLOCK * AQ_VEC;
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
@@ -180,14 +181,20 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_amax(w8a8_quant_problem p) {
     }
   w8a8d_block_reduce_max_min<AQ_BLOCK>(a, unused, false);
   /* a >= 0 and never NaN: its bits order like the values */
-  if (threadIdx.x == 0 && a > 0.0f) atomicMax((int *)p.scale, __float_as_int(a));
+  if (threadIdx.x == 0 && a > 0.0f) atomicMax((int *)amax, __float_as_int(a));
 }
 
-/* dynamic: scale[0] holds the amax (the scale is computed here); static: scale[0] is the scale. */
+/* dynamic (amax != NULL): the scale is computed here from amax[0] and stored in scale[0]; static:
+ * scale[0] is the scale. */
 template <int IN_DT, bool VEC>
-__global__ void __launch_bounds__(AQ_BLOCK) act_per_tensor(w8a8_quant_problem p, bool dynamic) {
-  float s = p.scale[0];
-  if (dynamic) s = w8a8d_scale_from(s, p.out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
+__global__ void __launch_bounds__(AQ_BLOCK) act_per_tensor(w8a8_quant_problem p, const float *amax) {
+  float s;
+  if (amax) {
+    s = w8a8d_scale_from(amax[0], p.out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) p.scale[0] = s;
+  } else {
+    s = p.scale[0];
+  }
   const int32_t azp = p.azp ? p.azp[0] : 0;
   const int64_t step = (int64_t)gridDim.x * AQ_BLOCK * AQ_VEC;
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
@@ -197,8 +204,6 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_tensor(w8a8_quant_problem p,
       store_run<VEC>(p, m, k0, y, s, azp);
     }
 }
-
-__global__ void act_finalize(float *scale, float qmax) { scale[0] = w8a8d_scale_from(scale[0], qmax); }
 
 // ---- launchers -----------------------------------------------------------------------------
 
@@ -229,7 +234,7 @@ static w8a8_status launched(const char *what) {
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error(fn, what, e);
 }
 
-static w8a8_status launch(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms) {
+static w8a8_status launch(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms, float *amax) {
   const w8a8_quant_problem q = *p;
   const size_t es = w8a8_dtype_size(p->in_dtype);
   /* Whole 16-byte runs in gate and up, 8-byte runs in q. */
@@ -250,16 +255,14 @@ static w8a8_status launch(const w8a8_quant_problem *p, cudaStream_t stream, int 
   if (gy < 1) gy = 1;
   const dim3 grid((unsigned)gx, (unsigned)gy);
   if (p->mode == W8A8_QUANT_DYNAMIC_PER_TENSOR) {
-    const cudaError_t e = cudaMemsetAsync(p->scale, 0, sizeof(float), stream);
-    if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaMemsetAsync of the scale", e);
-    ACT_LAUNCH(act_amax, grid, stream, q);
+    const cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), stream);
+    if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaMemsetAsync of the amax slot", e);
+    ACT_LAUNCH(act_amax, grid, stream, q, amax);
     W8A8_CHECK(launched("amax kernel launch"));
-    ACT_LAUNCH(act_per_tensor, grid, stream, q, true);
-    W8A8_CHECK(launched("quantize kernel launch"));
-    act_finalize<<<1, 1, 0, stream>>>(p->scale, p->out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
-    return launched("scale kernel launch");
+    ACT_LAUNCH(act_per_tensor, grid, stream, q, (const float *)amax);
+    return launched("quantize kernel launch");
   }
-  ACT_LAUNCH(act_per_tensor, grid, stream, q, false);
+  ACT_LAUNCH(act_per_tensor, grid, stream, q, (const float *)NULL);
   return launched("quantize kernel launch");
 }
 
@@ -277,7 +280,7 @@ extern "C" w8a8_status w8a8_cuda_silu_mul_quantize(w8a8_handle *h, const w8a8_qu
   if (prev != h->device_index && (e = cudaSetDevice(h->device_index)) != cudaSuccess)
     return w8a8_cuda_error(fn, "cudaSetDevice", e);
   cudaGetLastError(); /* a stale, non-sticky error of the caller's is not ours */
-  const w8a8_status s = launch(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+  const w8a8_status s = launch(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->amax);
   if (prev != h->device_index) cudaSetDevice(prev);
   return s;
 }

@@ -17,6 +17,10 @@ typedef struct w8a8_cuda_state {
   /* The sm90 stream-K kernels' locks (after ws in the same allocation, zeroed at creation; every
    * launch leaves them zero): W8A8_SK_LOCKS of them. Their partial tiles go to ws. */
   unsigned int *sk_locks;
+  /* The dynamic per-tensor quantizers' amax (after the locks, 256 bytes of the same allocation): zeroed,
+   * reduced into and read by each such call in stream order, so that the caller's scale is written only
+   * by the call's last kernel (nothing the caller owns changes when an earlier launch fails). */
+  float *amax;
 } w8a8_cuda_state;
 #define W8A8_SK_LOCKS 16384
 
@@ -53,7 +57,9 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStre
 W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc);
 W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms);
-W8A8_HIDDEN w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms);
+/* amax: the handle's w8a8_cuda_state.amax (dynamic per-tensor mode's scratch). */
+W8A8_HIDDEN w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms,
+                                                  float *amax);
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_colsum(const w8a8_colsum_problem *p, cudaStream_t stream, int num_sms);
 
 #ifdef __cplusplus

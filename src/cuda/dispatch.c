@@ -38,14 +38,15 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   st->ws_bytes = 0;
   st->sk_locks = NULL;
   size_t bytes = (size_t)16 << 20;
-  const size_t lock_bytes = W8A8_SK_LOCKS * sizeof(unsigned int);
-  cudaError_t e = cudaMalloc(&st->ws, bytes + lock_bytes);
+  const size_t lock_bytes = W8A8_SK_LOCKS * sizeof(unsigned int), amax_bytes = 256;
+  st->amax = NULL;
+  cudaError_t e = cudaMalloc(&st->ws, bytes + lock_bytes + amax_bytes);
   if (e != cudaSuccess) {
     st->ws = NULL;
     guard_exit(&g);
     cudaGetLastError();
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "w8a8_create: could not allocate %zu bytes of GPU workspace on device %d",
-                    bytes + lock_bytes, h->device_index);
+                    bytes + lock_bytes + amax_bytes, h->device_index);
   }
   /* The stream-K locks start at zero. On a private non-blocking stream, waited for here (handle creation
    * is not a hot path): the legacy stream would also wait for, and hold up, every blocking stream of the
@@ -64,6 +65,7 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   }
   st->ws_bytes = bytes;
   st->sk_locks = (unsigned int *)((char *)st->ws + bytes);
+  st->amax = (float *)((char *)st->ws + bytes + lock_bytes);
   w8a8_status s = w8a8_cuda_gemm_setup();
   guard_exit(&g);
   return s;
@@ -77,6 +79,7 @@ void w8a8_cuda_state_fini(w8a8_handle *h, w8a8_cuda_state *st) {
   st->ws = NULL;
   st->ws_bytes = 0;
   st->sk_locks = NULL;
+  st->amax = NULL;
 }
 
 /* Tests: fill the handle's workspace (not the stream-K locks after it) with `byte` on `stream`, so that a
@@ -157,7 +160,7 @@ w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
   if (p->out_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(need_fp8(fn, h, st));
   device_guard g;
   W8A8_CHECK(guard_enter(fn, h, &g));
-  w8a8_status s = w8a8_cuda_launch_quantize(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+  w8a8_status s = w8a8_cuda_launch_quantize(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->amax);
   guard_exit(&g);
   return s;
 }

@@ -7,12 +7,13 @@
 //                     min/max for the zero point), then quantized from the registers.
 //                     Rows longer than the register budget re-read their tail (L2).
 //   amax_per_tensor:  grid-wide max |x| with atomicMax on the fp32 bits (valid for
-//                     non-negative floats) into scale[0], which the launcher zeroed with
-//                     cudaMemsetAsync; no host synchronization anywhere.
+//                     non-negative floats) into the handle's amax slot (w8a8_cuda_state.amax),
+//                     which the launcher zeroed with cudaMemsetAsync; no host synchronization.
 //   quant_per_tensor: element-wise; the scale comes from device memory (static: the
-//                     caller's; dynamic: computed by every thread from the amax).
-//   finalize_scale:   one thread turns the amax in scale[0] into the scale, after the
-//                     quantize kernel has read the amax (stream order).
+//                     caller's; dynamic: computed by every thread from the amax slot, and
+//                     block (0,0)'s first thread stores it in the caller's scale[0]). The
+//                     caller's scale is never scratch: it is written by the call's last
+//                     kernel only, so a failed launch leaves it as it was.
 //   colsum:           one warp per column of B.
 #include <stdint.h>
 
@@ -76,22 +77,28 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
 }
 
 template <int IN_DT>
-__global__ void __launch_bounds__(256) amax_per_tensor(w8a8_quant_problem p) {
+__global__ void __launch_bounds__(256) amax_per_tensor(w8a8_quant_problem p, float *amax) {
   float a = 0.0f, unused = 0.0f;
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < p.K; k += (int64_t)gridDim.x * blockDim.x)
       a = fmaxf(a, fabsf(w8a8d_load_float(IN_DT, p.x, m * p.ldx + k)));
   w8a8d_block_reduce_max_min<256>(a, unused, false);
   /* a >= 0 and never NaN (fmaxf drops NaN): its bits order like the values. */
-  if (threadIdx.x == 0 && a > 0.0f) atomicMax((int *)p.scale, __float_as_int(a));
+  if (threadIdx.x == 0 && a > 0.0f) atomicMax((int *)amax, __float_as_int(a));
 }
 
-/* dynamic: scale[0] holds the amax (the scale is computed here); static: scale[0] is the scale. */
+/* dynamic (amax != NULL): the scale is computed here from amax[0] and stored in scale[0]; static:
+ * scale[0] is the scale. */
 template <int IN_DT>
-__global__ void __launch_bounds__(256) quant_per_tensor(w8a8_quant_problem p, bool dynamic) {
+__global__ void __launch_bounds__(256) quant_per_tensor(w8a8_quant_problem p, const float *amax) {
   const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
-  float s = p.scale[0];
-  if (dynamic) s = w8a8d_scale_from(s, fp8 ? 448.0f : 127.0f);
+  float s;
+  if (amax) {
+    s = w8a8d_scale_from(amax[0], fp8 ? 448.0f : 127.0f);
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) p.scale[0] = s;
+  } else {
+    s = p.scale[0];
+  }
   const int32_t azp = p.azp ? p.azp[0] : 0;
   const unsigned K = (unsigned)p.K; /* < 2^31 (validated), so k + kstep never wraps */
   const unsigned k0 = blockIdx.x * blockDim.x + threadIdx.x, kstep = gridDim.x * blockDim.x;
@@ -102,8 +109,6 @@ __global__ void __launch_bounds__(256) quant_per_tensor(w8a8_quant_problem p, bo
       ((uint8_t *)qr)[k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xr, k), s, azp);
   }
 }
-
-__global__ void finalize_scale(float *scale, float qmax) { scale[0] = w8a8d_scale_from(scale[0], qmax); }
 
 __global__ void __launch_bounds__(256) colsum_kernel(w8a8_colsum_problem p) {
   int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
@@ -146,7 +151,8 @@ static w8a8_status launched(const char *fn, const char *what) {
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error(fn, what, e);
 }
 
-extern "C" w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms) {
+extern "C" w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms,
+                                                  float *amax) {
   static const char fn[] = "w8a8_quantize";
   const w8a8_quant_problem q = *p;
   if (p->mode == W8A8_QUANT_DYNAMIC_PER_TOKEN) {
@@ -157,16 +163,14 @@ extern "C" w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cu
   unsigned gx = grid_x_for(p->K, 256), gy = grid_y_for(p->M, gx, num_sms);
   dim3 grid(gx, gy);
   if (p->mode == W8A8_QUANT_DYNAMIC_PER_TENSOR) {
-    cudaError_t e = cudaMemsetAsync(p->scale, 0, sizeof(float), stream);
-    if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaMemsetAsync of the scale", e);
-    W8A8_BY_IN_DTYPE(p->in_dtype, amax_per_tensor, grid, 256, stream, q);
+    cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), stream);
+    if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaMemsetAsync of the amax slot", e);
+    W8A8_BY_IN_DTYPE(p->in_dtype, amax_per_tensor, grid, 256, stream, q, amax);
     W8A8_CHECK(launched(fn, "amax kernel launch"));
-    W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_tensor, grid, 256, stream, q, true);
-    W8A8_CHECK(launched(fn, "quantize kernel launch"));
-    finalize_scale<<<1, 1, 0, stream>>>(p->scale, p->out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f);
-    return launched(fn, "scale kernel launch");
+    W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_tensor, grid, 256, stream, q, (const float *)amax);
+    return launched(fn, "quantize kernel launch");
   }
-  W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_tensor, grid, 256, stream, q, false);
+  W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_tensor, grid, 256, stream, q, (const float *)NULL);
   return launched(fn, "quantize kernel launch");
 }
 
