@@ -218,7 +218,7 @@ W8A8_API w8a8_status w8a8_set_num_threads(w8a8_handle *handle, int num_threads);
  * strides). The others force one path, for tests and benchmarks; a forced path that
  * cannot take an input returns W8A8_ERROR_UNSUPPORTED_DEVICE instead of falling back.
  *   REFERENCE: the plain scalar implementation (CPU handles only): the ground truth.
- *   GENERIC:   CPU: the AVX2 kernels (scalar where the CPU lacks AVX2);
+ *   GENERIC:   CPU: the AVX2 kernels (UNSUPPORTED_DEVICE where the CPU lacks AVX2, FMA or F16C);
  *              CUDA: the portable mma.sync kernel (sm_80+).
  *   SM90:      CUDA: the Hopper TMA + wgmma kernel (sm_90a only).
  */
@@ -437,7 +437,9 @@ W8A8_API w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle,
 /**
  * Bootstrap: MPI_Init_thread(MPI_THREAD_FUNNELED) if MPI is not initialised yet
  * (MPI_Finalize is then called when the last such communicator is destroyed, after
- * which MPI cannot be used again in this process), then w8a8_comm_create_mpi over
+ * which MPI cannot be used again in this process; and also when this creation fails, on
+ * every rank, since an initialised MPI never finalised makes mpirun fail the job: to retry
+ * after a failure, initialise MPI before the first call), then w8a8_comm_create_mpi over
  * MPI_COMM_WORLD. With a CUDA handle (one GPU per rank; every rank must pass the same
  * kind of handle, else every rank fails): an NCCL communicator over MPI_COMM_WORLD (id
  * broadcast with MPI), owned by the w8a8_comm, whose fused calls agree over MPI on the host.
@@ -693,8 +695,11 @@ W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_m
  * Nothing is communicated or written before this check passes. Checks of comm and its
  * handle come before it: passing a destroyed communicator on one rank only leaves the
  * others waiting, like any collective called by some ranks only.
- * A failure of MPI after the check (W8A8_ERROR_COMM) leaves out and gathered undefined
- * and the communicator unusable (later calls return W8A8_ERROR_COMM): destroy it.
+ * A failure after the check leaves out and gathered undefined and the communicator unusable
+ * (later calls return W8A8_ERROR_COMM): destroy it. Nothing the arguments cause fails there:
+ * on CPU ranks only MPI can (W8A8_ERROR_COMM); on GPU ranks NCCL (W8A8_ERROR_COMM) or CUDA
+ * (W8A8_ERROR_DEVICE: a failed launch or copy, a sticky fault), and a rank that fails so makes
+ * its peers fail with W8A8_ERROR_COMM rather than wait.
  */
 
 /* ------------------------------------------------------------------------ */

@@ -150,6 +150,7 @@ def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out, bias=None, azp=None,
     opts = tp_options(overlap, fn=fn)
     with comm.lock:
         comm._entered = True  # (the bindings' own checks are behind: w8a8._tp joins the collective if they fail)
+        comm._used = True
         st = load().w8a8_all_gather_scaled_mm(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sa),
                                               ctypes.byref(sb), _ref(bv), _ref(zp), ctypes.byref(om), _ref(g),
                                               ctypes.byref(opts))
@@ -168,6 +169,7 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out, bias=None, azp=N
     opts = tp_options(overlap, partials, fn=fn)
     with comm.lock:
         comm._entered = True
+        comm._used = True
         st = load().w8a8_scaled_mm_reduce_scatter(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sa),
                                                   ctypes.byref(sb), _ref(bv), _ref(zp), ctypes.byref(om),
                                                   ctypes.byref(opts))

@@ -28,6 +28,7 @@ class Comm:
         self._reserved = (0, 0, 0)
         self._entered = False   # the current call reached the library's collective (_core sets it)
         self._captured = False  # a fused call of this communicator was captured into a CUDA graph
+        self._used = False      # a fused call of this communicator reached the library (_core sets it)
         r, s = ctypes.c_int(), ctypes.c_int()
         check(load().w8a8_comm_rank(self.ptr, ctypes.byref(r)), "w8a8_comm_rank")
         check(load().w8a8_comm_size(self.ptr, ctypes.byref(s)), "w8a8_comm_size")
@@ -113,10 +114,13 @@ class Comm:
     # ---- use
 
     def reserve(self, max_m, max_n, max_k, _auto=False):
-        """Grow the workspace (w8a8_comm_reserve). The fused calls grow it for their own sizes, except where that
-        would break CUDA graphs: inside a capture (the allocation is refused there) and after a fused call of this
-        communicator was captured (a growing reserve frees the block those graphs hold). Call reserve yourself, on
-        every rank, with the largest sizes before capturing; a reserve that grows invalidates earlier graphs."""
+        """Grow the workspace (w8a8_comm_reserve; on GPUs call it on every rank, when no rank's fused call may still
+        run). The fused calls grow it for their own sizes where that is safe: on CPU communicators, on one GPU rank,
+        and on GPU ranks before the communicator's first fused call. Not inside a capture (the allocation is refused
+        there), not after a fused call of this communicator was captured (a growing reserve frees the block those
+        graphs hold), and not on GPU ranks once a fused call ran: a peer's copies may still read this rank's
+        workspace, which growing frees. Call reserve yourself, on every rank, with the largest sizes before the
+        first call (and before capturing); a reserve that grows invalidates earlier graphs."""
         m = tuple(max(a, b) for a, b in zip(self._reserved, (max_m, max_n, max_k)))
         if m != self._reserved:
             if _auto and self.kind == "cuda" and (self._captured or _capturing()):
@@ -124,6 +128,12 @@ class Comm:
                                  "than reserved %s, and CUDA graphs hold this communicator's workspace (or one is being "
                                  "captured): call comm.reserve(max_m, max_n, max_k) on every rank before capturing, "
                                  "and capture again after it" % (m + (self._reserved,)))
+            if _auto and self.kind == "cuda" and self.size > 1 and self._used:
+                raise make_error(Status.ERROR_WORKSPACE, "w8a8: this call needs a workspace for M=%d N=%d K=%d, larger "
+                                 "than reserved %s, and a fused call of this communicator ran already: its peers may "
+                                 "still read the workspace that growing it would free. Call comm.reserve(max_m, max_n, "
+                                 "max_k) on every rank with the largest sizes before the first call (or after "
+                                 "synchronizing every rank's GPU work)" % (m + (self._reserved,)))
             check(load().w8a8_comm_reserve(self.ptr, *m), "w8a8_comm_reserve")
             self._reserved = m
 

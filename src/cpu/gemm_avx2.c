@@ -687,6 +687,15 @@ static w8a8_status gemm_outer(const gemm_ctx *g, const w8a8_gemm_ws *ws, int T) 
   return W8A8_SUCCESS;
 }
 
+int64_t w8a8_gemm_avx2_block_rows(w8a8_dtype in_dtype, int64_t K) {
+  const int64_t Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
+  const int64_t esz = in_dtype == W8A8_DTYPE_INT8 ? 2 : 4;
+  int64_t mc = W8A8_CPU_MC_MAX;
+  if (Kp > 0 && (int64_t)(W8A8_CPU_A_BYTES / (size_t)(Kp * esz)) < mc)
+    mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)(Kp * esz)) / W8A8_CPU_MR * W8A8_CPU_MR;
+  return mc;
+}
+
 w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads, int avx512) {
   const int64_t M = p->M, N = p->N, K = p->K;
   if (M == 0 || N == 0) return W8A8_SUCCESS;
@@ -699,14 +708,11 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
   g.kc = g.is_i8 ? W8A8_CPU_KC_I8 : W8A8_CPU_KC_F8;
   if (!g.raw && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8))
     g.kc = g.is_i8 ? W8A8_CPU_OKC_I8 : W8A8_CPU_OKC_F8;
-  const int64_t esz = g.is_i8 ? 2 : 4;
   const int T = w8a8_cpu_gemm_threads(p, ws, nthreads);
   if (K > 0 && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8) &&
       gemm_outer(&g, ws, T) == W8A8_SUCCESS)
     return W8A8_SUCCESS;
-  int64_t mc = W8A8_CPU_MC_MAX;
-  if (g.Kp > 0 && (int64_t)(W8A8_CPU_A_BYTES / (size_t)(g.Kp * esz)) < mc)
-    mc = (int64_t)(W8A8_CPU_A_BYTES / (size_t)(g.Kp * esz)) / W8A8_CPU_MR * W8A8_CPU_MR;
+  int64_t mc = w8a8_gemm_avx2_block_rows(p->in_dtype, K);
   if (mc < W8A8_CPU_MR && mc < M)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
                     "w8a8_scaled_mm: K = %lld is too large for the AVX2 kernel's workspace", (long long)K);

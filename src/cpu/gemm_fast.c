@@ -28,12 +28,32 @@ static long amx_runs, amx_bf16_runs;
 long w8a8_cpu_amx_runs(void) { return __atomic_load_n(&amx_runs, __ATOMIC_RELAXED); }
 long w8a8_cpu_amx_bf16_runs(void) { return __atomic_load_n(&amx_bf16_runs, __ATOMIC_RELAXED); }
 
-w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
+/* What every fast path needs of the handle. */
+static w8a8_status fast_takes_handle(const w8a8_handle *h) {
   const w8a8_cpu_features *f = &h->cpu;
   if (!(f->avx2 && f->fma && f->f16c))
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: the fast CPU kernels need AVX2, FMA and F16C");
   if (!h->cpu_ws || h->cpu_ws_bytes < W8A8_CPU_A_BYTES + W8A8_CPU_SLOT_BYTES)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: the handle has no CPU workspace");
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_cpu_forced_check(const w8a8_handle *h, w8a8_dtype in_dtype, int64_t M, int64_t K) {
+  if (h->kernel != W8A8_KERNEL_GENERIC || M <= 0) return W8A8_SUCCESS;
+  W8A8_CHECK(fast_takes_handle(h));
+  /* The AVX2 driver is the last word of the fast paths (AMX and VNNI fall back to it): its refusal, asked of the
+   * largest GEMM. (Where AMX would take the problem this refuses all the same: only K past ~1.4 M (fp8) or ~2.8 M
+   * (int8) reaches it.) */
+  const int64_t mc = w8a8_gemm_avx2_block_rows(in_dtype, K);
+  if (mc < W8A8_CPU_MR && mc < M)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: K = %lld is too large for the AVX2 kernel's workspace",
+                    (long long)K);
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
+  const w8a8_cpu_features *f = &h->cpu;
+  W8A8_CHECK(fast_takes_handle(h));
   w8a8_gemm_ws ws;
   ws.a = (char *)h->cpu_ws;
   ws.slots = ws.a + W8A8_CPU_A_BYTES;

@@ -59,6 +59,9 @@ typedef struct w8a8_gemm_ws {
  * Returns W8A8_ERROR_UNSUPPORTED_DEVICE (with a message) when the problem does not fit
  * the blocking (K too large for even MR rows of A in the workspace). */
 W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int nthreads, int avx512);
+/* Rows of A the AVX2 driver's dot path converts per block at this K (its blocking; 0 where not even MR rows fit
+ * the workspace): the driver refuses a problem of more rows than this where it is below MR. */
+W8A8_HIDDEN int64_t w8a8_gemm_avx2_block_rows(w8a8_dtype in_dtype, int64_t K);
 
 /* The AVX-512 VNNI int8 driver (gemm_avx512vnni.c), used for int8 with M >= W8A8_CPU_VNNI_MMIN
  * on CPUs with avx512f/bw/vnni. Returns W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it

@@ -411,6 +411,58 @@ TP_TEST(tp_err_mpi_failure_surfaces) {
   REQUIRE_OK(ag(g_comm, &s, NULL));
 }
 
+/* A CPU handle forcing W8A8_KERNEL_GENERIC on one rank, with a K its AVX2 kernel refuses (fp8: fewer than MR rows of
+ * A fit the blocking workspace past K ~ 1.4 M): the call is refused before the agreement (helper-65's finding: the
+ * block GEMMs refused after it, with the all-gather's messages posted and the communicator broken). Every rank fails
+ * together, nothing is written, and the communicator still works, also once the rank is back on AUTO. */
+TP_TEST(tp_err_forced_kernel_cpu) {
+  const int64_t K = (int64_t)1 << 21, N = 4, W = g_size;
+  const int last = g_size - 1;
+  w8a8_handle *h = NULL;
+  REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CPU, 0));
+  w8a8_set_num_threads(h, 1);
+  if (g_rank == last) REQUIRE_OK(w8a8_set_kernel(h, W8A8_KERNEL_GENERIC));
+  w8a8_comm *c = NULL;
+  MPI_Comm world = MPI_COMM_WORLD;
+  REQUIRE_OK(w8a8_comm_create_mpi(&c, h, &world));
+  REQUIRE_OK(w8a8_comm_reserve(c, W, N, K));
+  uint8_t *a = malloc((size_t)(W * K)), *b = malloc((size_t)(N * K));
+  uint16_t out[64];
+  REQUIRE(a && b && W <= 16, "malloc / W <= 16");
+  for (int64_t i = 0; i < W * K; i++) a[i] = (uint8_t)(0x30 + (i * 7 + g_rank) % 16); /* small positive fp8 values */
+  for (int64_t i = 0; i < N * K; i++) b[i] = (uint8_t)(0x20 + (i * 3) % 16);
+  float sa = 0.01f, sb = 0.02f;
+  w8a8_vector SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &sa), SB = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &sb);
+  w8a8_matrix B = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, K, N, K, b);
+  for (int op = 0; op < 2; op++) { /* 0: all-gather (1 row per rank), 1: reduce-scatter (W rows, 1 out row each) */
+    w8a8_matrix A = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, op ? W : 1, K, K, a);
+    w8a8_matrix O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, op ? 1 : W, N, N, out);
+    for (int pass = 0; pass < 2; pass++) { /* 1: the last rank back on AUTO */
+      if (pass == 1 && g_rank == last) REQUIRE_OK(w8a8_set_kernel(h, W8A8_KERNEL_AUTO));
+      memset(out, 0xA5, sizeof out);
+      w8a8_status st = op ? w8a8_scaled_mm_reduce_scatter(c, &A, &B, &SA, &SB, NULL, NULL, &O, NULL)
+                          : w8a8_all_gather_scaled_mm(c, &A, &B, &SA, &SB, NULL, NULL, &O, NULL, NULL);
+      int written = 0;
+      for (int i = 0; i < 64; i++) written |= out[i] != 0xA5A5;
+      if (pass == 1) {
+        CHECK(st == W8A8_SUCCESS && written, "op %d on AUTO: %s %s", op, w8a8_status_name(st), w8a8_last_error());
+      } else if (g_rank == last) {
+        CHECK(st == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(w8a8_last_error(), "forces a kernel"), "op %d: %s %s", op,
+              w8a8_status_name(st), w8a8_last_error());
+        CHECK(!written, "op %d: out written", op);
+      } else {
+        CHECK(st == W8A8_ERROR_COMM_MISMATCH && strstr(w8a8_last_error(), "W8A8_ERROR_UNSUPPORTED_DEVICE"),
+              "op %d rank %d: %s %s", op, g_rank, w8a8_status_name(st), w8a8_last_error());
+        CHECK(!written, "op %d: out written", op);
+      }
+    }
+    if (g_rank == last) REQUIRE_OK(w8a8_set_kernel(h, W8A8_KERNEL_GENERIC));
+  }
+  free(a), free(b);
+  REQUIRE_OK(w8a8_comm_destroy(c));
+  w8a8_destroy(h);
+}
+
 TP_TEST(tp_shard_rows_helper) {
   int64_t off = -1, cnt = -1, sum = 0;
   for (int r = 0; r < 3; r++) {
