@@ -695,34 +695,54 @@ static int run_q(w8a8_handle *g, w8a8_handle *r, const q_case *c) {
   return bad;
 }
 
+/* Hooks of src/cuda/quant.cu: the vectorized per-token kernel (1 where it takes the problem, 0 never, -1 the
+ * environment's W8A8_QUANT_VEC) and its launch counter. */
+void w8a8_cuda_set_quant_vec(int on);
+unsigned long long w8a8_cuda_quant_vec_launches(void);
+
+/* Every mode, dtype and zero-point / bound option against the scalar reference, bit for bit, over shapes with
+ * odd K, padded strides and rows past the kernels' register budgets; the per-token cases twice: on the scalar
+ * kernel and on the vectorized one (session 31), which takes K % 8 == 0 with 16-byte aligned rows of x
+ * (17 x 4096, 33 x 1024 padded, 2 x 20000 past its 8192 in registers) and declines the rest (ldx 65, K 100). */
 W8A8_TEST(cuda_quantize_all_modes) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
   REQUIRE(g && r, "%s", w8a8_last_error());
   const int fp8_ok = gpu_cc(g) >= 89;
-  static const int64_t shapes[][4] = {{1, 1, 0, 0},   {3, 13, 5, 3},     {17, 4096, 0, 0}, {5, 9001, 3, 7},
-                                      {300, 100, 28, 1}, {2, 20000, 0, 0}, {64, 0, 0, 0}};
+  static const int64_t shapes[][4] = {{1, 1, 0, 0},     {3, 13, 5, 3},     {17, 4096, 0, 0}, {5, 9001, 3, 7},
+                                      {300, 100, 28, 1}, {2, 20000, 0, 0}, {64, 0, 0, 0},    {33, 1024, 8, 16},
+                                      {9, 64, 1, 0}};
+  enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
   static const w8a8_dtype ins[3] = {W8A8_DTYPE_FP32, W8A8_DTYPE_BF16, W8A8_DTYPE_FP16};
   int n = 0, failed = 0;
-  for (int i = 0; i < 3; i++)
-    for (int o = 0; o < 2; o++) {
-      w8a8_dtype out = o ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
-      if (out == W8A8_DTYPE_FP8_E4M3 && !fp8_ok) continue;
-      for (int mode = 0; mode < 3; mode++)
-        for (int az = 0; az < 2; az++)
-          for (int ub = 0; ub < 2; ub++) {
-            if (az && (out != W8A8_DTYPE_INT8 || mode == W8A8_QUANT_DYNAMIC_PER_TENSOR)) continue;
-            if (ub && (mode != W8A8_QUANT_DYNAMIC_PER_TOKEN || az)) continue; /* scale_ub: symmetric per-token only */
-            for (int s = 0; s < 7; s++) {
-              const int64_t *sh = shapes[s];
-              q_case c = {sh[0], sh[1], sh[2], sh[3], ins[i], out, (w8a8_quant_mode)mode, az, ub, s % 2};
-              failed += run_q(g, r, &c);
-              n++;
-              if (failed > 3) goto done;
+  for (int vec = 0; vec < 2; vec++) {
+    w8a8_cuda_set_quant_vec(vec);
+    const unsigned long long vec_before = w8a8_cuda_quant_vec_launches();
+    for (int i = 0; i < 3; i++)
+      for (int o = 0; o < 2; o++) {
+        w8a8_dtype out = o ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
+        if (out == W8A8_DTYPE_FP8_E4M3 && !fp8_ok) continue;
+        for (int mode = 0; mode < 3; mode++)
+          for (int az = 0; az < 2; az++)
+            for (int ub = 0; ub < 2; ub++) {
+              if (az && (out != W8A8_DTYPE_INT8 || mode == W8A8_QUANT_DYNAMIC_PER_TENSOR)) continue;
+              if (ub && (mode != W8A8_QUANT_DYNAMIC_PER_TOKEN || az)) continue; /* scale_ub: symmetric per-token only */
+              for (int s = 0; s < NSHAPES; s++) {
+                const int64_t *sh = shapes[s];
+                if (vec && mode != W8A8_QUANT_DYNAMIC_PER_TOKEN) continue; /* (the per-tensor kernels are the same) */
+                q_case c = {sh[0], sh[1], sh[2], sh[3], ins[i], out, (w8a8_quant_mode)mode, az, ub, s % 2};
+                failed += run_q(g, r, &c);
+                n++;
+                if (failed > 3) goto done;
+              }
             }
-          }
-    }
+      }
+    const unsigned long long vec_runs = w8a8_cuda_quant_vec_launches() - vec_before;
+    CHECK(vec ? vec_runs > 0 : vec_runs == 0, "the vectorized per-token kernel ran %llu times with its hook at %d",
+          vec_runs, vec);
+  }
 done:
+  w8a8_cuda_set_quant_vec(-1);
   printf("    %d quantize cases, %d failed\n", n, failed);
   w8a8_destroy(g);
   w8a8_destroy(r);

@@ -15,6 +15,12 @@
 //                     caller's scale is never scratch: it is written by the call's last
 //                     kernel only, so a failed launch leaves it as it was.
 //   colsum:           one warp per column of B.
+//   quant_per_token_vec (session 31): the per-token quantizer where x's and q's rows allow whole
+//                     runs of 8 (K % 8 == 0, x and its row pitch 16-byte aligned, q and ldq 8-byte):
+//                     one 16-byte load (two for fp32) and one 8-byte store per run, 256 threads a
+//                     row, rows up to 8192 held in registers. Same operations in the same order per
+//                     element as quant_per_token, so the same bits. W8A8_QUANT_VEC=0 (hook
+//                     w8a8_cuda_set_quant_vec) keeps the scalar kernel.
 #include <stdint.h>
 
 #include "common.cuh"
@@ -74,6 +80,96 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
     }
     __syncthreads(); /* the reduction's shared memory is reused by the next row */
   }
+}
+
+#define QV_BLOCK 256 /* threads per row in the vectorized per-token kernel */
+#define QV_VEC 8     /* consecutive elements per run */
+#define QV_RUNS 4    /* runs per thread held in registers: rows up to 256 * 8 * 4 = 8192 in one pass */
+
+template <int IN_DT>
+__global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_problem p) {
+  const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
+  const bool asym = p.azp != NULL;
+  const float qmax = fp8 ? 448.0f : 127.0f;
+  const int64_t step = (int64_t)QV_BLOCK * QV_VEC, k_first = (int64_t)threadIdx.x * QV_VEC;
+  for (int64_t m = blockIdx.x; m < p.M; m += gridDim.x) {
+    const int64_t row = m * p.ldx;
+    float v[QV_RUNS][QV_VEC];
+    float hi = asym ? -INFINITY : 0.0f, lo = INFINITY; /* fmaxf / fminf drop NaN, as the scalar kernel */
+#pragma unroll
+    for (int r = 0; r < QV_RUNS; r++) {
+      const int64_t k0 = k_first + r * step;
+      if (k0 < p.K) {
+        w8a8d_load8<IN_DT>(p.x, row + k0, v[r]);
+#pragma unroll
+        for (int j = 0; j < QV_VEC; j++) {
+          if (asym) {
+            hi = fmaxf(hi, v[r][j]);
+            lo = fminf(lo, v[r][j]);
+          } else {
+            hi = fmaxf(hi, fabsf(v[r][j]));
+          }
+        }
+      }
+    }
+    for (int64_t k0 = k_first + QV_RUNS * step; k0 < p.K; k0 += step) {
+      float t[QV_VEC];
+      w8a8d_load8<IN_DT>(p.x, row + k0, t);
+#pragma unroll
+      for (int j = 0; j < QV_VEC; j++) {
+        if (asym) {
+          hi = fmaxf(hi, t[j]);
+          lo = fminf(lo, t[j]);
+        } else {
+          hi = fmaxf(hi, fabsf(t[j]));
+        }
+      }
+    }
+    w8a8d_block_reduce_max_min<QV_BLOCK>(hi, lo, asym);
+    float s;
+    int32_t azp;
+    w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
+    uint8_t *qrow = (uint8_t *)p.q + m * p.ldq;
+#pragma unroll
+    for (int r = 0; r < QV_RUNS; r++) {
+      const int64_t k0 = k_first + r * step;
+      if (k0 < p.K) {
+        uint32_t w[2] = {0, 0};
+#pragma unroll
+        for (int j = 0; j < QV_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, v[r][j], s, azp) << (8 * (j % 4));
+        *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
+      }
+    }
+    for (int64_t k0 = k_first + QV_RUNS * step; k0 < p.K; k0 += step) {
+      float t[QV_VEC];
+      w8a8d_load8<IN_DT>(p.x, row + k0, t);
+      uint32_t w[2] = {0, 0};
+#pragma unroll
+      for (int j = 0; j < QV_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, t[j], s, azp) << (8 * (j % 4));
+      *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
+    }
+    if (threadIdx.x == 0) {
+      p.scale[m] = s;
+      if (asym) p.azp[m] = azp;
+    }
+    __syncthreads(); /* the reduction's shared memory is reused by the next row */
+  }
+}
+
+/* W8A8_QUANT_VEC: 0 keeps the scalar per-token kernel everywhere; the tests' hook overrides it (-1: the
+ * variable again). */
+static int g_quant_vec = -1;
+extern "C" W8A8_HIDDEN void w8a8_cuda_set_quant_vec(int on) {
+  __atomic_store_n(&g_quant_vec, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
+static unsigned long long g_quant_vec_launches; /* for the tests: proof that the vectorized kernel ran */
+extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_quant_vec_launches(void) {
+  return __atomic_load_n(&g_quant_vec_launches, __ATOMIC_RELAXED);
+}
+static bool quant_vec_takes(const w8a8_quant_problem *p) {
+  const size_t es = w8a8_dtype_size(p->in_dtype);
+  return w8a8_env_mode(&g_quant_vec, "W8A8_QUANT_VEC", 1) != 0 && p->K % QV_VEC == 0 && (uintptr_t)p->x % 16 == 0 &&
+         ((size_t)p->ldx * es) % 16 == 0 && (uintptr_t)p->q % 8 == 0 && p->ldq % 8 == 0;
 }
 
 template <int IN_DT>
@@ -157,6 +253,12 @@ extern "C" w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cu
   const w8a8_quant_problem q = *p;
   if (p->mode == W8A8_QUANT_DYNAMIC_PER_TOKEN) {
     int64_t g = p->M < 2147483647 ? p->M : 2147483647;
+    if (quant_vec_takes(p)) {
+      W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_vec, (unsigned)g, QV_BLOCK, stream, q);
+      W8A8_CHECK(launched(fn, "per-token quantize kernel launch"));
+      __atomic_add_fetch(&g_quant_vec_launches, 1ull, __ATOMIC_RELAXED);
+      return W8A8_SUCCESS;
+    }
     W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token, (unsigned)g, QT_BLOCK, stream, q);
     return launched(fn, "per-token quantize kernel launch");
   }
