@@ -748,6 +748,60 @@ done:
   w8a8_destroy(r);
 }
 
+int w8a8_cuda_quant_math_check(int which, const float *s_dev, int n_s, long long n_x, unsigned long long *bad_dev,
+                               int num_sms);
+
+/* The vectorized per-token kernel's arithmetic (session 31) against the reference's, exhaustively where it can be:
+ * the hardware fp8 conversion on all 2^32 fp32 patterns; the division through a reciprocal (Markstein's correction)
+ * on every bf16 pattern and 2^20 random fp32 patterns for each of ~330 divisors: the minimum scales, powers of two,
+ * all-ones mantissas, huge ones, and amax / qmax for amax log-uniform over 1e-6..1e6. */
+W8A8_TEST(cuda_quant_math_exhaustive) {
+  GPU_OR_SKIP();
+  w8a8_handle *g = gpu_handle();
+  REQUIRE(g, "%s", w8a8_last_error());
+  const int cc = gpu_cc(g);
+  w8a8_destroy(g);
+  enum { NS = 330 };
+  float sv[NS];
+  int n = 0;
+  sv[n++] = 1.0f / (127.0f * 512.0f);
+  sv[n++] = 1.0f / (448.0f * 512.0f);
+  sv[n++] = 1.0f / 127.0f;
+  sv[n++] = 1.0f / 448.0f;
+  sv[n++] = 1.0f / 255.0f;
+  sv[n++] = bits_to_f(0x3fffffffu); /* 1.999...: all-ones mantissa */
+  sv[n++] = bits_to_f(0x407fffffu);
+  sv[n++] = bits_to_f(0x3f800001u);
+  sv[n++] = 1e30f;
+  sv[n++] = 3.4e38f / 448.0f;
+  sv[n++] = 3.4e38f;
+  for (int e = -20; e <= 20; e++) sv[n++] = ldexpf(1.0f, e);
+  reseed();
+  while (n < NS) {
+    const float amax = expf(frand(logf(1e-6f), logf(1e6f)));
+    sv[n] = amax / (n % 2 ? 448.0f : 127.0f);
+    if (n % 7 == 0) sv[n] = bits_to_f((rnd() & 0x7fffffu) | ((uint32_t)(60 + rnd() % 140) << 23)); /* any mantissa */
+    n++;
+  }
+  float *sd = NULL;
+  unsigned long long *bd = NULL, bad = 0;
+  CUDA_REQUIRE(cudaMalloc((void **)&sd, sizeof sv));
+  CUDA_REQUIRE(cudaMalloc((void **)&bd, sizeof bad));
+  CUDA_REQUIRE(cudaMemcpy(sd, sv, sizeof sv, cudaMemcpyHostToDevice));
+  int sms = 0;
+  CUDA_REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (int which = cc >= 89 ? 0 : 1; which < 3; which++) {
+    CUDA_REQUIRE(cudaMemset(bd, 0, sizeof bad));
+    REQUIRE(w8a8_cuda_quant_math_check(which, sd, NS, (long long)1 << 20, bd, sms) == 0, "launch");
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    CUDA_REQUIRE(cudaMemcpy(&bad, bd, sizeof bad, cudaMemcpyDeviceToHost));
+    CHECK(bad == 0, "%s: %llu mismatches", which == 0 ? "fp8 conversion, all 2^32 inputs"
+                                          : which == 1 ? "division, every bf16 x" : "division, random fp32 x", bad);
+  }
+  cudaFree(sd);
+  cudaFree(bd);
+}
+
 /* ---- CUDA graph: quantize -> scaled_mm captured on a non-default stream ----------- */
 
 static void graph_test(w8a8_kernel kernel, int64_t M) {

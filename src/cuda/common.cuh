@@ -158,6 +158,40 @@ W8A8_DEV uint8_t w8a8d_quant8(bool fp8, float x, float s, int32_t azp) {
   return fp8 ? w8a8d_f32_to_fp8(y) : (uint8_t)w8a8d_f32_to_int8_rne(y, azp);
 }
 
+/* w8a8d_f32_to_fp8's result through the hardware's conversion (sm_89+: cvt.rn.satfinite.e4m3x2.f32 rounds to nearest
+ * even and saturates +-inf and |x| >= 448 to +-448), for every input: the hardware's NaN is 0x7f whatever the sign,
+ * the reference keeps the sign (fixed here). Proven on all 2^32 inputs by w8a8_cuda_quant_math_check (session 31). */
+W8A8_DEV uint8_t w8a8d_f32_to_fp8_fast(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(f));
+  if (f != f) return (uint8_t)(((__float_as_uint(f) >> 24) & 0x80u) | 0x7fu);
+  return (uint8_t)(r & 0xffu);
+#else
+  return w8a8d_f32_to_fp8(f);
+#endif
+}
+
+/* w8a8d_div_like_host(x, s) for a divisor s > 0 given with rcp = __fdiv_rn(1, s): Markstein's correction of x * rcp
+ * (q = RN(x rcp), r = x - s q exactly by FMA, RN(q + r rcp) is the correctly rounded x / s when rcp is the correctly
+ * rounded 1 / s and nothing over- or underflows), taken where |x| and the quotient lie in [2^-100, 2^100] (the
+ * residual then stays normal) or x is +-0; anything else (NaN, inf, extreme exponents) goes to the division itself.
+ * Checked against w8a8d_div_like_host by w8a8_cuda_quant_math_check. */
+W8A8_DEV float w8a8d_div_rcp(float x, float s, float rcp) {
+  if (x == 0.0f) return __fmul_rn(x, rcp);
+  const float q = __fmul_rn(x, rcp);
+  const float q1 = __fmaf_rn(__fmaf_rn(-q, s, x), rcp, q);
+  const float ax = fabsf(x), aq = fabsf(q1);
+  if (ax >= 0x1p-100f && ax <= 0x1p100f && aq >= 0x1p-100f && aq <= 0x1p100f) return q1;
+  return w8a8d_div_like_host(x, s);
+}
+
+/* w8a8d_quant8 with the two above: the same bits (s > 0, rcp = __fdiv_rn(1, s)). */
+W8A8_DEV uint8_t w8a8d_quant8_fast(bool fp8, float x, float s, float rcp, int32_t azp) {
+  float y = w8a8d_div_rcp(x, s, rcp);
+  return fp8 ? w8a8d_f32_to_fp8_fast(y) : (uint8_t)w8a8d_f32_to_int8_rne(y, azp);
+}
+
 /* A row's scale (and zero point) from its reduced hi (max |x|, or max x when asym) and lo (min x):
  * w8a8_dynamic_scale / w8a8_asym_params (numeric.c). */
 W8A8_DEV void w8a8d_row_scale(bool asym, float hi, float lo, int64_t K, float qmax, const float *scale_ub,

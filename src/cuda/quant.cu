@@ -129,6 +129,7 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
     float s;
     int32_t azp;
     w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
+    const float rcp = __fdiv_rn(1.0f, s); /* s >= the minimum scale > 0: w8a8d_quant8_fast's condition */
     uint8_t *qrow = (uint8_t *)p.q + m * p.ldq;
 #pragma unroll
     for (int r = 0; r < QV_RUNS; r++) {
@@ -136,7 +137,8 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
       if (k0 < p.K) {
         uint32_t w[2] = {0, 0};
 #pragma unroll
-        for (int j = 0; j < QV_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, v[r][j], s, azp) << (8 * (j % 4));
+        for (int j = 0; j < QV_VEC; j++)
+          w[j / 4] |= (uint32_t)w8a8d_quant8_fast(fp8, v[r][j], s, rcp, azp) << (8 * (j % 4));
         *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
       }
     }
@@ -145,7 +147,8 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
       w8a8d_load8<IN_DT>(p.x, row + k0, t);
       uint32_t w[2] = {0, 0};
 #pragma unroll
-      for (int j = 0; j < QV_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, t[j], s, azp) << (8 * (j % 4));
+      for (int j = 0; j < QV_VEC; j++)
+        w[j / 4] |= (uint32_t)w8a8d_quant8_fast(fp8, t[j], s, rcp, azp) << (8 * (j % 4));
       *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
     }
     if (threadIdx.x == 0) {
@@ -154,6 +157,47 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
     }
     __syncthreads(); /* the reduction's shared memory is reused by the next row */
   }
+}
+
+/* The fast arithmetic's proof (session 31; test cuda_quant_math_exhaustive): which = 0: w8a8d_f32_to_fp8_fast against
+ * w8a8d_f32_to_fp8 on every 32-bit pattern (grid-stride); which = 1: w8a8d_div_rcp against w8a8d_div_like_host for
+ * every bf16 pattern x times the n_s divisors sv[] (device memory, > 0); which = 2: the same for n_x pseudo-random
+ * fp32 patterns per divisor. Adds the mismatches to *bad (device memory, zeroed by the caller). */
+__global__ void __launch_bounds__(256) quant_math_check(int which, const float *sv, int n_s, long long n_x,
+                                                      unsigned long long *bad) {
+  const unsigned long long tid = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+  const unsigned long long nt = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long miss = 0;
+  if (which == 0) {
+    for (unsigned long long u = tid; u < (1ull << 32); u += nt) {
+      const float f = __uint_as_float((uint32_t)u);
+      miss += w8a8d_f32_to_fp8_fast(f) != w8a8d_f32_to_fp8(f);
+    }
+  } else {
+    const unsigned long long per = which == 1 ? 65536ull : (unsigned long long)n_x;
+    for (unsigned long long i = tid; i < per * (unsigned long long)n_s; i += nt) {
+      const unsigned long long d = i / per, k = i % per;
+      const float s = sv[d];
+      uint32_t u;
+      if (which == 1) {
+        u = (uint32_t)k << 16;
+      } else { /* a splitmix64 hash of (k, d) */
+        unsigned long long z = (k + 1) * 0x9e3779b97f4a7c15ull + d * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        u = (uint32_t)(z ^ (z >> 31));
+      }
+      const float x = __uint_as_float(u), rcp = __fdiv_rn(1.0f, s);
+      miss += __float_as_uint(w8a8d_div_rcp(x, s, rcp)) != __float_as_uint(w8a8d_div_like_host(x, s));
+    }
+  }
+  if (miss) atomicAdd(bad, miss);
+}
+
+extern "C" W8A8_HIDDEN int w8a8_cuda_quant_math_check(int which, const float *s_dev, int n_s, long long n_x,
+                                                      unsigned long long *bad_dev, int num_sms) {
+  quant_math_check<<<(unsigned)num_sms * 8, 256>>>(which, s_dev, n_s, n_x, bad_dev);
+  return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
 /* W8A8_QUANT_VEC: 0 keeps the scalar per-token kernel everywhere; the tests' hook overrides it (-1: the
