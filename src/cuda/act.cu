@@ -87,18 +87,19 @@ W8A8_DEV void act_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, float 
 }
 
 template <bool VEC>
-W8A8_DEV void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, const float *y, float s, int32_t azp) {
+W8A8_DEV void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, const float *y, float s, float rcp,
+                        int32_t azp) {
   const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
   uint8_t *q = (uint8_t *)p.q + m * p.ldq + k0;
   if (VEC) {
     uint32_t w[2] = {0, 0};
 #pragma unroll
-    for (int j = 0; j < AQ_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, y[j], s, azp) << (8 * (j % 4));
+    for (int j = 0; j < AQ_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, y[j], s, rcp, azp) << (8 * (j % 4));
     *(uint2 *)q = make_uint2(w[0], w[1]);
   } else {
 #pragma unroll
     for (int j = 0; j < AQ_VEC; j++)
-      if (k0 + j < p.K) q[j] = w8a8d_quant8(fp8, y[j], s, azp);
+      if (k0 + j < p.K) q[j] = w8a8d_quant8(fp8, y[j], s, rcp, azp);
   }
 }
 
@@ -149,15 +150,16 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_token(w8a8_quant_problem p) 
     float s;
     int32_t azp;
     w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
+    const float rcp = w8a8d_quant_rcp(true, s);
 #pragma unroll
     for (int r = 0; r < AQ_RUNS; r++) {
       const int64_t k0 = k_first + r * step;
-      if (k0 < p.K) store_run<VEC>(p, m, k0, y[r], s, azp);
+      if (k0 < p.K) store_run<VEC>(p, m, k0, y[r], s, rcp, azp);
     }
     for (int64_t k0 = k_first + AQ_RUNS * step; k0 < p.K; k0 += step) {
       float t[AQ_VEC];
       act_run<IN_DT, VEC>(p, m, k0, t);
-      store_run<VEC>(p, m, k0, t, s, azp);
+      store_run<VEC>(p, m, k0, t, s, rcp, azp);
     }
     if (threadIdx.x == 0) {
       p.scale[m] = s;
@@ -196,12 +198,13 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_tensor(w8a8_quant_problem p,
     s = p.scale[0];
   }
   const int32_t azp = p.azp ? p.azp[0] : 0;
+  const float rcp = w8a8d_quant_rcp(amax != NULL, s);
   const int64_t step = (int64_t)gridDim.x * AQ_BLOCK * AQ_VEC;
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y)
     for (int64_t k0 = ((int64_t)blockIdx.x * AQ_BLOCK + threadIdx.x) * AQ_VEC; k0 < p.K; k0 += step) {
       float y[AQ_VEC];
       act_run<IN_DT, VEC>(p, m, k0, y);
-      store_run<VEC>(p, m, k0, y, s, azp);
+      store_run<VEC>(p, m, k0, y, s, rcp, azp);
     }
 }
 

@@ -152,11 +152,6 @@ W8A8_DEV float w8a8d_div_like_host(float x, float s) {
   return y;
 }
 
-/* One quantized byte: fp8 e4m3 bits, or int8 (as uint8) with zero point azp. */
-W8A8_DEV uint8_t w8a8d_quant8(bool fp8, float x, float s, int32_t azp) {
-  float y = w8a8d_div_like_host(x, s);
-  return fp8 ? w8a8d_f32_to_fp8(y) : (uint8_t)w8a8d_f32_to_int8_rne(y, azp);
-}
 
 /* w8a8d_f32_to_fp8's result through the hardware's conversion (sm_89+: cvt.rn.satfinite.e4m3x2.f32 rounds to nearest
  * even and saturates +-inf and |x| >= 448 to +-448), for every input: the hardware's NaN is 0x7f whatever the sign,
@@ -186,11 +181,15 @@ W8A8_DEV float w8a8d_div_rcp(float x, float s, float rcp) {
   return w8a8d_div_like_host(x, s);
 }
 
-/* w8a8d_quant8 with the two above: the same bits (s > 0, rcp = __fdiv_rn(1, s)). */
-W8A8_DEV uint8_t w8a8d_quant8_fast(bool fp8, float x, float s, float rcp, int32_t azp) {
-  float y = w8a8d_div_rcp(x, s, rcp);
+/* One quantized byte of x / s: fp8 e4m3 bits, or int8 (as uint8) with zero point azp; the reference's bits
+ * (numeric.c). rcp >= 0: s > 0 and rcp = __fdiv_rn(1, s), the division through it (w8a8d_div_rcp: a dynamic
+ * scale, the kernels compute rcp once a row); rcp < 0: the division itself (any s: a caller's static scale). */
+W8A8_DEV uint8_t w8a8d_quant8(bool fp8, float x, float s, float rcp, int32_t azp) {
+  const float y = rcp >= 0.0f ? w8a8d_div_rcp(x, s, rcp) : w8a8d_div_like_host(x, s);
   return fp8 ? w8a8d_f32_to_fp8_fast(y) : (uint8_t)w8a8d_f32_to_int8_rne(y, azp);
 }
+/* The rcp argument of w8a8d_quant8 for scale s: dynamic (s from the data, > 0) or the caller's static one. */
+W8A8_DEV float w8a8d_quant_rcp(bool dynamic, float s) { return dynamic ? __fdiv_rn(1.0f, s) : -1.0f; }
 
 /* A row's scale (and zero point) from its reduced hi (max |x|, or max x when asym) and lo (min x):
  * w8a8_dynamic_scale / w8a8_asym_params (numeric.c). */

@@ -66,14 +66,15 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
     float s;
     int32_t azp;
     w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
+    const float rcp = w8a8d_quant_rcp(true, s);
     const int64_t qoff = m * p.ldq;
 #pragma unroll
     for (int i = 0; i < QT_REGS; i++) {
       int64_t k = (int64_t)i * QT_BLOCK + threadIdx.x;
-      if (k < p.K) ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, v[i], s, azp);
+      if (k < p.K) ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, v[i], s, rcp, azp);
     }
     for (int64_t k = (int64_t)QT_REGS * QT_BLOCK + threadIdx.x; k < p.K; k += QT_BLOCK)
-      ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xrow, xoff + k), s, azp);
+      ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xrow, xoff + k), s, rcp, azp);
     if (threadIdx.x == 0) {
       p.scale[m] = s;
       if (asym) p.azp[m] = azp;
@@ -129,7 +130,7 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
     float s;
     int32_t azp;
     w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
-    const float rcp = __fdiv_rn(1.0f, s); /* s >= the minimum scale > 0: w8a8d_quant8_fast's condition */
+    const float rcp = w8a8d_quant_rcp(true, s); /* (s >= the minimum scale > 0) */
     uint8_t *qrow = (uint8_t *)p.q + m * p.ldq;
 #pragma unroll
     for (int r = 0; r < QV_RUNS; r++) {
@@ -138,7 +139,7 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
         uint32_t w[2] = {0, 0};
 #pragma unroll
         for (int j = 0; j < QV_VEC; j++)
-          w[j / 4] |= (uint32_t)w8a8d_quant8_fast(fp8, v[r][j], s, rcp, azp) << (8 * (j % 4));
+          w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, v[r][j], s, rcp, azp) << (8 * (j % 4));
         *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
       }
     }
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
       uint32_t w[2] = {0, 0};
 #pragma unroll
       for (int j = 0; j < QV_VEC; j++)
-        w[j / 4] |= (uint32_t)w8a8d_quant8_fast(fp8, t[j], s, rcp, azp) << (8 * (j % 4));
+        w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, t[j], s, rcp, azp) << (8 * (j % 4));
       *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
     }
     if (threadIdx.x == 0) {
@@ -240,13 +241,14 @@ __global__ void __launch_bounds__(256) quant_per_tensor(w8a8_quant_problem p, co
     s = p.scale[0];
   }
   const int32_t azp = p.azp ? p.azp[0] : 0;
+  const float rcp = w8a8d_quant_rcp(amax != NULL, s);
   const unsigned K = (unsigned)p.K; /* < 2^31 (validated), so k + kstep never wraps */
   const unsigned k0 = blockIdx.x * blockDim.x + threadIdx.x, kstep = gridDim.x * blockDim.x;
   for (int64_t m = blockIdx.y; m < p.M; m += gridDim.y) {
     const char *xr = (const char *)p.x + m * p.ldx * (IN_DT == W8A8_DTYPE_FP32 ? 4 : 2);
     char *qr = (char *)p.q + m * p.ldq;
     for (unsigned k = k0; k < K; k += kstep)
-      ((uint8_t *)qr)[k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xr, k), s, azp);
+      ((uint8_t *)qr)[k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xr, k), s, rcp, azp);
   }
 }
 
