@@ -752,7 +752,7 @@ int w8a8_cuda_quant_math_check(int which, const float *s_dev, int n_s, long long
                                int num_sms);
 
 /* The vectorized per-token kernel's arithmetic (session 31) against the reference's, exhaustively where it can be:
- * the hardware fp8 conversion on all 2^32 fp32 patterns; the division through a reciprocal (Markstein's correction)
+ * the hardware fp8 and int8 conversions on all 2^32 fp32 patterns; the division through a reciprocal (Markstein's correction)
  * on every bf16 pattern and 2^20 random fp32 patterns for each of ~330 divisors: the minimum scales, powers of two,
  * all-ones mantissas, huge ones, and amax / qmax for amax log-uniform over 1e-6..1e6. */
 W8A8_TEST(cuda_quant_math_exhaustive) {
@@ -790,13 +790,17 @@ W8A8_TEST(cuda_quant_math_exhaustive) {
   CUDA_REQUIRE(cudaMemcpy(sd, sv, sizeof sv, cudaMemcpyHostToDevice));
   int sms = 0;
   CUDA_REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (int which = cc >= 89 ? 0 : 1; which < 3; which++) {
+  for (int which = cc >= 89 ? 0 : 1; which < 4; which++) {
     CUDA_REQUIRE(cudaMemset(bd, 0, sizeof bad));
     REQUIRE(w8a8_cuda_quant_math_check(which, sd, NS, (long long)1 << 20, bd, sms) == 0, "launch");
     CUDA_REQUIRE(cudaDeviceSynchronize());
     CUDA_REQUIRE(cudaMemcpy(&bad, bd, sizeof bad, cudaMemcpyDeviceToHost));
-    CHECK(bad == 0, "%s: %llu mismatches", which == 0 ? "fp8 conversion, all 2^32 inputs"
-                                          : which == 1 ? "division, every bf16 x" : "division, random fp32 x", bad);
+    CHECK(bad == 0, "%s: %llu mismatches",
+          which == 0   ? "fp8 conversion, all 2^32 inputs"
+          : which == 1 ? "division, every bf16 x"
+          : which == 2 ? "division, random fp32 x"
+                       : "int8 conversion, all 2^32 inputs",
+          bad);
   }
   cudaFree(sd);
   cudaFree(bd);

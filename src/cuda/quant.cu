@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
 }
 
 /* The fast arithmetic's proof (session 31; test cuda_quant_math_exhaustive): which = 0: w8a8d_f32_to_fp8_fast against
- * w8a8d_f32_to_fp8 on every 32-bit pattern (grid-stride); which = 1: w8a8d_div_rcp against w8a8d_div_like_host for
+ * w8a8d_f32_to_fp8 on every 32-bit pattern (grid-stride); 3: w8a8d_f32_to_int8_rne_fast against w8a8d_f32_to_int8_rne
+ * (azp 0) likewise; which = 1: w8a8d_div_rcp against w8a8d_div_like_host for
  * every bf16 pattern x times the n_s divisors sv[] (device memory, > 0); which = 2: the same for n_x pseudo-random
  * fp32 patterns per divisor. Adds the mismatches to *bad (device memory, zeroed by the caller). */
 __global__ void __launch_bounds__(256) quant_math_check(int which, const float *sv, int n_s, long long n_x,
@@ -173,6 +174,11 @@ __global__ void __launch_bounds__(256) quant_math_check(int which, const float *
     for (unsigned long long u = tid; u < (1ull << 32); u += nt) {
       const float f = __uint_as_float((uint32_t)u);
       miss += w8a8d_f32_to_fp8_fast(f) != w8a8d_f32_to_fp8(f);
+    }
+  } else if (which == 3) {
+    for (unsigned long long u = tid; u < (1ull << 32); u += nt) {
+      const float f = __uint_as_float((uint32_t)u);
+      miss += w8a8d_f32_to_int8_rne_fast(f, 0) != w8a8d_f32_to_int8_rne(f, 0);
     }
   } else {
     const unsigned long long per = which == 1 ? 65536ull : (unsigned long long)n_x;
