@@ -698,11 +698,12 @@ static int run_q(w8a8_handle *g, w8a8_handle *r, const q_case *c) {
 /* Hooks of src/cuda/quant.cu: the vectorized per-token kernel (1 where it takes the problem, 0 never, -1 the
  * environment's W8A8_QUANT_VEC) and its launch counter. */
 void w8a8_cuda_set_quant_vec(int on);
+void w8a8_cuda_set_quant_warp(int on);
 unsigned long long w8a8_cuda_quant_vec_launches(void);
 
 /* Every mode, dtype and zero-point / bound option against the scalar reference, bit for bit, over shapes with
- * odd K, padded strides and rows past the kernels' register budgets; the per-token cases twice: on the scalar
- * kernel and on the vectorized one (session 31), which takes K % 8 == 0 with 16-byte aligned rows of x
+ * odd K, padded strides and rows past the kernels' register budgets; the per-token cases three times: on the scalar
+ * kernel, the vectorized one and the warp-per-row one (session 31), which take K % 8 == 0 with 16-byte aligned rows of x
  * (17 x 4096, 33 x 1024 padded, 2 x 20000 past its 8192 in registers) and declines the rest (ldx 65, K 100). */
 W8A8_TEST(cuda_quantize_all_modes) {
   GPU_OR_SKIP();
@@ -715,8 +716,9 @@ W8A8_TEST(cuda_quantize_all_modes) {
   enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
   static const w8a8_dtype ins[3] = {W8A8_DTYPE_FP32, W8A8_DTYPE_BF16, W8A8_DTYPE_FP16};
   int n = 0, failed = 0;
-  for (int vec = 0; vec < 2; vec++) {
-    w8a8_cuda_set_quant_vec(vec);
+  for (int vec = 0; vec < 3; vec++) { /* 0: the scalar kernel, 1: the vectorized one, 2: a warp per row */
+    w8a8_cuda_set_quant_vec(vec > 0);
+    w8a8_cuda_set_quant_warp(vec == 2);
     const unsigned long long vec_before = w8a8_cuda_quant_vec_launches();
     for (int i = 0; i < 3; i++)
       for (int o = 0; o < 2; o++) {
@@ -743,6 +745,7 @@ W8A8_TEST(cuda_quantize_all_modes) {
   }
 done:
   w8a8_cuda_set_quant_vec(-1);
+  w8a8_cuda_set_quant_warp(-1);
   printf("    %d quantize cases, %d failed\n", n, failed);
   w8a8_destroy(g);
   w8a8_destroy(r);
