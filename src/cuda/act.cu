@@ -24,6 +24,7 @@
 #define AQ_BLOCK 256 /* threads per block */
 #define AQ_VEC 8     /* consecutive y per thread run */
 #define AQ_RUNS 4    /* runs per thread held in registers: rows up to 256 * 8 * 4 = 8192 in one pass */
+static_assert(AQ_VEC == 8, "w8a8d_store_q8 stores runs of 8");
 
 // ---- arithmetic: the same operations as src/cpu/act_cpu.c, each one IEEE operation -----------
 
@@ -92,10 +93,7 @@ W8A8_DEV void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, cons
   const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
   uint8_t *q = (uint8_t *)p.q + m * p.ldq + k0;
   if (VEC) {
-    uint32_t w[2] = {0, 0};
-#pragma unroll
-    for (int j = 0; j < AQ_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, y[j], s, rcp, azp) << (8 * (j % 4));
-    *(uint2 *)q = make_uint2(w[0], w[1]);
+    w8a8d_store_q8(q, fp8, y, s, rcp, azp);
   } else {
 #pragma unroll
     for (int j = 0; j < AQ_VEC; j++)
@@ -122,14 +120,7 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_token(w8a8_quant_problem p) 
         act_run<IN_DT, VEC>(p, m, k0, y[r]);
 #pragma unroll
         for (int j = 0; j < AQ_VEC; j++)
-          if (k0 + j < p.K) {
-            if (asym) {
-              hi = fmaxf(hi, y[r][j]);
-              lo = fminf(lo, y[r][j]);
-            } else {
-              hi = fmaxf(hi, fabsf(y[r][j]));
-            }
-          }
+          if (k0 + j < p.K) w8a8d_track(asym, y[r][j], hi, lo);
       }
     }
     for (int64_t k0 = k_first + AQ_RUNS * step; k0 < p.K; k0 += step) {
@@ -137,14 +128,7 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_token(w8a8_quant_problem p) 
       act_run<IN_DT, VEC>(p, m, k0, t);
 #pragma unroll
       for (int j = 0; j < AQ_VEC; j++)
-        if (k0 + j < p.K) {
-          if (asym) {
-            hi = fmaxf(hi, t[j]);
-            lo = fminf(lo, t[j]);
-          } else {
-            hi = fmaxf(hi, fabsf(t[j]));
-          }
-        }
+        if (k0 + j < p.K) w8a8d_track(asym, t[j], hi, lo);
     }
     w8a8d_block_reduce_max_min<AQ_BLOCK>(hi, lo, asym);
     float s;

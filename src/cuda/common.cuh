@@ -200,6 +200,25 @@ W8A8_DEV uint8_t w8a8d_quant8(bool fp8, float x, float s, float rcp, int32_t azp
 /* The rcp argument of w8a8d_quant8 for scale s: dynamic (s from the data, > 0) or the caller's static one. */
 W8A8_DEV float w8a8d_quant_rcp(bool dynamic, float s) { return dynamic ? __fdiv_rn(1.0f, s) : -1.0f; }
 
+/* A row's running range for its dynamic scale: max |v| (symmetric) or max v and min v (asym). fmaxf / fminf drop
+ * NaN, like the reference's comparisons. */
+W8A8_DEV void w8a8d_track(bool asym, float v, float &hi, float &lo) {
+  if (asym) {
+    hi = fmaxf(hi, v);
+    lo = fminf(lo, v);
+  } else {
+    hi = fmaxf(hi, fabsf(v));
+  }
+}
+
+/* Eight quantized bytes of y[0..7] stored as one 8-byte word at q (8-byte aligned). */
+W8A8_DEV void w8a8d_store_q8(uint8_t *q, bool fp8, const float *y, float s, float rcp, int32_t azp) {
+  uint32_t w[2] = {0, 0};
+#pragma unroll
+  for (int j = 0; j < 8; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, y[j], s, rcp, azp) << (8 * (j % 4));
+  *(uint2 *)q = make_uint2(w[0], w[1]);
+}
+
 /* A row's scale (and zero point) from its reduced hi (max |x|, or max x when asym) and lo (min x):
  * w8a8_dynamic_scale / w8a8_asym_params (numeric.c). */
 W8A8_DEV void w8a8d_row_scale(bool asym, float hi, float lo, int64_t K, float qmax, const float *scale_ub,

@@ -45,22 +45,11 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
       v[i] = 0.0f;
       if (k < p.K) {
         v[i] = w8a8d_load_float(IN_DT, xrow, xoff + k);
-        if (asym) {
-          hi = fmaxf(hi, v[i]);
-          lo = fminf(lo, v[i]);
-        } else {
-          hi = fmaxf(hi, fabsf(v[i]));
-        }
+        w8a8d_track(asym, v[i], hi, lo);
       }
     }
     for (int64_t k = (int64_t)QT_REGS * QT_BLOCK + threadIdx.x; k < p.K; k += QT_BLOCK) {
-      float x = w8a8d_load_float(IN_DT, xrow, xoff + k);
-      if (asym) {
-        hi = fmaxf(hi, x);
-        lo = fminf(lo, x);
-      } else {
-        hi = fmaxf(hi, fabsf(x));
-      }
+      w8a8d_track(asym, w8a8d_load_float(IN_DT, xrow, xoff + k), hi, lo);
     }
     w8a8d_block_reduce_max_min<QT_BLOCK>(hi, lo, asym);
     float s;
@@ -86,6 +75,7 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
 #define QV_BLOCK 256 /* threads per row in the vectorized per-token kernel */
 #define QV_VEC 8     /* consecutive elements per run */
 #define QV_RUNS 4    /* runs per thread held in registers: rows up to 256 * 8 * 4 = 8192 in one pass */
+static_assert(QV_VEC == 8, "w8a8d_store_q8 stores runs of 8");
 
 template <int IN_DT>
 __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_problem p) {
@@ -103,28 +93,14 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
       if (k0 < p.K) {
         w8a8d_load8<IN_DT>(p.x, row + k0, v[r]);
 #pragma unroll
-        for (int j = 0; j < QV_VEC; j++) {
-          if (asym) {
-            hi = fmaxf(hi, v[r][j]);
-            lo = fminf(lo, v[r][j]);
-          } else {
-            hi = fmaxf(hi, fabsf(v[r][j]));
-          }
-        }
+        for (int j = 0; j < QV_VEC; j++) w8a8d_track(asym, v[r][j], hi, lo);
       }
     }
     for (int64_t k0 = k_first + QV_RUNS * step; k0 < p.K; k0 += step) {
       float t[QV_VEC];
       w8a8d_load8<IN_DT>(p.x, row + k0, t);
 #pragma unroll
-      for (int j = 0; j < QV_VEC; j++) {
-        if (asym) {
-          hi = fmaxf(hi, t[j]);
-          lo = fminf(lo, t[j]);
-        } else {
-          hi = fmaxf(hi, fabsf(t[j]));
-        }
-      }
+      for (int j = 0; j < QV_VEC; j++) w8a8d_track(asym, t[j], hi, lo);
     }
     w8a8d_block_reduce_max_min<QV_BLOCK>(hi, lo, asym);
     float s;
@@ -136,21 +112,13 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
     for (int r = 0; r < QV_RUNS; r++) {
       const int64_t k0 = k_first + r * step;
       if (k0 < p.K) {
-        uint32_t w[2] = {0, 0};
-#pragma unroll
-        for (int j = 0; j < QV_VEC; j++)
-          w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, v[r][j], s, rcp, azp) << (8 * (j % 4));
-        *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
+        w8a8d_store_q8(qrow + k0, fp8, v[r], s, rcp, azp);
       }
     }
     for (int64_t k0 = k_first + QV_RUNS * step; k0 < p.K; k0 += step) {
       float t[QV_VEC];
       w8a8d_load8<IN_DT>(p.x, row + k0, t);
-      uint32_t w[2] = {0, 0};
-#pragma unroll
-      for (int j = 0; j < QV_VEC; j++)
-        w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, t[j], s, rcp, azp) << (8 * (j % 4));
-      *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
+      w8a8d_store_q8(qrow + k0, fp8, t, s, rcp, azp);
     }
     if (threadIdx.x == 0) {
       p.scale[m] = s;
@@ -213,7 +181,7 @@ static int g_quant_vec = -1;
 extern "C" W8A8_HIDDEN void w8a8_cuda_set_quant_vec(int on) {
   __atomic_store_n(&g_quant_vec, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
-static unsigned long long g_quant_vec_launches; /* for the tests: proof that the vectorized kernel ran */
+static unsigned long long g_quant_vec_launches; /* for the tests: proof that a vectorized kernel (vec or warp) ran */
 extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_quant_vec_launches(void) {
   return __atomic_load_n(&g_quant_vec_launches, __ATOMIC_RELAXED);
 }
@@ -248,14 +216,7 @@ __global__ void __launch_bounds__(QW_WARPS * 32) quant_per_token_warp(w8a8_quant
       float t[QV_VEC];
       w8a8d_load8<IN_DT>(p.x, row + k0, t);
 #pragma unroll
-      for (int j = 0; j < QV_VEC; j++) {
-        if (asym) {
-          hi = fmaxf(hi, t[j]);
-          lo = fminf(lo, t[j]);
-        } else {
-          hi = fmaxf(hi, fabsf(t[j]));
-        }
-      }
+      for (int j = 0; j < QV_VEC; j++) w8a8d_track(asym, t[j], hi, lo);
     }
     for (int o = 16; o > 0; o >>= 1) {
       hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
@@ -270,10 +231,7 @@ __global__ void __launch_bounds__(QW_WARPS * 32) quant_per_token_warp(w8a8_quant
     for (int64_t k0 = (int64_t)lane * QV_VEC; k0 < p.K; k0 += step) {
       float t[QV_VEC];
       w8a8d_load8<IN_DT>(p.x, row + k0, t);
-      uint32_t w[2] = {0, 0};
-#pragma unroll
-      for (int j = 0; j < QV_VEC; j++) w[j / 4] |= (uint32_t)w8a8d_quant8(fp8, t[j], s, rcp, azp) << (8 * (j % 4));
-      *(uint2 *)(qrow + k0) = make_uint2(w[0], w[1]);
+      w8a8d_store_q8(qrow + k0, fp8, t, s, rcp, azp);
     }
     if (lane == 0) {
       p.scale[m] = s;
@@ -364,21 +322,19 @@ extern "C" w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cu
   const w8a8_quant_problem q = *p;
   if (p->mode == W8A8_QUANT_DYNAMIC_PER_TOKEN) {
     int64_t g = p->M < 2147483647 ? p->M : 2147483647;
-    if (quant_vec_takes(p) && w8a8_env_mode(&g_quant_warp, "W8A8_QUANT_WARP", 0) == 1) {
-      /* rows in flight (QW_WARPS a block) within ~24 MB of L2, at least one block per SM, at most 8 */
-      const int64_t row_bytes = p->K * (int64_t)w8a8_dtype_size(p->in_dtype) + 1;
-      int64_t blocks = ((int64_t)24 << 20) / (row_bytes * QW_WARPS);
-      if (blocks < num_sms) blocks = num_sms;
-      if (blocks > (int64_t)num_sms * 8) blocks = (int64_t)num_sms * 8;
-      const int64_t need = (p->M + QW_WARPS - 1) / QW_WARPS;
-      if (blocks > need) blocks = need;
-      W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_warp, (unsigned)blocks, QW_WARPS * 32, stream, q);
-      W8A8_CHECK(launched(fn, "per-token quantize kernel launch"));
-      __atomic_add_fetch(&g_quant_vec_launches, 1ull, __ATOMIC_RELAXED);
-      return W8A8_SUCCESS;
-    }
     if (quant_vec_takes(p)) {
-      W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_vec, (unsigned)g, QV_BLOCK, stream, q);
+      if (w8a8_env_mode(&g_quant_warp, "W8A8_QUANT_WARP", 0) == 1) {
+        /* rows in flight (QW_WARPS a block) within ~24 MB of L2, at least one block per SM, at most 8 */
+        const int64_t row_bytes = p->K * (int64_t)w8a8_dtype_size(p->in_dtype) + 1;
+        int64_t blocks = ((int64_t)24 << 20) / (row_bytes * QW_WARPS);
+        if (blocks < num_sms) blocks = num_sms;
+        if (blocks > (int64_t)num_sms * 8) blocks = (int64_t)num_sms * 8;
+        const int64_t need = (p->M + QW_WARPS - 1) / QW_WARPS;
+        if (blocks > need) blocks = need;
+        W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_warp, (unsigned)blocks, QW_WARPS * 32, stream, q);
+      } else {
+        W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_vec, (unsigned)g, QV_BLOCK, stream, q);
+      }
       W8A8_CHECK(launched(fn, "per-token quantize kernel launch"));
       __atomic_add_fetch(&g_quant_vec_launches, 1ull, __ATOMIC_RELAXED);
       return W8A8_SUCCESS;

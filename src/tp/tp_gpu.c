@@ -164,13 +164,7 @@ static w8a8_status forced_kernel_checks(const char *fn, const w8a8_comm *c, cons
   } else {
     chunk_problem(p, NULL, rs_part(gs->ws), 0, p->M_total, &q);
   }
-  w8a8_status s = w8a8_cuda_forced_check(c->handle, &q);
-  if (s == W8A8_SUCCESS) return s;
-  char why[512];
-  snprintf(why, sizeof why, "%s", w8a8_last_error());
-  return w8a8_err(s, "%s: the handle forces a kernel that does not take this call's GEMM (W8A8_KERNEL_AUTO falls back "
-                     "where it cannot): %s",
-                  fn, why);
+  return w8a8_tp_forced_refusal(fn, w8a8_cuda_forced_check(c->handle, &q));
 }
 
 /* Capture id of the handle's stream (0 = not capturing). */

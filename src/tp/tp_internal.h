@@ -163,8 +163,9 @@ W8A8_HIDDEN w8a8_status w8a8_tp_validate(const char *fn, const w8a8_comm *c, int
                                          const w8a8_gathered *gathered, const w8a8_tp_options *opts,
                                          w8a8_tp_problem *p);
 
-/* Local checks every fused call makes first: the broken flag, the comm's handle, then the
- * arguments (w8a8_tp_validate). A failure here joins the agreement as this rank's status. */
+/* Local checks every fused call makes first: the broken flag, the comm's handle, the arguments
+ * (w8a8_tp_validate), and on CPU ranks a forced kernel's refusal of the block GEMMs (GPU ranks ask
+ * theirs in tp_gpu.c). A failure here joins the agreement as this rank's status. */
 W8A8_HIDDEN w8a8_status w8a8_tp_local_checks(const char *fn, const w8a8_comm *c, int op, const w8a8_matrix *a,
                                              const w8a8_matrix *b, const w8a8_vector *scale_a,
                                              const w8a8_vector *scale_b, const w8a8_vector *bias,
@@ -173,6 +174,8 @@ W8A8_HIDDEN w8a8_status w8a8_tp_local_checks(const char *fn, const w8a8_comm *c,
                                              w8a8_tp_problem *p);
 
 /* Fill the signature of a validated problem (status 0), or of a failed one (status s). */
+/* s, the forced kernel's refusal of the call's GEMM (W8A8_SUCCESS: none), reworded as the call's error. */
+W8A8_HIDDEN w8a8_status w8a8_tp_forced_refusal(const char *fn, w8a8_status s);
 W8A8_HIDDEN void w8a8_tp_signature(const w8a8_tp_problem *p, int op, w8a8_status s, int64_t sig[TP_SIG_COUNT]);
 
 /* Workspace bytes needed for (max_m, max_n, max_k) on `size` ranks. */

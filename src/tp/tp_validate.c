@@ -317,24 +317,24 @@ w8a8_status w8a8_tp_local_checks(const char *fn, const w8a8_comm *c, int op, con
                                  const w8a8_gathered *gathered, const w8a8_tp_options *opts, w8a8_tp_problem *p) {
   if (c->broken)
     return w8a8_err(W8A8_ERROR_COMM,
-                    "%s: an earlier call on this communicator failed after the ranks' agreement (in MPI, NCCL or CUDA); its state "
-                    "is unknown: destroy it and "
-                    "create a new one",
+                    "%s: an earlier call on this communicator failed after the ranks' agreement (in MPI, NCCL or "
+                    "CUDA); its state is unknown: destroy it and create a new one",
                     fn);
   W8A8_CHECK(w8a8_check_handle(fn, c->handle));
   W8A8_CHECK(w8a8_tp_validate(fn, c, op, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, p));
   /* A CPU handle forcing a kernel that refuses the block GEMMs would fail after the agreement, with the all-gather's
    * messages posted (the GPU front end asks its forced kernel likewise: forced_kernel_checks). Asked of the largest
    * GEMM the call can run (every gathered row). */
-  if (c->handle->kind == W8A8_DEVICE_CPU && p->N > 0) {
-    const w8a8_status s = w8a8_cpu_forced_check(c->handle, p->in_dtype, p->M_total, p->K);
-    if (s != W8A8_SUCCESS) {
-      char why[512];
-      snprintf(why, sizeof why, "%s", w8a8_last_error());
-      return w8a8_err(s, "%s: the handle forces a kernel that does not take this call's GEMM (W8A8_KERNEL_AUTO falls "
-                         "back where it cannot): %s",
-                      fn, why);
-    }
-  }
+  if (c->handle->kind == W8A8_DEVICE_CPU && p->N > 0)
+    return w8a8_tp_forced_refusal(fn, w8a8_cpu_forced_check(c->handle, p->in_dtype, p->M_total, p->K));
   return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_tp_forced_refusal(const char *fn, w8a8_status s) {
+  if (s == W8A8_SUCCESS) return s;
+  char why[512];
+  snprintf(why, sizeof why, "%s", w8a8_last_error());
+  return w8a8_err(s, "%s: the handle forces a kernel that does not take this call's GEMM (W8A8_KERNEL_AUTO falls back "
+                     "where it cannot): %s",
+                  fn, why);
 }
