@@ -5,7 +5,7 @@
  * non-zero exit on any wrong result) and the JSON-lines file. The measurements come
  * from the modules behind tools/bench.h: bench_cpu() (tools/bench_cpu.c: our CPU
  * kernels, oneDNN, OpenBLAS) and bench_cuda() (tools/bench_cuda.c: our GPU kernels,
- * cuBLASLt). Until those modules are linked in, the weak fallbacks at the end of this
+ * cuBLASLt). In builds without those modules the weak fallbacks at the end of this
  * file stand in: the CPU one still times and verifies our own CPU rows. */
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@
 #include "bench.h"
 #include "cli_common.h"
 
-/* ---- shape suites: names as in /tmp/w8a8/ANCHORS.md and the torch anchor table ------------- */
+/* ---- shape suites: names as in the torch comparison tables (bench/results/h200-torch-compare-*) */
 typedef struct suite {
   const char *name;
   const char *what;
@@ -112,7 +112,7 @@ static void emit_row(void *ctx, const bench_row *r) {
          r->baseline && *r->baseline ? r->baseline : "-");
   s->rows++;
   /* Our rows failing verification fail the run. A baseline's wrong rows are reported (e.g. oneDNN's
-   * AVX2 s8 x s8 gemm saturates on full-range int8, NOTES.md) but are its defect, not ours. */
+   * AVX2 s8 x s8 gemm saturates on full-range int8, cpu-bench-2026-11-29-avx2only.txt) but are its defect, not ours. */
   if (r->wrong != 0 && r->impl && strncmp(r->impl, "w8a8", 4) == 0) {
     s->wrong_rows++;
     s->wrong_elems += r->wrong;
@@ -438,8 +438,8 @@ int cli_bench_main(int argc, char **argv) {
 }
 
 /* =====================================================================================================
- * Weak fallbacks: let the CLI link and run before the modules of tools/bench.h exist (or in builds
- * without them). A strong definition in tools/bench_cpu.c, bench_cuda.c or tp_bench.c replaces each.
+ * Weak fallbacks: let the CLI link and run in builds without the modules of tools/bench.h. A strong
+ * definition in tools/bench_cpu.c, bench_cuda.c or tp_bench.c replaces each.
  * ===================================================================================================== */
 
 __attribute__((weak)) int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx) {

@@ -323,7 +323,7 @@ void cli_compare_fp8(const uint8_t *a, int64_t lda, const uint8_t *b, int64_t ld
   for (int i = 0; i < 256; i++) lut[i] = fabsf(cli_fp8_to_f32((uint8_t)i));
   /* Two fp32 summation orders differ by at most ~2K ulps of sum|ab|; Hopper's fp8 wgmma adds
    * products inside a 128-deep K-block with fewer mantissa bits than fp32 (measured up to 2.3e-4 of
-   * sum|ab| with fp32 promotion per block, NOTES.md), so the floor is 2^-10 (~1e-3, as the GPU
+   * sum|ab| with fp32 promotion per block, h200-sm90-2026-11-29.md), so the floor is 2^-10 (~1e-3, as the GPU
    * tests use): still 60x below the fp8 operands' own rounding (2^-4). */
   double eps = 2.0 * (double)K * 0x1p-24;
   if (eps < 0x1p-10) eps = 0x1p-10;

@@ -33,7 +33,7 @@
  * --partials fp32|out: w8a8_tp_options.partials of the library's reduce-scatter calls (fused and
  * unfused; W8A8_TP_PARTIALS_FP32 by default, W8A8_TP_PARTIALS_OUT: bf16 partials), and the element
  * size of the RS gemm and comm baselines. The all-gather ignores it.
- * --graph (--local only; session 21, NOT yet run on a GPU): each of the four is captured once into ONE CUDA
+ * --graph (--local only): each of the four is captured once into ONE CUDA
  * graph holding every rank's call (w8a8.h's model: a capture begun on a stream of rank 0's device, each rank's
  * stream forked from it, each rank's thread makes its call, the streams joined back), after the eager warm-up;
  * then replayed back to back, each replay between two events on that stream: the median replay time. What a
@@ -510,7 +510,7 @@ static int cmp_float(const void *a, const void *b) {
 
 /* --graph: before the replays, the op's output on every rank (and for the library's calls each rank's workspace:
  * the gathered rows and scales, the partials) poisoned, so that the check after the timing sees what the replays
- * wrote, not what the eager warm-up left (helper-53's review). 0 on success. */
+ * wrote, not what the eager warm-up left. 0 on success. */
 static int poison_for_graph(group *g, int op) {
   int bad = 0;
   for (int r = 0; r < g->W; r++) {
@@ -766,10 +766,10 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
     if (print) fprintf(stderr, "tp-bench: out of GPU memory for %s M=%lld\n", sh->name, (long long)M);
     g->failed = 1;
   } else {
-    /* The four take turns (session 6): 3 rounds of iters/3 timed iterations, the order reversed in
-     * the middle round, each time the median of the round medians. Timed one after the other, the
-     * first (the GEMM alone) met a cooler GPU than the last (fused): the H200's clock sinks under its
-     * power limit as a run goes on, which flattered fused / max(gemm, comm). */
+    /* The four take turns: 3 rounds of iters/3 timed iterations, the order reversed in the middle
+     * round, each time the median of the round medians. Timed one after the other, the first (the GEMM
+     * alone) would meet a cooler GPU than the last (fused): the H200's clock sinks under its power limit
+     * as a run goes on, which flattered fused / max(gemm, comm). */
     const int iters_all = g->iters, rounds = g->iters >= 3 ? 3 : 1;
     double tr[4][3];
     g->iters = iters_all / rounds;

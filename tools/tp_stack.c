@@ -1,5 +1,5 @@
 /* tp_stack.c — `w8a8 tp-stack`: a Llama-3.1-70B-FP8 decoder stack with dummy weights, sequence
- * parallel over W GPU ranks, the way users quote async-TP numbers (issue 6).
+ * parallel over W GPU ranks, the way users quote async-TP numbers.
  *
  * Per layer, on every rank r (M tokens in all, M_r = the rank's shard, bf16 residual stream
  * [M_r, 8192] between layers):
@@ -297,9 +297,9 @@ static int rank_alloc(rank_ctx *c, int64_t maxM, int iters) {
     return 0;
   if (!fill_bf16(c->x, maxMr * HIDDEN, 77u + (uint64_t)c->rank)) return 0;
   /* gemm_only's gathered input: the layer input quantized per token, as the other modes' all-gathers
-   * deliver it. v1 filled it with the weights' byte pattern (every exponent equally likely), and
-   * the GEMMs on it ran up to 7% slower than on quantized Gaussian data (the tensor cores' power,
-   * hence the clocks, depend on the data: session 5), which biased gemm_only high. */
+   * deliver it. Not the weights' byte pattern (every exponent equally likely): GEMMs on that ran up to
+   * 7% slower than on quantized Gaussian data (the tensor cores' power, hence the clocks, depend on
+   * the data), which would bias gemm_only high. */
   for (int64_t off = 0; off < maxM; off += maxMr) {
     const int64_t n = maxM - off < maxMr ? maxM - off : maxMr;
     w8a8_matrix X = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, n, HIDDEN, HIDDEN, c->x);
@@ -411,9 +411,9 @@ static void barrier(rank_ctx *c) {
 #endif
 }
 
-/* The modes take turns in ROUNDS rounds of iters / ROUNDS timed iterations each (session 6): run one
- * after the other, gemm_only (first) met a cooler GPU than fused (last): the H200's clock sinks under
- * its power limit as a run goes on, which flattered the fused / gemm_only ratios (session 5). */
+/* The modes take turns in ROUNDS rounds of iters / ROUNDS timed iterations each: run one after the
+ * other, gemm_only (first) would meet a cooler GPU than fused (last), since the H200's clock sinks under
+ * its power limit as a run goes on, which flattered the fused / gemm_only ratios. */
 #define ROUNDS 3
 static int round_begin(int iters, int rounds, int k) { return (int)((int64_t)iters * k / rounds); }
 

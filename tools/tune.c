@@ -302,7 +302,7 @@ int w8a8_cli_tune(int argc, char **argv) {
       hW[i] = v;
     }
     /* the operands' mean magnitudes (the fp8 tolerance), from at most 4096 bytes of each: hA holds maxM x maxK,
-     * hW wmax (helper-63: a fixed 4096 read past both at -m 1 -n 16 -k 16) */
+     * hW wmax (a fixed 4096 would read past both at -m 1 -n 16 -k 16) */
     const int64_t na = maxM * maxK < 4096 ? maxM * maxK : 4096, nb = (int64_t)wmax < 4096 ? (int64_t)wmax : 4096;
     for (int64_t i = 0; i < na; i++) ea += int8 ? fabs((double)(int8_t)hA[i]) : fabs((double)cli_fp8_to_f32(hA[i]));
     for (int64_t i = 0; i < nb; i++) eb += int8 ? fabs((double)(int8_t)hW[i]) : fabs((double)cli_fp8_to_f32(hW[i]));
@@ -351,10 +351,11 @@ int w8a8_cli_tune(int argc, char **argv) {
         const int experimental = xenv && xenv[0] == '1';
         for (int ci = 0; ci < w8a8_sm90_num_configs(); ci++) {
           if (w8a8_sm90_config_int8(ci) != int8 || w8a8_sm90_config_fast_accum(ci)) continue;
-          if (w8a8_sm90_config_experimental(ci) && !experimental) continue; /* not validated on a GPU yet */
+          /* experimental configurations (not validated on a GPU) only with W8A8_TUNE_EXPERIMENTAL=1 */
+          if (w8a8_sm90_config_experimental(ci) && !experimental) continue;
           int bn = w8a8_sm90_config_swap_bn(ci);
           /* the token tile just above M, or two of half that (the heuristic's n16 x 2 at 17..32); the skinny tiles
-           * three (the wide rule's, session 26: 70b-qkv-tp4 at 256 tokens on three of 88) */
+           * three (as the heuristic's wide rule plans 70b-qkv-tp4 at 256 tokens on three n88 tiles) */
           const int tiles_max = strstr(w8a8_sm90_config_name(ci), "_skinny_") ? 3 : 2;
           if (bn && (M > tiles_max * bn || (bn > 8 && M <= bn / 2))) continue;
           /* split-K only where the configuration has it (the unsplit swapped tiles, e.g. the skinny ones, take 1) */

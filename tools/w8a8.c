@@ -19,8 +19,8 @@
 #include "cli_common.h"
 #include "w8a8.h"
 
-/* `w8a8 tune` (the Hopper tuner) lives in another file when it exists; weak and undefined
- * until then, so the address tells whether it was linked in. */
+/* `w8a8 tune` (tools/tune.c, the Hopper tuner): weak, so that a CLI built without it still links
+ * and the address tells whether it was linked in. */
 int w8a8_cli_tune(int argc, char **argv) __attribute__((weak));
 /* `w8a8 tp-stack` (tools/tp_stack.c): the Llama-3.1-70B layer-stack benchmark, GPU ranks. */
 int w8a8_cli_tp_stack(int argc, char **argv);

@@ -6,9 +6,9 @@ Communicators:
                                       process group, every rank calls w8a8_comm_create_nccl_id.
   Comm.world()                        CPU ranks under mpirun: w8a8_comm_create_world.
   Comm.from_mpi4py(mpi_comm)          CPU ranks over an mpi4py communicator (w8a8_comm_create_mpi).
-The library decides what exists: where the NCCL transport is not built (or not implemented yet)
-the creation raises its NotBuiltError, on every rank (the status travels with the id, so no rank
-is left waiting in the broadcast).
+The library decides what exists: where the NCCL transport is not built, the creation raises its
+NotBuiltError on every rank (the status travels with the id, so no rank is left waiting in the
+broadcast).
 """
 import ctypes
 import numbers

@@ -191,7 +191,7 @@ w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matrix *a, con
   w8a8_clear_error();
   /* A rank that cannot name its communicator cannot join the agreement: fail here. */
   W8A8_CHECK(w8a8_tp_check_comm(fn, comm));
-  /* GPU communicators (issue 6): src/tp/tp_gpu.c */
+  /* GPU communicators: src/tp/tp_gpu.c */
   if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_all_gather_scaled_mm(fn, comm, a, b, scale_a, scale_b, bias, zp, out, gathered, opts);
 #ifndef W8A8_HAVE_MPI
   (void)comm, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)gathered,

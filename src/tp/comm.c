@@ -32,7 +32,7 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Saturating arithmetic for the workspace size: with each bound below 2^31 the reduce-scatter's
  * 4 x max_n x (max_m + (W-1) x chunk) passes 2^64 (W = 3, max_m = 1288491175, max_n = 2147482003:
- * it wrapped to 11.6 GB, and a call the reservation admitted laid out 14.3 GB; session 29's review).
+ * it wrapped to 11.6 GB, and a call the reservation admitted laid out 14.3 GB).
  * SIZE_MAX then fails the callers' size limit instead. */
 static uint64_t mul_sat(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
 static uint64_t add_sat(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }

@@ -1,7 +1,7 @@
-/* comm_gpu.c — GPU communicators (issue 6): creation (in-process group, ncclComm_t, NCCL
- * bootstrapped from an id or from MPI), the in-process host barrier, the agreement of the
- * fused calls on GPU ranks, the device workspace, destruction. The schedules are in tp_gpu.c.
- * Replaces comm_nccl_stub.c. Builds without CUDA get stubs returning W8A8_ERROR_NOT_BUILT. */
+/* comm_gpu.c — GPU communicators: creation (in-process group, ncclComm_t, NCCL bootstrapped
+ * from an id or from MPI), the in-process host barrier, the agreement of the fused calls on GPU
+ * ranks, the device workspace, destruction. The schedules are in tp_gpu.c. Builds without CUDA
+ * get stubs returning W8A8_ERROR_NOT_BUILT. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,7 +359,7 @@ w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int
       if (di == dj || cudaDeviceCanAccessPeer(&can, di, dj) != cudaSuccess || !can) continue;
       /* Once per pair and process: a second cudaDeviceEnablePeerAccess fails with
        * cudaErrorPeerAccessAlreadyEnabled, harmless but reported by compute-sanitizer as an API
-       * error in every test that creates ranks (36 of them in the session-3 memcheck run). */
+       * error in every test that creates ranks. */
       if (w8a8_tp_gpu_peer_on(di, dj)) continue;
       int prev = dev_enter(di);
       cudaError_t e = cudaDeviceEnablePeerAccess(dj, 0);
@@ -416,8 +416,8 @@ typedef struct nccl_hello {
 
 /* A random token of this process, made once: ranks in different processes can share a pid and a host name
  * (separate PID namespaces on one host, e.g. containers on the host's network, each rank pid 1), and rank 0's
- * group address means something only inside its own process (session 29's review: taken for one process, a
- * rank locked a mutex at another process's address). */
+ * group address means something only inside its own process (ranks of two processes taken for one would lock
+ * a mutex at another process's address). */
 static pthread_once_t g_token_once = PTHREAD_ONCE_INIT;
 static int64_t g_token;
 static void token_init(void) {
@@ -1071,8 +1071,7 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
    * which costs one synchronization of the side stream (documented in w8a8.h). A captured call
    * cannot hold that round trip: it fails, but still takes part in the exchange with its failure
    * in the table (outside the capture, on the side stream, with this thread's capture mode relaxed
-   * for it), so that the peers fail with it instead of waiting in the ncclAllGather (review,
-   * session 29). */
+   * for it), so that the peers fail with it instead of waiting in the ncclAllGather. */
   if (capture_id && local == W8A8_SUCCESS) {
     local = w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
                      "%s: a communicator from a bare ncclComm_t across processes checks agreement with a host "

@@ -186,7 +186,7 @@ w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_matrix *a,
   w8a8_clear_error();
   /* A rank that cannot name its communicator cannot join the agreement: fail here. */
   W8A8_CHECK(w8a8_tp_check_comm(fn, comm));
-  /* GPU communicators (issue 6): src/tp/tp_gpu.c */
+  /* GPU communicators: src/tp/tp_gpu.c */
   if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_scaled_mm_reduce_scatter(fn, comm, a, b, scale_a, scale_b, bias, zp, out, opts);
 #ifndef W8A8_HAVE_MPI
   (void)comm, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)opts;

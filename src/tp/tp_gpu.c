@@ -6,7 +6,7 @@
  * and a capture of S captures everything (C joins the capture through the fork event).
  * Within a rank, each chunk's GEMM waits on an event recorded after its copy (ev_step): the
  * copy engine and the GEMM overlap, and no stream-memory operation (cuStreamWaitValue) is used
- * (H200-FACTS: a wait-value enqueued before its write on another stream hung the host).
+ * (on the H200, a cuStreamWaitValue enqueued before its write on another stream hung the host).
  *
  * GROUP transport (ranks are threads of this process; one GPU or several):
  *   entry: S waits on every peer's ev_done of the previous call. After it, every peer has
@@ -14,7 +14,7 @@
  *          them: that, not a second buffer, is what keeps back-to-back calls from racing,
  *          and it also holds when a captured graph is replayed (fixed buffers, fixed events).
  *   AG:    pack own rows (strided a -> dense gathered rows) and one scale / zero point per row on S:
- *          one tp_pack kernel, which also resets the one-GEMM ready flags (session 15), where a, lda
+ *          one tp_pack kernel, which also resets the one-GEMM ready flags, where a, lda
  *          and K are 16-byte multiples; else cudaMemcpy2DAsync + tp_expand + the flags' memsets;
  *          record ev_ready; host barrier (every rank's
  *          ev_ready is recorded before anyone waits on it); S runs the own rows' GEMM at once
@@ -24,7 +24,7 @@
  *          for captured ones too with W8A8_TP_AG_SCALES=2, the scales and zero points are already there,
  *          written by j's pack), then records ev_step[s]; S waits ev_step[s] and runs
  *          chunk j's GEMM. Unfused: every pull first, then the same chunk GEMMs.
- *          One GEMM (session 3; sm_90a, GROUP and IPC, W <= 8): instead of a launch per chunk, ONE
+ *          One GEMM (sm_90a, GROUP and IPC, W <= 8): instead of a launch per chunk, ONE
  *          persistent launch over all M rows whose producer waits, per tile, for the ready flags of
  *          the chunks it reads (sm90_wait_rows), with the tile order rotated to start at the own
  *          rows; C pulls the peers' rows in the order the tiles meet them and writes each chunk's
@@ -149,7 +149,7 @@ static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, char *part
 
 /* A handle that forces W8A8_KERNEL_SM90 refuses what that kernel cannot take, and must do so here,
  * before the agreement: refused in the schedule, after the peers had committed to the call, the NCCL
- * transport's sends and receives would never be matched (review, session 29). Every GEMM of a call
+ * transport's sends and receives would never be matched. Every GEMM of a call
  * (each chunk, the one-GEMM launch, the pieces) has the whole problem's operands at row offsets,
  * with its strides and alignment, so asking about the whole problem answers for all of them. */
 static w8a8_status forced_kernel_checks(const char *fn, const w8a8_comm *c, const w8a8_tp_problem *p) {
@@ -357,7 +357,7 @@ static void ipc_release_peers(const char *fn, w8a8_comm *c, w8a8_status s) {
  * on the copy engine (GROUP, IPC): NCCL's receive kernels need SMs that a waiting persistent GEMM
  * would hold. The choice depends on the problem alone, not on `overlap`, so fused and unfused run
  * the same GEMM(s) and give the same bits; with one launch both equal w8a8_scaled_mm on the
- * gathered rows. W8A8_TP_ONE_GEMM=0 turns it off (per-chunk launches, as before). */
+ * gathered rows. W8A8_TP_ONE_GEMM=0 turns it off (per-chunk launches). */
 static bool ag_same_gpu(const w8a8_comm *c, xport xp, int j) {
   return xp == XP_GROUP && peer(c, j)->device == ((const w8a8_tp_gpu *)c->gpu)->device; /* IPC: distinct GPUs */
 }
@@ -399,7 +399,7 @@ W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c) {
   for (int j = 0; j < c->size && ok; j++) {
     const w8a8_tp_gpu *pj = peer(c, j);
     if (j == c->rank || !pj || pj->device == gs->device) continue;
-    /* 0 is the flags' idle value: harmless to a peer that is not yet running anything */
+    /* 0 is the flags' idle value: harmless to a peer that has not started a call */
     ok = w8a8_tp_gpu_peer_on(gs->device, pj->device) && pj->flags &&
          f((CUstream)gs->side, (CUdeviceptr)(uintptr_t)pj->flags, 0u, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
   }
@@ -456,9 +456,8 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
 
 /* rows x width bytes between strided buffers of this GPU on stream st: the copy engine (cudaMemcpy2DAsync), or
  * tp_copy2d on the SMs where a stride is past the copy engine's pitch limit (the API admits strides up to 2^32
- * bytes, cudaMemcpy2DAsync refuses past cudaDevAttrMaxPitch, 2^31 - 1: helper-61's review, session 30; refused
- * after the agreement, the NCCL peers would wait for ever). W8A8_TP_COPY2D=1 (read per call, for tests): tp_copy2d
- * always. */
+ * bytes, cudaMemcpy2DAsync refuses past cudaDevAttrMaxPitch, 2^31 - 1; a refusal after the agreement would leave
+ * the NCCL peers waiting for ever). W8A8_TP_COPY2D=1 (read per call, for tests): tp_copy2d always. */
 static w8a8_status copy_rows(const char *fn, w8a8_tp_gpu *gs, void *dst, int64_t ldd, const void *src, int64_t lds,
                              int64_t width, int64_t rows, cudaStream_t st, const char *what) {
   if (rows <= 0 || width <= 0) return W8A8_SUCCESS;
@@ -504,18 +503,15 @@ int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt, const int *
 }
 
 /* W8A8_TP_AG_PACK: the own-row pack as one kernel (default) or, =0, as the copy engine's 2D copy
- * (session 15; read per call, so tests may set it). */
+ * (read per call, so tests may set it). */
 static bool ag_pack_env(void) {
   const char *e = getenv("W8A8_TP_AG_PACK");
   return !(e && e[0] == '0');
 }
 
-/* W8A8_TP_AG_PIECES=P (session 10; default 1: measured in session 11, no gain: P = 2 even, P = 4
- * 0.85-0.96x, h200x2-tp-pieces-2026-11-30.txt): the one-GEMM all-gather pulls each
- * peer's rows (on other GPUs) in up to P pieces of whole token tiles, each with its own ready flag, so
- * that the first peer tiles start when their piece lands instead of after the whole copy. At TP = 2 and
- * 1024 tokens the fused op took 105 us against gemm 69 + comm 37 (h200x2-tp-group-2026-11-30.txt): the
- * peer half (1.2 waves of tiles) could start only once the whole 4 MB had arrived under the GEMM's load. */
+/* W8A8_TP_AG_PIECES=P: the one-GEMM all-gather pulls each peer's rows (on other GPUs) in up to P pieces of whole
+ * token tiles, each with its own ready flag, so that the first peer tiles can start before the whole copy lands.
+ * Default 1: P = 2 gained nothing and P = 4 lost, 0.85-0.96x (h200x2-tp-pieces-2026-11-30.txt). */
 static int ag_pieces_env(void) {
   const char *e = getenv("W8A8_TP_AG_PIECES");
   const int v = e ? atoi(e) : 1;
@@ -554,33 +550,25 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
   return e == cudaSuccess && e2 == cudaSuccess ? 0 : -1;
 }
 
-/* W8A8_TP_AG_PUSH=1 (session 17; default off until measured): the one-GEMM all-gather PUSHES this rank's
- * packed rows into every peer's gathered buffer from its side stream, right after its own pack (no wait
- * on a peer's event; mode 2, session 19: after the compute stream's pre-launch work, see ag_push_env), and
- * sets the peer's ready flag for them with a stream memory operation on the peer's memory; the pull (default) waits for each peer's pack event, then copies its rows in and sets its own
- * flag. Why (cebw, h200x2-copy-engine-bw): one 4 MiB copy took 25.8 us pulled and 20.7 pushed (2 MiB:
- * 25.6 / 15.6), and at 1024 tokens (70b qkv, TP = 2) the pulled rows landed 37 us after the fork, the
- * GEMM's second wave of tiles waiting for them (84 us in the fused call against 71 alone).
- * ag_push takes it only where no further host barrier is needed: eager calls of the in-process group
- * (XP_GROUP), every rank on a GPU of its own, with the peers' flags writable from every rank (push_ok, probed at
+/* W8A8_TP_AG_PUSH (default 0, the pull: the side stream waits for each peer's pack event, copies its rows in and
+ * sets this rank's flag for them). 1: the one-GEMM all-gather PUSHES this rank's packed rows into every peer's
+ * gathered buffer from its side stream right after its own pack, and sets the peer's ready flag with a stream memory
+ * operation on the peer's memory; 2: the same, the copies after the compute stream's pre-launch work (the waits for
+ * the peers' packs, the peer-scale copies), so that those small copies do not queue behind the push. Off by default:
+ * mode 1 lost (ag_qkv int8 at 8192 tokens 578 us against 490 pulled, h200-session17-2026-11-30.txt), mode 2 only
+ * matched the pull (h200-session20-2026-11-30.txt).
+ * ag_push takes a call only where no further host barrier is needed: eager calls of the in-process group
+ * (XP_GROUP), every rank on a GPU of its own, the peers' flags writable from every rank (push_ok, probed at
  * creation; read after the call's agreement, so every rank sees the same), one chunk per rank
- * (W8A8_TP_AG_PIECES = 1: rank j's chunk is flags[j] on every rank), and every rank with rows: then
- * every flag a peer sets is waited on by some tile of this call's GEMM, so that it has landed before the
- * reset at the end of the call. The flags' protocol with push: zero at creation and after every call
- * with flags (reset on S after the join, before ev_done, which a peer's next push waits for through its
- * entry waits: neither a push nor its flag can land before the reset that precedes it); this rank's own
- * flag set on S after the pack; each peer's by that peer. What ag_push returns is this rank's wish: the
- * call pushes only where every rank wishes it (ag_schedule reads the peers' push_wish after the ready
- * barrier), since `flags` rests on each rank's own handle and pointers. Never after a capture without the
- * end-of-call reset (capture_noreset). A failed push call sets its flag in every peer (clean_up_after_error).
- * Session 17's review added those three; they have not run on a GPU (the A/B below ran before them). */
-/* W8A8_TP_AG_PUSH: 0 / unset the pull; 1 the push, its copies on the side stream from the fork; 2 (session 19,
- * NOT yet run on a GPU) the push, its copies after the compute stream's pre-launch work (the waits for the
- * peers' packs, the peers' scales and zero points): helper-47's reading of session 17's push traces (h200-
- * session17 part 6) is that the GEMM started about when the push ENDED (G - the GEMM alone ~ C at 1024 /
- * 8192 tokens), i.e. the launch waited behind the push, the small peer-scale copy on S queued behind the
- * side stream's 4-32 MiB copy; session 19's tp_interfere ruled out the other candidate (incoming NVLink
- * writes evicting the GEMM's L2 lines: the GEMM took the same time while a peer pushed 32 MiB into its GPU). */
+ * (W8A8_TP_AG_PIECES = 1: rank j's chunk is flags[j] on every rank), and every rank with rows: then every flag a
+ * peer sets is waited on by some tile of this call's GEMM, so it has landed before the reset at the end of the call.
+ * The flags with push: zero at creation and after every call with flags (reset on S after the join, before
+ * ev_done, which a peer's next push waits for through its entry waits: neither a push nor its flag can land before
+ * the reset that precedes it); this rank's own flag set on S after the pack, each peer's by that peer.
+ * What ag_push returns is this rank's wish: the call pushes only where every rank wishes it (ag_schedule reads the
+ * peers' push_wish after the ready barrier), since `flags` rests on each rank's own handle and pointers. Never after
+ * a capture without the end-of-call reset (capture_noreset). A failed push call sets its flag in every peer
+ * (clean_up_after_error). */
 static int ag_push_env(void) {
   const char *e = getenv("W8A8_TP_AG_PUSH");
   return e && e[0] == '1' ? 1 : e && e[0] == '2' ? 2 : 0;
@@ -589,9 +577,8 @@ static int ag_push_env(void) {
 static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags, int mode) {
   if (!flags || mode == 0 || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
   /* Every condition is the same on every rank (a rank that pushes while a peer pulls would leave both
-   * waiting for ever: session 17's first run hung at W = 3 on 2 GPUs, where the rank alone on its GPU took
-   * "my peers are on other GPUs" for the rule): row counts, every rank's probe and dirty flag, every pair
-   * of ranks on distinct GPUs. */
+   * waiting for ever; at W = 3 on 2 GPUs, say, only the rank alone on its GPU has all its peers on other
+   * GPUs): row counts, every rank's probe and dirty flag, every pair of ranks on distinct GPUs. */
   for (int j = 0; j < c->size; j++) {
     /* flags_dirty: a pull call left flags set (every rank the same: the same calls, env and decisions) */
     if (c->m_count[j] <= 0 || !peer(c, j)->push_ok || peer(c, j)->flags_dirty || peer(c, j)->capture_noreset)
@@ -602,32 +589,28 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
   return true;
 }
 
-/* The scale push (session 20; default since session 21; W8A8_TP_AG_SCALES=0 at creation turns it off): the
- * all-gather's own-row pack (tp_pack, or tp_expand on the copy engine's path) writes this rank's per-row
- * scales and zero points into every peer's gathered buffer too, and no rank copies a peer's scales: the
- * one-GEMM schedule's small peer-scale copies on the compute stream before the GEMM's launch go. Why:
- * session 20's tp_interfere (-s, h200-session20 part 3) timed a 16 KB peer copy at ~10 us alone and ~95 us
- * while a 32 MiB copy ran between the two GPUs in either direction (it queues behind it), and its trace of
- * push mode 2 had the GEMM's launch ~20 us after the fork at 1024 tokens (70b-qkv, TP = 2), i.e. after
- * those copies. The stores: a few KB per rank from the SMs, before the rank's ready event, which every
- * peer's compute stream waits on before its GEMM (one GEMM) or its side stream before the chunk's copy
- * (per chunk); a peer's previous call has ended before them (entry_waits), as for the push's rows.
+/* The scale push (default; W8A8_TP_AG_SCALES=0 at creation turns it off): the all-gather's own-row pack (tp_pack,
+ * or tp_expand on the copy engine's path) writes this rank's per-row scales and zero points into every peer's
+ * gathered buffer too, and no rank copies a peer's scales. Why: the one-GEMM schedule's small peer-scale copies on
+ * the compute stream, before the GEMM's launch, queue behind any large copy into this GPU (16 KB: ~10 us alone,
+ * ~95 us beside a 32 MiB copy, h200-session20-2026-11-30.txt); without them the launch comes ~4 us after the fork
+ * instead of 20-37, and ag_qkv (70b, TP = 2, int8, 1024 tokens) takes 101-112 us instead of 121-124
+ * (h200-session21-2026-12-01.txt).
+ * The stores: a few KB per rank from the SMs, before the rank's ready event, which every peer's compute stream
+ * waits on before its GEMM (one GEMM) or its side stream before the chunk's copy (per chunk); a peer's previous
+ * call has ended before them (entry_waits), as for the push's rows.
  * Every rank decides the same: eager calls (captured ones too with W8A8_TP_AG_SCALES=2, below) of an in-process
- * group (XP_GROUP, W > 1) where every rank's
- * scales_ok holds (set at creation: the variable, and this GPU's kernels can store into every peer's
- * memory); read after the agreement, which every rank's creation precedes. At most W8A8_TP_SCALE_PEERS + 1
- * ranks (the kernels' parameter block). As with W8A8_TP_RS_DIRECT: peer access as enabled when the group was
- * created; an application that later disables it, or resets a device under a live communicator, must set
- * W8A8_TP_AG_SCALES=0 before creating it (the pack's stores would fault where the copies only became slower).
- * Measured (session 21, nvidia-h200-x2, tp-bench --local 2, interleaved 0 / 1 / 1 / 0 in two rounds,
- * h200-session21 part 3): the GEMM's launch mark L 20-37 us after the fork -> 4 us; ag_qkv (70b, TP = 2) int8
- * 1024 tokens 120.6-124.3 -> 100.8-111.9 us, 8192 501-502 -> 477; fp8 1024 133-134 -> 109-110, 8192 585-589 ->
- * 563-567; ag_gate_up 1024 int8 360-362 -> 336, fp8 410-415 -> 388-389; 8192 within the runs' spread. */
-/* Captured calls too with W8A8_TP_AG_SCALES=2 at creation (session 21; NOT yet run on a GPU, opt-in until measured
- * with tp-bench --graph): the pack kernel's peer pointers are baked into the graph, as the copies' are; the stores
- * into peer j's buffer come after this rank's entry wait on j's previous call of the same capture (ev_done_cap),
- * and a graph's first call after the previous replay's end on the stream it is launched on, the contract every
- * captured call already has (entry_waits). Every rank captures or none (agreed) and reads the same variable. */
+ * group (XP_GROUP, W > 1) where every rank's scales_ok holds (set at creation: the variable, and this GPU's kernels
+ * can store into every peer's memory); read after the agreement, which every rank's creation precedes. At most
+ * W8A8_TP_SCALE_PEERS + 1 ranks (the kernels' parameter block). As with W8A8_TP_RS_DIRECT: peer access as enabled
+ * when the group was created; an application that later disables it, or resets a device under a live
+ * communicator, must set W8A8_TP_AG_SCALES=0 before creating it (the pack's stores would fault where the copies
+ * only became slower). */
+/* Captured calls too with W8A8_TP_AG_SCALES=2 at creation (opt-in until tp-bench --graph times it on two GPUs):
+ * the pack kernel's peer pointers are baked into the graph, as the copies' are; the stores into peer j's buffer
+ * come after this rank's entry wait on j's previous call of the same capture (ev_done_cap), and a graph's first
+ * call after the previous replay's end on the stream it is launched on, the contract every captured call already
+ * has (entry_waits). Every rank captures or none (agreed) and reads the same variable. */
 static bool ag_scales_push(const w8a8_comm *c, xport xp, unsigned long long capture) {
   if (xp != XP_GROUP || c->size < 2 || c->size > W8A8_TP_SCALE_PEERS + 1) return false;
   for (int j = 0; j < c->size; j++)
@@ -710,8 +693,8 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   }
   /* Own rows, one scale and zero point per row, into the gathered buffer; and the ready flags (one
    * GEMM, fused), reset before the fork so that the side stream's writes come after. One kernel
-   * (tp_pack) where the rows are 16-byte aligned (W8A8_TP_AG_PACK=0: the copy engine's 2D copy, the
-   * expand kernel and two memsets, as before session 15). */
+   * (tp_pack) where the rows are 16-byte aligned (else, or with W8A8_TP_AG_PACK=0: the copy engine's 2D copy,
+   * the expand kernel and two memsets). */
   const uint8_t *asrc = (const uint8_t *)p->a;
   /* push: the peers set this rank's flags for their rows (maybe before this point); only the own one here.
    * ag_push is this rank's wish: `flags` (one GEMM) rests on this rank's handle and pointers, which the
@@ -986,24 +969,15 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
  * instead of all of it. A piece keeps at least 256 or 1024 rows (rs_min_rows: the GEMM of a piece still
  * fills most of the GPU).
  * Fused and unfused run the same pieces: the same GEMMs, the same bits. The NCCL transport sends
- * whole chunks. One side stream pushes them all: on the H200 pair, two streams per direction moved
- * 297 GB/s per direction with both directions busy against 336 for one (scripts/steps/cebw.sh,
- * 2026-11-29), and both directions are busy in a reduce-scatter. */
+ * whole chunks. One side stream pushes them all: on the H200 pair a second stream per direction lowered
+ * the rate with both directions busy, 297 GB/s per direction against 336 (h200x2-copy-engine-bw-2026-11-29.txt),
+ * and both directions are busy in a reduce-scatter. */
 #define RS_MAX_PIECES 4
-/* W8A8_TP_RS_MIN_ROWS=R: a piece's least rows; unset, the rule below. Session 12 wrote it (default then
- * 1024): at 1024 tokens on 2 GPUs a rank's chunk is 512 rows, so one piece, and the push of 70b-o's fp32
- * partials (17 MB, ~50 us) started only after that chunk's whole GEMM (~46 us): the fused op took 138 us
- * against gemm 93 + comm 50 (h200x2-tp-rsdirect-2026-11-30.txt). Session 13 measured it (step tprspieces,
- * tp-bench --local 2, two rounds, h200x2-tp-rspieces-2026-11-30.txt; fused us, R = 1024 / 256 / 128):
- *   70b-o (K = 4096 per rank)    1024 tokens int8 138.5-138.8 / 100.5-101.8 / 119.8-122.2, fp8 120.4-122.8 /
- *                                98.8-101.8 / 122.9-133.5; 2048 tokens int8 246-247 / 179-183, fp8 212-215 /
- *                                184 (prediction was ~115 us at 1024 with 256);
- *   70b-down (K = 14336)         1024 tokens int8 216-217 / 209-210, fp8 218-219 / 235-236; 2048 int8
- *                                407-408 / 413-415, fp8 408-409 / 469 (its GEMM is 3.7x its push: the
- *                                pieces only cost the GEMMs' efficiency there).
- * Rule: pieces of >= 256 rows where this rank's K is at most 4096 (the push is comparable to the GEMM;
- * between 4096 and 14336 unmeasured), >= 1024 otherwise. Any R >= 1 is correct (the pieces only cut the
- * sender's rows; the receiver reduces whole chunks once they have all landed). */
+/* W8A8_TP_RS_MIN_ROWS=R: a piece's least rows; unset, the rule below. Rule: pieces of >= 256 rows where this
+ * rank's K is at most 4096 (the push takes about as long as the GEMM: 70b-o int8 at 1024 tokens on 2 GPUs, 139 us with
+ * 1024-row pieces, 101 with 256), >= 1024 otherwise (70b-down: its GEMM is 3.7x its push, and smaller pieces only
+ * cost GEMM efficiency); h200x2-tp-rspieces-2026-11-30.txt; K between 4096 and 14336 is unmeasured. Any R >= 1 is
+ * correct (the pieces only cut the sender's rows; the receiver reduces whole chunks once they have all landed). */
 static int g_rs_min_rows = -1; /* -1 not read yet, 0 the rule, >= 1 forced */
 static int64_t rs_min_rows(int64_t K) {
   int v = __atomic_load_n(&g_rs_min_rows, __ATOMIC_RELAXED);
@@ -1028,22 +1002,17 @@ static int rs_pieces(xport xp, int64_t rows, int64_t K) {
 W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K) { return rs_pieces(XP_IPC, rows, K); }
 static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
 
-/* W8A8_TP_RS_DIRECT=1 (session 11; default 0: measured in session 12, it lost everywhere, 0.82-0.95x:
- * 70b-o int8 at 1024 tokens 138-140 -> 145-147 us, fp8 124-128 -> 146-148, 70b-down fp8 221 -> 269;
- * h200x2-tp-rsdirect-2026-11-30.txt. The SMs' fp32 stores across NVLink slow the GEMM's epilogues more
- * than the copy engine's push after each piece costs, we think; not profiled): the fused
- * reduce-scatter's GEMM of a piece of a peer's rows stores its fp32 partials straight into that peer's
- * receive buffer (the epilogue's stores cross NVLink as the tiles finish) instead of into this rank's
- * partial buffer followed by a copy-engine push once the whole piece is done. At TP = 2 and 1024 tokens
- * (70b-o, 512 rows per rank: one piece) the push of 17 MB could start only after the peer chunk's
- * whole GEMM and took ~50 us against its ~46 (fused 139.5 us, gemm 92.8, comm 49.8; h200x2-tp-pieces-
- * 2026-11-30.txt). Prediction was ~110 us. The same GEMMs on the same pieces: the same bits as the unfused
- * pair. Only where this GPU's kernels can store into the peer's memory (the same GPU, peer access in
- * this process, or an IPC mapping: IPC requires peer access), only fp32 partials (16-bit ones take the
- * staged epilogue's TMA store, not measured on peer memory), only fused calls (the unfused baseline
- * keeps its GEMMs then copies). Since session 14 aligned fp32 partials leave through TMA stores too
- * (W8A8_SM90_STAGED32), into the peer's buffer as well here: session 12's measurements above were of
- * the direct epilogue's 8-byte stores; not re-measured, and only sweep_rs_direct covers that path. */
+/* W8A8_TP_RS_DIRECT=1 (default 0): the fused reduce-scatter's GEMM of a piece of a peer's rows stores its fp32
+ * partials straight into that peer's receive buffer (the epilogue's stores cross NVLink as the tiles finish)
+ * instead of into this rank's partial buffer followed by a copy-engine push once the whole piece is done. It lost
+ * everywhere, 0.82-0.95x (70b-o int8 at 1024 tokens 138-140 -> 145-147 us; h200x2-tp-rsdirect-2026-11-30.txt),
+ * we think because the SMs' stores across NVLink slow the GEMM's epilogues more than the push costs (not profiled).
+ * Those figures are of the epilogue's 8-byte stores; aligned fp32 partials take TMA stores (W8A8_SM90_STAGED32),
+ * into the peer's buffer as well, which no A/B has timed (the test sweep_rs_direct covers them).
+ * The same GEMMs on the same pieces: the same bits as the unfused pair. Only where this GPU's kernels can store
+ * into the peer's memory (the same GPU, peer access in this process, or an IPC mapping: IPC requires peer access),
+ * only fp32 partials (16-bit ones untested on peer memory), only fused calls (the unfused baseline keeps its
+ * GEMMs then copies). */
 static int g_rs_direct = -1;
 /* (Peer access as enabled when the group was created: an application that later disables it, or resets
  * the device under a live communicator, must turn W8A8_TP_RS_DIRECT off; the copy-engine push would only
@@ -1063,11 +1032,10 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_pushes : -1;
 }
 
-/* W8A8_TP_RS_OWN_WHOLE (session 14; default 1): this rank's own rows in ONE GEMM launch, fused and
- * unfused alike (the same GEMMs: the same bits). The pieces exist so that a peer's partial leaves early;
- * the own rows are not pushed, and cutting them only cost GEMM efficiency: session 14's trace of rs_o at
- * 8192 tokens on 2 H200s had 4 own pieces of 1024 rows at ~59 us each where one launch of 4096 rows
- * takes ~195. 0: the own rows in pieces as the peers' (A/B runs). */
+/* W8A8_TP_RS_OWN_WHOLE (default 1): this rank's own rows in ONE GEMM launch, fused and unfused alike (the same
+ * GEMMs: the same bits). The pieces exist so that a peer's partial leaves early; the own rows are not pushed, and
+ * cutting them only costs GEMM efficiency (rs_o int8 at 8192 tokens on 2 H200s: fused 580-586 us with 4 own pieces,
+ * 542-543 with one launch; h200x2-tp-rsown-2026-11-30.txt). 0: the own rows in pieces as the peers'. */
 static int g_rs_own_whole = -1;
 static int rs_own_pieces(xport xp, int64_t rows, int64_t K) {
   return w8a8_env_flag(&g_rs_own_whole, "W8A8_TP_RS_OWN_WHOLE", 1) ? 1 : rs_pieces(xp, rows, K);

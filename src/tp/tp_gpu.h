@@ -1,7 +1,7 @@
-/* tp_gpu.h — GPU tensor parallelism (issue 6): the GPU state of a communicator, the
+/* tp_gpu.h — GPU tensor parallelism: the GPU state of a communicator, the
  * in-process rank group, and the launchers of src/cuda/tp_kernels.cu.
  *
- * Two transports (see NOTES.md, "Tensor parallelism on GPUs"):
+ * Three transports (see docs/TP.md):
  *   GROUP: every rank lives in this process (w8a8_comm_create_local, or an ncclComm_t whose
  *          ranks all turned out to be threads of this process). Buffers are plain device
  *          pointers (one GPU: emulated ranks; several GPUs: peer access); chunks move with
@@ -38,7 +38,7 @@ typedef struct w8a8_tp_reduce_srcs {
 /* The peers' gathered scale (and zero point) buffers at this rank's rows, which the pack / expand kernel
  * fills beside its own where the all-gather pushes its scales (W8A8_TP_AG_SCALES, tp_gpu.c): n <=
  * W8A8_TP_SCALE_PEERS destinations (azp[j] NULL without zero points). By value into the kernels (260 bytes
- * of parameters; groups of more ranks copy the scales as before). */
+ * of parameters; groups of more ranks copy the scales instead). */
 #define W8A8_TP_SCALE_PEERS 16
 typedef struct w8a8_tp_scale_dsts {
   float *scale[W8A8_TP_SCALE_PEERS];
@@ -110,9 +110,9 @@ typedef struct w8a8_tp_gpu {
   cudaEvent_t ev_ready; /* AG: own rows packed; RS: pushes to every peer done */
   cudaEvent_t ev_done;  /* end of this rank's last EAGER call (everything, on the compute stream) */
   cudaEvent_t ev_done_cap; /* end of this rank's last CAPTURED call (recorded inside capture done_capture).
-                            * Review (end of session 1): one event for both let an eager call made after a
-                            * captured one skip its entry waits (the event's last record belonged to the
-                            * capture), racing with the peers' previous eager call still reading its buffers. */
+                            * Not ev_done: with one event for both, an eager call made after a captured one
+                            * would skip its entry waits (the event's last record belonging to the capture)
+                            * and race with the peers' previous eager call still reading its buffers. */
   cudaEvent_t *ev_step; /* [W]: per-chunk copy (AG) or GEMM (RS) completion */
   unsigned long long done_capture; /* capture id under which ev_done was last recorded */
   /* Workspace (w8a8_comm_reserve): one device block; the AG and RS layouts overlay it
@@ -169,7 +169,7 @@ typedef struct w8a8_tp_gpu {
   /* W8A8_TP_TRACE (set when the communicator is created; a development aid, off by default): timing
    * events recorded at the steps of each eager call (tp_gpu.c trace()), read by w8a8_tp_gpu_trace. */
   cudaEvent_t tr_ev[TP_TRACE_MAX];
-  double tr_host[TP_TRACE_MAX]; /* the host's clock (s) when each mark's record was enqueued (session 20) */
+  double tr_host[TP_TRACE_MAX]; /* the host's clock (s) when each mark's record was enqueued */
   char tr_kind[TP_TRACE_MAX];
   int tr_n, tr_on;
   char ipc_note[200];      /* why IPC was not chosen, when W8A8_TP_IPC=1 asked for it */
@@ -219,8 +219,8 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
 /* Tests: how many strided copies the last all-gather made on the SMs (tp_copy2d: a stride past the copy engine's
  * pitch limit, or W8A8_TP_COPY2D=1), -1 without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_copy2d(const w8a8_comm *c);
-/* Tests: 1 if the last all-gather pushed this rank's rows into its peers' buffers and set their ready flags
- * (W8A8_TP_AG_PUSH=1, where tp_gpu.c's ag_push takes the call), 0 if it pulled or gathered otherwise, -1
+/* Tests: W8A8_TP_AG_PUSH's mode (1 or 2) if the last all-gather pushed this rank's rows into its peers' buffers
+ * and set their ready flags (where tp_gpu.c's ag_push takes the call), 0 if it pulled or gathered otherwise, -1
  * without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c);
 /* Tests: 1 if the last all-gather's pack wrote this rank's scales (and zero points) into the peers' gathered
@@ -234,23 +234,25 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_scales(const w8a8_comm *c);
  * (W8A8_TP_AG_SCALES not 0 now, and this GPU's kernels can store into every peer's memory) and scales_capture
  * (scales_ok and the value 2). */
 W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c);
-/* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i]
- * (E the call reached the compute stream (before the wait for the peers' previous calls), AG: K own rows
- * packed and the ready flags reset (since session 15 on both pack paths), both before F and so negative; RS: F fork, G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
- * W8A8_TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the
- * reduction done; AG: F fork, C a peer chunk (or piece) copied (side stream; a same-GPU peer's on the
- * compute stream before a one-GEMM launch), G a GEMM done, J joined) and us[i], microseconds from F. Waits for the events (for
- * benchmarks, after the call). Returns the count (0: tracing off or no eager call yet), -1 on a CUDA error. */
+/* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i] and
+ * us[i], microseconds from F (the fork). Both: E the call reached the compute stream (before the wait for the
+ * peers' previous calls; before F, so negative), F the fork. AG: K own rows packed and the ready flags reset
+ * (negative too), W the side stream starts a peer's copy or push, C a peer chunk (or piece) copied (side stream;
+ * a same-GPU peer's on the compute stream before a one-GEMM launch), L the one GEMM's launch is next, G a GEMM
+ * done, J joined. RS: G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
+ * W8A8_TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the reduction
+ * done. Waits for the events (for benchmarks, after the call). Returns the count (0: tracing off or no eager call
+ * yet), -1 on a CUDA error. */
 W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max);
-/* The same marks on the host's clock: us[i], microseconds from F's record being ENQUEUED to mark i's (session
- * 20). Where a mark's GPU time from F (w8a8_tp_gpu_trace) is about its host time, the stream was idle, waiting
- * for the host to enqueue it: the call is bound by its host-side work there. Same count and order as
- * w8a8_tp_gpu_trace (0: tracing off, -1: no valid trace). */
+/* The same marks on the host's clock: us[i], microseconds from F's record being ENQUEUED to mark i's. Where a
+ * mark's GPU time from F (w8a8_tp_gpu_trace) is about its host time, the stream was idle, waiting for the host to
+ * enqueue it: the call is bound by its host-side work there. Same count and order as w8a8_tp_gpu_trace (0: tracing
+ * off, -1: no valid trace). */
 W8A8_HIDDEN int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max);
 /* The reduce-scatter's pieces of one peer's `rows` rows at this rank's K (direct transports), for the tests. */
 W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K);
-/* The agreement of a fused call on a GPU communicator; *capture_ok is cleared when the ranks'
- * streams are not all in one capture (or all outside one). */
+/* The agreement of a fused call on a GPU communicator. capture_id: the capture of this rank's stream (0: none);
+ * the call fails on every rank when the ranks' streams are not all in one capture (or all outside one). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],
                                           unsigned long long capture_id);
 /* Host barrier of an in-process group (timeout -> W8A8_ERROR_COMM, the group broken). */

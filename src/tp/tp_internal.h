@@ -21,7 +21,7 @@
 
 typedef enum w8a8_comm_kind {
   W8A8_COMM_KIND_MPI = 1,
-  W8A8_COMM_KIND_NCCL = 2, /* GPU ranks over an ncclComm_t (issue 6; tp_gpu.h) */
+  W8A8_COMM_KIND_NCCL = 2, /* GPU ranks over an ncclComm_t (tp_gpu.h) */
   W8A8_COMM_KIND_LOCAL = 3 /* GPU ranks as threads of this process (w8a8_comm_create_local) */
 } w8a8_comm_kind;
 
