@@ -36,8 +36,8 @@ ifneq ($(NVCC),)
   # NVCCWERROR= (empty) lets a diagnostic build through, e.g. the timeline build, whose stamps spill.
   NVCCWERROR ?= -Werror all-warnings
   # Split compilation (nvcc >= 12.1): cicc and ptxas optimize a file's kernels on every core, which matters for the
-  # ~160 kernels of src/cuda/sm90_gemm.cu (session 29, 2 cores: 120 -> ~65-95 s; its cubin: 138 kernels byte for
-  # byte the same, 8 with two independent instructions in swapped order). NVCCSPLIT= (empty) turns it off.
+  # ~160 kernels of src/cuda/sm90_gemm.cu (on 2 cores: 120 s -> ~65-95 s; the machine code is unchanged apart from
+  # independent instructions swapped in a few kernels). NVCCSPLIT= (empty) turns it off.
   NVCCSPLIT ?= $(if $(shell $(NVCC) --help 2>/dev/null | grep -e '--split-compile '),--split-compile=0)
   NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Isrc $(GENCODE) -lineinfo \
                --expt-relaxed-constexpr -Xptxas -warn-spills $(NVCCWERROR) $(NVCCSPLIT) $(NVCCEXTRA)
@@ -118,9 +118,9 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 # With NVCCWERROR (the default), ptxas's C751x infos fail the build too: "wgmma.mma_async instructions are
-# serialized" (C7514 / C7515) or "warpgroup.wait is injected" (C7517) mean a main loop lost its overlap
-# without any warning (session 20: the hdb experiment's first two forms). The ptxas report is kept beside
-# the object ($@.ptxas: registers, spills per kernel).
+# serialized" (C7514 / C7515) or "warpgroup.wait is injected" (C7517) mean a main loop lost its overlap,
+# which ptxas otherwise reports without any warning. The ptxas report is kept beside the object
+# ($@.ptxas: registers, spills per kernel).
 $(BUILD)/obj/%.cu.o: %.cu $(wildcard include/*.h src/*/*.h src/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 ifneq ($(NVCCWERROR),)

@@ -7,7 +7,7 @@ For the Llama-3.1-8B TP1 and Llama-3.1-70B TP4 shape suites and M in {1 .. 16384
   torch_scaled_mm_tensorwise  torch._scaled_mm, fp8, scalar scales, bf16 out (less work)
   torch_int_mm                torch._int_mm, int8 -> int32, no scaling at all (less work; M > 16 only)
   torch_mm_bf16               torch.mm, bf16 (what users compare against first)
-the way /tmp ANCHORS figures were taken: each measurement is a CUDA graph of 20 calls, replayed 7
+the way the reference figures are taken: each measurement is a CUDA graph of 20 calls, replayed 7
 times after one warm-up replay, median replay / 20; the 20 calls cycle through copies of the
 weights that together exceed 3x the 60 MB L2, so the weights come from HBM as in a real layer.
 Every timed result is verified (the last call's output; all rows up to M = 256, 256 sampled rows
@@ -94,7 +94,7 @@ def graph_of(t, side, fn, calls):
     outside the capture (library handles, cuBLAS workspaces), replayed once before it is returned. Warm-up and
     capture on the one stream `side`: the w8a8 package keeps one handle per (device, stream), so a capture on
     torch's own capture stream would create a new handle (and its workspace) inside the capture; cuBLAS
-    workspaces are per stream too (review, end of session 1)."""
+    workspaces are per stream too."""
     side.wait_stream(t.cuda.current_stream())
     with t.cuda.stream(side):
         for i in range(2):
@@ -402,7 +402,7 @@ def markdown(rows, args, runner, stamp, elapsed):
         return base / ours if base and ours else None
 
     sp = {"rowwise": [], "tensorwise": [], "int_mm": [], "bf16_fp8": [], "bf16_int8": []}
-    tw_all = []  # fp8 vs tensorwise over every row, the cliff M too (the figure the NOTES track between versions)
+    tw_all = []  # fp8 vs tensorwise over every row, the cliff M too (the figure docs/BENCHMARKS.md tracks between versions)
     fp8_big, int8_big, hbm = [], [], []
     wrong_total = 0
     for (shape, M), d in by.items():  # measurement order: shapes in suite order, M ascending
@@ -629,8 +629,9 @@ def main():
             runner.set_m(M)
             if mi == 0 and si > 0:
                 # A settling pass, discarded: a shape's first row follows the previous shape's largest M (seconds
-                # at the power cap), and whichever implementation ran first there measured slow (v25-v27: ours,
-                # first in IMPLS, 8.3-9.4 us on 8b-o's one token against 7.1 in short runs; torch's rows 5-12%).
+                # at the power cap), and whichever implementation ran first there measured slow (ours, first in
+                # IMPLS: 8.3-9.4 us on 8b-o's one token against 7.1 in short runs; torch's rows 5-12% slow;
+                # h200-torch-compare-2026-12-01-v27.md).
                 for impl in impls:
                     if not runner.supported(impl, M):
                         runner.measure(impl)

@@ -458,7 +458,7 @@ def markdown(rows, args, runner, stamp, elapsed, skipped, final):
              "per-channel fp32 scales, bf16 out; N and K are per-rank. Each figure: eager calls between CUDA "
              "events, median of %d runs of %d calls, max over the %d ranks; weights rotated over copies > 3x L2. "
              "Every output checked on %d sampled rows per rank against fp64 products (#wrong)." %
-             (SCRIPT, runner.version, stamp, elapsed, "" if final else " (first pass only: symm_mem not yet run)",
+             (SCRIPT, runner.version, stamp, elapsed, "" if final else " (first pass only: no symm_mem rows yet)",
               W, args.reps, args.iters, W, SAMPLE_ROWS))
     if args.dry_run:
         L += ["", "**Dry run: FAKE timings, not a measurement.**"]

@@ -1,18 +1,15 @@
-/* tp_interfere.c — development benchmark for issue 6 (session 18): does a peer GPU's copy engine WRITING
- * into this GPU's memory slow this GPU's GEMM more than this GPU's own engine pulling the same bytes?
- * Session 17's push all-gather landed its rows earlier than the pull but made the fused GEMM ~90 us
- * slower at 8192 tokens (NOTES, TP session 17); the hypothesis is that incoming NVLink writes allocate in
- * L2 and evict the GEMM's reused weight tiles.
+/* tp_interfere.c — development benchmark (issue 6): does another GPU's copy engine WRITING into this
+ * GPU's memory slow this GPU's GEMM more than this GPU's own engine pulling the same bytes? The push
+ * all-gather landed its rows earlier than the pull but made the fused GEMM ~90 us slower at 8192 tokens;
+ * the hypothesis tested here was that incoming NVLink writes evict the GEMM's reused weight tiles from L2.
  *
  * On GPU 0 (needs 2 GPUs with peer access): the all-gather's GEMM of 70b-qkv at TP = 2 (N = 5120, K =
  * 8192, int8 or fp8, per-token x per-channel, bf16 out) at M tokens, timed by events on its stream, while
  * at the same time:
- *   alone  nothing else runs;
- *   pull   GPU 0's side stream copies BYTES from GPU 1 into GPU 0 (cudaMemcpyAsync on GPU 0's stream);
- *   push   GPU 1's stream copies BYTES from GPU 1 into GPU 0 (the same bytes, GPU 1's engine);
- *   local  GPU 0's side stream copies BYTES within GPU 0 (HBM traffic without NVLink).
- * Session 19 (the first four ran then: incoming writes cost the GEMM nothing, a local copy 4-35%), after
- * helper-47's reading of the push path (NOTES, TP session 19), three more, NOT yet run:
+ *   alone     nothing else runs;
+ *   pull      GPU 0's side stream copies BYTES from GPU 1 into GPU 0 (cudaMemcpyAsync on GPU 0's stream);
+ *   push      GPU 1's stream copies BYTES from GPU 1 into GPU 0 (the same bytes, GPU 1's engine);
+ *   local     GPU 0's side stream copies BYTES within GPU 0 (HBM traffic without NVLink);
  *   out       GPU 0's side stream copies BYTES from GPU 0 into GPU 1 (GPU 0's engine pushing out);
  *   bothpush  out + push at once (what the push all-gather does on 2 GPUs);
  *   bothpull  pull + GPU 1's stream pulling BYTES from GPU 0 (what the pull does);
@@ -20,6 +17,9 @@
  * peer-scale copy), timed from the GEMM's start event (small_us): does it queue behind a big copy?
  * The modes are interleaved in rounds (in order, then reversed), each GEMM call is one sample, the
  * copies launched just before it; medians per mode, and the copies' own times (GPU 0's engine, GPU 1's).
+ * Findings (h200-session19-2026-11-30.txt, h200-session20-2026-11-30.txt): NVLink traffic in any direction
+ * costs the GEMM nothing and a local copy 4-35%, but the 16 KB copy waits ~90 us behind any big incoming
+ * copy, which is what slowed the push all-gather (docs/TP.md).
  *
  *   tp_interfere [-d int8|fp8] [-m M] [-b MiB] [-n ROUNDS] [-s]
  * Build (against the static library, as sm90_dev): see scripts/steps/tpl2.sh.

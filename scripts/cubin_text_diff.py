@@ -3,9 +3,10 @@
 section) is byte for byte the same in two cubins (nvcc -cubin), for the kernels both have; lists
 the kernels only one has. Kernels are matched by their template arguments (the parameter list may
 differ: a parameter the code never reads leaves it alone), a trailing defaulted `false` argument in
-NEW matching its absence in OLD (a template switch added with default false). Session 7 and 8 found the fp8 kernels 5-15% slower after changes that
-did not touch them at run time (code that moved ptxas's schedule): a change meant to leave a
-kernel alone should leave its code identical. No CUDA tools needed (ELF64 parsed here)."""
+NEW matching its absence in OLD (a template switch added with default false). Why: changes that did
+not touch the fp8 kernels at run time have made them 5-15% slower by moving ptxas's schedule, so a
+change meant to leave a kernel alone should leave its code identical. No CUDA tools needed (ELF64
+parsed here)."""
 import struct
 import sys
 

@@ -3,9 +3,9 @@
 
 With A and B (substrings of two mangled kernel names, each matching exactly one function): a unified
 diff of their instruction lists, addresses and encodings stripped, so that what differs between, e.g.,
-a kernel and its token-tail twin (session 8: the twin's code should differ in the producer only) shows
-as a few lines. With --pairs: for every kernel whose TAIL switch (the second-to-last template
-argument) is set, the count of differing lines against its twin without it (`...ELb0EEv`), and whether
+a kernel and its token-tail twin (whose code should differ in the producer only) shows as a few
+lines. With --pairs: for every kernel whose TAIL switch is set (found by its mangled-name
+suffix; see the hazard note in main), the count of differing lines against its twin without it, and whether
 the consumers' instructions (everything but the producer's TMA issue and its branches) look the same:
 the length of the longest common prefix and suffix of the two listings; the stream-K twins (SK set) too,
 labelled."""
@@ -57,9 +57,9 @@ def main():
     funcs = functions(args[0])
     if "--pairs" in sys.argv:
         n = 0
-        # The kernel's template arguments end with (..., TAIL, SK) since session 10: a token-tail twin
-        # ends in ELb1ELb0EEv, a stream-K twin in ELb0ELb1EEv (before session 13 this matched only the
-        # latter, so the tail twins went uncompared).
+        # With (..., TAIL, SK) as the last template arguments, a token-tail twin ends in ELb1ELb0EEv and a
+        # stream-K twin in ELb0ELb1EEv. Hazard: sm90_gemm_kernel now ends with (TAIL, SK, HDB), so these
+        # suffixes match (SK, HDB) instead; fix them before trusting --pairs on a current build.
         for name in sorted(funcs):
             kind = "tail" if "ELb1ELb0EEv" in name else "streamk" if "ELb0ELb1EEv" in name else None
             if kind is None:

@@ -6,8 +6,8 @@ for m64nNk32), which is too long to write by hand for every N we use, so this sc
 writes them. Run it after changing NS:  python3 scripts/sm90_gen_wgmma.py > src/cuda/sm90_wgmma.cuh
 """
 NS = [8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 256]  # valid for both e4m3 and s8 (s8 needs N % 16 == 0 above 32)
-# e4m3 only (N % 8 == 0 but not % 16 above 32): the token tiles cuBLASLt runs at small M (session 22: 64x40, 64x72, 64x136;
-# session 26: the skinny kernel's wide 64x88)
+# e4m3 only (N % 8 == 0 but not % 16 above 32): the token tiles cuBLASLt runs at small M (64x40, 64x72, 64x136)
+# and the skinny kernel's wide 64x88
 NS_FP8 = [40, 72, 88, 136]
 
 def regs(n, first):

@@ -102,8 +102,8 @@ else
 fi
 
 # The CUDA code built for an architecture list without sm_90a (the Hopper kernels compiled out, their
-# entry points refusing at run time): the guards around what only sm_90a uses (session 9 found a
-# variable that broke such a build under -Werror).
+# entry points refusing at run time): keeps the guards around what only sm_90a uses honest, since a
+# variable used only there breaks such a build under -Werror.
 no90a() {
   make -s BUILD="$BUILD-no90a" CUDA_ARCHS=80 -j"$(nproc 2>/dev/null || echo 2)" lib && echo "1 passed, 0 failed"
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# run_cli_args.sh BIN — the CLI on malformed command lines (session 30, helper-63's probe): every row of
+# run_cli_args.sh BIN — the CLI on malformed command lines: every row of
 # tests/cli/*.tsv runs BIN with its arguments and must exit with the row's status and print the row's text
 # on stderr or stdout. Rows: EXIT<TAB>TEXT<TAB>ARGS, ARGS in shell quoting (eval'd), TEXT a fixed string
 # ("-" checks only the exit status: a tab is blank to `read`, so an empty field would vanish); '#' lines

@@ -62,7 +62,7 @@ stage() { # name, log, command...
 }
 
 if [ -n "${GPU_TEST_REUSE_LOG:-}" ] && [ -f "$GPU_TEST_REUSE_LOG" ]; then
-  # the caller just ran the plain tests (scripts/gpu_session.sh): count that run, do not repeat it
+  # the caller (the GPU-machine script under scripts/) just ran the plain tests: count that run, do not repeat it
   stage tests "$GPU_TEST_REUSE_LOG"
 else
   # shellcheck disable=SC2086

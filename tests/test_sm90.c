@@ -378,7 +378,7 @@ static void run_case(const mm_case *c, uint64_t seed) {
                     * accumulation truncates (~13-14 mantissa bits, one-sided: toward zero) at each of
                     * its ~16 additions, so an element whose products mostly share a sign can lose ~16 x
                     * 2^-13 of its block's sum|ab|; measured 1.23e-3 at K = 100 (one block), 3 elements
-                    * in 3.9M (session 6). Fast-accumulation configs (picked only with
+                    * in 3.9M. Fast-accumulation configs (picked only with
                     * W8A8_FP8_ACCUM_FAST) get 1e-2: the precision w8a8.h states for that mode. */
                    (c->config >= 0 && w8a8_sm90_config_fast_accum(c->config)) || g_fp8_fast ? 1e-2 : 2e-3};
     /* every element, in parallel (the fp32 cases' K-long sums dominated the suite's time); then
@@ -515,18 +515,18 @@ W8A8_TEST(sm90_int8_every_config) {
   all_configs(W8A8_DTYPE_INT8);
 }
 
-/* The skinny swapped tiles (session 22: 64 weight rows, one consumer warpgroup, no split-K) alone, forced, both dtypes:
+/* The skinny swapped tiles (64 weight rows, one consumer warpgroup, no split-K) alone, forced, both dtypes:
  * every_config's cases (M = 1, BN / 2 + 1, BN; N = 200 + 8 v: a partial weight tile of 64; K = 1192: a partial
  * K-block; every output type, scale mode, bias and int8 zero point over the cases), then more token tiles than
  * one (M = 3 BN + 5 on N = 1000), a grid with more tiles than CTAs (N = 64 x 200, M = 2 BN: 400 tiles on a
  * persistent grid of one CTA per SM, so CTAs run several tiles through one ring), and K = 128 / 256 (one or two
- * K-blocks) with N = 1003..1006 (partial quads of channels; review, helper-54), all checked in full. */
+ * K-blocks) with N = 1003..1006 (partial quads of channels), all checked in full. */
 W8A8_TEST(sm90_skinny_configs) {
   NEED_SM90();
   all_configs_like(W8A8_DTYPE_FP8_E4M3, "skinny");
   if (w8a8_test_failed()) return;
   all_configs_like(W8A8_DTYPE_INT8, "skinny");
-  /* (the _k2 twins, session 25: two consumer warpgroups alternating over the ring, so N = 64 x 200 at K = 384 has each
+  /* (the _k2 twins: two consumer warpgroups alternating over the ring, so N = 64 x 200 at K = 384 has each
    * CTA's tiles start on alternating warpgroups: three K-blocks per tile) */
   static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144",
                                 "fp8_skinny_n48_k2", "int8_skinny_n80_k2", "fp8_skinny_n8_k2", "int8_skinny_n24_k2",
@@ -547,7 +547,7 @@ W8A8_TEST(sm90_skinny_configs) {
     mm_case e = rotate(in, bn - 3, 1003 + i, 128 * (1 + i % 2), 48 + i, ci, 1);
     run_case(&e, 3320 + (uint64_t)i);
   }
-  /* The pairs (session 23, the _mc2 configurations: two CTAs on neighbouring token tiles, the weight tile multicast in
+  /* The pairs (the _mc2 configurations: two CTAs on neighbouring token tiles, the weight tile multicast in
    * halves): every_config's cases above run one token tile (the partner on zeros past M); here two tiles, the second
    * partial (M = 2 BN - 3), four (3 BN + 5: two pairs, the last tile 5 rows), and five on 200 weight tiles (5 BN: three
    * pairs, the last partner past M, 600 pairs on a persistent grid of clusters: each walks several). */
@@ -600,7 +600,7 @@ static void heuristic_sweep(w8a8_dtype in) {
     v++;
     if (w8a8_test_failed() || skip_public) return;
   }
-  /* 17..64 tokens with a long K and few weight tiles: plan_deep (session 7: swap-AB n32 / n64 on the
+  /* 17..64 tokens with a long K and few weight tiles: plan_deep (swap-AB n32 / n64 on the
    * deep ring, split-K up to 8; two n32 token tiles at 33..64 where that doubles the CTAs, e.g. 32
    * weight tiles: M = 40, N = 4001), N with partial quads */
   static const int64_t LK[][3] = {{33, 136, 8200},   {40, 520, 7300},  {48, 1000, 7168}, {32, 1001, 4096},
@@ -683,8 +683,8 @@ static int handle_sms(w8a8_handle *h) {
 }
 
 /* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure.
- * plan_wide_swap's rule (session 18), plan_single_swap's (session 19), plan_pair_swap's (session 20) and
- * plan_skinny's (session 22) are off until plan_rig_close: the tests of the earlier rules pin what those plan
+ * The rules plan_wide_swap, plan_single_swap, plan_pair_swap and plan_skinny are off until plan_rig_close, so
+ * that the tests of the rules they take precedence over can pin those rules' own plans
  * (sm90_wide_swap_plan / sm90_single_swap_plan / sm90_pair_swap_plan / sm90_skinny_plan turn them on). */
 static void plan_rules_default(void) {
   w8a8_sm90_set_skinny(-1);
@@ -844,7 +844,7 @@ W8A8_TEST(sm90_lean_matches_staged) {
   PUBLIC_OR_SKIP();
 }
 
-/* fp32 outputs through the lean epilogue's TMA stores (session 14: two 32-column chunks per 64
+/* fp32 outputs through the lean epilogue's TMA stores (two 32-column chunks per 64
  * columns, 8-byte fragment stores) against the direct epilogue they replace: the same bits. Every
  * unswapped configuration without split K (the pingpong tiles keep the direct epilogue for fp32 and
  * say so) and the heuristic's choice; M = 300 and 65 (partial token tiles), N = 520 (a partial N
@@ -902,7 +902,7 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
   CHECK(engaged > 0, "no case took the fp32 staged epilogue (%d cases)", n);
 }
 
-/* The split-K reduction in quads (session 7, the default) against the element-wise one it replaces:
+/* The split-K reduction in quads (the default) against the element-wise one it replaces:
  * the same bits. Swap-AB (plain and deep) and 128 x 128 split-K configurations, splits 1, 2, 3, 4, 8,
  * N % 4 = 0..3 varied independently of the split, token lines past M (the quads skip them), more
  * clusters than fit at once (N = 17003 for n8); every output type with and without pair stores, bias,
@@ -933,7 +933,7 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
   g_capture_on = 0;
 }
 
-/* The token tail (session 8; the *_tail configurations, the kernel's TAIL): the partial token tile
+/* The token tail (the *_tail configurations, the kernel's TAIL): the partial token tile
  * loaded in boxes of an eighth of the token tile (16 rows; 8 swapped) through the fourth tensor map,
  * its full barrier expecting only those bytes, its rows past M left as the stage held them, against
  * TMA's out-of-bounds fill of the whole box in the same kernel (w8a8_sm90_set_tail(0)): the same bits.
@@ -942,7 +942,7 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
  * full tile, up to 8 loads per stage; M = 1, with the missing partner of a multicast pair) and one box
  * of the valid rows rounded up to 8 (mode 3: box / 2 + 3 rows in one tile, box / 4 + 5 after a full
  * tile: a box of a size that is no power of two), on the swapped twins wider than 128 tokens also a partial tile of
- * exactly 128 rows (mode 1 alone, mode 3 after a full tile: no fold there, session 29), K with a
+ * exactly 128 rows (mode 1 alone, mode 3 after a full tile: no fold there), K with a
  * tail (K's out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every
  * other case (the tail tile's first stages expect their bytes before the token loads). Each case runs
  * with the tail off, then on, both checked against the reference, the outputs compared byte for
@@ -995,7 +995,7 @@ static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, i
   *with = *base == PLAN_INVALID ? PLAN_INVALID : plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
   return *base != PLAN_INVALID && *with != PLAN_INVALID;
 }
-/* The skinny kernel's shifted last token tile (session 24, sm90_skinny_row0: the partial last tile of several loads
+/* The skinny kernel's shifted last token tile (sm90_skinny_row0: the partial last tile of several loads
  * the BN rows that end at the last token, the tokens it shares with the previous tile stored twice): the same bits
  * as the box that runs past M (tail mode 0), on every skinny configuration, single and pairs, at M = BN + 1 (the
  * second tile one row: shifted by BN - 1), 2 BN - 3 (a pair's partner nearly full) and 3 BN + 5 (four tiles, two
@@ -1037,12 +1037,12 @@ W8A8_TEST(sm90_tail_matches_fill) {
     int max_split = 1;
     w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
     const int box = bn ? bn : 128;
-    /* the n64 deep ring's twins also with three token tiles in mode 1 (tail_plan's deep_many, session 11:
+    /* the n64 deep ring's twins also with three token tiles in mode 1 (tail_plan's deep_many:
      * plan_deep256's 129..192 tokens), a partial third tile of 1 and of 42 rows */
     const int deep_many = strstr(w8a8_sm90_config_name(ci), "swap_n64_deep_tail") != NULL;
     /* the swapped twins wider than 128 tokens (n144 / n160) also with a partial token tile of exactly 128 rows: one box
-     * of 128, which session 29's host took for the unswapped fold (its 3-D map over the weights: an illegal
-     * instruction), alone in mode 1 (tail_plan's single tile) and as the second of two tiles in mode 3 */
+     * of 128, which the host must not take for the unswapped fold (its 3-D map over the weights would be an
+     * illegal instruction), alone in mode 1 (tail_plan's single tile) and as the second of two tiles in mode 3 */
     const int n128 = box > 128 ? 2 : 0, nbase = deep_many ? 8 : 6;
     for (int mi = 0; mi < nbase + n128 && !w8a8_test_failed(); mi++, v++) {
       const int64_t ms[8] = {box + 1, box / 2 + 1, 2 * box - 3, 1, box / 2 + 3, box + box / 4 + 5, 2 * box + 1, 2 * box + 42};
@@ -1061,7 +1061,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
             w8a8_sm90_config_name(ci), (long long)c.M, g_tail_test_mode);
     }
   }
-  /* The fold (tail mode 4, session 16): the unswapped unsplit unicast twins at 65..127 tokens (one token
+  /* The fold (tail mode 4): the unswapped unsplit unicast twins at 65..127 tokens (one token
    * tile) load rows [0, 64) and [M - 64, M) in one 3-D box; the same bits as the filled box, checked
    * against the reference too, and the launch took the fold (1 box of 128 rows). Per twin 24 cases: rotate's
    * v over 12 consecutive values gives every (output type, int8 zero-point mode) pair and both scale
@@ -1120,21 +1120,21 @@ W8A8_TEST(sm90_tail_matches_fill) {
     w8a8_destroy(h);
     REQUIRE(0, "cudaMalloc");
   }
-  w8a8_sm90_set_skinny(0); /* the tail and fold rules' expectations (the skinny tiles take 65..80 and 129..144 tokens
-                            * on these N since session 23; sm90_skinny_plan checks that) */
+  w8a8_sm90_set_skinny(0); /* the tail and fold rules' expectations (the skinny tiles would take 65..80 and 129..144
+                            * tokens on these N; sm90_skinny_plan checks that) */
   {
     /* M, N, which passes take the twin (1 fp8 with W8A8_SM90_FP8_TAIL_BOX=0: an eighth of the tile, 2
      * int8, 4 fp8 with =1: int8's boxes, 8 fp8 with the default 2: half the tile). Every base plan here
      * has a twin (checked): 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at N = 1024), 128 x 128
      * at M = 300 (96 CTAs, three token tiles); the single partial token tile of the plain 128 x 128 tile
-     * (session 16's W8A8_SM90_TAIL_SINGLE): 112 CTAs at N = 14336 take it (not fp8 with its box setting
+     * (W8A8_SM90_TAIL_SINGLE): 112 CTAs at N = 14336 take it (not fp8 with its box setting
      * 0), 64 CTAs at N = 8192 do not. */
     static const int64_t cases[][3] = {{129, 8192, 15}, {136, 8192, 15}, {176, 8192, 14}, {200, 8192, 6},
                                        {300, 4096, 0},  {129, 1024, 0},  {65, 14336, 14}, {80, 14336, 14},
                                        {80, 8192, 0}};
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     w8a8_sm90_set_tail_single(1);
-    w8a8_sm90_set_fold(0); /* session 16's expectations: the fold's rule (default since session 17) below */
+    w8a8_sm90_set_fold(0); /* fold off here: its rules are tested below */
     const int64_t K = 384;
     for (int dt = 0; dt < 4 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt == 1 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
@@ -1169,7 +1169,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
             with >= 0 ? w8a8_sm90_config_name(with) : "nothing", base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
     }
     w8a8_sm90_set_tail_single(-1);
-    /* W8A8_SM90_FOLD=1 (session 16's rule; the default is 2 since session 17): the heuristic takes the twin with the fold whatever the grid
+    /* W8A8_SM90_FOLD=1 (the broad rule; the default is 2, the measured rule): the heuristic takes the twin with the fold whatever the grid
      * (80 x 8192: plan's fold rule puts it on 128 CTAs of 128 x 64; 100 x 1024: 16 CTAs of 128 x 64, below
      * the tail's 70% gate), and the result through the public API is right */
     w8a8_sm90_set_fold(1);
@@ -1196,7 +1196,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
               (long long)fcases[fi][1], w8a8_sm90_last_tail());
       }
     }
-    /* The measured rule (fold mode 2, the default since session 17): the 128 x 64 tile's twin with the fold
+    /* The measured rule (fold mode 2, the default): the 128 x 64 tile's twin with the fold
      * at 65..80 tokens int8 / 65..72 fp8 where its tiles fill 90..100% of the SMs (N = 8192: 128 of 132), not
      * on 96 CTAs (N = 6144) nor past the ceiling; and fp8 with the weights-constant hint on the 128 x 128
      * twin at 65..80 tokens (N = 14336: 112 CTAs). want: 1 the 128 x 64 twin and the fold at launch, 2 the
@@ -1242,7 +1242,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
   w8a8_sm90_set_shift(-1);
 }
 
-/* The shift (session 27, sm90_args.shift_x): on the unswapped tiles without split-K, stream-K or pingpong, a
+/* The shift (sm90_args.shift_x): on the unswapped tiles without split-K, stream-K or pingpong, a
  * partial last token tile of two or more loads the last 128 tokens (rows M - 128 .. M - 1) through the kernel's
  * own map, the tokens it shares with the previous tile stored twice: the same bits as TMA's fill of the box that
  * runs past M (tail mode 0, shift off), each run checked against the reference. Every such configuration (plain,
@@ -1292,7 +1292,7 @@ W8A8_TEST(sm90_shift_matches_fill) {
   w8a8_sm90_set_shift(-1);
 }
 
-/* Session 15's two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)
+/* Two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)
  * but are at most twice the SMs, with >= 16 K-blocks, 33..40 tokens (the bound: w8a8_sm90_set_swap64_max)
  * take plan_small's swap-AB n64 tile at split 1; not 41 tokens, nor N with tiles = SMs or > 2 x SMs, nor
  * 15 K-blocks; the hook moves the bound (48) and turns it off (32). (2) plan_deep takes two n32 token tiles
@@ -1340,8 +1340,8 @@ W8A8_TEST(sm90_swap64_plan) {
       }
     }
     w8a8_sm90_set_swap64_max(env_set ? 40 : -1);
-    /* plan_deep: two n32 tiles for fp8 only (mode 2, the default), both (1), neither (0); with session 22's n64
-     * split 3 off, which takes these problems first (sm90_deep3_plan) */
+    /* plan_deep: two n32 tiles for fp8 only (mode 2, the default), both (1), neither (0); with the n64 split-3
+     * rule off, which takes these problems first (sm90_deep3_plan) */
     w8a8_sm90_set_deep3(0);
     for (int mode = 2; mode >= 0 && !w8a8_test_failed(); mode--) {
       w8a8_sm90_set_deep_n32x2(mode);
@@ -1368,7 +1368,7 @@ W8A8_TEST(sm90_swap64_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* plan's 128 x 192 rule (session 15, default since 16): on a GPU with 132 SMs the 192 tile where its
+/* plan's 128 x 192 rule (on by default): on a GPU with 132 SMs the 192 tile where its
  * share of one wave, counting the last column tile's empty columns, beats the 128 / 256 pick's by 10%
  * (70b-qkv-tp4 M = 1024: 112 tiles at 95% against 0.61 of a wave; 8b-qkv M = 512: 128 tiles), not at
  * M = 2048 on the same weights (the 128 x 128 tile fills 0.81 as well) nor at 4096 x 4096; with the
@@ -1427,13 +1427,13 @@ W8A8_TEST(sm90_wide192_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* The 128 x 160 tiles (session 28: 20 column groups per consumer thread, so the lean epilogue sends two 64-column
+/* The 128 x 160 tiles (20 column groups per consumer thread, so the lean epilogue sends two 64-column
  * chunks through TMA and the last 32 columns through the direct epilogue; the general path is direct, in
  * batches of 4 groups), forced, both dtypes: bf16 / fp16 with the lean epilogue on against off (direct), the same
  * bits, each checked in full against the reference; N = 520 (the last tile's 40 columns: its second chunk and the
  * direct columns wholly past N) and 2560 + 8 (a last tile of 8 columns), M = 300 (a partial token tile: the shift)
  * and 129, row strides N and N + 8, bias on and off, every scale granularity. Then plan's rule on a GPU with 132
- * SMs: N = 2560 at M = 1024 / 2048 plans the 160 tile, and (session 29: any N, at most two waves of its tiles) N = 6144
+ * SMs: N = 2560 at M = 1024 / 2048 plans the 160 tile, and (any N with at most two waves of its tiles) N = 6144
  * at 300 / 700, 4096 at 600 / 1280, 8192 at 600; not M = 512 / 4096 on 2560, 1024 on 6144, 2048 on 4096, 2400 on
  * 14336 (13 waves), nor the switch at 0 (nor W8A8_SM90_WIDE192 at 0, the rule's enclosing switch); M = 1024 through
  * the public API. */
@@ -1500,13 +1500,13 @@ W8A8_TEST(sm90_wide160_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* plan_deep80: taken wherever it applies (w8a8_sm90_set_deep80(1), session 8's experiment), at 65..80
+/* plan_deep80: taken wherever it applies (w8a8_sm90_set_deep80(1)), at 65..80
  * tokens with K >= 4096 the heuristic plans the n64 deep tail twin (two token tiles), and the result
  * through the public API is right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the
  * filled box for fp8); M = 81 and K = 2048 keep the other plans. Then the default rule (mode 2) on a
  * GPU with 132 SMs: split 2 on >= 70% of the SMs, i.e. N = 4096 (64 tiles x 2) at M = 65 and 72 (80 for
  * int8 only), not N = 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs); split 1 on >= 90% up to 72
- * tokens (session 13): N = 8192 (128 CTAs) at M = 65 and 72, not at 80. */
+ * tokens: N = 8192 (128 CTAs) at M = 65 and 72, not at 80. */
 W8A8_TEST(sm90_deep80_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1536,7 +1536,7 @@ W8A8_TEST(sm90_deep80_plan) {
   if (handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, twins[0], 2) >= 128 &&
       w8a8_sm90_config_max_ctas(h, twins[1], 2) >= 128) {
     w8a8_sm90_set_deep80(2);
-    w8a8_sm90_set_fold(0); /* the fold's rule (session 17) takes N = 8192 at 65..72 tokens: sm90_tail_matches_fill */
+    w8a8_sm90_set_fold(0); /* the fold's rule takes N = 8192 at 65..72 tokens: sm90_tail_matches_fill */
     /* expected: 1 the twin (split 2), 0 not, 2 int8 only (fp8's rule stops at 72 tokens), 3 the twin at
      * split 1 (128 of 132 SMs, up to 72 tokens) */
     static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {72, 4096, 4096, 1}, {80, 4096, 4096, 2},
@@ -1561,7 +1561,7 @@ W8A8_TEST(sm90_deep80_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* The split-K tile at 129..256 tokens (session 9, W8A8_SM90_SPLIT256 on by default): with at most 64
+/* The split-K tile at 129..256 tokens (W8A8_SM90_SPLIT256, on by default): with at most 64
  * token x weight tiles of 128 and at least 96 K-blocks the heuristic splits K. N = 4096 (8b-down's 64
  * tiles at M = 129: split 2, 128 CTAs, enough for the tail twin): M = 129 the split tile's tail twin;
  * M = 200 the twin for int8, whose rule takes a 72-row box, the plain split tile for fp8; M = 256 (no
@@ -1607,12 +1607,12 @@ W8A8_TEST(sm90_split256_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* plan's 128 x 64 tile at 129..256 tokens (W8A8_SM90_NARROW256, session 9's candidate for 8b-o's
- * 128 -> 129 step): forced on, N = 4096 K = 4096 plans the 128 x 64 tile's tail twin at M = 129 (two
+/* plan's 128 x 64 tile at 129..256 tokens (W8A8_SM90_NARROW256, aimed at 8b-o's
+ * step from 128 to 129 tokens): forced on, N = 4096 K = 4096 plans the 128 x 64 tile's tail twin at M = 129 (two
  * token tiles on 128 CTAs; one 8-row box), the plain tile at M = 256; K = 8192 (64 K-blocks), N =
  * 4352 (136 CTAs) and the switch off keep other tiles; the default rule (2) takes it at 193..256
  * tokens only (these on a GPU with 132 SMs: the gates depend on the count). M = 129 and 200 at N =
- * 512 through the public API with the switch on. With the shift on (the default since session 27) the plain tile
+ * 512 through the public API with the switch on. With the shift on (the default) the plain tile
  * takes M = 129 itself, its last token tile moved back to end at the last token. */
 W8A8_TEST(sm90_narrow256_plan) {
   NEED_SM90();
@@ -1634,7 +1634,7 @@ W8A8_TEST(sm90_narrow256_plan) {
     const int plain = w8a8_sm90_config_lookup(name, NULL, NULL, NULL);
     const int twin = tail_twin(name, tail_name, sizeof tail_name);
     REQUIRE(plain >= 0 && twin >= 0, "no %s / %s", name, tail_name);
-    /* twice: the shift off (the cases as listed), then on (session 27's default: the plain tile covers M = 129's
+    /* twice: the shift off (the cases as listed), then on (the default: the plain tile covers M = 129's
      * partial last token tile itself, so where the twin was expected the plain tile is) */
     for (int i = 0; i < 20 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
       const int sh = i >= 10;
@@ -1665,7 +1665,7 @@ W8A8_TEST(sm90_narrow256_plan) {
 }
 
 /* plan's 128 x 64 tile at 89..128 tokens (one 128-row token tile, at most SMs / 2 weight tiles): with
- * K <= 4096 from 89 tokens, with a longer K from 104 (session 13). On a GPU with 132 SMs: N = 8192 K =
+ * K <= 4096 from 89 tokens, with a longer K from 104. On a GPU with 132 SMs: N = 8192 K =
  * 7168 (70b-down-tp4) takes it at M = 104 and 128, not at 96 or 103; K = 2048 at 96; N = 8448 x 2 tiles
  * (132 CTAs) at 128 too; N = 8704 (136 CTAs; K = 4224, 33 K-blocks, to fit the buffer) not; N = 1024 (8
  * tiles, 56 K-blocks: short of the split-K rule's 64) at 120, which then runs through the public API. */
@@ -1702,14 +1702,14 @@ W8A8_TEST(sm90_narrow128_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* plan_deep256 (session 11): at 129..192 tokens the n64 deep ring over three token tiles where plan_deep's
+/* plan_deep256: at 129..192 tokens the n64 deep ring over three token tiles where plan_deep's
  * split rule gives a split of exactly 2. On a GPU with 132 SMs (the gates depend on the count): N = 2560
  * K = 8192 (70b-qkv-tp4: 3 x 20 tiles) takes it at M = 129 and 192 with split 2, not at M = 193 / 256
  * (four token tiles), nor at N = 4096 (3 x 32: split 1), nor at N = 1040 (3 x 9: split 4), nor with
  * K = 2048 (16 K-blocks), nor with the switch off; where the last token tile is partial, as the tail twin
  * (one box of the valid rows). Then through the public API at N = 2048 (3 x 16 tiles, split 2 on 96
  * CTAs: the tail twin's 70% gate holds), M = 129 and 170 (partial third tiles: an 8- and a 48-row box)
- * and 192. Session 21 (W8A8_SM90_DEEP128): at 97..128 tokens two token tiles the same way (the plain tile or
+ * and 192. W8A8_SM90_DEEP128: at 97..128 tokens two token tiles the same way (the plain tile or
  * its twin, split 2), int8 only with >= 64 K-blocks; not at 96 tokens, nor with 48 weight tiles (split 1), nor
  * with the DEEP128 switch off; through the public API at M = 97 and 128 with K = 8192. */
 W8A8_TEST(sm90_deep256_plan) {
@@ -1727,7 +1727,7 @@ W8A8_TEST(sm90_deep256_plan) {
   static const int64_t cases[][5] = {{129, 2560, 8192, 1, 1}, {192, 2560, 8192, 1, 1}, {193, 2560, 8192, 1, 0},
                                      {256, 2560, 8192, 1, 0}, {129, 4096, 8192, 1, 0}, {129, 2560, 2048, 1, 0},
                                      {129, 2560, 8192, 0, 0}, {129, 1040, 4096, 1, 0},
-                                     /* session 21: 97..128 tokens (two token tiles) under W8A8_SM90_DEEP128
+                                     /* 97..128 tokens (two token tiles) under W8A8_SM90_DEEP128
                                       * (switch 2 here: deep256 on, deep128 off); not 96, not 8b-qkv's 48 weight
                                       * tiles (split 1) */
                                      {128, 2560, 8192, 1, 1}, {97, 2560, 8192, 1, 1}, {112, 4096, 8192, 1, 1},
@@ -1777,7 +1777,7 @@ W8A8_TEST(sm90_deep256_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* Stream-K (session 10: the SK twins of the 128 x 128 tiles, sm90_streamk.h's schedule on a grid of one CTA
+/* Stream-K (the SK twins of the 128 x 128 tiles, sm90_streamk.h's schedule on a grid of one CTA
  * per SM): forced, on shapes whose schedules have first, middle and final splits of a tile, partial
  * token and weight tiles, and (where the GPU's SM count allows the shape to stay small) data-parallel
  * tiles after the stream-K units; each run relaunched as a CUDA graph twice (g_relaunch: the locks
@@ -1844,7 +1844,7 @@ W8A8_TEST(sm90_streamk) {
   }
 }
 
-/* plan_wide_swap (session 18): the swap-AB deep ring with n80 / n96 token tiles at 65..96 tokens (one token
+/* plan_wide_swap: the swap-AB deep ring with n80 / n96 token tiles at 65..96 tokens (one token
  * tile) and 129..192 (two) where deep_split's split is >= 2, >= 32 K-blocks (>= 56 at 81..96). On a GPU
  * with 132 SMs (the gates depend on the count and on the clusters that run at once): N = 2560 K = 8192
  * (70b-qkv-tp4's 20 weight tiles) at 72 / 96 tokens n80 / n96 at split 4; N = 4096 K = 4096 at 72 and 160
@@ -1909,11 +1909,12 @@ W8A8_TEST(sm90_wide_swap_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* plan_single_swap (session 19): one swapped token tile of 160 at 129..160 tokens where N / 128 is in [3/4,
- * 2] x the SMs with >= 32 K-blocks, its token-tail twin where the tile is partial below 153 rows (one box of
- * the valid rows rounded up to 8); not at 128 or 161 tokens, not on fewer weight tiles or a shorter K, not
- * with the switch off; int8 at 129..144 the n144 tile instead (session 28), its twin below 137 rows. Then the heuristic's results through the public API where the rule takes the
- * problem on any GPU (N = 128 x SMs), with aligned outputs of each type and no zero point. */
+/* plan_single_swap: one swapped token tile of 160 at 129..160 tokens where N / 128 is in [3/4, 2] x the SMs
+ * with >= 32 K-blocks, its token-tail twin where the tile is partial below 153 rows (one box of the valid rows
+ * rounded up to 8); not at 128 or 161 tokens, not on fewer weight tiles or a shorter K, not with the switch
+ * off; int8 at 129..144 the n144 tile instead, its twin below 137 rows. Then the heuristic's results through
+ * the public API where the rule takes the problem on any GPU (N = 128 x SMs), with aligned outputs of each
+ * type and no zero point. */
 W8A8_TEST(sm90_single_swap_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1949,7 +1950,7 @@ W8A8_TEST(sm90_single_swap_plan) {
     if (d1 == -1 || d2 == -1) break;
     for (int i = 0; i < ncases && sms == 132 && !w8a8_test_failed(); i++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
-      /* (int8 at 129..144 tokens: the n144 tile, session 28; the twin where the valid rows, rounded up to 8, are
+      /* (int8 at 129..144 tokens: the n144 tile; the twin where the valid rows, rounded up to 8, are
        * fewer than the tile's) */
       const int w = dt && M <= 144 ? 144 : 160;
       const int want = cases[i][4] ? ((M + 7) / 8 * 8 < w ? 2 : 1) : 0;
@@ -1989,7 +1990,7 @@ W8A8_TEST(sm90_single_swap_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* plan_pair_swap (session 20): fp8 only, two swapped token tiles of 80 at 129..160 tokens and of 96 at 161..192
+/* plan_pair_swap: fp8 only, two swapped token tiles of 80 at 129..160 tokens and of 96 at 161..192
  * without split-K where 2 x N / 128 <= SMs, >= 32 K-blocks and the rules before it did not apply (plan_wide_swap
  * on; on these shapes its split comes out 1); not int8, not at 128 or 193 tokens, not with a short K, more weight
  * tiles, or the switch off. Then the heuristic's results through the
@@ -2047,7 +2048,7 @@ W8A8_TEST(sm90_pair_swap_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* W8A8_SM90_DEEP16 (session 21): at 1..16 tokens, mode 1 plans the n8 (M <= 8) / n16 deep tiles, mode 2 the
+/* W8A8_SM90_DEEP16: at 1..16 tokens, mode 1 plans the n8 (M <= 8) / n16 deep tiles, mode 2 the
  * n32 deep tile, each at deep_split's split (on a GPU with 132 SMs: 8b-o's 32 weight tiles at split 2, as
  * plan_deep at 17 tokens; 70b-qkv-tp4's 20 at split 4), both dtypes; 8b-gateup (224 weight tiles, more than the
  * SMs) keeps plan_small's plain tile; mode 0 plan_small everywhere. Then results through the public API in both
@@ -2101,7 +2102,7 @@ W8A8_TEST(sm90_deep16_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* W8A8_SM90_DEEP3 (session 22): at 33..64 tokens plan_deep runs the n64 deep tile at split 3 where deep_split's
+/* W8A8_SM90_DEEP3: at 33..64 tokens plan_deep runs the n64 deep tile at split 3 where deep_split's
  * power of two came out 2, the weight tiles x 3 CTAs all fit at once and K has >= 64 K-blocks, both dtypes,
  * before fp8's two n32 tiles. On a GPU with 132 SMs: 8b-down (N = 4096: 32 weight tiles, K = 14336) and K = 8192
  * at M = 33 / 48 / 64 take it; 8b-o (K = 4096: 32 K-blocks), K = 8064 (63), 70b-qkv-tp4 (20 tiles: split 4) and
@@ -2156,14 +2157,14 @@ W8A8_TEST(sm90_deep3_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* W8A8_SM90_SKINNY (session 22): at 16..64 tokens, where the 64-row weight tiles alone fill one wave (0.9 x SMs ..
+/* W8A8_SM90_SKINNY, mode 1: at 16..64 tokens, where the 64-row weight tiles alone fill one wave (0.9 x SMs ..
  * SMs) and K has <= 16 K-blocks, the skinny tile with one token tile of n24 / n32 / n48 / n64, both dtypes. On a GPU
  * with 132 SMs: 70b-o-tp4 (N = 8192: 128 tiles, K = 2048) at M = 16 / 24 / 32 / 33 / 48 / 64 takes n24 / n24 / n32 /
  * n48 / n48 / n64; M = 15 and 65, N = 6144 (96 tiles), N = 8512 (133), K = 2176 (17 K-blocks) do not, nor anything
  * switched off. Mode 2 also takes N = 6144 and K = 2176, and 8b-o (N = K = 4096: 64 tiles, 32 K-blocks) and
  * 70b-down-tp4 (8192 x 7168: 128 tiles, 56 K-blocks), not 8b-down (64 tiles, 112 K-blocks), N = 3200 (50 tiles:
- * under 0.45 of a wave) nor N = 8512. Mode 3 (the default since session 23): mode 2's shapes at 1..80 tokens (fp8 n8
- * up to 8 and n24 to 24, int8 n16 up to 16; fp8 n40 at 33..40 and n72 at 65..72, n80 above; the 128 x 64 fold does
+ * under 0.45 of a wave) nor N = 8512. Mode 3: mode 2's shapes at 1..80 tokens (fp8 n8 up
+ * to 8 and n24 to 24, int8 n16 up to 16; fp8 n40 at 33..40 and n72 at 65..72, n80 above; the 128 x 64 fold does
  * not replace them at 65..80 on N = 8192) and fp8 at 129..144 (n136 / n144) where the weight tiles fill >= 0.7 of a
  * wave (not 8b-o's 64); nothing at 81..128 nor past 144. Then results through the public API with the rule on:
  * N = 7700 (121 tiles, the last of 20 rows), K = 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and
@@ -2208,9 +2209,10 @@ W8A8_TEST(sm90_skinny_plan) {
       }
     }
   }
-  /* Mode 4 (the default since session 24): the pairs where the weight tiles fill at most half the SMs and twice them
-   * >= 0.9 of a wave (64 tiles of 8b-o / 8b-down), at 33..128 tokens with <= 32 K-blocks and 129..144 with any K, the
-   * pair's tile the smallest that holds half of M (a partial second tile shifted back over real rows); elsewhere mode 3 (N = 8192: 128 tiles; N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
+  /* Mode 4 (the default): the pairs where the weight tiles fill at most half the SMs and twice them >= 0.9 of a
+   * wave (64 tiles of 8b-o / 8b-down), at 33..128 tokens with <= 32 K-blocks and 129..144 with any K, the pair's
+   * tile the smallest that holds half of M (a partial second tile shifted back over real rows); elsewhere mode 3
+   * (N = 8192: 128 tiles; N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
   static const struct { int64_t M, N, K; const char *fp8, *int8; } m4[] = {
       {16, 4096, 4096, "fp8_skinny_n24", "int8_skinny_n16"},
       {33, 4096, 4096, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
@@ -2226,7 +2228,7 @@ W8A8_TEST(sm90_skinny_plan) {
       {8, 4096, 4096, "fp8_skinny_n8", "int8_skinny_n16"},
       {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
       {40, 2560, 8192, NULL, NULL},
-      /* W8A8_SM90_SKINNY_WIDE (session 26; mode 2 session 27): fp8, two token tiles of 88 / 96 on 64 weight tiles with
+      /* W8A8_SM90_SKINNY_WIDE (mode 2, the default): fp8, two token tiles of 88 / 96 on 64 weight tiles with
        * <= 32 K-blocks at 145..192 tokens, of 112..176 (_k2r) with >= 64 K-blocks at 193..352; three of 48 (129..144)
        * or 88..176 (193..480, 513..528; _k2r from 112) on 40 weight tiles (only _k2 / _k2r tiles, in every
        * W8A8_SM90_SKINNY_K2 mode) */
@@ -2255,8 +2257,8 @@ W8A8_TEST(sm90_skinny_plan) {
       {528, 2560, 8192, "fp8_skinny_n176_k2r", NULL},
       {529, 2560, 8192, NULL, NULL},
       {256, 8192, 8192, NULL, NULL}};
-  /* (in W8A8_SM90_SKINNY_K2's three modes: 0 the tiles above, 1 every one's _k2 twin (session 25), 2 (the default
-   * since session 26) the twins of the fp8 single tiles of 24..48 tokens) */
+  /* (in W8A8_SM90_SKINNY_K2's three modes: 0 the tiles above, 1 every one's _k2 twin, 2 (the default) the twins
+   * of the fp8 single tiles of 24..48 tokens) */
   w8a8_sm90_set_skinny(4);
   for (int k2 = 0; k2 < 3 && !w8a8_test_failed(); k2++) {
     w8a8_sm90_set_skinny_k2(k2);
@@ -2277,7 +2279,7 @@ W8A8_TEST(sm90_skinny_plan) {
       }
   }
   w8a8_sm90_set_skinny_k2(-1);
-  /* mode 1 (session 26's rule): _k2 tiles only, three token tiles up to 384 tokens, no two of 112.. on long K */
+  /* W8A8_SM90_SKINNY_WIDE mode 1: _k2 tiles only, three token tiles up to 384 tokens, no two of 112.. on long K */
   static const struct { int64_t M, N, K; const char *fp8; } w1[] = {
       {320, 2560, 8192, "fp8_skinny_n112_k2"}, {384, 2560, 8192, "fp8_skinny_n128_k2"}, {385, 2560, 8192, NULL},
       {528, 2560, 8192, NULL},                 {256, 4096, 14336, NULL},                {192, 4096, 4096, "fp8_skinny_n96_k2"}};
@@ -2339,15 +2341,15 @@ W8A8_TEST(sm90_skinny_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* The deep swap-AB configurations (session 6: 7-10 stages, one CTA per SM; session 18's n80 / n96 /
- * n128 with 4-7): every_config's K = 1192 (10 K-blocks) never wraps their ring; here K = 3917 (31
- * K-blocks: the ring wraps three times at split 1, once or twice at split 2) and two token tiles, full
- * (M = 2 bn) and with the second one partial (M = bn + 1 + 2 ni: 1..27 rows, TMA's fill past M). Then
- * the swapped tiles without split-K (session 18's *_ps experiments, a persistent grid): two token tiles
- * (the second partial), 133 weight tiles (more than the H200's SMs: a CTA takes a second tile and its
- * staging buffer again; an odd count: the *_mc2 tiles' last pair has its partner past N) and N % 4 = 2 (the quad epilogue's partial last quad); then with N % 4 = 0 and
- * aligned outputs in each output type (the lean epilogue, session 19), lean off and on: the same bits. The *_mc2 ones (session 19) pair the
- * weight tiles in clusters of two (67 pairs here), the token tile multicast. */
+/* The deep swap-AB configurations (n8..n64 with 7-10 stages, n80 / n96 / n128 with 4-7; one CTA per SM):
+ * every_config's K = 1192 (10 K-blocks) never wraps their ring; here K = 3917 (31 K-blocks: the ring wraps
+ * three times at split 1, once or twice at split 2) and two token tiles, full (M = 2 bn) and with the second
+ * one partial (M = bn + 1 + 2 ni: 1..27 rows, TMA's fill past M). Then the swapped tiles without split-K (the
+ * *_ps configurations, a persistent grid): two token tiles (the second partial), 133 weight tiles (more than
+ * the H200's SMs: a CTA takes a second tile and its staging buffer again; an odd count: the *_mc2 tiles' last
+ * pair has its partner past N) and N % 4 = 2 (the quad epilogue's partial last quad); then with N % 4 = 0 and
+ * aligned outputs in each output type (the lean epilogue), lean off and on: the same bits. The *_mc2 ones pair
+ * the weight tiles in clusters of two (67 pairs here), the token tile multicast. */
 W8A8_TEST(sm90_deep_swap_ring) {
   NEED_SM90();
   static const char *names[] = {"fp8_swap_n8_deep",   "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
@@ -2379,7 +2381,7 @@ W8A8_TEST(sm90_deep_swap_ring) {
     REQUIRE(ci >= 0 && bn > 0, "no configuration %s", persistent[ni]);
     mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, bn + 5, 133 * 128 - 126, 640, v, ci, 1);
     run_case(&c, 1500 + (uint64_t)v);
-    /* The lean epilogue (session 19, sm90_epi_swap_lean: aligned out, ldo % 4 == 0, no zero point) in
+    /* The lean epilogue (sm90_epi_swap_lean: aligned out, ldo % 4 == 0, no zero point) in
      * each output type, on the same grid: two token tiles (the second partial), 134 weight tiles. */
     for (int o = 0; o < 4 && !w8a8_test_failed(); o++) {
       /* o = 3: N = 134 x 128 - 64, the last weight tile's second warpgroup past N (the general path beside
@@ -2401,14 +2403,13 @@ W8A8_TEST(sm90_deep_swap_ring) {
 }
 
 /* Several tiles per CTA (every_config's small cases give each CTA one tile at most). The pingpong
- * configurations (session 5): both consumer warpgroups take tiles (the CTA's tile j goes to
- * warpgroup j % 2), the ring wraps inside a tile (K = 1000: 8 K-blocks on 6 stages), across tiles
- * (K = 200: 2 K-blocks) and every tile is one K-block (K = 100); partial tiles at the M, N and K
- * edges. The 128 x 64 tiles: one staged-epilogue chunk per tile, the case whose buffer reuse raced
- * the previous tile's TMA store until session 5's review. The 128 x 192 tiles (session 15; helper-43's
- * cases): three chunks per tile, odd like the 128 x 64 tile's one, across more tiles than SMs, through
- * the lean epilogue (bf16, fp32: six chunks) and the staged one (int8 with a zero point, fp8 with the lean
- * path off), fp16 / fp32 / bf16 out, a last column tile of 64 valid columns; fp8's promotion in two
+ * configurations: both consumer warpgroups take tiles (the CTA's tile j goes to warpgroup j % 2), the
+ * ring wraps inside a tile (K = 1000: 8 K-blocks on 6 stages), across tiles (K = 200: 2 K-blocks) and
+ * every tile is one K-block (K = 100); partial tiles at the M, N and K edges. The 128 x 64 tiles: one
+ * staged-epilogue chunk per tile, where the staging buffer's reuse must wait for the previous tile's TMA
+ * store (it once raced it). The 128 x 192 tiles: three chunks per tile, odd like the 128 x 64 tile's one,
+ * across more tiles than SMs, through the lean epilogue (bf16, fp32: six chunks) and the staged one (int8
+ * with a zero point, fp8 with the lean path off), fp16 / fp32 / bf16 out, a last column tile of 64 valid columns; fp8's promotion in two
  * halves of 96 columns; the launch must report its TMA-store path (w8a8_sm90_last_tma_out). */
 W8A8_TEST(sm90_many_tiles_per_cta) {
   NEED_SM90();
@@ -2464,10 +2465,10 @@ W8A8_TEST(sm90_fp8_every_mode) {
   }
 }
 
-/* ---- wide-N small-M plans (the 2026-11-29 stall) ------------------------------------------------
- * Named sm90wide_* (not sm90_*) so that scripts/sm90_session.sh can run each under its own
- * `timeout` before the rest: a hang then costs one case, not the session. Shapes as the stall:
- * Llama-3.1-8B gate_up, N = 28672, K = 4096 (224 weight tiles of 128 rows). */
+/* ---- wide-N small-M plans (shapes that once hung the GPU) -------------------------------------
+ * Named sm90wide_* (not sm90_*) so that the GPU-machine scripts under scripts/ can run each under its
+ * own `timeout` before the rest: a hang then costs one case, not the whole run. The shapes are those
+ * of the hang: Llama-3.1-8B gate_up, N = 28672, K = 4096 (224 weight tiles of 128 rows). */
 static int config_index(const char *name) {
   for (int i = 0; i < w8a8_sm90_num_configs(); i++)
     if (!strcmp(w8a8_sm90_config_name(i), name)) return i;
@@ -2489,8 +2490,8 @@ W8A8_TEST(sm90wide_fp8_split1) {
   NEED_SM90();
   wide_case(W8A8_DTYPE_FP8_E4M3, 1, "fp8_swap_n8", 1, 1);
 }
-/* Split 8: 1792 CTAs, several waves. v1 ran persistent clusters here (each cluster several
- * tiles), which deadlocked; now one tile per cluster. */
+/* Split 8: 1792 CTAs, several waves. Persistent clusters (each taking several tiles) deadlocked
+ * here; the host launches one tile per cluster, and this case keeps it that way. */
 W8A8_TEST(sm90wide_int8_split8) {
   NEED_SM90();
   wide_case(W8A8_DTYPE_INT8, 8, "int8_swap_n8", 8, 2);
@@ -2508,8 +2509,8 @@ W8A8_TEST(sm90wide_token_tiles) {
   mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, 29, 1000, 1040, 6, config_index("fp8_swap_n8"), 3);
   run_case(&c, 700);
 }
-/* AUTO through the public API on the shapes of the session-1 stall (the heuristic picks split 1
- * at N = 28672; session 1 quarantined that plan until this test passed on the H200). */
+/* AUTO through the public API on the shapes of the hang (the heuristic picks split 1 at
+ * N = 28672): the plan users get must finish and be right. */
 W8A8_TEST(sm90wide_auto_split1) {
   NEED_SM90();
   wide_case(W8A8_DTYPE_INT8, 1, NULL, 0, 7);

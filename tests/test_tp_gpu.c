@@ -853,7 +853,7 @@ static void sweep(int W, int ag) {
   env_close(&e);
 }
 
-/* The strided copies on the SMs (tp_copy2d, session 30): where a row stride is past the copy engine's pitch limit
+/* The strided copies on the SMs (tp_copy2d): where a row stride is past the copy engine's pitch limit
  * (2^31 - 1 bytes; the API admits 2^32) the own rows and the gathered output move by kernel; W8A8_TP_COPY2D=1 takes
  * that path at every size and W8A8_TP_AG_PACK=0 sends the own rows through it too: the sweep's padded, odd-K
  * (byte path) and aligned (16-byte path) cases, every result checked and the copies counted. */
@@ -869,7 +869,7 @@ W8A8_TEST(tp_gpu_ag_w2) { sweep(2, 1); }
 W8A8_TEST(tp_gpu_ag_w3) { sweep(3, 1); }
 W8A8_TEST(tp_gpu_ag_w4) { sweep(4, 1); }
 /* The fused reduce-scatter with the peers' partials stored straight from the GEMMs' epilogues
- * (W8A8_TP_RS_DIRECT, session 11): the same sweep, the fused results against the reference and
+ * (W8A8_TP_RS_DIRECT): the same sweep, the fused results against the reference and
  * bit-identical to the unfused pair, the direct stores counted per rank. */
 static void sweep_rs_direct(int W) {
   w8a8_tp_set_rs_direct(1);
@@ -880,7 +880,7 @@ static void sweep_rs_direct(int W) {
   w8a8_tp_set_rs_min_rows(-1);
   w8a8_tp_set_rs_direct(-1);
 }
-/* The reduce-scatter in small pieces (W8A8_TP_RS_MIN_ROWS, session 12): the sweep's chunks (up to a few
+/* The reduce-scatter in small pieces (W8A8_TP_RS_MIN_ROWS): the sweep's chunks (up to a few
  * hundred rows) cut into up to 4 pieces of >= 16 rows at unaligned row offsets, the pushes counted per
  * rank, the results against the reference and bit-identical to the unfused pair (the same pieces); the
  * own rows in one launch, then (second pass) cut like the peers', the launches counted per rank. */
@@ -889,8 +889,8 @@ static void sweep_rs_small_pieces(int W) {
   w8a8_tp_set_rs_min_rows(16);
   g_rs_min_rows = 16;
   sweep(W, 0);
-  /* and with the own rows cut into pieces as well (W8A8_TP_RS_OWN_WHOLE=0; session 14 made one launch of
-   * them the default): the peers' pushes the same, fused and unfused the same GEMMs again */
+  /* and with the own rows cut into pieces as well (W8A8_TP_RS_OWN_WHOLE=0; one launch of them is the
+   * default): the peers' pushes the same, fused and unfused the same GEMMs again */
   w8a8_tp_set_rs_own_whole(0);
   g_rs_own_cut = 1;
   if (!w8a8_test_failed()) sweep(W, 0);
@@ -899,7 +899,7 @@ static void sweep_rs_small_pieces(int W) {
   g_rs_min_rows = 0;
   w8a8_tp_set_rs_min_rows(-1);
 }
-/* The reduce-scatter's pieces by rule (session 13; no GPU needed): >= 256 rows where the rank's K is at
+/* The reduce-scatter's pieces by rule (no GPU needed): >= 256 rows where the rank's K is at
  * most 4096, >= 1024 above, at most 4, at least 1; W8A8_TP_RS_MIN_ROWS (here the hook) overrides. */
 W8A8_TEST(tp_gpu_rs_pieces_rule) {
   if (getenv("W8A8_TP_RS_MIN_ROWS")) SKIP("W8A8_TP_RS_MIN_ROWS is set");
@@ -974,7 +974,7 @@ W8A8_TEST(tp_gpu_rs_partials_out_w2) { sweep_partials_out(2); }
 W8A8_TEST(tp_gpu_rs_partials_out_w3) { sweep_partials_out(3); }
 W8A8_TEST(tp_gpu_rs_partials_out_w4) { sweep_partials_out(4); }
 
-/* The reduce kernels: the 8-wide one is the default since session 5 and so runs in every RS test
+/* The reduce kernels: the 8-wide one is the default and so runs in every RS test
  * above wherever N and ldo are multiples of 8 (N = 48, 64 unpadded; the >= 2048-row chunks with
  * N = 64, 96), the scalar one elsewhere. This runs the same sweeps with the scalar kernel forced
  * everywhere (W8A8_TP_REDUCE_VEC=0), bit for bit against the same reference, then the 8-wide one
@@ -989,7 +989,7 @@ W8A8_TEST(tp_gpu_rs_reduce_kernels) {
   w8a8_tp_set_reduce_vec(-1);
 }
 
-/* The all-gather's own-row pack kernel (session 15, tp_pack in src/cuda/tp_kernels.cu), on its own:
+/* The all-gather's own-row pack kernel (tp_pack in src/cuda/tp_kernels.cu), on its own:
  * rows of random bytes with a row stride to a dense buffer whose neighbours are poisoned, the per-row
  * scales and zero points (per-tensor values repeated), the ready flags (all 0 but the own one, which
  * were poisoned), every byte checked. Shapes reach its four-load loop (K >= 4 x 256 x 16 bytes), its
@@ -1101,15 +1101,14 @@ W8A8_TEST(tp_gpu_pack_kernel) {
   }
 }
 
-/* W8A8_TP_TRACE (session 13; a development aid for tp-bench): with the variable set when the communicators
+/* W8A8_TP_TRACE (a development aid for tp-bench): with the variable set when the communicators
  * are created, each eager call leaves its marks (w8a8_tp_gpu_trace). Two ranks, one reduce-scatter and one
  * all-gather (checked against the reference as in the sweeps; the last call each ran is the fused one):
  * rank 0's marks start with E (entry; the all-gather's then K, own rows packed), at or before F, the fork,
  * at 0 us; the reduce-scatter's then G (peer piece GEMMs) and P (their pushes, side stream), O (own rows),
  * A, R, with the compute stream's marks E, F, G, O, A, R in stream order (non-decreasing times) and R last;
  * the all-gather's end with J and hold a G and a C (and a W, the side stream's wait for the peer's rows,
- * before its C: session 16); the host's enqueue times of the marks in their order (session 20). Without the
- * variable: no marks. */
+ * before its C); the host's enqueue times of the marks in their order. Without the variable: no marks. */
 W8A8_TEST(tp_gpu_trace) {
   GPU_OR_SKIP();
   REQUIRE(ref(), "no reference handle");
@@ -1151,7 +1150,7 @@ W8A8_TEST(tp_gpu_trace) {
         last_s = us[i];
       }
     }
-    { /* the host's enqueue times of the same marks (session 20): one per mark, in enqueue (= mark) order, F's at 0 */
+    { /* the host's enqueue times of the same marks: one per mark, in enqueue (= mark) order, F's at 0 */
       float hus[64];
       const int hn = w8a8_tp_gpu_trace_host(e.comm[0], hus, 64);
       CHECK(hn == n, "%d host marks for %d marks", hn, n);
@@ -1252,7 +1251,7 @@ static void one_gemm_cases(int W) {
 W8A8_TEST(tp_gpu_ag_one_gemm_w2) { one_gemm_cases(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_w3) { one_gemm_cases(3); }
 W8A8_TEST(tp_gpu_ag_one_gemm_w4) { one_gemm_cases(4); }
-/* The same with the peers' rows pulled in pieces (W8A8_TP_AG_PIECES, session 10): only peers on other
+/* The same with the peers' rows pulled in pieces (W8A8_TP_AG_PIECES): only peers on other
  * GPUs are cut, so on one GPU this is the plain schedule again; on two, W = 2 cuts the peer's rows into
  * 3 pieces, W = 4 (two ranks per GPU) cuts the two ranks of the other GPU while the table has room. */
 /* one_gemm_cases with the environment variable var = val and *mark = markval for the checks, then both undone */
@@ -1265,11 +1264,11 @@ static void one_gemm_marked(const char *var, const char *val, int *mark, int mar
 }
 static void one_gemm_with(const char *var, const char *val, int *mark, int W) { one_gemm_marked(var, val, mark, 1, W); }
 static void one_gemm_pieces(int W) { one_gemm_with("W8A8_TP_AG_PIECES", "3", &g_pieces, W); }
-/* The same with the own-row pack kernel off (W8A8_TP_AG_PACK=0, session 15): the copy engine's 2D copy,
- * the expand kernel and the flags' memsets, as before tp_pack. */
+/* The same with the own-row pack kernel off (W8A8_TP_AG_PACK=0): the copy engine's 2D copy, the expand
+ * kernel and the flags' memsets, the path that tp_pack replaces by default. */
 static void one_gemm_nopack(int W) { one_gemm_with("W8A8_TP_AG_PACK", "0", NULL, W); }
 W8A8_TEST(tp_gpu_ag_one_gemm_nopack_w2) { one_gemm_nopack(2); }
-/* The same with W8A8_TP_AG_PUSH=1 (session 17): ranks on GPUs of their own push their rows into the peers
+/* The same with W8A8_TP_AG_PUSH=1: ranks on GPUs of their own push their rows into the peers
  * and set the peers' ready flags (every case with rows on every rank; the skewed cases with an empty rank
  * pull, and reset the flags at their end for the pushes after them). On one GPU, and at W = 3 on two, every
  * call pulls: the check is then that nothing pushed. The cases run one after another on the same ranks,
@@ -1279,12 +1278,12 @@ W8A8_TEST(tp_gpu_ag_one_gemm_nopack_w2) { one_gemm_nopack(2); }
 static void one_gemm_push(int W) { one_gemm_with("W8A8_TP_AG_PUSH", "1", &g_push, W); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w2) { one_gemm_push(2); }
 W8A8_TEST(tp_gpu_ag_one_gemm_push_w3) { one_gemm_push(3); }
-/* The scale push (W8A8_TP_AG_SCALES=1 at creation, session 20): every rank's pack writes its scales and zero
+/* The scale push (W8A8_TP_AG_SCALES=1 at creation): every rank's pack writes its scales and zero
  * points into the peers' gathered buffers, nobody copies them; the fused and unfused calls (the workspaces
  * poisoned between them: a scale the push failed to write fails the reference), alone and with push mode 2. */
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 2); }
-/* The scale push is the default since session 21: with the variable unset the packs push (checked), and with it
- * at 0 nobody does (checked) and the peers' scales are copied as before. */
+/* The scale push is the default: with the variable unset the packs push (checked), and with it at 0 nobody
+ * does (checked) and the peers' scales are copied instead. */
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_default_w2) {
   unsetenv("W8A8_TP_AG_SCALES");
   g_scales = 1;
@@ -1309,13 +1308,13 @@ W8A8_TEST(tp_gpu_ag_one_gemm_scales_push2_w2) {
   g_push = 0;
   unsetenv("W8A8_TP_AG_PUSH");
 }
-/* Push mode 2 (session 19): the push's copies wait for the compute stream's pre-launch work (the peers'
+/* Push mode 2: the push's copies wait for the compute stream's pre-launch work (the peers'
  * packs, their scales), the same protocol otherwise. */
 W8A8_TEST(tp_gpu_ag_one_gemm_push2_w2) { one_gemm_marked("W8A8_TP_AG_PUSH", "2", &g_push, 2, 2); }
-/* The push's flags protocol across calls (session 17's review): a pull without W8A8_TP_AG_PUSH leaves the
- * flags set (flags_dirty), so the first call with it set must pull (and reset at its end), the next one
- * push; unset again, pull; then push modes 1 and 2 in turn (session 19). Every call's result checked (run_ag: exact int8, poisoned workspaces). Two
- * ranks on two GPUs. */
+/* The push's flags protocol across calls: a pull without W8A8_TP_AG_PUSH leaves the flags set (flags_dirty),
+ * so the first call with it set must pull (and reset at its end), the next one push; unset again, pull; then
+ * push modes 1 and 2 in turn. Every call's result checked (run_ag: exact int8, poisoned workspaces). Two ranks
+ * on two GPUs. */
 W8A8_TEST(tp_gpu_ag_push_transitions) {
   GPU_OR_SKIP();
   if (device_cc() != 90) SKIP("the one-launch all-gather GEMM needs the sm_90a kernel");
@@ -1576,7 +1575,7 @@ W8A8_TEST(tp_gpu_graph_capture) {
   free(got), free(gotr), free(p), free(sum), free(want), free(afull), free(safull);
   env_close(&e);
 }
-/* The same with W8A8_TP_AG_SCALES=1 at creation (since session 21 also the default): captured calls copy the
+/* The same with W8A8_TP_AG_SCALES=1 at creation (also the default): captured calls copy the
  * peers' scales (ag_scales_push is for eager calls only), with the same results. */
 /* tp_gpu_graph_capture with W8A8_TP_AG_SCALES=val at creation and the captured push checked (check: g_graph_scales2) */
 static void graph_capture_scales(const char *val, int check) {
@@ -1587,7 +1586,7 @@ static void graph_capture_scales(const char *val, int check) {
   unsetenv("W8A8_TP_AG_SCALES");
 }
 W8A8_TEST(tp_gpu_graph_capture_scales) { graph_capture_scales("1", 1); }
-/* W8A8_TP_AG_SCALES=2 (session 21; NOT yet run on a GPU): captured calls push the scales too. Every replay has new
+/* W8A8_TP_AG_SCALES=2 (opt-in): captured calls push the scales too. Every replay has new
  * scales (the test's inputs change per replay), so a scale not pushed, or pushed by a stale pointer, fails the
  * reference; and the captured all-gather took the push (w8a8_tp_gpu_last_ag_scales after the capture). */
 W8A8_TEST(tp_gpu_graph_capture_scales2) { graph_capture_scales("2", 2); }
@@ -1835,9 +1834,8 @@ W8A8_TEST(tp_gpu_bad_input) {
   sync_all();
 
   /* Handles that force the sm_90a kernel, and on rank 1 a B that kernel cannot take (a base one byte
-   * off 16): refused before the agreement (review, session 29: refused in the schedule, after the
-   * peers had committed, the NCCL transport's peers would wait for ever; here the group would be
-   * broken). So UNSUPPORTED_DEVICE on rank 1 saying why, COMM_MISMATCH naming rank 1 elsewhere,
+   * off 16): refused before the agreement, because a refusal in the schedule, after the peers have
+   * committed, would leave the NCCL transport's peers waiting for ever (and break the group here). So UNSUPPORTED_DEVICE on rank 1 saying why, COMM_MISMATCH naming rank 1 elsewhere,
    * nothing written, and the communicator still works afterwards, still forced. */
   w8a8_handle_info hi;
   REQUIRE_OK(w8a8_get_info(e.h[0], &hi));
@@ -1869,7 +1867,7 @@ W8A8_TEST(tp_gpu_bad_input) {
     sync_all();
     if (built) CHECK(small_untouched(&s, W, M, N), "a forced call refused on rank 1 wrote an output");
     /* K = 0 on every rank: the chunk GEMMs still launch (out = 0 + bias), and the forced kernel takes no
-     * K = 0: refused on every rank before the agreement (helper-60's review), nothing written */
+     * K = 0: refused on every rank before the agreement, nothing written */
     t = s;
     for (int r = 0; r < W; r++) t.c[r].A.cols = t.c[r].B.rows = 0;
     run_ranks(t.c, W);

@@ -361,7 +361,7 @@ TP_TEST(tp_err_workspace) {
   CHECK(w8a8_comm_reserve(c, -1, 1, 1) == W8A8_ERROR_INVALID_SHAPE, "negative max_m");
   CHECK(w8a8_comm_reserve(c, (int64_t)1 << 40, 1, 1) == W8A8_ERROR_INVALID_SHAPE, "huge max_m");
   /* bounds below 2^31 whose reduce-scatter workspace passes 2^64 bytes (W >= 2): refused, not wrapped to a small
-   * buffer that a later call overruns (session 29's review: W = 3 wrapped to 11.6 GB for a 14.3 GB layout) */
+   * buffer that a later call overruns (W = 3 once wrapped to 11.6 GB for a 14.3 GB layout) */
   CHECK(w8a8_comm_reserve(c, INT32_MAX, INT32_MAX, 1) == W8A8_ERROR_INVALID_SHAPE, "a workspace past 2^64 bytes: %s",
         w8a8_last_error());
   CHECK(w8a8_tp_workspace_need(3, 1288491175, 2147482003, 1) == SIZE_MAX &&
@@ -412,8 +412,8 @@ TP_TEST(tp_err_mpi_failure_surfaces) {
 }
 
 /* A CPU handle forcing W8A8_KERNEL_GENERIC on one rank, with a K its AVX2 kernel refuses (fp8: fewer than MR rows of
- * A fit the blocking workspace past K ~ 1.4 M): the call is refused before the agreement (helper-65's finding: the
- * block GEMMs refused after it, with the all-gather's messages posted and the communicator broken). Every rank fails
+ * A fit the blocking workspace past K ~ 1.4 M): the call must be refused before the agreement, because a refusal in
+ * the block GEMMs after it leaves the all-gather's messages posted and the communicator broken. Every rank fails
  * together, nothing is written, and the communicator still works, also once the rank is back on AUTO. */
 TP_TEST(tp_err_forced_kernel_cpu) {
   const int64_t K = (int64_t)1 << 21, N = 4, W = g_size;

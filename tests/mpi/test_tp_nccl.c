@@ -18,7 +18,7 @@
  * IPC transport (tp_ipc_*): the same cases on communicators created with W8A8_TP_IPC=1 (CUDA IPC
  * mappings of the peers' workspaces, copy engine, interprocess events; captured calls take the
  * NCCL schedule on a second workspace). They run only when W8A8_TP_IPC=1 is in the environment
- * (opt-in until a device run proves the transport) and SKIP without 2+ processes whose GPUs all
+ * (the transport is opt-in) and SKIP without 2+ processes whose GPUs all
  * have peer access to each other; where they do, a communicator that did not choose IPC FAILS
  * (a fallback to NCCL must not pass as an IPC test). The tp_nccl_* tests force the NCCL
  * transport (W8A8_TP_IPC=0 at creation) whatever the environment says. tp_ipc_graph_capture also
@@ -956,12 +956,11 @@ TP_TEST(tp_ipc_reserve_again) {
 }
 
 /* Communicators from a bootstrap id across processes (w8a8_comm_create_nccl_id: a bare NCCL
- * communicator, agreement through NCCL with one side-stream synchronization). Review, session 29:
- *  - a rank whose handle is bad (a CPU handle) used to return before ncclCommInitRank, and its peers
- *    waited there for ever; it now joins the creation, and every rank fails together;
- *  - a call while one rank's stream is capturing used to fail on that rank before the agreement's
- *    ncclAllGather, and the peers waited in it; that rank now takes part with its failure in the
- *    table (outside the capture), every rank fails, and the communicator still works afterwards.
+ * communicator, agreement through NCCL with one side-stream synchronization). Two one-rank failures that
+ * would leave the peers waiting for ever if that rank returned early:
+ *  - a rank whose handle is bad (a CPU handle) must still join ncclCommInitRank, so every rank fails together;
+ *  - a call while one rank's stream is capturing: that rank takes part in the agreement's ncclAllGather with
+ *    its failure in the table (outside the capture), every rank fails, and the communicator still works.
  * A hang here is the failure (mpirun's timeout). */
 TP_TEST(tp_nccl_bare_errors) {
   genv e;

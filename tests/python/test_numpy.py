@@ -615,8 +615,8 @@ class Errors(unittest.TestCase):
             w8a8.colsum(np.zeros((4, 3), np.uint8).T)
 
     def test_quantizer_out_of_the_other_format(self):
-        # (session 30, helper-62: the library quantizes to out's dtype, so an int8 out made quantize_fp8 write int8
-        # with an int8 scale, silently) the out's dtype must be the quantizer's; nothing written
+        # The out's dtype must be the quantizer's, and nothing is written otherwise: the library quantizes to out's
+        # dtype, so an int8 out would make quantize_fp8 write int8 with an int8 scale, silently.
         x = np.array([[1.0, -2.0, 100.0, 0.3]], np.float32)
         for f, dt in ((w8a8.quantize_fp8, np.int8), (w8a8.quantize_int8, np.uint8),
                       (w8a8.quantize_int8, w8a8.numpy.fp8_dtype()), (w8a8.quantize_fp8, np.float32)):

@@ -84,7 +84,7 @@ def _worker():
     if differs["fp32"]:
         bad += 1
         print("rank %d: with an fp32 out both modes must be the same arithmetic" % me)
-    # (session 30, helper-62) A check of the bindings that fails on one rank only, before the library's collective:
+    # A check of the bindings that fails on one rank only, before the library's collective:
     # that rank still takes part in it (a descriptor the library refuses), so the peers fail with COMM_MISMATCH instead
     # of waiting for it (this test's timeout would catch a hang); then the communicator still works.
     aa, ww = np.ones((4, 8), np.int8), np.ones((4, 8), np.int8)

@@ -2,7 +2,7 @@
 then w8a8.all_gather_scaled_mm and w8a8.scaled_mm_reduce_scatter, fused and unfused, on W GPU
 ranks that are separate processes (one GPU each) started fresh with RANK / WORLD_SIZE /
 MASTER_ADDR / MASTER_PORT in their environment: never forked from this process, which may
-already have initialised CUDA (H200-FACTS: a forked CUDA child hangs).
+already have initialised CUDA (a CUDA process's forked child hangs).
 
 Each rank runs int8 and fp8 (sm_89+), per-token x per-channel scales, bf16 out, with and without
 bias, even and uneven shards (w8a8.shard_rows), plus int8 with fp32 out (bf16 rounding hides most
