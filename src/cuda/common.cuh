@@ -87,7 +87,7 @@ W8A8_DEV int8_t w8a8d_f32_to_int8_rne(float f, int32_t azp) {
 }
 
 /* The same with one instruction where azp == 0: cvt.rni.sat.s8.f32 rounds to nearest even, saturates to
- * [-128, 127] and maps NaN to 0 (proven on all 2^32 inputs by w8a8_cuda_quant_math_check, session 31). */
+ * [-128, 127] and maps NaN to 0 (proven on all 2^32 inputs by w8a8_cuda_quant_math_check). */
 W8A8_DEV int8_t w8a8d_f32_to_int8_rne_fast(float f, int32_t azp) {
   if (azp != 0) return w8a8d_f32_to_int8_rne(f, azp);
   short r;
@@ -164,7 +164,7 @@ W8A8_DEV float w8a8d_div_like_host(float x, float s) {
 
 /* w8a8d_f32_to_fp8's result through the hardware's conversion (sm_89+: cvt.rn.satfinite.e4m3x2.f32 rounds to nearest
  * even and saturates +-inf and |x| >= 448 to +-448), for every input: the hardware's NaN is 0x7f whatever the sign,
- * the reference keeps the sign (fixed here). Proven on all 2^32 inputs by w8a8_cuda_quant_math_check (session 31). */
+ * the reference keeps the sign (fixed here). Proven on all 2^32 inputs by w8a8_cuda_quant_math_check. */
 W8A8_DEV uint8_t w8a8d_f32_to_fp8_fast(float f) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   unsigned short r;

@@ -31,9 +31,10 @@ static void guard_exit(const device_guard *g) {
 w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   device_guard g;
   W8A8_CHECK(guard_enter("w8a8_create", h, &g));
-  /* The portable GEMM's split-K partial sums (small M, few tiles): 16 MB holds 16 splits of any
-   * problem whose small tiles do not fill the GPU. Calls of one handle share it, so they run in
-   * stream order (the header: one thread, one stream at a time per handle). */
+  /* The portable GEMM's split-K partial sums (small M, few tiles): 16 MB holds about 16 splits of a
+   * problem whose small tiles do not fill the GPU (the launcher lowers the split count to fit). Calls of
+   * one handle share it, so they run in stream order (the header: one thread, one stream at a time per
+   * handle). */
   st->ws = NULL;
   st->ws_bytes = 0;
   st->sk_locks = NULL;

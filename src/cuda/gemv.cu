@@ -1,19 +1,18 @@
-// gemv.cu — scaled_mm for the fewest tokens (decode at batch 1..8) on CUDA cores (session 6; run
-// and measured in session 7: the default for one token where it won, see w8a8_cuda_gemv_wanted). Why: at M <= 8 the GEMM is a stream
-// of the weights, and the tensor-core kernels pay for a pipeline built for reuse (tensor maps,
-// mbarrier rings, a 2..8-CTA cluster and its DSMEM split-K sum): on the H200, 8b-o at M = 1 took
-// 11.4 us for 16.8 MB where the stream alone is 3.9 us and cuBLASLt's tensorwise kernel 8.4 us
-// (h200-torch-compare-2026-11-30-v9). Here a warp owns R weight rows (output columns) per pass, R = 1
-// for one token and 4 from two tokens on (session 7, not yet measured): its lanes read the rows in
-// 16-byte pieces (4 in flight per lane at R = 1, 2 per row at R = 4), multiply them by every token's
-// 16 activation bytes (L1-resident: all warps read the same few KB; one load shared by the R rows),
-// reduce over the warp, and lanes m R + r apply the epilogue. (ptxas: 45-46 registers at one token,
-// so 5 blocks of 256 threads per SM, 80 KB in flight: ~3x what hides HBM's latency at the H200's
-// 32.6 GB/s per SM; 64-104 with four rows.) int8: dp4a,
-// exact int32 (wrapping, as the reference), so the result is bit for bit the reference's; fp8 (one
-// token only: the conversions cost ~64 instructions per 16 bytes, which the stream hides at M = 1
-// but not at 2): e4m3 pairs converted exactly to f16x2, then fp32 FMAs in a fixed order (within
-// the tests' fp8 bound by orders of magnitude). Grid-stride over groups of 8 R columns.
+// gemv.cu — scaled_mm for the fewest tokens (decode, M <= 8) on CUDA cores. Why: at such M the GEMM
+// is a stream of the weights, and the tensor-core kernels pay for a pipeline built for reuse (tensor
+// maps, mbarrier rings, clusters and their split-K sum). Measured on the H200: int8 at one token
+// 1.01-1.48x of the tensor-core kernels on all 8 shapes (h200-gemv-ab-2026-11-30.txt), so the default
+// rule (w8a8_cuda_gemv_wanted) sends one int8 token here on sm_90; 2..8 tokens run only when forced.
+//
+// A warp owns R weight rows (output columns) per pass: R = 1 for one token, 4 from two tokens on. Its
+// lanes read the rows in 16-byte pieces (4 in flight per lane at R = 1, 2 per row at R = 4), multiply
+// them by every token's 16 activation bytes (L1-resident: all warps read the same few KB), reduce over
+// the warp, and lane m R + r applies the epilogue. At one token ptxas gives 45-46 registers: 5 blocks
+// of 256 threads per SM, ~80 KB in flight per SM, about 3x what hides HBM latency on the H200.
+// int8: dp4a, exact wrapping int32 as the reference, so results are bit-identical to it. fp8 (one
+// token only: the conversions cost ~64 instructions per 16 bytes, hidden by the stream at M = 1 but
+// not at 2): e4m3 pairs converted exactly to f16x2, then fp32 FMAs in a fixed order.
+// Grid-stride over groups of GEMV_WARPS x R columns.
 //
 // Takes: M <= 8 (int8) or M = 1 (fp8), no ready flags, A and B 16-byte aligned with row strides
 // that are multiples of 16 bytes. Anything else: W8A8_ERROR_UNSUPPORTED_DEVICE, and the caller uses
@@ -71,10 +70,10 @@ W8A8_DEV void gemv_piece(const uint4 &w, const uint4 &x, int32_t &iacc, float &f
 }
 
 // MT: tokens per launch (compile time; rows m >= M are skipped). R: weight rows (output columns) per
-// warp pass, sharing each token's 16-byte activation piece (session 7, NOT yet run on a GPU): with R = 1
-// every token's piece is re-read from L1 for every weight row, M x the weight bytes through L1, which
-// measured 0.33-0.87x of the tensor-core kernels from 4 tokens on (h200-gemv-ab-2026-11-30.txt); R = 4
-// cuts that by 4. U: weight pieces in flight per lane and row (R x U pieces per lane in all).
+// warp pass, sharing each token's 16-byte activation load (R = 1 re-reads it from L1 for every weight
+// row). Even at R = 4, 2..8 tokens lose 12-75% to the tensor-core kernels
+// (h200-torch-compare-gemv-r4-2026-11-30.md), so the default rule keeps this kernel at one token.
+// U: weight pieces in flight per lane and row (R x U pieces per lane in all).
 template <bool INT8, int MT, int R, int U>
 __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const w8a8_mm_problem p) {
   static_assert(MT * R <= 32, "one lane per output of a warp pass");
@@ -196,18 +195,10 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
   return 1;
 }
 
-// Whether the dispatcher should run this kernel for p. The default rule, from the interleaved A/B of
-// session 7 (h200-gemv-ab-2026-11-30.txt, this kernel against the tensor-core kernels,
-// weights from HBM): one token of int8 (1.01-1.48x on all 8 shapes) or of fp8 with N <= 4096 (1.03-
-// 1.23x on the 3 such shapes; 0.92-1.01x at N = 6144..28672, where the swap-AB kernel's split is
-// smaller; after the split-K quads 1.00-1.07x, within the runs' noise of ~5%). From 2 tokens on,
-// int8 lost on 5 of 8 shapes at M = 2 and by 13-67% from 4 on (one weight row per warp pass then).
-// The rule holds on sm_90 only, where it was measured against the Hopper kernels; elsewhere
-// W8A8_GEMV=1 asks for the kernel.
-// Session 21: fp8 is out of that rule by default (W8A8_GEMV_FP8=1, hook w8a8_cuda_set_gemv_fp8, puts it back).
-// v18 had fp8's one token on this kernel slower than 16 tokens on the Hopper kernels on all 3 shapes it
-// takes (8b-down 22.0 vs 19.3 us, 70b-qkv-tp4 11.5 vs 10.0, 8b-o 9.1 vs 8.7), and session 21's deep n8 tile
-// (W8A8_SM90_DEEP16) ran one fp8 token in 19.0 / 8.6 / 7.7 us there (envab, part 2).
+// Whether the dispatcher should run this kernel for p. Default rule, sm_90 only (measured there against
+// the Hopper kernels; elsewhere W8A8_GEMV=1 asks for it): one int8 token (1.01-1.48x on all 8 shapes,
+// h200-gemv-ab-2026-11-30.txt). fp8 is out by default: the Hopper deep n8 tile is 2-3% faster at one
+// token (h200-session21-2026-12-01.txt); W8A8_GEMV_FP8=1 (hook w8a8_cuda_set_gemv_fp8) adds fp8 at N <= 4096.
 static int g_gemv_fp8 = -1;
 extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv_fp8(int on) {
   __atomic_store_n(&g_gemv_fp8, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
@@ -249,8 +240,8 @@ static void gemv_launch(const w8a8_mm_problem *p, cudaStream_t stream, int num_s
 extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms) {
   if (!w8a8_cuda_gemv_takes(p))
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm: the CUDA-core kernel does not take this problem");
-  // one token: one weight row per warp pass, 4 pieces in flight (measured, session 7); more tokens: 4
-  // rows per pass sharing the activations, 2 pieces per row in flight (not yet measured)
+  // one token: one weight row per warp pass, 4 pieces in flight; more tokens (forced only): 4 rows per
+  // pass sharing the activations, 2 pieces per row in flight
   if (p->in_dtype == W8A8_DTYPE_INT8) {
     if (p->M == 1)
       gemv_launch<true, 1, 1, GEMV_UNROLL>(p, stream, num_sms);

@@ -9,7 +9,7 @@
 //   epilogue          in registers, straight from the accumulators: zero point (int32), scales,
 //                     bias, one rounding to bf16/fp16/fp32; unswapped unsplit tiles with 16-bit
 //                     outputs leave through shared memory and asynchronous TMA stores (the staged
-//                     epilogue, session 4), the others through predicated stores.
+//                     epilogue), the others through predicated stores.
 //
 // Operands. wgmma computes D[64 x BN] += X[64 x 32] * Y[32 x BN] with X and Y both K-major in
 // shared memory. Our A is [M,K] row-major and B is N rows of K, so both are K-major already:
@@ -45,24 +45,19 @@
 #define SM90_MAX_SPLIT 8   // split-K cluster size limit (portable cluster size)
 #define SM90_MAX_READY 8   // chunks of A that can arrive while the kernel runs (all-gather + GEMM)
 
-// Epilogue version of the split-K path (element-wise reduction). v2 (default since session 4): the split-K
-// reduction issues all SPLIT remote loads of an element before adding them (one DSMEM round trip
-// instead of SPLIT dependent ones; same rank-order sum, same bits); it also made the swapped staging plain
-// shared-memory accesses, which session 19 took back (they compiled to generic-address loads). Measured against v1 on the H200 at M = 1..64 (the
-// same library built both ways, bench/results/h200x2-sm90-ab-2026-11-29-s4.txt): 0-15% faster
-// on the split-K shapes (70b-qkv-tp4 M = 32: 22.1 -> 19.0 us), never slower beyond noise.
-// -DW8A8_SM90_EPILOGUE_V1 builds v1 for A/B runs.
+// The split-K element-wise reduction issues all SPLIT remote loads of an element before adding them
+// (one DSMEM round trip instead of SPLIT dependent ones; the same rank-order sum, the same bits): 0-15%
+// faster at M = 1..64 (h200x2-sm90-ab-2026-11-29-s4.txt). -DW8A8_SM90_EPILOGUE_V1 builds the
+// dependent-load form, for A/B runs only.
 #ifdef W8A8_SM90_EPILOGUE_V1
 #define SM90_EPI_V2 0
 #else
 #define SM90_EPI_V2 1
 #endif
 // The development timeline (sm90_args.timeline, bench/sm90_dev -T) is compiled in only with
-// -DW8A8_SM90_TIMELINE (NVCCEXTRA; the sm90ab step builds such a library for its -T runs). Session 7:
-// its stamps, dead at run time, still moved ptxas's schedule of the fp8 128 x 256 tiles: a
-// conditional __syncwarp for them cost 4-5% (bisected: v9-era source, the same with the stamps'
-// __syncwarp, HEAD without it), and the fp8 tiles stayed ~5% slower than v9 in torch_compare with
-// a warp-uniform form. Production kernels now carry none of it.
+// -DW8A8_SM90_TIMELINE (NVCCEXTRA; the sm90ab step builds such a library for its -T runs): its stamps,
+// though dead at run time, changed ptxas's schedule of the fp8 128 x 256 tiles and cost 4-5%
+// (h200-sm90-fp8-bisect-2026-11-30.txt). Production kernels carry none of it.
 #ifdef W8A8_SM90_TIMELINE
 static constexpr bool SM90_TL = true;
 #else
@@ -110,69 +105,65 @@ typedef struct sm90_args {
   // w8a8_set_weights_constant: the producer loads the first K-blocks of the weights of its first
   // tile before griddepcontrol.wait (they cannot be written by the kernel before this one).
   int weights_constant;
-  // The staged epilogue (session 4, unswapped unsplit tiles): tmap_o describes out and the tile
-  // leaves through shared memory and TMA stores. 1: a 16-bit output (sm90_epi_lean or _staged), 2:
-  // fp32 (session 14; sm90_epi_lean only, else direct), 0: the direct epilogue.
+  // The staged epilogue (unswapped unsplit tiles): tmap_o describes out and the tile leaves through
+  // shared memory and TMA stores. 1: a 16-bit output (sm90_epi_lean or _staged), 2: fp32
+  // (sm90_epi_lean only, else direct), 0: the direct epilogue.
   int tma_out;
   // Unswapped unsplit tiles: the epilogue reads scale_a / scale_b from a shared-memory slot that an
   // otherwise idle producer warp fills while the main loop runs (1), or from global memory (0:
   // W8A8_SM90_PRM=0, for A/B).
   int prm;
   // With prm and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
-  // (0: W8A8_SM90_LEAN=0, for A/B). The swapped unsplit tiles (session 19): sm90_epi_swap_lean where it
-  // applies (1) or the general quad path (0).
+  // (0: W8A8_SM90_LEAN=0, for A/B). The swapped unsplit tiles: sm90_epi_swap_lean where it applies (1)
+  // or the general quad path (0).
   int lean;
-  // Split-K reduction (swap-AB and 128 x 128 split-K tiles): 1 (default, session 7) in quads of four
-  // consecutive output channels, one 16-byte DSMEM load per cluster CTA, the quad's scales, bias and
-  // zero-point terms loaded beside them, only the lines (tokens) below M, spread over the cluster's
-  // CTAs; 0 (W8A8_SM90_SPLIT_QUAD=0, for A/B) element by element as in session 4 (its parameters read
-  // after the DSMEM loads, every line), on session 7's layout of the partial tile. The same bits.
+  // Split-K reduction (swap-AB and 128 x 128 split-K tiles): 1 (default) in quads of four consecutive
+  // output channels, one 16-byte DSMEM load per cluster CTA, the quad's scales, bias and zero-point
+  // terms loaded beside them, only the lines (tokens) below M, spread over the cluster's CTAs
+  // (h200-split-quad-ab-2026-11-30.txt); 0 (W8A8_SM90_SPLIT_QUAD=0, for A/B) element by element (its
+  // parameters read after the DSMEM loads, every line), on the same partial-tile layout. The same bits.
   int split_quad;
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
   // to timeline_max tiles, consumer warpgroup 0's clock64() at k = 0 the tile's start (the CTA's
   // first tile: the kernel's entry), 1 its first K-block's data in shared memory, 2 its main-loop
   // end (accumulators complete), 3 its epilogue end (split-K: with the cluster's reduction):
-  // timeline[(blockIdx.x * timeline_max + i) * 4 + k]. Every configuration stamps (session 6; the
-  // swapped and split-K ones did not). Pingpong: each warpgroup stamps its own tiles (entries i =
+  // timeline[(blockIdx.x * timeline_max + i) * 4 + k]. Every configuration stamps. Pingpong: each
+  // warpgroup stamps its own tiles (entries i =
   // the CTA's tile index), so a negative gap between consecutive tiles is the overlap of one
   // tile's start with the other's epilogue.
   unsigned long long *timeline;
   int timeline_max, timeline_ctas;  // tiles per CTA, CTAs (blockIdx.x >= timeline_ctas: no stamps)
-  // Token tail (session 8; the kernels with TAIL only, which take the map tmap_t after these
-  // arguments; last here so that the other kernels' parameter offsets, hence their code, stay as they
-  // were). Where the last token tile is partial (rows_x unswapped, rows_y swapped; never swapped with
-  // MC = 2), its token rows come in tail_n boxes of tail_rows rows at their rows' places in the stage
-  // instead of one whole box, and the stage's full barrier expects only those bytes; tail_n = 0: the
-  // whole box (tail_plan in sm90_gemm.cu decides). TMA's out-of-bounds fill of a mostly empty box is
-  // slow: M = 129 on 70b-down-tp4 takes 38.8 us with the whole box, 23.6 with one 8-row box (M =
-  // 256: 24.0). Rows past the last token keep whatever the stage held: they feed only accumulators
-  // of tokens >= M, which no epilogue stores (every store is bounded by M). Why a template switch
-  // and not a run-time one: the same producer code in every kernel ran the fp8 128 x 128 promote
-  // tiles 13-15% slower where no tile is partial (session 8, h200-sm90-token-tail-2026-11-30.txt).
+  // Token tail (the kernels with TAIL only, which take the map tmap_t after these arguments; last here
+  // so that the other kernels' parameter offsets, hence their code, stay unchanged). Where the last
+  // token tile is partial (rows_x unswapped, rows_y swapped; never swapped with MC = 2), its token rows
+  // come in tail_n boxes of tail_rows rows at their rows' places in the stage instead of one whole box,
+  // and the stage's full barrier expects only those bytes; tail_n = 0: the whole box (tail_plan in
+  // sm90_gemm.cu decides). Why: TMA's out-of-bounds fill of a mostly empty box is slow (70b-down-tp4
+  // M = 129: 38.8 us with the whole box, 23.6 with one 8-row box; h200-sm90-token-tail-2026-11-30.txt).
+  // Rows past the last token keep whatever the stage held: they feed only accumulators of tokens >= M,
+  // which no epilogue stores (every store is bounded by M). A template switch, not a run-time one: the
+  // same producer code in every kernel ran the fp8 128 x 128 promote tiles 13-15% slower where no tile
+  // is partial (dead code still moves ptxas's schedule of those tiles).
   int tail_n, tail_rows;
   // X tiles per group of the tile order (sm90_tile_coords): SM90_GROUP, fewer where a ready launch's
-  // own rows span fewer X tiles (each group then holds only one rank's rows: session 9). Session 10
-  // measured it (h200x2-tp-group-2026-11-30.txt): tp-bench TP = 2, 1024 tokens, fused all-gather +
-  // GEMM 70b-qkv int8 115.4-117.3 -> 104.8-105.6 us, fp8 124.7-124.9 -> 117.3-117.6, 70b-gate_up int8
-  // 357-360 -> 343-345, fp8 410-414 -> 395-396; 2048 tokens even. The run-time divisor in every kernel
-  // timed 1.004x (fp8) and 1.008x (int8) geomean of the constant one's times at 1024 / 8192 tokens on
-  // 16 shapes each, run after it (the first side runs ~1% faster in our A/Bs). Kernels built with
-  // -DW8A8_SM90_CONST_GROUP ignore it (SM90_GROUP; the A/B side).
+  // own rows span fewer X tiles (each group then holds only one rank's rows): the fused all-gather +
+  // GEMM at TP = 2, 1024 tokens, 1.04-1.10x (h200x2-tp-group-2026-11-30.txt); the run-time divisor
+  // costs under 1%. Kernels built with -DW8A8_SM90_CONST_GROUP ignore it (SM90_GROUP; the A/B side).
   int group;
-  // Stream-K (the kernels with SK only; session 10; sm90_streamk.h): the partial tiles of the stream-K
+  // Stream-K (the kernels with SK only; sm90_streamk.h): the partial tiles of the stream-K
   // tiles (tile t's consumer warpgroup w at sk_ws + (2 t + w) x 128 x BN / 2 words, element i of
   // thread j at word i x 128 + j), and a lock per (tile, warpgroup) counting the K-blocks summed so
   // far, zero between launches (the final split resets it). After `group`, so that the other fields
   // keep their offsets, and within tmap_t's 128-byte alignment, so that it keeps its own.
   void *sk_ws;
   unsigned int *sk_locks;
-  // The shift (session 27; the unswapped kernels without split-K, stream-K or pingpong: sm90_x0): where the last
+  // The shift (the unswapped kernels without split-K, stream-K or pingpong: sm90_x0): where the last
   // token tile is partial and rows_x > SM90_BM, that tile covers the LAST 128 tokens (rows rows_x - 128 ..
-  // rows_x - 1) instead of running past them: every row TMA loads is a real row of A (no out-of-bounds fill,
-  // whose cost is ~4 cycles per missing row and stage: 8b-down 385 tokens 55.5 us against 47.0 at 480 on the
-  // plain 128 x 128 tile, session 27 part 3), one box through the kernel's own map (no tail map). Its first
-  // rows are also the previous tile's last: computed from the same bytes by the same instructions in the
-  // same K order, stored twice with the same bits (the fold's argument, session 16). 0: as before.
+  // rows_x - 1) instead of running past them: every row TMA loads is a real row of A (no out-of-bounds
+  // fill, ~4 cycles per missing row and stage: fp8 8b-down 385 tokens 55.5 us against 47.0 at 480,
+  // h200-session27-2026-12-02.txt), one box through the kernel's own map (no tail map). Its first rows
+  // are also the previous tile's last: computed from the same bytes by the same instructions in the same
+  // K order, stored twice with the same bits (as in the fold, sm90_tail_fold). 0: no shift.
   int shift_x;
 } sm90_args;
 
@@ -315,12 +306,11 @@ SM90_DEV sm90_epi_rows sm90_epi_load_rows(const sm90_args &a, int m0, const floa
 }
 
 // Column parameters (scale_b, bias, azp_adj) of JB <= 8 column groups whose first column pair
-// starts at n (group jj at n + 8 jj), all loaded before any arithmetic or store. v2 loaded them
-// inside the store loop, where the compiler cannot move a load above an earlier store (out might
-// alias them, as far as it knows), so each of the BN/8 groups waited a full L2 round trip:
-// per-instruction stall sampling on the H200 put 16-25% of the consumers' samples on those waits
-// (session 3, 8b-qkv M = 8192, int8 and fp8), with the tensor pipe idle. __ldg: they are read-only
-// inputs (validation keeps out from overlapping them), which also lets the compiler batch them.
+// starts at n (group jj at n + 8 jj), all loaded before any arithmetic or store: loaded inside the
+// store loop, they cannot move above an earlier store (out might alias them, as far as the compiler
+// knows), and each group waited a full L2 round trip (ncu: 16-25% of the consumers' stall samples at
+// 8b-qkv M = 8192, with the tensor pipe idle). __ldg: they are read-only inputs (validation keeps out
+// from overlapping them), which also lets the compiler batch them.
 typedef struct sm90_epi_cols {
   float sbA[8], sbB[8], bA[8], bB[8];
   int32_t adjA[8], adjB[8];
@@ -398,7 +388,7 @@ SM90_DEV void sm90_quad_load(const sm90_args &a, int m, int n, sm90_quad &p) {
 }
 // Makes the quad's parameters opaque values (an empty asm per value, no instruction): without it the
 // compiler folded them (bias 0, adj 0 ...) into constants shared with the main loop, and ptxas then
-// serialised the fp8 swap-AB kernels' wgmmas (C7519 / C7520, session 7; cause found by bisection).
+// serialised the fp8 swap-AB kernels' wgmmas (ptxas warnings C7519 / C7520).
 SM90_DEV void sm90_quad_fence(sm90_quad &p) {
   asm volatile("" : "+f"(p.sa), "+r"(p.zp));
 #pragma unroll
@@ -424,28 +414,20 @@ SM90_DEV void sm90_quad_store(const sm90_args &a, int m, int n, const sm90_quad 
 // per lane of a warp. Line l goes to warp l / split % 8 of cluster rank l % split, so that every CTA
 // of the cluster takes a share however few the lines (n8 has 8). Each quad: one 16-byte DSMEM load
 // per cluster CTA, the sum in rank order, the epilogue formula of the element-wise path
-// (sm90_epi_elem): the same bits. v2 (session 11): a lane's four columns are the same on every line
-// of its warp, so their parameters (scale, bias, zero-point adjustment) are loaded once, and LU lines
-// go at a time, all their DSMEM and row-parameter loads issued before the first sum. v1 loaded the
-// column parameters per line and took one line per trip: four dependent round trips (global, then
-// DSMEM) per warp at split 2 on the n64 tile, ~7.8k cycles of epilogue in the timeline of 70b-qkv-tp4
-// M = 192 (h200-sm90-deep256-2026-11-30.txt) against a 12.9k-cycle main loop.
-// v3 (session 12): the parameters of the columns and of the warp's first T lines (every line at split
-// >= 2: T = RED_ML / 16) are loaded by sm90_splitk_params between the release arrive of the cluster
-// barrier (after the partial tile's stores) and its wait, so their global-memory latency hides under
-// the wait instead of following it (v2 waited one global round trip for the columns, then one per
-// trip for the rows; the session 12 timelines: epilogue 3.5-3.9k cycles on n32 split 2-4, 5.2k on
-// n64, against a ~15-22k span at M = 32 / 64); and the thread arrives at the final barrier before its
-// output stores, not after them (a release arrive after them waited for them to be performed).
-// Loaded before the first release arrive, as first written (v3), they lost 2-4% (the release waits
-// for the thread's outstanding loads). v3b, whose final arrive was relaxed and after the stores, won
-// (oldab v2 vs v3b, h200-sm90-session12-2026-11-30.txt): int8 70b-qkv-tp4 M = 32 / 64 1.072 / 1.037x,
-// 8b-o 1.065 / 1.049x, the 128 x 128 split tile at M = 128 1.015x; fp8 70b-qkv-tp4 1.038 / 1.031x.
-// v3c (this code; timed in session 13: v2 -> v3c 1.02-1.09x where it prefetches, h200-sm90-session13): a relaxed arrive does not order the thread's earlier DSMEM loads by
-// the memory model, so the sums of every line come first, then a release arrive, then the stores.
-// With ready flags (the fused all-gather) the rows' parameters load after the wait as before: only the
-// producer waits for the flag that says a row and its scale have arrived, and a CTA without K-blocks
-// (split > K-blocks, possible under a tuning table) reaches the arrive before its producer has seen it.
+// (sm90_epi_elem): the same bits. A lane's four columns are the same on every line of its warp, so
+// their parameters (scale, bias, zero-point adjustment) are loaded once, and LU lines go at a time, all
+// their DSMEM and row-parameter loads issued before the first sum (one line per trip cost ~7.8k cycles
+// of epilogue at 70b-qkv-tp4 M = 192, h200-sm90-deep256-2026-11-30.txt).
+// Where the kernel prefetches (EARLY), the parameters of the columns and of the warp's first T lines
+// (every line at split >= 2: T = RED_ML / 16) are loaded by sm90_splitk_params between the release
+// arrive of the cluster barrier (after the partial tile's stores) and its wait, so their latency hides
+// under the wait (1.02-1.09x, h200-sm90-session13-2026-11-30.txt). Not before that arrive: a release
+// arrive waits for the thread's outstanding loads (2-4% lost). Then the sums of every line, a release
+// arrive (a relaxed one would not order the earlier DSMEM loads), and the output stores after it (a
+// release arrive after them would wait for them to be performed).
+// With ready flags (the fused all-gather) the rows' parameters load after the wait: only the producer
+// waits for the flag that says a row and its scale have arrived, and a CTA without K-blocks (split >
+// K-blocks, possible under a tuning table) reaches the arrive before its producer has seen it.
 template <int T>
 struct sm90_quad_rows {
   float sa[T];
@@ -514,8 +496,8 @@ SM90_DEV void sm90_splitk_store(const sm90_args &a, int ml, int nl, int m_base, 
 // this thread's release arrive on the cluster barrier that ends the reduction (every DSMEM load above
 // has returned before it, which is what the other CTAs wait for before they overwrite or leave their
 // partial tiles), then the output stores, which that arrive does not wait for (a release arrive after
-// them waited for them to be performed); the caller then waits. Otherwise the v2 order: each group of
-// LU lines summed and stored in turn, and the caller's whole barrier after.
+// them waited for them to be performed); the caller then waits. Otherwise: each group of LU lines
+// summed and stored in turn, and the caller's whole barrier after.
 template <bool INT8, int NL, int STRIDE, int LU, int T, bool EARLY>
 SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, int warp8, int lane, int rank, int split,
                                 int m_base, int n_base, sm90_quad &p, sm90_quad_rows<T> &rw) {
@@ -566,8 +548,8 @@ SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, in
   }
 }
 
-// Lean swapped epilogue (session 19) for the swapped tiles without split-K (the persistent *_swap_*_ps
-// configurations): the general one below (quads through a 64-channel x CW-token buffer, session 18)
+// Lean swapped epilogue for the swapped tiles without split-K (the persistent *_swap_*_ps
+// configurations): the general one in the kernel (quads through a 64-channel x CW-token buffer)
 // executed ~2000 instructions per warp and tile on int8_swap_n128_ps (ncu source counters, 8b-qkv M =
 // 128) where the plain tile's sm90_epi_lean executed ~410: a 64-bit address, bounds checks, both
 // 16-bit conversions under predicates and generic-address staging per output row. Here, as
@@ -580,7 +562,7 @@ SM90_DEV void sm90_splitk_quads(const sm90_args &a, uint32_t red0, int lines, in
 // (16-byte aligned lines). Per row of 4 outputs: 1 LDS.128, 4 I2F (int8), 4 FMUL, 4 FFMA, 2 F2FP (16-bit),
 // one 8- or 16-byte store, and a token compare (the M tail).
 // stg: this warpgroup's buffer (shared-window address); m_base the tile's first token, n0 the
-// warpgroup's first channel.
+// warpgroup's first channel. CW: token lines staged per chunk (the buffer's width); OUT: SM90_OUT_*.
 template <bool INT8, int BN, int CW, int OUT, typename acc_t>
 SM90_DEV void sm90_epi_swap_lean(const sm90_args &a, const acc_t *acc, uint32_t stg, int tid, int bar, int m_base,
                                  int n0, const float (&esa)[BN / 8]) {
@@ -640,12 +622,10 @@ SM90_DEV void sm90_epi_swap_lean(const sm90_args &a, const acc_t *acc, uint32_t 
 
 // Direct epilogue from the wgmma accumulator fragment (not swapped: rows are tokens). A consumer
 // thread holds, for column group j (8 columns), the pairs (m0, n..n+1) = acc[4j], acc[4j+1] and
-// (m0 + 8, n..n+1) = acc[4j+2], acc[4j+3], with n = n0 + 8j. v1 went through shared memory
-// (store, barrier, load, one element per thread and loop trip, its scales re-read per element):
-// on the H200 that cost ~18 us per 128 x 256 tile, as much as 30 K-blocks of the main loop
-// (fitted from 70b-qkv / 8b-qkv / 70b-o at M = 8192, h200-sm90-2026-11-29.md). Here each thread
-// reads its two rows' scale and zero point once, the column parameters in batches of JB groups,
-// and stores pairs.
+// (m0 + 8, n..n+1) = acc[4j+2], acc[4j+3], with n = n0 + 8j. Each thread reads its two rows' scale and
+// zero point once, the column parameters in batches of JB groups, and stores pairs (one element per
+// thread through shared memory, its scales re-read per element, cost ~18 us per 128 x 256 tile at
+// M = 8192, h200-sm90-2026-11-29.md).
 // psa / psb: the tile's scale slots (NULL: global memory), lr0 / lc0: m0's and n0's index in them.
 template <bool INT8, int NACC, typename acc_t>
 SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int n0, const float *psa = nullptr,
@@ -654,7 +634,7 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
   const bool ok0 = m0 < a.M, ok1 = m1 < a.M;
   const sm90_epi_rows rw = sm90_epi_load_rows<INT8>(a, m0, psa, lr0);
   constexpr int J = NACC / 4;
-  // batches of 8 column groups (4 on the 128 x 160 tile, session 28: J = 20; a batch must not run past J)
+  // batches of 8 column groups (4 on the 128 x 160 tile: J = 20; a batch must not run past J)
   constexpr int JB = J <= 8 ? J : J % 8 == 0 ? 8 : 4;
   static_assert(J % JB == 0, "direct epilogue: whole batches of column groups");
 #pragma unroll
@@ -678,7 +658,7 @@ SM90_DEV void sm90_epi_direct(const sm90_args &a, const acc_t *acc, int m0, int 
 // has two 8 KB buffers, chunk q of a call in buffer q % 2. Before writing one, the TMA store that
 // last read it must be done: two chunks ago normally; but with an odd number of chunks per call
 // (BN = 64: one; BN = 192: three) the previous call's last chunk used this chunk 0's buffer, so nothing may still
-// read (review, session 5: wait_read<1> let that store race the writes).
+// read it (wait_read<1> would let that store race the writes).
 template <int NCHUNK>
 SM90_DEV void sm90_epi_chunk_acquire(int tid, int bar, int q) {
   if (tid == 0) {
@@ -700,7 +680,7 @@ SM90_DEV void sm90_epi_chunk_release(const CUtensorMap *tmap_o, uint32_t buf, in
   }
 }
 
-// Staged epilogue (session 4) for unswapped, unsplit tiles with 16-bit outputs: the same values as
+// Staged epilogue for unswapped, unsplit tiles with 16-bit outputs: the same values as
 // sm90_epi_direct (same formula, same rounding, same bits), but instead of 4-byte stores straight
 // from the fragment (each warp store touched 8 rows x 16 bytes: half-filled 32-byte sectors, and
 // the whole CTA waited for them while the tensor pipe idled), each consumer warpgroup writes its
@@ -708,7 +688,7 @@ SM90_DEV void sm90_epi_chunk_release(const CUtensorMap *tmap_o, uint32_t buf, in
 // (conflict-free: the 8 rows of a warp's store land in 8 different 16-byte units) and one thread
 // sends it with a TMA store, which runs asynchronously while the next chunk is computed and the
 // next tile's main loop starts. Two buffers per warpgroup (sm90_epi_chunk_acquire / _release).
-// TMA clips the M and N tails.
+// TMA clips the M and N tails. Evidence: h200-sm90-staged-ab-2026-11-29.txt (W8A8_SM90_STAGED=0 vs 1).
 // psa / psb: the tile's scale slots (NULL: global memory); row0 is also the warpgroup's first row in
 // psa, and psb starts at the tile's first column.
 // bar: the calling warpgroup's named barrier (128 threads).
@@ -744,10 +724,10 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
   }
 }
 
-// Lean staged epilogue (session 6): sm90_epi_staged's values (same formula, same roundings, same
-// bits) with what the common case does not need taken out. The per-tile timeline showed the
-// epilogue at 14-19% of a 128 x 256 tile (int8 7.8k cycles) and ncu's source counters why: ~2300
-// instructions per warp and tile, 18 per output, no hot spot (issue-bound). Each output paid for
+// Lean staged epilogue: sm90_epi_staged's values (same formula, same roundings, same bits) with what
+// the common case does not need taken out. The general one took 14-19% of a 128 x 256 tile, ~2300
+// instructions per warp and tile, 18 per output, no hot spot (issue-bound;
+// h200-sm90-ncusrc-epilogue-2026-11-30.txt, gain in h200-sm90-lean-ab-2026-11-30.txt). Each output paid for
 // the general code's run-time cases: bounds checks and clamps per column, bias and no-bias and
 // fp16 and bf16 computed under predicates, zero-point arithmetic, and generic-address loads of the
 // scale slot. Here: the output type is a template parameter; scale_a / scale_b come from the slot
@@ -759,9 +739,9 @@ SM90_DEV void sm90_epi_staged(const sm90_args &a, const acc_t *acc, const CUtens
 // psa_s / psb_s: the slot's scale_a / scale_b (shared-window addresses); row0 the warpgroup's first
 // row in the tile; n_tile0 the tile's first column.
 //
-// fp32 outputs (session 14; the tensor-parallel reduce-scatter's partials, until then on
-// sm90_epi_direct): TMA's 128-byte swizzle spans 32 fp32 columns, so each 64-column group goes out
-// as two chunks of 64 rows x 32 columns (8 KB, the same buffers), the pair of a fragment row one
+// fp32 outputs (the tensor-parallel reduce-scatter's partials; 1.07x fp8, 1.12x int8 over sm90_epi_direct,
+// h200x2-sm90-lean32-2026-11-30.txt): TMA's 128-byte swizzle spans 32 fp32 columns, so each 64-column group
+// goes out as two chunks of 64 rows x 32 columns (8 KB, the same buffers), the pair of a fragment row one
 // 8-byte store: the 8 rows of a warp store cover all 32 banks twice (256 bytes, the minimum of two
 // wavefronts). The values are sm90_epi_direct's fp32 ones (the same formula, no rounding after it).
 template <bool INT8, int NACC, int OUT, typename acc_t>
@@ -919,7 +899,7 @@ SM90_DEV void sm90_item_coords(const sm90_args &a, int t, int crank, int &tx, in
 
 // Token tail (sm90_args.tail_n): whether the tile (tx, ty) is the partial token tile that loads its
 // token rows in the tail's boxes. A tile wholly past the last token (the missing partner of an MC = 2
-// pair) loads the whole box as before.
+// pair) loads the whole box.
 template <bool SWAP, int MC, int BN>
 SM90_DEV bool sm90_tail_tile(const sm90_args &a, int tx, int ty) {
   if (a.tail_n == 0 || (SWAP && MC != 1)) return false;
@@ -933,19 +913,19 @@ SM90_DEV uint32_t sm90_stage_tx(const sm90_args &a, uint32_t stage_bytes, bool t
   const int box = SWAP ? BN : SM90_BM;
   return tail ? stage_bytes - (uint32_t)(box - a.tail_n * a.tail_rows) * SM90_BK : stage_bytes;
 }
-// The fold (session 16; unswapped tail twins, a single partial token tile of 65..127 rows, no ready
+// The fold (unswapped tail twins, a single partial token tile of 65..127 rows, no ready
 // flags): tail_n = 1 and tail_rows = SM90_BM (which tail_plan's boxes never are: their rows are fewer
 // than the box's), tmap_t a 3-D map of two 64-row blocks, rows [0, 64) and [M - 64, M), loaded by one
 // box into the stage's 128 rows. Every row read is a row of A: no out-of-bounds fill and no short box
-// (sm90_dev -P, which reads real rows past M, was the fastest form of such a tile on every shape
-// measured: h200-sm90-session16-2026-11-30.txt part 6). Consumer warpgroup 1's 64 rows are then tokens
+// (reading real rows was the fastest form of such a tile on every shape measured:
+// h200-sm90-session16-2026-11-30.txt). Consumer warpgroup 1's 64 rows are then tokens
 // M - 64 .. M - 1 (row r of the tile: token M - 128 + r); the tokens both warpgroups hold (M - 64 .. 63)
 // are computed twice from the same bytes by the same instructions and stored twice with the same bits.
 // Where the driver refuses that map (its strides overlap), the host falls back to two 2-D boxes of 64 rows
 // at rows 0 and M - 64 (tail_n = 2, tail_rows = 64: no other tail of an unswapped 128-row tile has that
 // form, their boxes being one, or eighths of the tile); the stage is the same.
-// Unswapped kernels only: since session 29 a swapped n144 / n160 twin may run one ordinary tail box of 128 rows too
-// (the host's tail_is_fold asks for an unswapped tile); every caller here sits behind !SWAP.
+// Unswapped kernels only: a swapped n144 / n160 twin may run one ordinary tail box of 128 rows too (the
+// host's tail_is_fold asks for an unswapped tile); every caller here sits behind !SWAP.
 SM90_DEV bool sm90_tail_fold(const sm90_args &a) {
   return a.tail_rows == SM90_BM || (a.tail_n == 2 && a.tail_rows == SM90_BM / 2);
 }
@@ -991,7 +971,7 @@ SM90_DEV void sm90_load_tokens(const sm90_args &a, uint32_t dst, const CUtensorM
       return;
     }
 #ifdef W8A8_SM90_TAILX
-  // session 17's experiment (sm90_gemm.cu prepare: the A map carries the one short box of a single token tile)
+  // experiment build only (sm90_gemm.cu prepare: the A map carries the one short box of a single token tile)
   if (FOLD && !SWAP && a.tail_n == 1 && a.rows_x <= SM90_BM) {  // (FOLD: the unswapped unsplit unicast twins)
     sm90_tma_load_2d(dst, map, full, k, row0);
     return;
@@ -1029,7 +1009,7 @@ struct sm90_cfg {
   static const int STAGE_BYTES = X_BYTES + Y_BYTES;
   // Epilogue staging. Split-K: the whole partial tile (see RED_* below). Otherwise: per consumer
   // warpgroup 64 rows x CW columns, padded.
-  static const int CW = BN < 32 ? BN : BN % 32 == 0 ? 32 : 16;  // (16: the swapped n80 / n112 ..., session 19)
+  static const int CW = BN < 32 ? BN : BN % 32 == 0 ? 32 : 16;  // chunk width (16: the swapped n80 / n112 ...)
   // Split-K partial tile: RED_ML lines of RED_NL accumulators along n (the output's contiguous
   // dimension: X rows when swapped, Y columns otherwise), lines RED_NL + 4 words apart (16-byte
   // aligned quads; the publishing stores of a warp hit at most 2 ways per bank).
@@ -1048,8 +1028,8 @@ struct sm90_cfg {
                                : SWAP ? 2 * STG_WG_BYTES
                                       : 2 * 2 * OUT_BUF_BYTES;
   static const int BAR_BYTES = 2 * STAGES * 8;
-  // Unswapped unsplit tiles: the epilogue's scale slot (sm90_args.prm): two barriers (full,
-  // empty), then scale_b of the tile's BN columns and scale_a of its 128 rows.
+  // PRM: the tile has the epilogue's scale slot (sm90_args.prm; unswapped unsplit tiles): two barriers
+  // (full, empty), then scale_b of the tile's BN columns and scale_a of its 128 rows.
   static const bool PRM = !SWAP && !SPLITK && !PP;
   static const int PRM_BYTES = PRM ? 16 + (BN + SM90_BM) * 4 : 0;
   // Pingpong: the mainloop-order barrier (same place as the scale slot's barriers, which PP lacks).
@@ -1060,13 +1040,12 @@ struct sm90_cfg {
   static_assert(SMEM_BYTES <= 232448, "sm_90 allows 227 KB of shared memory per CTA");
 };
 
-// fp8 promotion with two temporaries (v2, session 2). v1 issued a K-block's wgmmas into one
-// temporary, waited for all of them (wait_group 0) and added it to the accumulator: both consumer
-// warpgroups drained the tensor pipe at every K-block, and 128 x 128 fp8 tiles ran at 730-800
-// TFLOP/s where int8 (no promotion) ran at 900-950 (torch_compare, 2026-11-29). Now block k goes
-// into one temporary while block k-1's wgmmas finish into the other: wait_group 1 retires k-1,
-// which is then released to the producer and added to the accumulator while block k runs. The
-// sum is the same (each K-block from zero, then acc += block in K order): the same bits as v1.
+// fp8 promotion with two temporaries: block k goes into one temporary while block k-1's wgmmas finish
+// into the other; wait_group 1 retires k-1, which is then released to the producer and added to the
+// accumulator while block k runs. With one temporary (wait_group 0 per K-block) both consumer
+// warpgroups drained the tensor pipe at every K-block: 128 x 128 fp8 tiles ran at 730-800 TFLOP/s
+// where int8 ran at 900-950 (h200-torch-compare-2026-11-29-v1.md). The sum is the same either way
+// (each K-block from zero, then acc += block in K order).
 template <int BN, int NACC>
 SM90_DEV void sm90_fp8_issue(float (&t)[NACC], uint32_t full, uint32_t phase, uint64_t dx, uint64_t dy) {
   sm90_mbar_wait(full, phase);
@@ -1093,6 +1072,10 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
   for (int i = 0; i < NACC; i++) acc[i] += t[i];
 }
 
+// Template flags: BN the tile's width on wgmma's N side; STAGES the ring depth; INT8 int8 (else fp8);
+// SWAP weights on X, tokens on Y (see the top); PROMOTE fp8 promotion per K-block; SPLITK split-K over a
+// cluster; TAIL the token-tail boxes (sm90_args.tail_n) and the fold; SK stream-K (sm90_args.sk_ws);
+// HDB the promoted halves alternate between two temporaries (see PROMOTE_HALF below).
 // MINB: CTAs per SM the kernel is built for (1 for the big tiles; 2 for the small-M tiles, so that
 // the hardware balances uneven work over twice as many slots). The register split between the
 // producer and the consumers follows from it: 65536 / MINB registers per CTA.
@@ -1100,9 +1083,11 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // (weights): each CTA loads its own X tile and HALF of the Y tile, multicast into both CTAs, so the
 // Y tile crosses from L2 once per pair instead of twice (tmap_y's box is BN/2 rows then). Both CTAs
 // walk the same pairs of tiles in lockstep; a partner past the last X tile runs on zeros (TMA fills
-// out-of-bounds boxes) and stores nothing. Not with SPLITK. With SWAP (session 19, the *_swap_*_mc2 experiments)
-// X is the weights and Y the tokens: neighbouring weight tiles share the token tile; not with the token tail.
-// PP (session 5; ran in session 6, slower or even): pingpong. Each consumer warpgroup owns whole 128 x BN tiles,
+// out-of-bounds boxes) and stores nothing. Not with SPLITK. With SWAP (the *_swap_*_mc2 configurations:
+// correct, no gain, not planned; h200-session20-2026-11-30.txt) X is the weights and Y the tokens:
+// neighbouring weight tiles share the token tile; not with the token tail.
+// PP: pingpong (slower or even against the cooperative tiles, h200-sm90-pingpong-2026-11-30.txt; opt-in,
+// W8A8_SM90_PP=1). Each consumer warpgroup owns whole 128 x BN tiles,
 // alternating (the CTA's tile j goes to warpgroup j % 2), and issues the wgmmas of both 64-row halves;
 // the producer fills the ring in the same tile order as always. While one warpgroup runs its
 // epilogue, the other's main loop keeps the tensor pipe busy: the per-tile timeline of the
@@ -1124,25 +1109,25 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // Double-buffered promotion where three accumulator sets fit the consumers' registers
   // (232 at 1 CTA/SM, 104 at 2).
   constexpr bool PROMOTE_DB = PROMOTE && (MINB == 1 ? C::NACC <= 64 : C::NACC <= 16);
-  // The 128 x 256 fp8 tile with promotion (session 4): 128 accumulators + a 128-register temporary
-  // do not fit, so each K-block is promoted in two halves of 128 columns through one 64-register
-  // temporary (see the loop below); the 128 x 192 tile (session 15) likewise, 96 + 48.
-  // Session 18 (run since session 19): also the swapped n160 without split-K (fp8_swap_n160_ps: halves of 80
-  // tokens, wgmma m64n80, the Y half at 80 rows = 10 swizzle periods; 80 + 40 registers).
-  // Session 28: the unswapped 128 x 160 likewise (halves of 80 columns, wgmma m64n80; fp8_128x160_promote_hdb).
+  // The 128 x 256 fp8 tile with promotion: 128 accumulators + a 128-register temporary do not fit, so
+  // each K-block is promoted in two halves of 128 columns through one 64-register temporary (see the
+  // loop below); the 128 x 192 tile likewise, 96 + 48. Also the swapped n160 without split-K
+  // (fp8_swap_n160_ps: halves of 80 tokens, wgmma m64n80, the Y half at 80 rows = 10 swizzle periods;
+  // 80 + 40 registers) and the unswapped 128 x 160 (halves of 80 columns; fp8_128x160_promote_hdb).
   constexpr bool PROMOTE_HALF = PROMOTE && !PROMOTE_DB && MINB == 1 && !SPLITK &&
                                 (C::NACC == 80 || ((C::NACC == 128 || C::NACC == 96) && !SWAP));
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
-  // HDB (session 20; planned since session 21): the halves' temporaries alternate, two of NACC / 2 registers beside the
-  // accumulators (96 + 2 x 48 on the 128 x 192 tile; 128 + 2 x 64 would not fit 232).
+  // HDB: the halves' temporaries alternate, two of NACC / 2 registers beside the accumulators (96 + 2 x 48
+  // on the 128 x 192 tile; 128 + 2 x 64 would not fit 232). 1.04-1.08x on the 192 rule's shapes
+  // (h200-session21-2026-12-01.txt); W8A8_SM90_HDB=1 by default.
   static_assert(!HDB || (PROMOTE_HALF && !SWAP && C::NACC <= 96), "HDB: the 128 x 192 promoted tile only");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(SPLITK || !SWAP || BN % C::CW == 0, "the swapped epilogue stages whole chunks of CW columns");
   static_assert(!(INT8 && PROMOTE), "int8 accumulates exactly; nothing to promote");
   static_assert(STAGES >= 2, "pipeline depth");
-  // (Session 19, NOT yet run on a GPU: the swapped unsplit tiles too, the TOKEN tile multicast over two neighbouring
-  // weight tiles, as cuBLASLt's 128x136..160 TNT kernels with their 2x1 / 4x1 clusters; not with the token tail,
-  // whose swapped boxes load the whole Y tile in this CTA.)
+  // Multicast also takes the swapped unsplit tiles (the TOKEN tile over two neighbouring weight tiles, as
+  // cuBLASLt's 128x136..160 TNT kernels' 2x1 / 4x1 clusters), but not with the token tail, whose swapped
+  // boxes load the whole Y tile in this CTA.
   static_assert(MC == 1 || (MC == 2 && !SPLITK && BN % 16 == 0 && (!SWAP || !TAIL)),
                 "multicast: plain tiles, and swapped unsplit tiles without the token tail");
   static_assert(!PP || (MC == 1 && !SWAP && !SPLITK && !PROMOTE && MINB == 1 && BN % 128 == 0),
@@ -1393,11 +1378,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       if constexpr (SPLITK) {
         // The producer warps take part in the two cluster barriers of every tile
         // (barrier.cluster waits for every non-exited thread of the cluster), and they must
-        // do so tile by tile. v1 issued the loads of all its tiles first and joined the
-        // barriers afterwards: with a second tile per cluster, the loads of that tile wait
-        // for ring slots that the consumers free only after the first tile's barrier, which
-        // waits for this warp: a deadlock (the 2026-11-29 stall on N = 28672, see NOTES.md).
-        // The host now launches one tile per cluster; this keeps any grid deadlock-free.
+        // do so tile by tile. Issuing the loads of all its tiles first and joining the barriers
+        // afterwards deadlocks with a second tile per cluster: that tile's loads wait for ring
+        // slots that the consumers free only after the first tile's barrier, which waits for
+        // this warp (seen as a stall at N = 28672, h200-auto-2026-11-29.md). The host launches
+        // one tile per cluster; this keeps any grid deadlock-free.
         __syncwarp();  // reconverge warp 0 before the .aligned cluster barriers
         sm90_cluster_sync();
         sm90_cluster_sync();
@@ -1582,16 +1567,16 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // 128 x 128 tile (each 128-deep block from zero, then added in K order): same bits.
         // Against fp8_128x128_promote it halves the A bytes per FLOP read from L2, whose
         // bandwidth bounds the 128 x 128 tile's main loop (0.44 us per K-block measured vs the
-        // tensor pipe's 0.28). The 128 x 192 tile (session 15) does the same in halves of 96 columns
+        // tensor pipe's 0.28). The 128 x 192 tile does the same in halves of 96 columns
         // (m64n96, 48 registers; the B half at 96 rows = 12 swizzle periods).
         if constexpr (HDB) {
-          // Session 20 (ran in session 21; fp8_128x192_promote_hdb): the two halves into two temporaries,
+          // HDB (fp8_128x192_promote_hdb, fp8_128x160_promote_hdb): the two halves into two temporaries,
           // so that a warpgroup always has a half in flight while it adds the other: issue half 1 of block kb
           // (tb); wait for its half 0 (ta; wait_group 1), add it; issue half 0 of kb + 1 (ta); wait for kb's tb,
           // add it, free kb's stage. The plain halves wait for each half (wait_group 0) and rely on the OTHER
-          // warpgroup to keep the tensor pipe busy meanwhile; fp8 at large M runs ~13% below int8 on the same
-          // tiles (v18: 1187 vs 1358 TFLOP/s median), the promotion's cost. The same sums in the same order
-          // (each half-block from zero, added in K order): the same bits as fp8_128x192_promote.
+          // warpgroup to keep the tensor pipe busy meanwhile, which leaves fp8 ~13% below int8 at large M
+          // (h200-torch-compare-2026-11-30-v18.md). The same sums in the same order (each half-block from
+          // zero, added in K order): the same bits as fp8_128x192_promote.
           float ta[C::NACC / 2], tb[C::NACC / 2];
           const int n = kb_hi - kb_lo;
 #define SM90_HALF_ISSUE(T, HH)                                                                                 \
@@ -1615,7 +1600,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       phase ^= 1;           \
     }                       \
   } while (0)
-          // ptxas (helper-51's experiments): C7514 (the wgmmas serialized) whenever ONE wait after the loop, on a
+          // ptxas: C7514 (the wgmmas serialized) whenever ONE wait after the loop, on a
           // path every exit takes, retires a group in flight across the back edge; PROMOTE_DB compiles clean
           // because its parity tail is an if / else (two exits), not because of its unroll by two. An if /
           // else inside the loop got C7517 instead (a wait_group 0 injected at the back edge, where ta is
@@ -1740,9 +1725,9 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
       // load until the lock has counted every K-block before its own, then the warpgroup's named
       // barrier) adds the stored partials in; a split before the last stores its partial and arrives
       // (the barrier, then thread 0's fence and add: a release of the warpgroup's stores). With even
-      // splits (session 11, sm90_sk_slot) every storing split has a slot of its own and does not
-      // wait; the final split adds the slots in split order to its own sum. With the continuous cut
-      // a tile's splits pass one slot along (each waits, adds, stores the sum: session 10's chain).
+      // splits (sm90_sk_slot) every storing split has a slot of its own and does not wait; the final
+      // split adds the slots in split order to its own sum. With the continuous cut a tile's splits
+      // pass one slot along (each waits, adds, stores the sum).
       // Either way the same sums in the same order on every run of the same grid. The last split
       // resets the lock for the next launch and runs the epilogue as a whole tile.
       if constexpr (SK) {
@@ -1793,21 +1778,15 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // (deterministic: int32 sums are exact in any order, fp32 ones are added in rank order).
         const int ct = cw * 128 + tid;
         const int m_base = SWAP ? ty * BN : tx * SM90_BM, n_base = SWAP ? tx * SM90_BM : ty * BN;
-        // Lines at a time in the quads. Session 11 (oldab, v1 vs v2, h200-sm90-deep256-2026-11-30.txt): the
-        // 128 x 128 split tiles won 1.03-1.05x (int8 at 2 lines, fp8 at 1: 2 spilled 60 bytes there); the
-        // swapped tiles at 1 line (n16, two CTAs per SM) 1.01-1.03x, but the deep swapped ones at 4 lost up
-        // to 7% for int8 (8b-o M = 64 9.7 -> 10.5 us, 70b-qkv-tp4 M = 32 / 64 0.94x; fp8 0.97-1.06x); at 1
-        // line they won too (int8 1.01-1.07x, geomean 1.034; fp8 1.03-1.07x, 1.046; M = 32 / 64 on 3 shapes).
+        // LU: lines at a time in the quads. 2 only for the int8 128 x 128 split tiles: fp8 spilled 60
+        // bytes at 2, and the deep swapped tiles lost up to 7% at 4 but won at 1 (1.01-1.07x;
+        // h200-sm90-deep256-2026-11-30.txt).
         constexpr int LU = !SWAP && MINB == 1 && INT8 ? 2 : 1;
-        // v3's prefetch and early arrive (sm90_splitk_quads) where they cost no spill: the fp8 128 x 128
-        // split tiles spilled 28-44 bytes even with only the column parameters hoisted, the fp8 two-CTA
-        // swapped n64 16-28; those load after the barrier and end with the whole barrier, as v2 did (QT =
-        // LU lines there, the rest per group).
-        // (The timeline build's int8 two-CTA n64 spilled 24 bytes with it: that one loads as v2 there.)
-        // Session 13: v3c ran (oldab v2 -> v3c): the deep fp8 rings n32 / n64 1.05-1.09x, int8 n8..n32
-        // 1.02-1.07x, but fp8 two-CTA n16 (v2's order) 0.98x; the fp8 two-CTA n8 / n16 / n32 now prefetch
-        // too (0 spills in both builds). Session 18: not the fp8 swapped n128 (three 64-register accumulator
-        // sets with the promotion: the prefetch spilled 396 bytes there).
+        // QPRE: the prefetch and early arrive of sm90_splitk_quads (1.02-1.09x,
+        // h200-sm90-session13-2026-11-30.txt), only where they cost no spill: the fp8 128 x 128 split tiles
+        // spilled 28-44 bytes, the fp8 two-CTA swapped n64 16-28, the fp8 swapped n128 396 (and the timeline
+        // build's int8 two-CTA n64 24). Those load after the barrier and end with the whole barrier (QT = LU
+        // lines there, the rest per group).
         constexpr bool QPRE = (INT8 && !(SM90_TL && SWAP && MINB == 2 && BN == 64)) || (SWAP && (MINB == 1 || BN <= 32) && BN <= 96);
         constexpr int QT = !QPRE || C::RED_ML / 16 < LU ? LU : C::RED_ML / 16;  // a warp's lines at split 2
 #pragma unroll
@@ -1816,8 +1795,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
           int off = SWAP ? col * C::RED_STRIDE + row : row * C::RED_STRIDE + col;
           sm90_st_smem(red0 + (uint32_t)off * 4, sm90_bits(acc[i]));
         }
-        // v3: issued between the barrier's arrive and its wait (see sm90_splitk_quads), after the partial
-        // tile's stores (before them, with the accumulators live, more kernels spilled).
+        // The quads' parameters: issued between the barrier's arrive and its wait (see sm90_splitk_quads),
+        // after the partial tile's stores (before them, with the accumulators live, more kernels spilled).
         sm90_quad qp;
         sm90_quad_rows<QT> qrw;
         const bool qpre = QPRE && a.split_quad && !a.ready;  // (ready flags: see sm90_splitk_quads)
@@ -1869,10 +1848,10 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if (prm) sm90_mbar_wait(pfull, (SK ? pe : pn) & 1);  // acquire: the slot holds this tile's scales
         const float *qa = prm ? psa : nullptr, *qb = prm ? psb : nullptr;
         // tma_out: 1 a 16-bit output map, 2 an fp32 one (the lean epilogue only; else direct)
-        // column groups in whole 64-column chunks (the 128 x 160 tile, session 28: 16 of its 20; the general staged
+        // JC: column groups in whole 64-column chunks (the 128 x 160 tile: 16 of its 20; the general staged
         // path takes none of it, the lean one all but the last 32 columns, which go out through the direct path).
-        // (The row expression stays written out at each call: hoisted into one local it changed the code of 26
-        // kernels, unmeasured; the session-28 review's cubin diff.)
+        // (The row expression stays written out at each call: hoisted into one local it changed the machine
+        // code of 26 kernels, an unmeasured change.)
         constexpr int JC = C::NACC / 32 * 8;
         if (a.tma_out && (C::NACC / 4) % 4 == 0 && prm && a.lean && !(INT8 && a.azp_mode != 0)) {
           const uint32_t psb_s = pempty + 8, psa_s = psb_s + 4u * BN;  // the slot (see psb / psa above)
@@ -1906,27 +1885,24 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         if constexpr (SK) pe++;
       } else {
         // Per consumer warpgroup, in chunks of CW tokens through a staging buffer (the swapped tiles
-        // without split-K only: the experiment configurations *_swap_*_ps, session 18).
-        // General path (session 18; run in session 19): each thread takes a quad of four consecutive
-        // output channels (weight rows 4q..4q+3 of the warpgroup's 64, q = tid % 16, the same quad for
-        // the whole tile: its scales / bias / zero-point terms load once) for every 8th token of the
-        // chunk, with the formula and pair stores of the split-K quads (sm90_splitk_store: the bits of
-        // sm90_epi_elem). Session 2's loop (one element per thread and step, its parameters loaded each
-        // time) took the persistent swapped n128 tile to 26.4 us on 8b-qkv at M = 128 where the plain
-        // 128 x 128 tile took 12.9 (h200-session18 part 5); the quads 18.3 (session 19: main loop the
-        // plain tile's, 516 cycles per K-block, epilogue 12.5k cycles against 1.6k: each row loaded its
-        // scale inside the row loop, one dependent global round trip per row); the rows' scales loaded
-        // at once before the first chunk (esa / ezp below, token tid / 16 + 8 j of the tile) 16.4, still
-        // ~2000 instructions per warp and tile (ncu): hence the lean path, sm90_epi_swap_lean, wherever
-        // it applies (no int8 zero point, 4-element stores, the warpgroup's 64 channels below N; a.lean:
-        // W8A8_SM90_LEAN=0 keeps the general path, for A/B and the same-bits test).
-        // The staging goes through the shared window (ld / st.shared): SM90_EPI_V2's plain C++ accesses
-        // compiled to generic-address LD.E / ST.E here.
+        // without split-K only: the persistent *_swap_*_ps configurations).
+        // Lean path, sm90_epi_swap_lean, wherever it applies (no int8 zero point, 4-element stores, the
+        // warpgroup's 64 channels below N; a.lean: W8A8_SM90_LEAN=0 keeps the general path, for A/B and
+        // the same-bits test): the general path below executes ~2000 instructions per warp and tile.
+        // General path: each thread takes a quad of four consecutive output channels (weight rows
+        // 4q..4q+3 of the warpgroup's 64, q = tid % 16, the same quad for the whole tile: its scales /
+        // bias / zero-point terms load once) for every 8th token of the chunk, with the formula and pair
+        // stores of the split-K quads (sm90_splitk_store: the bits of sm90_epi_elem). The rows' scales
+        // load at once before the first chunk (esa / ezp below, token tid / 16 + 8 j of the tile): loaded
+        // inside the row loop, one dependent global round trip per row cost 18.3 against 16.4 us at 8b-qkv
+        // M = 128 (h200-session19-2026-11-30.txt).
+        // The staging goes through the shared window (ld / st.shared): plain C++ accesses compile to
+        // generic-address LD.E / ST.E here.
         const uint32_t stg = red0 + (uint32_t)cw * C::STG_WG_BYTES;
 #define SM90_STG_ST(i, v) sm90_st_smem(stg + (uint32_t)(i) * 4, (v))
 #define SM90_STG_LD(i) sm90_ld_smem(stg + (uint32_t)(i) * 4)
         static_assert(C::CW % 8 == 0, "a chunk is whole groups of 8 tokens");
-        constexpr int ER = BN / 8;
+        constexpr int ER = BN / 8;  // token rows per thread (every 8th token of the tile)
         float esa[ER];
         int32_t ezp[ER];
 #pragma unroll
@@ -1984,10 +1960,11 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 #endif
 }
 
-// ---- the skinny swapped tile (session 22) -------------------------------------------------------------------
+// ---- the skinny swapped tile -----------------------------------------------------------------------------------
 // 64 weight rows (ONE consumer warpgroup's wgmma M) x BN tokens, swap-AB, no split-K: the tile cuBLASLt runs at
-// small M (bench/torch_kernels.py, session 22: `64x24_128x16` at 33..48 tokens on 8b-o / 8b-down, `64x72` at 129),
-// where our 128-row tiles need split-K (a cluster barrier, a DSMEM sum: 3-4k cycles of epilogue) to fill the SMs.
+// small M (bench/torch_kernels.py: `64x24_128x16` at 33..48 tokens on 8b-o, `64x72` at 129;
+// h200-session22-2026-12-01.txt), where our 128-row tiles need split-K (a cluster barrier, a DSMEM sum: 3-4k
+// cycles of epilogue) to fill the SMs.
 // 160 threads: warps 0-3 the consumer warpgroup, warp 4 the producer (lane 0 issues the TMA loads). A persistent
 // loop over tiles (grid = min(tiles, SMs x MINB)), weight tiles fastest (neighbouring CTAs share the token tile).
 // STAGES stages of (64 + BN) x 128 bytes in the ring; the epilogue stages the accumulators through its own buffer
@@ -1995,8 +1972,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 // channels per thread with the split-K quads' formula and pair stores (sm90_splitk_store: the bits of
 // sm90_epi_elem), so int8 zero points, bias, every output type and unaligned outputs take the general code.
 // fp8 promotes every K-block (the library's precise accumulation) through two alternating temporaries, as the main
-// kernel's PROMOTE_DB (the first cut's one temporary, wait_group 0 per block, ran fp8 1.1-1.3x slower than int8
-// on the same tiles at 32 K-blocks: h200-session22 part 7). Not with ready flags (prepare refuses them), nor the
+// kernel's PROMOTE_DB (one temporary, wait_group 0 per block, ran fp8 1.1-1.3x slower than int8 on the same
+// tiles at 32 K-blocks: h200-session22-2026-12-01.txt). Not with ready flags (prepare refuses them), nor the
 // token tail, the weights-constant hint (ignored: the loads start after griddepcontrol.wait) or the timeline.
 #define SM90_SKINNY_BM 64
 #define SM90_SKINNY_THREADS(CW, WR) ((WR) ? 384 : 128 * (CW) + 32)
@@ -2011,10 +1988,10 @@ struct sm90_skinny_cfg {
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + STG_BYTES + 2 * STAGES * 8;
 };
 
-// The first token row of token tile ty. The last tile, where partial and at least BN tokens (a.tail_n, session 24:
-// the skinny kernel's use of the tail field), is shifted to end at the last token: its rows are all real rows of A,
-// with no out-of-bounds fill (TMA fills a mostly empty box slowly: ~4 cycles per missing row and stage beyond ~16,
-// session 8; the forced pairs of session 24 ran 8b-o's 65 tokens on n64 pairs 1.2x slower than 100 tokens). The
+// The first token row of token tile ty. The last tile, where partial and at least BN tokens (a.tail_n: the skinny
+// kernel's use of the tail field), is shifted to end at the last token: its rows are all real rows of A, with no
+// out-of-bounds fill (TMA fills a mostly empty box slowly: ~4 cycles per missing row and stage beyond ~16; 8b-o's
+// 65 tokens on n64 pairs ran 1.2x slower than 100 tokens, h200-session24-2026-12-01.txt). The
 // tokens it shares with the previous tile are computed again from the same bytes by the same instructions and
 // stored again with the same bits. A tile wholly past the last token (a pair's missing partner) stays put.
 template <int BN>
@@ -2036,25 +2013,28 @@ SM90_DEV void sm90_skinny_step(int &s, uint32_t &phase) {
     phase ^= 1;
   }
 }
-// MC = 2 (session 23; first run in session 24): a cluster of two CTAs on neighbouring TOKEN tiles of the same weight
+// Template flags: MC pair of token tiles sharing the weight tile (below); CW consumer warpgroups per tile (below);
+// WR the producer is a whole warpgroup so that registers move to the consumers (below); MINB CTAs per SM.
+// MC = 2: a cluster of two CTAs on neighbouring TOKEN tiles of the same weight
 // tile, each loading half of the weight tile (32 rows: tmap_x's box) multicast into both and its own token tile, so the
 // weights cross from L2 once per pair: cuBLASLt's small-M tiles on half-wave shapes (8b-o: 64x8 / 64x16 / 64x24 / 64x72
-// with a 1x2 cluster at 16..48 and 129 tokens, bench/torch_kernels.py, session 22 part 6), which put 64 weight tiles on
+// with a 1x2 cluster at 16..48 and 129 tokens, h200-session22-2026-12-01.txt), which put 64 weight tiles on
 // 128 SMs without split-K. Both CTAs walk the same pairs in lockstep; a partner past the last token tile runs on zeros
 // (TMA fills them) and stores nothing. A stage is refilled only when both CTAs' consumers released it (the partner's
 // half lands in it): the empty barriers count two arrivals, one of them remote.
-// CW = 2 (session 25; the _k2 configurations): two consumer warpgroups on the same 64 x BN tile, as cuBLASLt's 384-thread
-// CTAs on the same tiling (ncucmp, session 24 part 3: `64x48_128x15_1x2` 8.80 us vs our n48 pair's 11.97 at 8b-o 96
-// tokens). A tile's K-blocks alternate between them (warpgroup w takes kb = w, w + 2, ...: the stages two apart in the
-// ring, which the producer fills in order); each keeps its own accumulators over its half of the tile's K-blocks and
-// releases its own stages (the empty barriers still count MC arrivals). The epilogue adds the
+// CW = 2 (the _k2 configurations): two consumer warpgroups on the same 64 x BN tile, as cuBLASLt's 384-thread CTAs on
+// the same tiling (`64x48_128x15_1x2` 8.80 us vs our one-warpgroup n48 pair's 11.97 at 8b-o 96 tokens,
+// h200-session24-2026-12-01.txt). A tile's K-blocks alternate between them (warpgroup w takes kb = w, w + 2, ...: the
+// stages two apart in the ring, which the producer fills in order); each keeps its own accumulators over its half of
+// the tile's K-blocks and releases its own stages (the empty barriers still count MC arrivals). The epilogue adds the
 // two halves in the staging buffer (warpgroup 0 stores, warpgroup 1 adds in place: the same thread owns the same
 // positions) and both store, every other token row each. int8: the same bits as CW = 1 (int32 sums); fp8: the sum of
 // two K-ordered halves (other rounding than one K-ordered sum; fp8 is checked with a relative tolerance).
-// WR (session 26, the _k2r configurations, NOT yet run): CW = 2 with the producer a whole warpgroup (384 threads, its
-// warps 9..11 idle) so that setmaxnreg can move registers to the consumers (40 / 232, the main kernel's split): ptxas
-// caps 288 threads at 168 registers (65536 / 384: n144 fp8 spilled at 168, the one-warpgroup n144 uses 238), which
-// held the wide fp8 tiles to one promotion temporary (ONE_T) and kept n144 out. With WR two temporaries again.
+// WR (the _k2r configurations, planned from n112 by W8A8_SM90_SKINNY_WIDE=2): CW = 2 with the producer a whole
+// warpgroup (384 threads, its warps 9..11 idle) so that setmaxnreg can move registers to the consumers (40 / 232, the
+// main kernel's split): ptxas caps 288 threads at 168 registers (n144 fp8 spilled at 168, the one-warpgroup n144 uses
+// 238), which holds the wide fp8 tiles to one promotion temporary (ONE_T) and keeps n144 out. With WR two temporaries
+// again: 2-4% faster from n112 up (h200-session27-2026-12-02.txt).
 template <int BN, int STAGES, bool INT8, bool PROMOTE, int MINB, int MC = 1, int CW = 1, bool WR = false>
 __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
@@ -2149,7 +2129,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
         // (With an odd K-block count the parities swap warpgroups at the next tile, so a stage's previous block may be
         // the other warpgroup's there: the epilogue's CTA-wide named barriers, which each warpgroup reaches only after
         // waiting for all of its blocks of the tile, order that wait. Keep a CTA-wide barrier per tile; within a tile
-        // the even ring keeps each stage with one warpgroup: session 29's review.)
+        // the even ring keeps each stage with one warpgroup.)
         g0 += (uint32_t)a.kblocks;
       }
       acc_t acc[C::NACC];
@@ -2160,8 +2140,8 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
         // fp8: the main kernel's double-buffered promotion (sm90_fp8_issue / sm90_fp8_retire): block k's wgmmas
         // go into one temporary while block k - 1's finish into the other (wait_group 1), which is then released
         // and added in; each K-block from zero, acc += block in K order (the bits of one temporary). The wide tiles
-        // with two warpgroups (CW = 2, BN > 80: 64 accumulators + 2 x 64 temporaries spilled in 168 registers, session
-        // 26) keep one temporary: each warpgroup waits for its own block, the other's block keeps the tensor core busy.
+        // with two warpgroups (CW = 2, BN > 80: 64 accumulators + 2 x 64 temporaries spilled in 168 registers) keep
+        // one temporary (ONE_T): each warpgroup waits for its own block, the other's block keeps the tensor core busy.
         constexpr bool ONE_T = CW == 2 && BN > (WR ? 128 : 80);  // (WR: n144 up, 72..88 accumulators + 2 x 72..88)
         float ta[C::NACC], tb[ONE_T ? 1 : C::NACC];  // (each block's first wgmma overwrites them: scale_d = 0)
         float *facc = (float *)acc;
@@ -2212,8 +2192,8 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
         // odd. A tile this narrow makes each wgmma a few cycles of tensor work behind a much longer latency, and the
         // wgmmas on one accumulator run one after another: with two chains, block kb + 1's wgmmas start while block
         // kb's are still in flight (as the fp8 promotion's two temporaries do). int32 sums: the same bits in any order.
-        // Not n144: two chains there (242 registers, no spills) ran as one (h200-session23 part 7: 70b-o-tp4 129 tokens
-        // 10.26 vs 10.30 us, 8b-qkv 14.24 vs 14.16): a m64n144k32 wgmma is long enough to cover the chain's latency.
+        // Not n144: two chains there (242 registers, no spills) ran as one (70b-o-tp4 129 tokens 10.26 vs 10.30 us,
+        // h200-session23-2026-12-01.txt): a m64n144k32 wgmma is long enough to cover the chain's latency.
         constexpr bool DUAL = INT8 && BN <= 80;
         acc_t acc2[DUAL ? C::NACC : 1];
 #pragma unroll
@@ -2263,7 +2243,7 @@ __global__ void __launch_bounds__(SM90_SKINNY_THREADS(CW, WR), MINB)
       // (channel-major), then each thread's quad of channels (4 eq .. 4 eq + 3) for every 8th token of the tile.
       // CW = 2: warpgroup 0 stores its accumulators, warpgroup 1 adds its own in place (acc0 + acc1), and each stores
       // the token rows j of its parity.
-      constexpr int ER = BN / 8;
+      constexpr int ER = BN / 8;  // token rows per thread (every 8th token of the tile)
       constexpr int NT = 128 * CW;  // the consumer threads
       float esa[ER];
       int32_t ezp[ER];

@@ -50,10 +50,9 @@ SM90_DEV void sm90_mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
 // Arrive on a barrier of another CTA of the cluster (address from sm90_mapa). Default semantics
 // (.release at .cta scope), as CUTLASS's ClusterBarrier::arrive(cta_id): what it orders is this
 // warpgroup's wgmma reads of the stage, already complete (wait_group) before the arrive, against
-// the partner producer's next TMA write into it. v1 said .release.cluster, which ptxas turns into
-// MEMBAR.ALL.GPU + ERRBAR + CGAERRBAR before the arrive: per K-block and consumer warpgroup a
-// GPU-scope fence, ~10% of the stall samples and the reason the *_mc2 configs ran at half speed
-// (ncusrc, fp8_128x128_promote_mc2, 8b-qkv M = 8192, session 5).
+// the partner producer's next TMA write into it. Do not write .release.cluster: ptxas turns it into
+// MEMBAR.ALL.GPU + ERRBAR + CGAERRBAR, a GPU-scope fence per K-block and consumer warpgroup that ran
+// the *_mc2 configs at half speed (h200-sm90-ncu-mc2-2026-11-29.txt).
 SM90_DEV void sm90_mbar_arrive_cluster(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
 }

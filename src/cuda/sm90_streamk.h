@@ -1,5 +1,5 @@
-/* sm90_streamk.h — the stream-K schedule of the Hopper GEMM (session 9; the kernel that follows it, the
- * SK twins of sm90_gemm_kernel, session 10: NOTES.md "Stream-K: the design", Hopper session 10). Plain
+/* sm90_streamk.h — the stream-K schedule of the Hopper GEMM, followed by the SK twins of
+ * sm90_gemm_kernel (design: docs/HOPPER.md, "Stream-K"; results: h200-sm90-streamk-2026-11-30.txt). Plain
  * C arithmetic shared by the host (C11 and C++) and the device (CUDA: __host__ __device__), so that the
  * tests check on the CPU exactly what every CTA of the kernel will compute.
  *
@@ -43,10 +43,9 @@ typedef struct sm90_sk_plan {
 
 /* The decomposition. No stream-K (units = 0) where the tiles fill whole waves, where the last wave is
  * at least 80% full, or where a tile has at most SK_MIN_SPLIT K-blocks.
- * CUTLASS's heuristic stops at a half-full last wave; ours goes to 80% because the case that
- * motivates it is 61% full (70b-qkv-tp4 at M = 512: 80 tiles of 128 x 128 on 132 SMs, 24.3 us where
- * cuBLASLt's tensorwise kernel takes 19.1, v12); where between the two stream-K stops paying is for
- * the kernel's measurements to say. */
+ * CUTLASS's heuristic stops at a half-full last wave; ours goes to 80% to cover a 61%-full case
+ * (70b-qkv-tp4 at M = 512: 80 tiles of 128 x 128 on 132 SMs). Which schedules the kernel actually runs
+ * is the planner's rule (sm90_gemm.cu), not this function. */
 SK_FN sm90_sk_plan sm90_sk_make(int tiles, int kblocks, int ctas) {
   sm90_sk_plan p;
   p.tiles = tiles;
@@ -64,11 +63,10 @@ SK_FN sm90_sk_plan sm90_sk_make(int tiles, int kblocks, int ctas) {
   const int64_t iters = (int64_t)sk_tiles * kblocks;
   int64_t units = iters / SK_MIN_SPLIT;
   if (units > ctas) units = ctas;
-  /* Session 10 (the first kernel's measurements): where every stream-K tile can take two or more units,
-   * the tiles are split evenly instead (per_tile = ctas / sk_tiles units each, at least SK_MIN_SPLIT
-   * K-blocks per unit): the continuous cut with its snapping left units of base + 7 K-blocks beside
-   * units of 8 (8b-o at M = 256: 64 tiles of 32 K-blocks on 132 CTAs cut 15 / 17 / 8 / 24 ...; the
-   * longest unit sets the time), where two units of 16 per tile on 128 CTAs halve the tile. */
+  /* Where every stream-K tile can take two or more units, the tiles are split evenly instead
+   * (per_tile = ctas / sk_tiles units each, at least SK_MIN_SPLIT K-blocks per unit): the continuous cut
+   * with its snapping leaves uneven units (8b-o at M = 256: 15 / 17 / 8 / 24 ... K-blocks), and the
+   * longest unit sets the time (h200-sm90-streamk-2026-11-30.txt). */
   if (sk_tiles * 2 <= ctas && kblocks >= 2 * SK_MIN_SPLIT) {
     int s = ctas / sk_tiles;
     if (s > kblocks / SK_MIN_SPLIT) s = kblocks / SK_MIN_SPLIT;
@@ -139,13 +137,12 @@ SK_FN int sm90_sk_item_of(const sm90_sk_plan *p, int b, int n, sm90_sk_item *it)
 }
 
 /* The partial-tile slot of a split that stores (roles 1 and 2) and how many slots a schedule needs. With
- * even splits (per_tile > 0, session 11) each of a tile's first per_tile - 1 splits has a slot of its
- * own, tile * (per_tile - 1) + j for its split j (k0 = kblocks j / per_tile, so j = ceil(k0 per_tile /
+ * even splits (per_tile > 0) each of a tile's first per_tile - 1 splits has a slot of its own,
+ * tile * (per_tile - 1) + j for its split j (k0 = kblocks j / per_tile, so j = ceil(k0 per_tile /
  * kblocks) while per_tile <= kblocks), and none of them waits: the final split waits for the count of
- * all of them and adds every slot. With the continuous cut a tile's splits pass one slot along (each
- * waits for the one before, adds it in, stores the sum). v1 (session 10) passed the slot along in both:
- * at 3 splits per tile the final split's wait held two store / load round trips, and the fix-up took
- * ~10k cycles of a 30k-cycle kernel (70b-qkv-tp4 M = 256, h200-sm90-deep256-2026-11-30.txt). */
+ * all of them and adds every slot, one store / load round trip instead of a chain (1.08x at 70b-qkv-tp4
+ * M = 256, h200-sm90-session12-2026-11-30.txt). With the continuous cut a tile's splits pass one slot
+ * along (each waits for the one before, adds it in, stores the sum). */
 SK_FN int64_t sm90_sk_slots(const sm90_sk_plan *p) {
   return p->per_tile > 0 ? (int64_t)p->sk_tiles * (p->per_tile - 1) : p->sk_tiles;
 }

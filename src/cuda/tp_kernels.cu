@@ -1,7 +1,7 @@
 // tp_kernels.cu — the small kernels of the GPU tensor-parallel schedules (src/tp/tp_gpu.c).
 //
 //   tp_pack:    the all-gather's own rows (strided a -> the dense gathered buffer), one scale and
-//               zero point per row, and the one-GEMM ready flags' reset, in one launch (session 15).
+//               zero point per row, and the one-GEMM ready flags' reset, in one launch.
 //   tp_expand:  a rank's per-tensor or per-token scale_a (and zero point) written as one value
 //               per row into the gathered buffer (and the peers': W8A8_TP_AG_SCALES), so rows from
 //               ranks with different per-tensor scales share one per-token GEMM description (as the
@@ -64,16 +64,15 @@ extern "C" w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scal
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error("w8a8_all_gather_scaled_mm", "tp_expand launch", e);
 }
 
-// tp_pack (session 15): the all-gather's own-row pack in one launch on the SMs, replacing
-// cudaMemcpy2DAsync (copy engine) + tp_expand + two cudaMemsetAsync of the ready flags. Session 15's
-// trace put ~45 us of 70b-qkv's fused all-gather at 8192 tokens (33.5 MB of own rows: ~0.8 TB/s) and
-// ~10 us at 1024 between the call's entry and its packed rows. Rows move in 16-byte units (the host
-// takes this kernel only where dst, src, K and lda are multiples of 16; else the old path), one block
-// of 256 threads per row in turn (grid-stride, up to 8 blocks per SM): at K = 4096..8192 bytes each
+// tp_pack: the all-gather's own-row pack in one launch on the SMs, replacing cudaMemcpy2DAsync (copy
+// engine) + tp_expand + two cudaMemsetAsync of the ready flags: 70b-qkv's 33.5 MB of own rows at 8192
+// tokens went from ~45 to ~21 us (h200x2-tp-agpack-2026-11-30.txt). Rows move in 16-byte units (the host
+// takes this kernel only where dst, src, K and lda are multiples of 16; else the copy-engine path), one
+// block of 256 threads per row in turn (grid-stride, up to 8 blocks per SM): at K = 4096..8192 bytes each
 // thread moves 1-2 units per row, so the loads in flight come from occupancy; the four-load loop
-// engages only above 12 KB per row. Measured 33.5 MB in ~21 us (~3.2 TB/s read + write).
-// Rows of a few bytes leave most of a block idle: correct, not fast (hidden sizes are >= 2 KB). Scales (and zero points) one per row,
-// as tp_expand; flags[0..nflags) = 0 but flags[own] = 1 (the one-GEMM ready table), by block 0.
+// engages only above 12 KB per row. Rows of a few bytes leave most of a block idle: correct, not fast
+// (hidden sizes are >= 2 KB). Scales (and zero points) one per row, as tp_expand; flags[0..nflags) = 0
+// but flags[own] = 1 (the one-GEMM ready table), by block 0.
 __global__ void tp_pack_kernel(uint8_t *dst, const uint8_t *src, int64_t lda, int64_t K, int64_t rows,
                                float *dst_scale, const float *scale, int scale_per_row, int32_t *dst_azp,
                                const int32_t *azp, int azp_per_row, unsigned int *flags, int nflags, int own,
@@ -98,9 +97,9 @@ __global__ void tp_pack_kernel(uint8_t *dst, const uint8_t *src, int64_t lda, in
     for (int i = threadIdx.x; i < nflags; i += blockDim.x) flags[i] = i == own ? 1u : 0u;
 }
 
-// tp_copy2d (session 30): rows [rows, width] bytes from src (row stride lds) to dst (row stride ldd), where the copy
-// engine's cudaMemcpy2DAsync cannot take a pitch (cudaDevAttrMaxPitch, 2^31 - 1 bytes on the H200; the public API
-// admits strides up to 2^32: helper-61's review). 16-byte units where both bases, both strides and the width are
+// tp_copy2d: rows [rows, width] bytes from src (row stride lds) to dst (row stride ldd), where the copy
+// engine's cudaMemcpy2DAsync cannot take a pitch (cudaDevAttrMaxPitch, 2^31 - 1 bytes on the H200, while the
+// public API admits strides up to 2^32). 16-byte units where both bases, both strides and the width are
 // multiples of 16, else bytes; one block per row in turn (grid-stride), 64-bit offsets.
 __global__ void tp_copy2d_kernel(uint8_t *dst, int64_t ldd, const uint8_t *src, int64_t lds, int64_t width,
                                  int64_t rows, int vec) {
@@ -166,9 +165,9 @@ __global__ void tp_reduce_kernel(w8a8_tp_reduce_srcs srcs, int src_dtype, int W,
   }
 }
 
-// The same sum, 8 consecutive elements of a row per thread (session 4; the default since session 5,
-// when it first ran on 2 H200s: rs_o -12%, rs_down -5% in the TP = 2 layer stack at 8192 tokens,
-// h200x2-tp-stack-2026-11-29-s5-reduce-vec.txt; W8A8_TP_REDUCE_VEC=0 keeps the scalar kernel). The scalar kernel above divides a 64-bit
+// The same sum, 8 consecutive elements of a row per thread; the default (rs_o -12%, rs_down -5% in the
+// TP = 2 layer stack at 8192 tokens, h200x2-tp-stack-2026-11-29-s5-reduce-vec.txt; W8A8_TP_REDUCE_VEC=0
+// keeps the scalar kernel). The scalar kernel above divides a 64-bit
 // index per element and branches on the dtypes per element; this one divides once per 8 elements,
 // has the dtypes as template constants, and moves 16 or 32 bytes per load and 16 per 16-bit store.
 // The additions are the same __fadd_rn in the same (rank, then bias) order and the conversions the
