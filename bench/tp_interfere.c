@@ -22,7 +22,7 @@
  * copy, which is what slowed the push all-gather (docs/TP.md).
  *
  *   tp_interfere [-d int8|fp8] [-m M] [-b MiB] [-n ROUNDS] [-s]
- * Build (against the static library, as sm90_dev): see scripts/steps/tpl2.sh.
+ * Build (against the static library, as every bench/*.c): the build step of scripts/device.sh.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>

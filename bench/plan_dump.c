@@ -1,0 +1,130 @@
+/* plan_dump: the sm_90a planner's choice for every (variant, dtype, N, K, M) on this GPU, as a table.
+ * The golden table a CPU-testable planner must reproduce: rows are run-length encoded over M (one row
+ * per run of M with the same path, configuration and split). No kernel runs; the planner asks the GPU
+ * only for its occupancy (clusters that fit per configuration).
+ *
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -I/usr/local/cuda/include bench/plan_dump.c \
+ *       build/lib/libw8a8.a -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -lm -fopenmp \
+ *       -lstdc++ -lnccl $(mpicc --showme:link) -o build/bin/plan_dump
+ *   build/bin/plan_dump [-m MAX_M] > plans.tsv
+ *
+ * Variants: the problem fields and handle settings the planner reads (src/cuda/sm90_gemm.cu, gemv.cu):
+ * out dtype (bf16 / fp32), int8 zero points, weights marked constant, fp8 fast accumulation, and rows
+ * arriving in W chunks (the fused all-gather's ready flags, rank 0's view). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "w8a8.h"
+
+int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
+const char *w8a8_sm90_config_name(int config);
+int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc);
+
+typedef struct shape {
+  const char *name;
+  int64_t N, K;
+} shape;
+/* bench/torch_compare.py's suites, then shapes of other common models and odd sizes */
+static const shape SHAPES[] = {
+    {"8b-qkv", 6144, 4096},       {"8b-o", 4096, 4096},          {"8b-gateup", 28672, 4096},
+    {"8b-down", 4096, 14336},     {"70b-qkv-tp4", 2560, 8192},   {"70b-o-tp4", 8192, 2048},
+    {"70b-gateup-tp4", 14336, 8192}, {"70b-down-tp4", 8192, 7168}, {"qwen32b-gateup", 27648, 5120},
+    {"dsv3-dense-down", 7168, 18432}, {"small-n", 512, 7168},    {"square-1k", 1024, 1024},
+};
+
+typedef struct variant {
+  const char *name;
+  int fp8_only, int8_only;
+  w8a8_dtype out;
+  int azp, wconst, fast, ready_w;
+} variant;
+static const variant VARIANTS[] = {
+    {"bf16", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 0},  {"fp32", 0, 0, W8A8_DTYPE_FP32, 0, 0, 0, 0},
+    {"azp", 0, 1, W8A8_DTYPE_BF16, 1, 0, 0, 0},   {"wconst", 0, 0, W8A8_DTYPE_BF16, 0, 1, 0, 0},
+    {"fast", 1, 0, W8A8_DTYPE_BF16, 0, 0, 1, 0},  {"ready2", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 2},
+    {"ready4", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 4}, {"ready8", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 8},
+};
+
+int main(int argc, char **argv) {
+  int64_t max_m = 16384;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-m") && i + 1 < argc)
+      max_m = atoll(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [-m MAX_M]\n", argv[0]);
+      return 2;
+    }
+  }
+  w8a8_handle *h = NULL;
+  if (w8a8_create(&h, W8A8_DEVICE_CUDA, 0) != W8A8_SUCCESS) {
+    fprintf(stderr, "plan_dump: %s\n", w8a8_last_error());
+    return 1;
+  }
+  struct cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, 0);
+  const int cc = prop.major * 10 + prop.minor;
+  printf("# plan_dump: device %s, cc %d.%d, %d SMs, %zu B shared memory per block (opt-in), L2 %d B\n", prop.name,
+         prop.major, prop.minor, prop.multiProcessorCount, prop.sharedMemPerBlockOptin, prop.l2CacheSize);
+  printf("# variant\tdtype\tshape\tN\tK\tm_lo\tm_hi\tpath\tconfig\tsplit\n");
+  /* fake, suitably aligned operand addresses: the planner reads alignments, never the memory */
+  static unsigned int flags[W8A8_MM_MAX_READY];
+  const uintptr_t base = (uintptr_t)1 << 32;
+  for (size_t v = 0; v < sizeof VARIANTS / sizeof *VARIANTS; v++) {
+    const variant *var = &VARIANTS[v];
+    w8a8_set_weights_constant(h, var->wconst);
+    w8a8_set_fp8_accum(h, var->fast ? W8A8_FP8_ACCUM_FAST : W8A8_FP8_ACCUM_PRECISE);
+    for (int d = 0; d < 2; d++) {
+      const int int8 = d == 0;
+      if ((var->fp8_only && int8) || (var->int8_only && !int8)) continue;
+      for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++) {
+        const shape *sh = &SHAPES[s];
+        char prev[96] = "";
+        int64_t lo = 1;
+        for (int64_t m = 1; m <= max_m + 1; m++) {
+          char cur[96] = "";
+          if (m <= max_m) {
+            w8a8_mm_ready ready;
+            w8a8_mm_problem p;
+            memset(&p, 0, sizeof p);
+            p.M = m, p.N = sh->N, p.K = sh->K;
+            p.in_dtype = int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+            p.out_dtype = var->out;
+            p.a = (const void *)base, p.lda = sh->K;
+            p.b = (const void *)(base << 4), p.ldb = sh->K;
+            p.out = (void *)(base << 8), p.ldo = sh->N;
+            p.scale_a = (const float *)(base << 12), p.scale_a_per_token = true;
+            p.scale_b = (const float *)(base << 13), p.scale_b_per_channel = true;
+            p.azp_mode = var->azp ? W8A8_AZP_PER_TOKEN : W8A8_AZP_NONE;
+            if (var->azp) p.azp = (const int32_t *)(base << 14), p.azp_adj = (const int32_t *)(base << 15);
+            if (var->ready_w) {
+              memset(&ready, 0, sizeof ready);
+              ready.flags = flags;
+              ready.n = var->ready_w < m ? var->ready_w : (int)m;
+              for (int c = 0; c < ready.n; c++) ready.end[c] = m * (c + 1) / ready.n;
+              ready.first_row = 0;
+              p.ready = &ready;
+            }
+            if (h->kernel == W8A8_KERNEL_AUTO && w8a8_cuda_gemv_wanted(&p, cc)) {
+              snprintf(cur, sizeof cur, "gemv\t-\t1");
+            } else {
+              int split = 0;
+              const int ci = w8a8_sm90_plan(h, &p, &split);
+              snprintf(cur, sizeof cur, "sm90\t%s\t%d", ci >= 0 ? w8a8_sm90_config_name(ci) : "none", split);
+            }
+          }
+          if (m > 1 && strcmp(cur, prev)) {
+            printf("%s\t%s\t%s\t%lld\t%lld\t%lld\t%lld\t%s\n", var->name, int8 ? "int8" : "fp8", sh->name,
+                   (long long)sh->N, (long long)sh->K, (long long)lo, (long long)(m - 1), prev);
+            lo = m;
+          }
+          memcpy(prev, cur, sizeof prev);
+        }
+      }
+    }
+  }
+  w8a8_destroy(h);
+  return 0;
+}

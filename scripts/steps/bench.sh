@@ -1,0 +1,64 @@
+#!/bin/bash
+# bench.sh — step "bench": the benchmarks BENCH names (default "torch quant"), each writing a results
+# file $OUT/<suite>-$GPU.{md,jsonl,txt} with what, where, when, which tree and the command in its head:
+#   torch    bench/torch_compare.py: our GEMM next to torch._scaled_mm / _int_mm / mm in one process
+#            (TORCH_M, TORCH_SUITES, TORCH_BUDGET_S = 220)               -> gemm-torch-$GPU.{md,jsonl}
+#   quant    w8a8 demo (the main job: a layer's quantizers and GEMMs vs bf16) at DEMO_M tokens
+#                                                                         -> demo-$GPU.txt
+#   cublaslt w8a8 bench (our kernels next to cuBLASLt int8 / fp8)         -> gemm-cublaslt-$GPU.jsonl
+#   tp       w8a8 tp-bench --local W for W = 2 and NGPU (fused vs unfused) -> tp-bench-$GPU.jsonl
+#   stack    w8a8 tp-stack --local W (a Llama-3.1-70B FP8 layer stack)    -> tp-stack-$GPU.jsonl
+#   hw       bench/hw_limits.py: weight-read floor, clocks under load      -> hw-limits-$GPU.{md,jsonl}
+. "$(dirname "$0")/lib.sh"
+CLI="$BUILD/bin/w8a8"
+res=""
+for b in ${BENCH:-torch quant}; do
+  case $b in
+  torch)
+    tb=${TORCH_BUDGET_S:-220}
+    cmd="python3 bench/torch_compare.py --budget-s $tb ${TORCH_M:+--m $TORCH_M} ${TORCH_SUITES:+--suites $TORCH_SUITES}"
+    timeout -k 5 "$(cap $((tb + 60)))" $cmd -o "$OUT/gemm-torch-$GPU" >"$L/bench-torch.txt" 2>&1
+    rc=$?
+    if [ -f "$OUT/gemm-torch-$GPU.md" ]; then
+      { header "GEMM against torch on the same GPU, same process (bench/torch_compare.py)" "$cmd"; echo;
+        cat "$OUT/gemm-torch-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/gemm-torch-$GPU.md"
+    fi
+    echo "torch: exit $rc"; grep -iE 'geomean' "$OUT/gemm-torch-$GPU.md" 2>/dev/null | head -n 12
+    ;;
+  quant)
+    header "The main job: a layer's quantizers and GEMMs against bf16 (w8a8 demo)" \
+      "for m in ${DEMO_M:-512 4096}; do $CLI demo -m \$m --iters 50; done" >"$OUT/demo-$GPU.txt"
+    for m in ${DEMO_M:-512 4096}; do
+      timeout -k 5 "$(cap 60)" "$CLI" demo -m "$m" --iters 50 >>"$OUT/demo-$GPU.txt" 2>&1
+      echo "quant M=$m: exit $?"
+    done
+    ;;
+  cublaslt)
+    cmd="$CLI bench --gpu ${CUBLASLT_ARGS:-}"
+    timeout -k 5 "$(cap 240)" $cmd -o "$OUT/gemm-cublaslt-$GPU.jsonl" >"$L/bench-cublaslt.txt" 2>&1
+    echo "cublaslt: exit $?"
+    ;;
+  tp)
+    for W in 2 $NGPU; do
+      [ "$W" -lt 2 ] && continue
+      timeout -k 5 "$(cap 120)" "$CLI" tp-bench --local "$W" -m 1024,8192 -n 10 -w 2 \
+        -o "$OUT/tp-bench-w$W-$GPU.jsonl" >"$L/bench-tp-w$W.txt" 2>&1
+      echo "tp W=$W: exit $?"
+      [ "$NGPU" -lt 2 ] && break
+    done
+    ;;
+  stack)
+    W=$NGPU; [ "$W" -lt 2 ] && W=2; [ "$W" -gt 8 ] && W=8
+    timeout -k 5 "$(cap 150)" "$CLI" tp-stack --local "$W" --tokens 1024,2048,4096,8192 --layers 2 -n 10 -w 2 \
+      -o "$OUT/tp-stack-$GPU.jsonl" >"$L/bench-stack.txt" 2>&1
+    echo "stack W=$W: exit $?"
+    ;;
+  hw)
+    timeout -k 5 "$(cap 180)" python3 -u bench/hw_limits.py ${HW_ARGS:-} -o "$OUT/hw-limits-$GPU" >"$L/bench-hw.txt" 2>&1
+    echo "hw: exit $?"
+    ;;
+  *) echo "bench: unknown benchmark '$b'" ;;
+  esac
+  res="$res $b"
+done
+echo "bench: ran$res"
