@@ -30,7 +30,7 @@
  * once; the copy cost more than the stalls). Meanwhile the next block's weights (the next 32
  * columns, the next slice, or the next item's first block) are prefetched into L2, spread over
  * the tile loops. Each thread loads the tile configuration at the start of the call and
- * releases the tiles at its end. Measurements: bench/results/cpu-bench-2026-11-29-s3-amx.txt.
+ * releases the tiles at its end. Measurements: bench/results/cpu-gemm-int8-xeon-amx.txt.
  *
  * fp8 (tdpbf16ps, on CPUs that also have AMX-BF16: w8a8_cpu_features.amx_bf16).
  * Why bf16 is exact enough: every e4m3 value (4 significant bits, exponents 2^-9..2^8) is a
