@@ -36,6 +36,8 @@ stage() { # name, command...
 }
 
 stage unit "$BUILD/bin/w8a8_tests"
+# The project's text and commit messages (tests/check_words.sh).
+stage words sh tests/check_words.sh
 # The scalar fallback paths, as on a CPU without AVX2.
 stage unit-noavx env W8A8_CPU_DISABLE=avx2,avx512 "$BUILD/bin/w8a8_tests" cpu_ ref_ quant_ gemm_
 
