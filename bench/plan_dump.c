@@ -22,6 +22,9 @@
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 const char *w8a8_sm90_config_name(int config);
 int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc);
+int w8a8_sm90_num_configs(void);
+int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
+int w8a8_sm90_config_swap_bn(int config);
 
 typedef struct shape {
   const char *name;
@@ -68,6 +71,13 @@ int main(int argc, char **argv) {
   const int cc = prop.major * 10 + prop.minor;
   printf("# plan_dump: device %s, cc %d.%d, %d SMs, %zu B shared memory per block (opt-in), L2 %d B\n", prop.name,
          prop.major, prop.minor, prop.multiProcessorCount, prop.sharedMemPerBlockOptin, prop.l2CacheSize);
+  /* the device capabilities the planner reads: whole clusters of (configuration, split) that fit at once */
+  printf("# cap\tconfig\tsplit\tclusters\n");
+  for (int c = 0; c < w8a8_sm90_num_configs(); c++)
+    for (int s = 1; s <= 8; s++) {
+      const int ctas = w8a8_sm90_config_max_ctas(h, c, s);
+      if (ctas > 0) printf("cap\t%s\t%d\t%d\n", w8a8_sm90_config_name(c), s, ctas / s);
+    }
   printf("# variant\tdtype\tshape\tN\tK\tm_lo\tm_hi\tpath\tconfig\tsplit\n");
   /* fake, suitably aligned operand addresses: the planner reads alignments, never the memory */
   static unsigned int flags[W8A8_MM_MAX_READY];
