@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""hw_limits.py — what the H200 itself allows, measured in the harness of bench/torch_compare.py (issue 4).
+"""hw_limits.py — what the H200 itself allows, measured in the harness of bench/torch_compare.py.
 
-Two of issue 4's targets are stated against the hardware, not against torch: fp8 >= 1400 TFLOP/s at
+Two of the GEMM's targets are stated against the hardware, not against torch: fp8 >= 1400 TFLOP/s at
 M >= 4096, and >= 85% of the measured HBM read bandwidth (4.30 TB/s) for the weight bytes at M <= 64.
 This script measures the ceilings those targets meet on this machine, in one process, next to our
 kernel and torch's:

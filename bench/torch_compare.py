@@ -17,7 +17,7 @@ the bounds of the GPU tests, torch_int_mm exactly.
 Writes JSON lines in the `w8a8 bench -o` format (one per measured (impl, shape, M)) and a markdown
 table: times, TFLOP/s, our speedup over each baseline, geometric means, the HBM fraction at M <= 64
 (weight bytes / time / 4.30 TB/s, the H200's measured read bandwidth), the speedup over bf16 for
-every shape, and the issue-4 targets met or missed.
+every shape, and the performance targets (docs/BENCHMARKS.md) met or missed.
 
   python3 bench/torch_compare.py -o bench/results/h200-torch-compare-DATE   # .jsonl and .md
   python3 bench/torch_compare.py --m 1,64,4096 --suites llama8b             # fewer shapes
@@ -41,8 +41,8 @@ SUITES = {
                      ("70b-down-tp4", 8192, 7168)],
 }
 MS = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
-# Issue 4: "no cliffs between M buckets: time grows smoothly with M (check 16 vs 17, 64 vs 65, 128 vs
-# 129)". These M are measured too (--no-cliffs leaves them out) but kept out of the target summary, which
+# No cliffs between M buckets: time should grow smoothly with M (16 vs 17, 64 vs 65, 128 vs 129).
+# These M are measured too (--no-cliffs leaves them out) but kept out of the target summary, which
 # is defined on MS.
 CLIFF_MS = [17, 33, 65, 129]
 IMPLS = ["w8a8_cuda_fp8", "w8a8_cuda_fp8_wc", "w8a8_cuda_fp8_fast", "w8a8_cuda_int8", "torch_scaled_mm_rowwise",
@@ -439,7 +439,7 @@ def markdown(rows, args, runner, stamp, elapsed):
     L.append("")
     L.append("÷ = the baseline's time / ours (> 1: ours faster). HBM fraction = weight bytes / time / 4.30 TB/s.")
     L.append("")
-    L.append("## Summary against the issue-4 targets")
+    L.append("## Summary against the targets")
     L.append("")
 
     def gm(k):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torch_kernels.py — which CUDA kernels torch launches for its fp8 / int8 GEMMs (issue 4's baselines),
+"""torch_kernels.py — which CUDA kernels torch launches for its fp8 / int8 GEMMs (our baselines),
 per shape and M: the kernel name (cuBLASLt's names carry the tile, e.g. nvjet_..._128x192_..., or
 sm90_xmma_..._tilesize...), its grid and block, and its duration from torch.profiler. Development tool:
 it answers "what tile does cuBLASLt pick at M = 129?" before we design one; timings belong to

@@ -1,4 +1,4 @@
-/* tp_interfere.c — development benchmark (issue 6): does another GPU's copy engine WRITING into this
+/* tp_interfere.c — development benchmark: does another GPU's copy engine WRITING into this
  * GPU's memory slow this GPU's GEMM more than this GPU's own engine pulling the same bytes? The push
  * all-gather landed its rows earlier than the pull but made the fused GEMM ~90 us slower at 8192 tokens;
  * the hypothesis tested here was that incoming NVLink writes evict the GEMM's reused weight tiles from L2.

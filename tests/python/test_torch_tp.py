@@ -1,4 +1,4 @@
-"""The fused TP operations through torch.distributed (issue 8): w8a8.Comm.from_torch_distributed,
+"""The fused TP operations through torch.distributed: w8a8.Comm.from_torch_distributed,
 then w8a8.all_gather_scaled_mm and w8a8.scaled_mm_reduce_scatter, fused and unfused, on W GPU
 ranks that are separate processes (one GPU each) started fresh with RANK / WORLD_SIZE /
 MASTER_ADDR / MASTER_PORT in their environment: never forked from this process, which may
