@@ -54,8 +54,13 @@ for b in ${BENCH:-torch quant}; do
     echo "stack W=$W: exit $?"
     ;;
   hw)
-    timeout -k 5 "$(cap 180)" python3 -u bench/hw_limits.py ${HW_ARGS:-} -o "$OUT/hw-limits-$GPU" >"$L/bench-hw.txt" 2>&1
+    cmd="python3 bench/hw_limits.py ${HW_ARGS:-}"
+    timeout -k 5 "$(cap 180)" $cmd -o "$OUT/hw-limits-$GPU" >"$L/bench-hw.txt" 2>&1
     echo "hw: exit $?"
+    if [ -f "$OUT/hw-limits-$GPU.md" ]; then
+      { header "What the GPU allows: the weight-read floor at M <= 64, clocks and power under load" "$cmd"; echo;
+        cat "$OUT/hw-limits-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/hw-limits-$GPU.md"
+    fi
     ;;
   *) echo "bench: unknown benchmark '$b'" ;;
   esac
