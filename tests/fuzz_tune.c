@@ -105,7 +105,7 @@ static size_t generate(reader *r, char *t, gen_entry *g, int *ng, int *bad) {
     gen_entry e;
     e.cfg = (int)(rd8(r) % NCFG);
     e.split = 1 + (int)(rd8(r) % cfgs[e.cfg].max_split);
-    /* N unique per entry (no two share a dtype, N and K: no overlap to avoid), K from a small set */
+    /* N unique per entry unless it joins an earlier entry's group (below), K from a small set */
     e.n = 16 * (int64_t)(i + 1) + (rd8(r) % 2 ? INT32_MAX - 16 * (MAX_GEN + 2) : 0);
     e.k = dims[rd8(r) % 6];
     const int bn = cfgs[e.cfg].swap_bn;
@@ -116,6 +116,22 @@ static size_t generate(reader *r, char *t, gen_entry *g, int *ng, int *bad) {
     e.hi = e.bucket ? e.lo + (int64_t)(rd16(r) % 5000) : e.lo;
     if (e.hi > cap) e.hi = cap;
     if (e.hi < e.lo) e.hi = e.lo;
+    /* now and then another bucket of an earlier entry's dtype, N and K, above that group's buckets (groups of
+     * several buckets: the parser's sorted order and the lookups' search within a group) */
+    if (*ng > 0 && rd8(r) % 4 == 0) {
+      const gen_entry *p = &g[rd8(r) % *ng];
+      const int int8 = cfgs[p->cfg].int8;
+      int64_t top = 0;
+      for (int j = 0; j < *ng; j++)
+        if (g[j].n == p->n && g[j].k == p->k && cfgs[g[j].cfg].int8 == int8 && g[j].hi > top) top = g[j].hi;
+      if (!cfgs[p->cfg].swap_bn && top < INT32_MAX - 200) {
+        e.cfg = int8 ? 0 : (rd8(r) % 2 ? 1 : 4); /* the configurations without a token-tile limit */
+        e.split = 1 + (int)(rd8(r) % cfgs[e.cfg].max_split);
+        e.n = p->n, e.k = p->k;
+        e.lo = top + 1 + (int64_t)(rd8(r) % 50);
+        e.hi = e.bucket ? e.lo + (int64_t)(rd8(r) % 100) : e.lo;
+      }
+    }
     static const char *us[] = {"12.5", "7", "0.001", "1e3", "31.02"};
     static const char *bad_us[] = {"0", "-1", "nan", "inf", "1e999", "12.5x", ""};
     const char *ustr = us[rd8(r) % 5], *dtype = cfgs[e.cfg].int8 ? "int8" : "fp8", *name = cfgs[e.cfg].name;
@@ -137,7 +153,7 @@ static size_t generate(reader *r, char *t, gen_entry *g, int *ng, int *bad) {
       case 7: name = rd8(r) % 2 ? "plain_int9" : "swap16_fp"; break;
       case 8: dtype = cfgs[e.cfg].int8 ? "fp8" : "int8"; break;
       case 9: extra = rd8(r) % 2 ? " 1" : ""; ustr = extra[0] ? ustr : ""; if (!extra[0]) split = -1; break;
-      case 10: break; /* an overlap: the previous entry again (below) */
+      case 10: break; /* an overlap: an earlier entry again (below) */
       default: break;
     }
     char m[48];
@@ -148,8 +164,8 @@ static size_t generate(reader *r, char *t, gen_entry *g, int *ng, int *bad) {
     const char *sep = rd8(r) % 2 ? " " : "\t ";
     char sp[24] = "";
     if (split >= 0) snprintf(sp, sizeof sp, "%s%lld", sep, (long long)split); /* (-1: the field left out) */
-    if (rule == 10 && *ng > 0) { /* the previous entry's line again: the same dtype, N, K and M */
-      const gen_entry *p = &g[*ng - 1];
+    if (rule == 10 && *ng > 0) { /* an earlier entry's line again: the same dtype, N, K and M */
+      const gen_entry *p = &g[rd8(r) % *ng];
       snprintf(m, sizeof m, "%lld-%lld", (long long)p->lo, (long long)p->hi);
       snprintf(line, sizeof line, "%s %s %lld %lld %s %d 1%s", cfgs[p->cfg].int8 ? "int8" : "fp8", m, (long long)p->n,
                (long long)p->k, cfgs[p->cfg].name, p->split, eol);

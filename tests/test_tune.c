@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/tune.h"
@@ -235,6 +236,111 @@ W8A8_TEST(tune_read_file) {
         w8a8_last_error());
   s = w8a8_tune_read_file("test", "/tmp", &DEV, fake_resolve, &t);
   CHECK(s == W8A8_ERROR_INVALID_FILE && !t, "directory: %s %s", w8a8_status_name(s), w8a8_last_error());
+}
+
+/* Which line an overlap is reported on: the first line whose entry overlaps an earlier one (in file order), named
+ * with that earlier entry's line; an overlap before a malformed line is reported first, and after one not at all. */
+W8A8_TEST(tune_parse_overlap_lines) {
+  static const struct {
+    const char *text;
+    const char *want; /* a substring of the message */
+  } C[] = {
+      /* line 5 overlaps line 3 and line 6 overlaps line 2: line 5 is the first */
+      {HDR "int8 1-4 28672 4096 int8_128x256 1 2\n"
+           "int8 10-20 28672 4096 int8_128x256 1 2\n"
+           "int8 100 6144 4096 int8_128x256 1 2\n"
+           "int8 15-30 28672 4096 int8_128x256 1 2\n"
+           "int8 2 28672 4096 int8_128x256 1 2\n",
+       "line 5: M 15-30 overlaps the entry of line 3 (M 10-20)"},
+      /* the same buckets of another dtype, N or K do not overlap; the last line does (with the first) */
+      {HDR "int8 1-64 28672 4096 int8_128x256 1 2\n"
+           "fp8 1-64 28672 4096 fp8_128x128_promote 1 2\n"
+           "int8 1-64 28673 4096 int8_128x256 1 2\n"
+           "int8 1-64 28672 4095 int8_128x256 1 2\n"
+           "int8 64-65 28672 4096 int8_128x256 1 2\n",
+       "line 6: M 64-65 overlaps the entry of line 2 (M 1-64)"},
+      /* an overlap, then a malformed line: the overlap */
+      {HDR "int8 1-4 28672 4096 int8_128x256 1 2\n"
+           "int8 4 28672 4096 int8_128x256 1 2\n"
+           "int4 1 28672 4096 int8_128x256 1 2\n",
+       "line 3: M 4-4 overlaps the entry of line 2"},
+      /* a malformed line, then an overlap: the malformed line */
+      {HDR "int8 1-4 28672 4096 int8_128x256 1 2\n"
+           "int4 1 28672 4096 int8_128x256 1 2\n"
+           "int8 4 28672 4096 int8_128x256 1 2\n",
+       "line 3: dtype int4"},
+  };
+  for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+    w8a8_tune_table *t = NULL;
+    w8a8_status s = parse(C[i].text, &t);
+    CHECK(s == W8A8_ERROR_INVALID_FILE && !t, "case %zu: %s (%s)", i, w8a8_status_name(s), w8a8_last_error());
+    CHECK(strstr(w8a8_last_error(), C[i].want) != NULL, "case %zu: message lacks \"%s\": %s", i, C[i].want,
+          w8a8_last_error());
+  }
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* W8A8_TUNE_MAX_ENTRIES (100,000) valid entries load in well under a second (the overlap check sorts: it took 17 s
+ * when it compared every pair), lookups find their buckets, and one entry more is refused. The buckets interleave
+ * 2,000 (N, K) groups of 50 buckets each, and the last line overlaps the third. */
+W8A8_TEST(tune_parse_large_table) {
+  enum { N_ENTRIES = W8A8_TUNE_MAX_ENTRIES, PER_GROUP = 50 };
+  const size_t cap = (size_t)(N_ENTRIES + 2) * 64 + 256;
+  char *text = malloc(cap);
+  REQUIRE(text, "malloc");
+  size_t len = (size_t)snprintf(text, cap, "%s", HDR);
+  for (int i = 0; i < N_ENTRIES; i++) {
+    const int group = i % (N_ENTRIES / PER_GROUP), b = i / (N_ENTRIES / PER_GROUP); /* groups interleaved */
+    len += (size_t)snprintf(text + len, cap - len, "%s %d-%d %d 4096 %s 1 %d.5\n", i % 3 ? "int8" : "fp8",
+                            100 * b + 1, 100 * b + 64, 16 * (group + 1), i % 3 ? "int8_128x256" : "fp8_128x128_promote",
+                            1 + i % 7);
+  }
+  REQUIRE(len < W8A8_TUNE_MAX_BYTES, "the table is %zu bytes", len);
+  w8a8_tune_table *t = NULL;
+  double t0 = now_s();
+  w8a8_status s = parse(text, &t);
+  double dt = now_s() - t0;
+  REQUIRE(s == W8A8_SUCCESS && t, "%s: %s", w8a8_status_name(s), w8a8_last_error());
+  printf("    %d entries parsed in %.3f s\n", t->count, dt);
+  CHECK(t->count == N_ENTRIES, "count %d", t->count);
+  CHECK(dt < 2.0, "%d entries took %.2f s to load", N_ENTRIES, dt);
+  int wrong = 0;
+  for (int i = 0; i < N_ENTRIES; i += 997) {
+    const w8a8_tune_entry *e = &t->e[i];
+    if (w8a8_tune_lookup(t, e->int8, e->m_lo + 7, e->n, e->k) != e && wrong++ < 4)
+      CHECK(0, "lookup of entry %d's bucket found another entry", i);
+    /* between two buckets: the nearer one in ratio */
+    const w8a8_tune_entry *near = w8a8_tune_lookup(t, e->int8, e->m_hi + 2, e->n, e->k);
+    if ((!near || near->n != e->n || near->k != e->k || near->int8 != e->int8) && wrong++ < 4)
+      CHECK(0, "nearest-bucket lookup next to entry %d found no entry of its group", i);
+  }
+  CHECK(wrong == 0, "%d lookups wrong", wrong);
+  w8a8_tune_free(t);
+  /* one entry more is refused */
+  len += (size_t)snprintf(text + len, cap - len, "int8 99999 16 4096 int8_128x256 1 1\n");
+  t = NULL;
+  s = parse(text, &t);
+  CHECK(s == W8A8_ERROR_INVALID_FILE && !t && strstr(w8a8_last_error(), "more than 100000 entries"), "%s: %s",
+        w8a8_status_name(s), w8a8_last_error());
+  /* the last of 100,000 entries overlapping the third: found, and named */
+  len -= strlen("int8 99999 16 4096 int8_128x256 1 1\n");
+  char *last = text + len - 1;
+  while (last > text && last[-1] != '\n') last--;
+  len = (size_t)(last - text);
+  len += (size_t)snprintf(text + len, cap - len, "int8 40-41 48 4096 int8_128x256 1 1\n");
+  t = NULL;
+  t0 = now_s();
+  s = parse(text, &t);
+  dt = now_s() - t0;
+  CHECK(s == W8A8_ERROR_INVALID_FILE && !t && strstr(w8a8_last_error(), "line 100001: M 40-41 overlaps the entry of line 4"),
+        "%s: %s", w8a8_status_name(s), w8a8_last_error());
+  CHECK(dt < 2.0, "the overlapping table took %.2f s", dt);
+  free(text);
 }
 
 /* The public call: handle checks, CPU handles, NULL path. */

@@ -50,9 +50,8 @@ const char *w8a8_dtype_name(w8a8_dtype dtype) {
 
 int w8a8_cuda_device_count(void) { return w8a8_cuda_available_count(); }
 
-w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_index) {
-  static const char fn[] = "w8a8_create";
-  w8a8_clear_error();
+/* w8a8_create's work; `fn` is the public call made, for the messages. */
+static w8a8_status create(const char *fn, w8a8_handle **handle, w8a8_device_kind kind, int device_index) {
   if (!handle) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: handle is NULL; expected a w8a8_handle** to fill", fn);
   if (kind != W8A8_DEVICE_CPU && kind != W8A8_DEVICE_CUDA)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: kind is %d; expected W8A8_DEVICE_CPU (0) or W8A8_DEVICE_CUDA (1)",
@@ -81,17 +80,33 @@ w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_
     free(h);
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the handle registry", fn);
   }
-  if (kind == W8A8_DEVICE_CUDA) w8a8_tune_load_env(h);
+  if (kind == W8A8_DEVICE_CUDA) w8a8_tune_load_env(fn, h);
   *handle = h;
   return W8A8_SUCCESS;
 }
 
+w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_index) {
+  w8a8_clear_error();
+  return create("w8a8_create", handle, kind, device_index);
+}
+
 w8a8_status w8a8_create_best(w8a8_handle **handle) {
+  static const char fn[] = "w8a8_create_best";
+  w8a8_clear_error();
   if (handle && w8a8_cuda_available_count() > 0) {
-    w8a8_status s = w8a8_create(handle, W8A8_DEVICE_CUDA, 0);
+    w8a8_status s = create(fn, handle, W8A8_DEVICE_CUDA, 0);
     if (s == W8A8_SUCCESS) return s;
+    w8a8_clear_error(); /* the CPU handle below is the documented fallback, not a failure */
   }
-  return w8a8_create(handle, W8A8_DEVICE_CPU, 0);
+  w8a8_status s = create(fn, handle, W8A8_DEVICE_CPU, 0);
+  /* The backends' own messages (workspace allocation) name w8a8_create: name the call made. */
+  static const char inner[] = "w8a8_create: ";
+  if (s != W8A8_SUCCESS && strncmp(w8a8_last_error(), inner, sizeof inner - 1) == 0) {
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", w8a8_last_error() + sizeof inner - 1);
+    return w8a8_err(s, "%s: %s", fn, detail);
+  }
+  return s;
 }
 
 w8a8_status w8a8_destroy(w8a8_handle *h) {

@@ -179,12 +179,87 @@ static w8a8_status parse_entry(const tune_ctx *c, const char *s, const char *end
   return W8A8_SUCCESS;
 }
 
+/* ---- overlaps and the sorted order ------------------------------------------------------------- */
+
+/* An entry's sort key: dtype, N, K, then the M bucket (entries of one dtype, N and K never share an M, so within
+ * such a group the buckets sorted by m_lo are sorted by m_hi too). */
+typedef struct tune_key {
+  int64_t n, k, m_lo, m_hi;
+  int int8, idx;
+} tune_key;
+
+static int key_group_cmp(const tune_key *a, int int8, int64_t n, int64_t k) {
+  if (a->int8 != int8) return a->int8 < int8 ? -1 : 1;
+  if (a->n != n) return a->n < n ? -1 : 1;
+  if (a->k != k) return a->k < k ? -1 : 1;
+  return 0;
+}
+
+static int key_cmp(const void *pa, const void *pb) {
+  const tune_key *a = pa, *b = pb;
+  int g = key_group_cmp(a, b->int8, b->n, b->k);
+  if (g) return g;
+  if (a->m_lo != b->m_lo) return a->m_lo < b->m_lo ? -1 : 1;
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+/* Sort the keys of entries [0, n) into `keys`; whether two of them share an M. Sorted by m_lo, a group holds an
+ * overlapping pair if and only if it holds an overlapping neighbour pair. */
+static int sorted_overlap(const w8a8_tune_table *t, int n, tune_key *keys) {
+  for (int i = 0; i < n; i++) {
+    const w8a8_tune_entry *e = &t->e[i];
+    keys[i] = (tune_key){e->n, e->k, e->m_lo, e->m_hi, e->int8, i};
+  }
+  qsort(keys, (size_t)n, sizeof *keys, key_cmp);
+  for (int i = 1; i < n; i++)
+    if (!key_group_cmp(&keys[i - 1], keys[i].int8, keys[i].n, keys[i].k) && keys[i - 1].m_hi >= keys[i].m_lo) return 1;
+  return 0;
+}
+
+/* No two entries of one dtype, N and K may share an M. Where some do, the message names the first line whose
+ * entry overlaps an earlier one, and the first such earlier entry (found by bisecting the prefix that first holds
+ * an overlap: O(n log^2 n), on failure only). On success t->order holds the entries' indices in key order. */
+static w8a8_status check_overlaps(tune_ctx *c, w8a8_tune_table *t, const int *lines) {
+  tune_key *keys = malloc(sizeof *keys * (size_t)t->count);
+  if (!keys) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: no memory to check the tuning table", c->fn);
+  if (!sorted_overlap(t, t->count, keys)) {
+    t->order = malloc(sizeof *t->order * (size_t)t->count);
+    if (!t->order) {
+      free(keys);
+      return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: no memory for the tuning table's index", c->fn);
+    }
+    for (int i = 0; i < t->count; i++) t->order[i] = keys[i].idx;
+    free(keys);
+    return W8A8_SUCCESS;
+  }
+  int lo = 2, hi = t->count; /* the shortest prefix holding an overlap has hi entries; lo - 1 have none */
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (sorted_overlap(t, mid, keys))
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  free(keys);
+  const w8a8_tune_entry *e = &t->e[hi - 1];
+  for (int i = 0; i < hi - 1; i++) {
+    const w8a8_tune_entry *o = &t->e[i];
+    if (o->int8 == e->int8 && o->n == e->n && o->k == e->k && o->m_lo <= e->m_hi && e->m_lo <= o->m_hi) {
+      c->line = lines[hi - 1];
+      return malformed(c, "M %lld-%lld overlaps the entry of line %d (M %lld-%lld) of the same dtype, N and K",
+                       (long long)e->m_lo, (long long)e->m_hi, lines[i], (long long)o->m_lo, (long long)o->m_hi);
+    }
+  }
+  return w8a8_err(W8A8_ERROR_INTERNAL, "%s: tuning table %s: an overlap was found and then lost", c->fn, c->what);
+}
+
 w8a8_status w8a8_tune_parse(const char *fn, const char *what, const char *text, size_t len, const w8a8_tune_device *dev,
                             w8a8_tune_resolver resolve, w8a8_tune_table **out) {
   tune_ctx c = {fn, what, 0};
   w8a8_tune_table *t = calloc(1, sizeof *t);
   if (!t) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate the tuning table", fn);
   int cap = 0, have_header = 0;
+  int *lines = NULL; /* the line of each entry, for messages */
   w8a8_status s = W8A8_SUCCESS;
   const char *p = text, *end = text + len;
   while (p < end && s == W8A8_SUCCESS) {
@@ -215,27 +290,34 @@ w8a8_status w8a8_tune_parse(const char *fn, const char *what, const char *text, 
     }
     if (t->count == cap) {
       int ncap = cap ? 2 * cap : 64;
+      if (ncap > W8A8_TUNE_MAX_ENTRIES) ncap = W8A8_TUNE_MAX_ENTRIES;
       w8a8_tune_entry *ne = realloc(t->e, sizeof *ne * (size_t)ncap);
-      if (!ne) {
+      if (ne) t->e = ne;
+      int *nl = ne ? realloc(lines, sizeof *nl * (size_t)ncap) : NULL;
+      if (!nl) {
         s = w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the tuning table to %d entries", fn, ncap);
         break;
       }
-      t->e = ne;
+      lines = nl;
       cap = ncap;
     }
     w8a8_tune_entry *e = &t->e[t->count];
     s = parse_entry(&c, q, qe, resolve, e);
     if (s != W8A8_SUCCESS) break;
-    for (int i = 0; i < t->count; i++) {
-      const w8a8_tune_entry *o = &t->e[i];
-      if (o->int8 == e->int8 && o->n == e->n && o->k == e->k && o->m_lo <= e->m_hi && e->m_lo <= o->m_hi) {
-        s = malformed(&c, "M %lld-%lld overlaps an earlier entry (M %lld-%lld) of the same dtype, N and K",
-                      (long long)e->m_lo, (long long)e->m_hi, (long long)o->m_lo, (long long)o->m_hi);
-        break;
-      }
-    }
-    if (s == W8A8_SUCCESS) t->count++;
+    lines[t->count++] = c.line;
   }
+  /* Overlaps among the entries read: reported before a later malformed line, as a reader going line by
+   * line would. The check sorts (O(n log n)); the sorted order then serves the lookups. */
+  if (t->count > 0) {
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+    const w8a8_status so = check_overlaps(&c, t, lines);
+    if (s == W8A8_SUCCESS || so == W8A8_ERROR_INVALID_FILE)
+      s = so;
+    else if (so != W8A8_SUCCESS)
+      (void)w8a8_err(s, "%s", saved); /* the check could not run: the first error stands */
+  }
+  free(lines);
   if (s == W8A8_SUCCESS && !have_header)
     s = w8a8_err(W8A8_ERROR_INVALID_FILE, "%s: tuning table %s has no header line (empty file?)", fn, what);
   if (s == W8A8_SUCCESS && dev) {
@@ -285,28 +367,67 @@ w8a8_status w8a8_tune_read_file(const char *fn, const char *path, const w8a8_tun
   return s;
 }
 
+/* Whether entry e may serve M from outside its bucket: only configurations that take M in one token tile (an exact
+ * bucket may hold up to two tiles: the loader allows it, and the tuner measured it). */
+static int takes_from_outside(const w8a8_tune_entry *e, int64_t M) { return !e->swap_bn || M <= e->swap_bn; }
+
+/* The nearer of two candidate buckets in ratio (ties: the smaller M); either may be NULL. */
+static const w8a8_tune_entry *nearer(const w8a8_tune_entry *a, const w8a8_tune_entry *b, int64_t M) {
+  if (!a || !b) return a ? a : b;
+  const double ra = M < a->m_lo ? (double)a->m_lo / (double)M : (double)M / (double)a->m_hi;
+  const double rb = M < b->m_lo ? (double)b->m_lo / (double)M : (double)M / (double)b->m_hi;
+  return rb < ra || (rb == ra && b->m_lo < a->m_lo) ? b : a;
+}
+
 const w8a8_tune_entry *w8a8_tune_lookup(const w8a8_tune_table *t, int int8, int64_t M, int64_t N, int64_t K) {
   if (!t || M < 1) return NULL;
-  const w8a8_tune_entry *best = NULL;
-  double best_ratio = 0;
-  for (int i = 0; i < t->count; i++) {
-    const w8a8_tune_entry *e = &t->e[i];
-    if (e->int8 != int8 || e->n != N || e->k != K) continue;
-    if (M >= e->m_lo && M <= e->m_hi) return e; /* buckets of one (dtype, N, K) never overlap */
-    /* nearest bucket: only configurations that take M in one token tile (an exact bucket may hold
-     * up to two tiles: the loader allows it, and the tuner measured it) */
-    if (e->swap_bn && M > e->swap_bn) continue;
-    double r = M < e->m_lo ? (double)e->m_lo / (double)M : (double)M / (double)e->m_hi;
-    if (!best || r < best_ratio || (r == best_ratio && e->m_lo < best->m_lo)) {
-      best = e;
-      best_ratio = r;
+  if (!t->order) { /* a table not made by w8a8_tune_parse: every entry in turn */
+    const w8a8_tune_entry *best = NULL;
+    for (int i = 0; i < t->count; i++) {
+      const w8a8_tune_entry *e = &t->e[i];
+      if (e->int8 != int8 || e->n != N || e->k != K) continue;
+      if (M >= e->m_lo && M <= e->m_hi) return e;
+      if (takes_from_outside(e, M)) best = nearer(best, e, M);
+    }
+    return best;
+  }
+  /* The group of (dtype, N, K) in key order, and in it the first bucket starting above M. */
+  const int *ord = t->order;
+  int a = 0, b = t->count;
+  while (a < b) { /* first position whose key is >= (int8, N, K, M + 1) */
+    const int mid = a + (b - a) / 2;
+    const w8a8_tune_entry *e = &t->e[ord[mid]];
+    int g = e->int8 != int8 ? (e->int8 < int8 ? -1 : 1) : e->n != N ? (e->n < N ? -1 : 1) : e->k != K ? (e->k < K ? -1 : 1) : 0;
+    if (g < 0 || (g == 0 && e->m_lo <= M))
+      a = mid + 1;
+    else
+      b = mid;
+  }
+#define W8A8_IN_GROUP(i) (t->e[ord[i]].int8 == int8 && t->e[ord[i]].n == N && t->e[ord[i]].k == K)
+  const w8a8_tune_entry *below = NULL, *above = NULL;
+  /* buckets below M, nearest first (m_hi grows with m_lo inside a group) */
+  for (int i = a - 1; i >= 0 && W8A8_IN_GROUP(i); i--) {
+    const w8a8_tune_entry *e = &t->e[ord[i]];
+    if (M <= e->m_hi) return e; /* the bucket that holds M */
+    if (takes_from_outside(e, M)) {
+      below = e;
+      break;
     }
   }
-  return best;
+  for (int i = a; i < t->count && W8A8_IN_GROUP(i); i++) {
+    const w8a8_tune_entry *e = &t->e[ord[i]];
+    if (takes_from_outside(e, M)) {
+      above = e;
+      break;
+    }
+  }
+#undef W8A8_IN_GROUP
+  return nearer(below, above, M);
 }
 
 void w8a8_tune_free(w8a8_tune_table *t) {
   if (!t) return;
+  free(t->order);
   free(t->e);
   free(t);
 }
@@ -346,10 +467,10 @@ w8a8_status w8a8_load_tuning(w8a8_handle *h, const char *path) {
   return load(fn, h, path);
 }
 
-void w8a8_tune_load_env(w8a8_handle *h) {
+void w8a8_tune_load_env(const char *fn, w8a8_handle *h) {
   const char *path = getenv("W8A8_TUNE_FILE");
   if (!path || !path[0]) return;
-  if (load("w8a8_create", h, path) != W8A8_SUCCESS)
+  if (load(fn, h, path) != W8A8_SUCCESS)
     fprintf(stderr, "w8a8: warning: W8A8_TUNE_FILE ignored: %s\n", w8a8_last_error());
   w8a8_clear_error();
 }

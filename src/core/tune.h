@@ -22,6 +22,10 @@
  * an M. Anything else — a wrong field count, a number that does not parse, an unknown
  * configuration, a line over 1023 characters — makes the whole file malformed.
  *
+ * Size limits: at most W8A8_TUNE_MAX_ENTRIES (100,000) entries and W8A8_TUNE_MAX_BYTES (8 MiB)
+ * of file; more is malformed. Loading sorts the entries once (O(n log n): a full table loads in
+ * under 0.1 s), and a lookup is a binary search.
+ *
  * Lookup for a problem (dtype, M, N, K): the entry of that dtype, N and K whose M bucket
  * holds M; else, among the entries of that dtype, N and K whose configuration can take M,
  * the one whose bucket is nearest to M in ratio (ties: the smaller M); else none (the
@@ -55,7 +59,8 @@ typedef struct w8a8_tune_entry {
 
 typedef struct w8a8_tune_table {
   int count;
-  w8a8_tune_entry *e;
+  w8a8_tune_entry *e;  /* in the file's order */
+  int *order;          /* indices into e sorted by dtype, N, K, M (w8a8_tune_parse); NULL: lookups scan e */
   char lib[32];
   char device[128];
   int cc_major, cc_minor, sms;
@@ -90,9 +95,10 @@ W8A8_HIDDEN const w8a8_tune_entry *w8a8_tune_lookup(const w8a8_tune_table *t, in
 W8A8_HIDDEN void w8a8_tune_free(w8a8_tune_table *t);
 /* The header line (with its newline) for a device, as `w8a8 tune` writes it; snprintf's return. */
 W8A8_HIDDEN int w8a8_tune_format_header(char *buf, size_t size, const w8a8_tune_device *dev);
-/* At the creation of a CUDA handle: load W8A8_TUNE_FILE if it is set; on failure one line on
- * stderr, the handle keeps the built-in heuristic, and the last error is cleared. */
-W8A8_HIDDEN void w8a8_tune_load_env(w8a8_handle *h);
+/* At the creation of a CUDA handle (by `fn`, the public call made): load W8A8_TUNE_FILE if it is
+ * set; on failure one line on stderr, the handle keeps the built-in heuristic, and the last error
+ * is cleared. */
+W8A8_HIDDEN void w8a8_tune_load_env(const char *fn, w8a8_handle *h);
 
 #ifdef __cplusplus
 }
