@@ -320,6 +320,83 @@ W8A8_TEST(act_cpu_empty) {
   w8a8_destroy(h);
 }
 
+/* ---- zero points at the ends of int32, constant rows ------------------------------------------ */
+
+/* x [AZ_R, 2 * I] fp32 whose rows of y = silu(gate) * up are constant (gate 100: silu(100) is 100 exactly, since
+ * exp(-100) vanishes next to 1) or alternate between two neighbouring values (up and the next float above it). */
+#define AZ_R 10
+static void azp_extreme_x(float *x, int64_t I) {
+  static const float up[AZ_R] = {400.0f, -400.0f, 1e28f, -1e28f, 0.003f, 0.0f, 1e-42f, 330.27f, -2e7f, 7e35f};
+  for (int r = 0; r < AZ_R; r++)
+    for (int64_t k = 0; k < I; k++) {
+      x[r * 2 * I + k] = 100.0f;
+      x[r * 2 * I + I + k] = r >= 7 && k % 2 ? nextafterf(up[r], INFINITY) : up[r];
+    }
+}
+
+/* clamp(rne(y / s) + azp, -128, 127), the sum in double (exact at these magnitudes). */
+static int int8_formula(float y, float s, int32_t azp) {
+  const float d = y / s;
+  double v = d != d ? 0.0 : isinf(d) ? (double)d : nearbyint((double)d);
+  v += azp;
+  return v > 127 ? 127 : v < -128 ? -128 : (int)v;
+}
+
+/* Checks of one handle's outputs for azp_extreme_x: static (s, azp at the int32 ends) against the formula, dynamic
+ * per-token: constant rows give s = |y|, azp = -128 - sign(y), every q -128 and an exact round trip. */
+static void check_azp_extremes(const char *what, const float *x, int64_t I, const int8_t *qs, const int8_t *qd,
+                               const float *sd, const int32_t *zd, float static_s, int32_t static_z) {
+  int wrong = 0;
+  for (int r = 0; r < AZ_R; r++) {
+    for (int64_t k = 0; k < I; k++) {
+      const float y = w8a8_silu_mul(x[r * 2 * I + k], x[r * 2 * I + I + k]);
+      const int want = int8_formula(y, static_s, static_z);
+      if (qs[r * I + k] != want && wrong++ < 4)
+        CHECK(0, "%s static s %g azp %d: y %a gives q %d, want %d", what, (double)static_s, static_z, (double)y,
+              qs[r * I + k], want);
+      const float deq = (float)((int64_t)qd[r * I + k] - zd[r]) * sd[r];
+      if (r < 7 && y != 0.0f && (qd[r * I + k] != -128 || deq != y) && wrong++ < 4)
+        CHECK(0, "%s: constant row %a: q %d, s %a, azp %d dequantize to %a", what, (double)y, qd[r * I + k],
+              (double)sd[r], zd[r], (double)deq);
+      const float ulp = nextafterf(fabsf(y), INFINITY) - fabsf(y);
+      if (r >= 7 && !(fabsf(deq - y) <= ulp) && wrong++ < 4)
+        CHECK(0, "%s: near-constant row: y %a (q %d, s %a, azp %d) dequantizes to %a", what, (double)y,
+              qd[r * I + k], (double)sd[r], zd[r], (double)deq);
+    }
+  }
+  CHECK(wrong == 0, "%s: %d values wrong", what, wrong);
+}
+
+/* Both CPU paths (the reference, AUTO with 2 threads) on azp_extreme_x, bit for bit alike and right. */
+W8A8_TEST(act_cpu_azp_extremes) {
+  enum { I = 24 };
+  float x[AZ_R * 2 * I];
+  azp_extreme_x(x, I);
+  static const int32_t zs[] = {INT32_MIN, INT32_MAX};
+  int8_t qs[2][AZ_R * I], qd[2][AZ_R * I];
+  float sd[2][AZ_R];
+  int32_t zd[2][AZ_R];
+  for (int zi = 0; zi < 2; zi++)
+    for (int v = 0; v < 2; v++) {
+      w8a8_handle *h = cpu_handle(v ? W8A8_KERNEL_AUTO : W8A8_KERNEL_REFERENCE, v ? 2 : 1);
+      REQUIRE(h, "%s", w8a8_last_error());
+      float s = 1e-30f;
+      int32_t z = zs[zi];
+      w8a8_matrix xm = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, AZ_R, 2 * I, 2 * I, x);
+      w8a8_matrix qm = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, AZ_R, I, I, qs[v]);
+      w8a8_vector s1 = w8a8_vector_make(W8A8_DTYPE_FP32, 1, &s), z1 = w8a8_vector_make(W8A8_DTYPE_INT32, 1, &z);
+      REQUIRE_OK(w8a8_silu_mul_quantize(h, &xm, &qm, W8A8_QUANT_STATIC_PER_TENSOR, &s1, &z1, NULL));
+      qm.data = qd[v];
+      w8a8_vector sv = w8a8_vector_make(W8A8_DTYPE_FP32, AZ_R, sd[v]), zv = w8a8_vector_make(W8A8_DTYPE_INT32, AZ_R, zd[v]);
+      REQUIRE_OK(w8a8_silu_mul_quantize(h, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
+      w8a8_destroy(h);
+      check_azp_extremes(v ? "cpu auto" : "cpu reference", x, I, qs[v], qd[v], sd[v], zd[v], 1e-30f, zs[zi]);
+    }
+  CHECK(memcmp(qs[0], qs[1], sizeof qs[0]) == 0 && memcmp(qd[0], qd[1], sizeof qd[0]) == 0 &&
+            memcmp(sd[0], sd[1], sizeof sd[0]) == 0 && memcmp(zd[0], zd[1], sizeof zd[0]) == 0,
+        "AUTO differs from the reference");
+}
+
 /* ---- bad input: status, message, nothing written ---------------------------------------- */
 
 typedef struct bad_env {
@@ -635,6 +712,66 @@ W8A8_TEST(act_cuda_graph) {
   cudaStreamDestroy(st);
   free(x), free(q), free(rq);
   cudaFree(dx), cudaFree(dq), cudaFree(ds), cudaFree(ds1);
+  w8a8_destroy(gpu);
+}
+
+/* act.cu on azp_extreme_x against the CPU reference, bit for bit: static with zero points at the int32 ends and
+ * dynamic per-token asymmetric on constant and near-constant rows, on the vector path (I = 24) and the scalar one
+ * (I = 13). */
+W8A8_TEST(act_cuda_azp_extremes) {
+  GPU_OR_SKIP();
+  REQUIRE(w8a8_create(&gpu, W8A8_DEVICE_CUDA, 0) == W8A8_SUCCESS, "%s", w8a8_last_error());
+  w8a8_handle *r = cpu_handle(W8A8_KERNEL_REFERENCE, 1);
+  REQUIRE(r, "%s", w8a8_last_error());
+  enum { IMAX = 24 };
+  float x[AZ_R * 2 * IMAX];
+  void *dx, *dq, *ds, *dz;
+  REQUIRE(cudaMalloc(&dx, sizeof x) == cudaSuccess && cudaMalloc(&dq, AZ_R * IMAX) == cudaSuccess &&
+              cudaMalloc(&ds, 4 * AZ_R) == cudaSuccess && cudaMalloc(&dz, 4 * AZ_R) == cudaSuccess,
+          "alloc");
+  static const int64_t Is[2] = {24, 13};
+  static const int32_t zs[2] = {INT32_MIN, INT32_MAX};
+  for (int ii = 0; ii < 2; ii++)
+    for (int zi = 0; zi < 2; zi++) {
+      const int64_t I = Is[ii];
+      azp_extreme_x(x, I);
+      REQUIRE(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+      int8_t q[2][2][AZ_R * IMAX]; /* [cpu, gpu][static, dynamic] */
+      float sd[2][AZ_R];
+      int32_t zd[2][AZ_R];
+      for (int dev = 0; dev < 2; dev++) {
+        float s = 1e-30f;
+        int32_t z = zs[zi];
+        if (dev) {
+          REQUIRE(cudaMemcpy(ds, &s, 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+                      cudaMemcpy(dz, &z, 4, cudaMemcpyHostToDevice) == cudaSuccess,
+                  "upload");
+        }
+        w8a8_matrix xm = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, AZ_R, 2 * I, 2 * I, dev ? dx : (void *)x);
+        w8a8_matrix qm = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, AZ_R, I, I, dev ? dq : (void *)q[0][0]);
+        w8a8_vector s1 = w8a8_vector_make(W8A8_DTYPE_FP32, 1, dev ? ds : (void *)&s);
+        w8a8_vector z1 = w8a8_vector_make(W8A8_DTYPE_INT32, 1, dev ? dz : (void *)&z);
+        REQUIRE_OK(w8a8_silu_mul_quantize(dev ? gpu : r, &xm, &qm, W8A8_QUANT_STATIC_PER_TENSOR, &s1, &z1, NULL));
+        if (dev) REQUIRE(cudaMemcpy(q[1][0], dq, (size_t)(AZ_R * I), cudaMemcpyDeviceToHost) == cudaSuccess, "download");
+        qm.data = dev ? dq : (void *)q[0][1];
+        w8a8_vector sv = w8a8_vector_make(W8A8_DTYPE_FP32, AZ_R, dev ? ds : (void *)sd[0]);
+        w8a8_vector zv = w8a8_vector_make(W8A8_DTYPE_INT32, AZ_R, dev ? dz : (void *)zd[0]);
+        REQUIRE_OK(w8a8_silu_mul_quantize(dev ? gpu : r, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
+        if (dev)
+          REQUIRE(cudaMemcpy(q[1][1], dq, (size_t)(AZ_R * I), cudaMemcpyDeviceToHost) == cudaSuccess &&
+                      cudaMemcpy(sd[1], ds, 4 * AZ_R, cudaMemcpyDeviceToHost) == cudaSuccess &&
+                      cudaMemcpy(zd[1], dz, 4 * AZ_R, cudaMemcpyDeviceToHost) == cudaSuccess,
+                  "download: %s", cudaGetErrorString(cudaGetLastError()));
+      }
+      check_azp_extremes("cuda", x, I, q[1][0], q[1][1], sd[1], zd[1], 1e-30f, zs[zi]);
+      CHECK(memcmp(q[0][0], q[1][0], (size_t)(AZ_R * I)) == 0, "I %lld azp %d: static q differs from the reference",
+            (long long)I, zs[zi]);
+      CHECK(memcmp(q[0][1], q[1][1], (size_t)(AZ_R * I)) == 0 && memcmp(sd[0], sd[1], sizeof sd[0]) == 0 &&
+                memcmp(zd[0], zd[1], sizeof zd[0]) == 0,
+            "I %lld: dynamic asymmetric outputs differ from the reference", (long long)I);
+    }
+  w8a8_destroy(r);
+  cudaFree(dx), cudaFree(dq), cudaFree(ds), cudaFree(dz);
   w8a8_destroy(gpu);
 }
 

@@ -503,7 +503,7 @@ W8A8_TEST(cuda_gemv_matches_reference) {
     CHECK(w8a8_cuda_gemv_launches() == before, "declined case %d ran on the CUDA-core kernel", i);
   }
   /* the default rule (w8a8_cuda_gemv_wanted): on sm_90, one token of int8; fp8 (one token, N <= 4096) only with
-   * W8A8_GEMV_FP8=1 (session 21: off by default) */
+   * W8A8_GEMV_FP8=1 (off by default) */
   w8a8_cuda_set_gemv(2);
   for (int fp8_rule = 0; fp8_rule < 2 && !w8a8_test_failed(); fp8_rule++) {
     w8a8_cuda_set_gemv_fp8(fp8_rule);
@@ -703,7 +703,7 @@ unsigned long long w8a8_cuda_quant_vec_launches(void);
 
 /* Every mode, dtype and zero-point / bound option against the scalar reference, bit for bit, over shapes with
  * odd K, padded strides and rows past the kernels' register budgets; the per-token cases three times: on the scalar
- * kernel, the vectorized one and the warp-per-row one (session 31), which take K % 8 == 0 with 16-byte aligned rows of x
+ * kernel, the vectorized one and the warp-per-row one, which take K % 8 == 0 with 16-byte aligned rows of x
  * (17 x 4096, 33 x 1024 padded, 2 x 20000 past its 8192 in registers) and declines the rest (ldx 65, K 100). */
 W8A8_TEST(cuda_quantize_all_modes) {
   GPU_OR_SKIP();
@@ -751,10 +751,100 @@ done:
   w8a8_destroy(r);
 }
 
+/* Zero points at the ends of int32 and rows of a near-zero range, on every quantize kernel (the per-tensor one and
+ * the three per-token ones, through their hooks) against the reference, bit for bit: static s = 1 with azp near
+ * INT32_MIN / INT32_MAX and x around +-2^31 (q = clamp(rne(x / s) + azp) with the sum exact, never rne saturated to
+ * int32 first), and dynamic asymmetric rows that are constant (s = |c|, every q -128, an exact round trip) or two
+ * neighbouring floats (s >= |lo| 2^-30, so azp fits in int32). K = 24 takes the vectorized kernels, K = 19 not. */
+W8A8_TEST(cuda_quantize_azp_extremes) {
+  GPU_OR_SKIP();
+  w8a8_handle *g = gpu_handle(), *r = ref_handle();
+  REQUIRE(g && r, "%s", w8a8_last_error());
+  static const float xs[] = {0x1p31f, 0x1p31f + 256, 0x1p31f - 128, -0x1p31f, -0x1p31f - 256, 0x1p32f, -0x1p32f,
+                             1e30f,   -1e30f,        3e9f,          0.0f,     2.5f,           -7.0f,   INFINITY,
+                             -INFINITY, NAN,         0x1p31f + 512, -0x1p31f + 128, 1.0f};
+  enum { NX = sizeof xs / sizeof xs[0] };
+  static const int32_t zs[] = {INT32_MIN, INT32_MIN + 5, INT32_MAX, INT32_MAX - 300, 1 << 30};
+  static const float cs[] = {40000.0f, -40000.0f, 1e30f, -1e30f, 0.3f,     -7.0f,    1e-40f,
+                             33027.0f, 0.0f,      3.4e38f, 16514.0f, -2e9f, 7e37f, 1.0f};
+  enum { R = sizeof cs / sizeof cs[0], KMAX = 24 };
+  float x[R * KMAX];
+  int8_t q[2][R * KMAX];
+  float sc[2][R];
+  int32_t zp[2][R];
+  void *dx = NULL, *dq = NULL, *ds = NULL, *dz = NULL;
+  REQUIRE(cudaMalloc(&dx, sizeof x) == cudaSuccess && cudaMalloc(&dq, sizeof q[0]) == cudaSuccess &&
+              cudaMalloc(&ds, sizeof sc[0]) == cudaSuccess && cudaMalloc(&dz, sizeof zp[0]) == cudaSuccess,
+          "alloc");
+  int failed = 0;
+  for (int kk = 0; kk < 2; kk++) {
+    const int64_t K = kk ? 19 : 24;
+    /* static: one row per zero point, the values of xs (and 1.0 past them) */
+    for (size_t zi = 0; zi < sizeof zs / sizeof zs[0]; zi++) {
+      for (int64_t k = 0; k < K; k++) x[k] = k < NX ? xs[k] : 1.0f;
+      for (int dev = 0; dev < 2; dev++) {
+        float s = 1.0f;
+        int32_t z = zs[zi];
+        if (dev)
+          REQUIRE(cudaMemcpy(dx, x, 4 * (size_t)K, cudaMemcpyHostToDevice) == cudaSuccess &&
+                      cudaMemcpy(ds, &s, 4, cudaMemcpyHostToDevice) == cudaSuccess &&
+                      cudaMemcpy(dz, &z, 4, cudaMemcpyHostToDevice) == cudaSuccess,
+                  "upload");
+        w8a8_matrix xm = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 1, K, K, dev ? dx : (void *)x);
+        w8a8_matrix qm = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, 1, K, K, dev ? dq : (void *)q[0]);
+        w8a8_vector sv = w8a8_vector_make(W8A8_DTYPE_FP32, 1, dev ? ds : (void *)&s);
+        w8a8_vector zv = w8a8_vector_make(W8A8_DTYPE_INT32, 1, dev ? dz : (void *)&z);
+        REQUIRE_OK(w8a8_quantize(dev ? g : r, &xm, &qm, W8A8_QUANT_STATIC_PER_TENSOR, &sv, &zv, NULL));
+      }
+      REQUIRE(cudaMemcpy(q[1], dq, (size_t)K, cudaMemcpyDeviceToHost) == cudaSuccess, "download: %s",
+              cudaGetErrorString(cudaGetLastError()));
+      for (int64_t k = 0; k < K; k++)
+        if (q[0][k] != q[1][k] && failed++ < 6)
+          CHECK(0, "static K %lld azp %d: x %a gives q %d on the GPU, %d on the reference", (long long)K, zs[zi],
+                (double)x[k], q[1][k], q[0][k]);
+    }
+    /* dynamic per-token asymmetric: constant rows, then rows of two neighbouring floats */
+    for (int near = 0; near < 2; near++) {
+      for (int rr = 0; rr < R; rr++)
+        for (int64_t k = 0; k < K; k++) x[rr * K + k] = near && k % 2 ? nextafterf(cs[rr], INFINITY) : cs[rr];
+      REQUIRE(cudaMemcpy(dx, x, 4 * (size_t)(R * K), cudaMemcpyHostToDevice) == cudaSuccess, "upload");
+      w8a8_matrix xm = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, R, K, K, x);
+      w8a8_matrix qm = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, R, K, K, q[0]);
+      w8a8_vector sv = w8a8_vector_make(W8A8_DTYPE_FP32, R, sc[0]), zv = w8a8_vector_make(W8A8_DTYPE_INT32, R, zp[0]);
+      REQUIRE_OK(w8a8_quantize(r, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
+      for (int vec = 0; vec < 3; vec++) { /* the scalar kernel, the vectorized one, a warp per row */
+        w8a8_cuda_set_quant_vec(vec > 0);
+        w8a8_cuda_set_quant_warp(vec == 2);
+        xm.data = dx, qm.data = dq, sv.data = ds, zv.data = dz;
+        REQUIRE_OK(w8a8_quantize(g, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
+        xm.data = x, qm.data = q[0], sv.data = sc[0], zv.data = zp[0];
+        REQUIRE(cudaMemcpy(q[1], dq, (size_t)(R * K), cudaMemcpyDeviceToHost) == cudaSuccess &&
+                    cudaMemcpy(sc[1], ds, sizeof sc[1], cudaMemcpyDeviceToHost) == cudaSuccess &&
+                    cudaMemcpy(zp[1], dz, sizeof zp[1], cudaMemcpyDeviceToHost) == cudaSuccess,
+                "download: %s", cudaGetErrorString(cudaGetLastError()));
+        if ((memcmp(q[0], q[1], (size_t)(R * K)) != 0 || memcmp(sc[0], sc[1], sizeof sc[0]) != 0 ||
+             memcmp(zp[0], zp[1], sizeof zp[0]) != 0) && failed++ < 6)
+          CHECK(0, "dynamic asymmetric K %lld %s rows, kernel %d: outputs differ from the reference", (long long)K,
+                near ? "near-constant" : "constant", vec);
+      }
+      w8a8_cuda_set_quant_vec(-1);
+      w8a8_cuda_set_quant_warp(-1);
+      for (int rr = 0; rr < R && !near; rr++) {
+        const float deq = (float)((int64_t)q[1][rr * K] - zp[1][rr]) * sc[1][rr];
+        CHECK(deq == cs[rr], "constant row %a dequantizes to %a on the GPU", (double)cs[rr], (double)deq);
+      }
+    }
+  }
+  CHECK(failed == 0, "%d mismatches", failed);
+  cudaFree(dx), cudaFree(dq), cudaFree(ds), cudaFree(dz);
+  w8a8_destroy(g);
+  w8a8_destroy(r);
+}
+
 int w8a8_cuda_quant_math_check(int which, const float *s_dev, int n_s, long long n_x, unsigned long long *bad_dev,
                                int num_sms);
 
-/* The vectorized per-token kernel's arithmetic (session 31) against the reference's, exhaustively where it can be:
+/* The vectorized per-token kernel's arithmetic against the reference's, exhaustively where it can be:
  * the hardware fp8 and int8 conversions on all 2^32 fp32 patterns; the division through a reciprocal (Markstein's correction)
  * on every bf16 pattern and 2^20 random fp32 patterns for each of ~330 divisors: the minimum scales, powers of two,
  * all-ones mantissas, huge ones, and amax / qmax for amax log-uniform over 1e-6..1e6. */
@@ -891,7 +981,7 @@ W8A8_TEST(cuda_graph_quantize_scaled_mm) {
 }
 
 /* The dynamic per-tensor quantizers (w8a8_quantize and w8a8_silu_mul_quantize) reduce their amax in the handle's
- * slot, not in the caller's scale (session 31: the caller's scale is written by the call's last kernel only). One
+ * slot, not in the caller's scale (the caller's scale is written by the call's last kernel only). One
  * graph holds both calls on one handle; its replays shrink the input 100x each time, so a slot not zeroed inside
  * the graph, or one call's amax leaking into the other's, gives the wrong scale. Each scale sits between poisoned
  * neighbours that must stay as they were; q and the scales are compared bit for bit with the CPU reference. */

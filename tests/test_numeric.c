@@ -251,21 +251,18 @@ W8A8_TEST(numeric_fp8_rne_random) { random_floats(&F_FP8, 2000000); }
 
 /* ---- int8 ---------------------------------------------------------------- */
 
-/* Independent: round half to even through floor in double, saturate to int32, add the
- * zero point in 64 bits, clamp to int8. NaN gives clamp(azp). */
+/* Independent: round half to even through floor in double, add the zero point in double (exact: beyond 2^52 the
+ * sum is far outside int8 whatever azp is), clamp to int8. NaN gives clamp(azp). */
 static int oracle_int8(float x, int32_t azp) {
-  int64_t r;
-  if (isnan(x)) {
-    r = 0;
-  } else {
+  double v = 0;
+  if (!isnan(x) && isinf(x)) {
+    v = x;
+  } else if (!isnan(x)) {
     double d = x, fl = floor(d), frac = d - fl;
-    double v = frac > 0.5 ? fl + 1 : frac < 0.5 ? fl : (fmod(fl, 2.0) == 0 ? fl : fl + 1);
-    if (v > 2147483647.0) v = 2147483647.0;
-    if (v < -2147483648.0) v = -2147483648.0;
-    r = (int64_t)v;
+    v = frac > 0.5 ? fl + 1 : frac < 0.5 ? fl : (fmod(fl, 2.0) == 0 ? fl : fl + 1);
   }
-  r += azp;
-  return r > 127 ? 127 : r < -128 ? -128 : (int)r;
+  v += azp;
+  return v > 127 ? 127 : v < -128 ? -128 : (int)v;
 }
 
 W8A8_TEST(numeric_int8_rne_and_clamp) {
@@ -279,6 +276,12 @@ W8A8_TEST(numeric_int8_rne_and_clamp) {
       {1e10f, 0, 127},   {-1e10f, 0, -128}, {INFINITY, 0, 127}, {-INFINITY, 0, -128}, {NAN, 0, 0},
       {NAN, 5, 5},       {NAN, -300, -128}, {0.49999997f, 0, 0}, {2.5f, 10, 12},  {-200.0f, 10, -128},
       {100.0f, 27, 127}, {3e9f, -1000, 127}, {-3e9f, 1000, -128}, {-0.0f, 0, 0},  {0.5f, -213, -128},
+      /* zero points at the int32 ends: rne(x) + azp is exact, never rne(x) saturated to int32 first */
+      {0x1p31f, INT32_MIN, 0},          {0x1p31f, INT32_MIN + 5, 5},       {0x1p31f + 256, INT32_MIN, 127},
+      {0x1p31f - 128, INT32_MIN, -128}, {0x1p31f - 128, INT32_MIN + 100, -28}, {1e30f, INT32_MIN, 127},
+      {INFINITY, INT32_MIN, 127},       {NAN, INT32_MIN, -128},            {-0x1p31f, INT32_MAX, -1},
+      {-0x1p31f - 256, INT32_MAX, -128}, {-0x1p31f - 256, INT32_MAX - 200, -128}, {-1e30f, INT32_MAX, -128},
+      {-INFINITY, INT32_MAX, -128},     {NAN, INT32_MAX, 127},             {-0x1p32f, INT32_MAX, -128},
   };
   for (unsigned i = 0; i < sizeof hand / sizeof hand[0]; i++) {
     int got = w8a8_f32_to_int8_rne(hand[i].x, hand[i].azp);
@@ -297,6 +300,11 @@ W8A8_TEST(numeric_int8_rne_and_clamp) {
     else
       x = ((float)(int32_t)(r >> 32) / 2147483648.0f) * 300.0f;
     int32_t azp = (int32_t)((r >> 20) % 601) - 300;
+    if (i % 5 == 4) { /* x near +-2^31 and 2^32 (steps of 256), azp near the opposite int32 end */
+      x = ldexpf(1.0f, 31 + (int)(r >> 60 & 1)) + (float)((int)(r % 9) - 4) * 256.0f;
+      if (r >> 63) x = -x;
+      azp = r >> 63 ? INT32_MAX - (int32_t)((r >> 8) % 300) : INT32_MIN + (int32_t)((r >> 8) % 300);
+    }
     int got = w8a8_f32_to_int8_rne(x, azp), want = oracle_int8(x, azp);
     if (got != want && wrong++ < 5) CHECK(0, "int8_rne(%a, %d) = %d, want %d", (double)x, azp, got, want);
   }

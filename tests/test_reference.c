@@ -11,6 +11,7 @@
  *
  * Rounding to bf16/fp16/fp8 here goes through double arithmetic (nearbyint of the
  * scaled significand), not through src/core/numeric.c. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -449,6 +450,117 @@ W8A8_TEST(quant_dynamic_per_tensor_hand) {
   w8a8_destroy(h);
 }
 
+/* The reference and the fast CPU path (W8A8_KERNEL_AUTO): the same call, bit for bit. */
+static w8a8_handle *auto_handle(void) {
+  w8a8_handle *h = NULL;
+  return w8a8_create(&h, W8A8_DEVICE_CPU, 0) == W8A8_SUCCESS ? h : NULL;
+}
+
+/* Static int8 with zero points at the ends of int32: q = clamp(rne(x / s) + azp, -128, 127) with the sum taken
+ * exactly, never rne(x / s) saturated to int32 first (which turned 2^31 + INT32_MIN into -1). */
+W8A8_TEST(quant_int8_static_azp_int32_ends) {
+  w8a8_handle *hs[2] = {ref_handle(), auto_handle()};
+  REQUIRE(hs[0] && hs[1], "no handle");
+  /* the case that found it: s = 1e-30, azp = INT32_MIN, x > 0 gives 127 */
+  for (int hi = 0; hi < 2; hi++) {
+    const float x[3] = {1.0f, 3.5f, 1e-20f};
+    int8_t q[3];
+    float s = 1e-30f;
+    int32_t azp = INT32_MIN;
+    REQUIRE_OK(quant(hs[hi], x, 1, 3, W8A8_DTYPE_INT8, q, W8A8_QUANT_STATIC_PER_TENSOR, &s, &azp, NULL));
+    for (int i = 0; i < 3; i++) CHECK(q[i] == 127, "handle %d: q[%d] = %d, want 127", hi, i, q[i]);
+  }
+  static const float xs[] = {0x1p31f,  0x1p31f + 256, 0x1p31f - 128, -0x1p31f, -0x1p31f - 256, 0x1p32f, -0x1p32f,
+                             1e30f,    -1e30f,        3e9f,          -3e9f,    0.0f,           2.5f,    -7.0f,
+                             INFINITY, -INFINITY,     NAN,           0x1p31f + 512, -0x1p31f + 128};
+  enum { K = sizeof xs / sizeof xs[0] };
+  static const int32_t zs[] = {INT32_MIN, INT32_MIN + 5, INT32_MIN + 200, INT32_MAX, INT32_MAX - 5, INT32_MAX - 300,
+                               1 << 30,   -(1 << 30)};
+  int wrong = 0;
+  for (size_t zi = 0; zi < sizeof zs / sizeof zs[0]; zi++) {
+    int8_t q[2][K];
+    for (int hi = 0; hi < 2; hi++) {
+      float s = 1.0f;
+      int32_t azp = zs[zi];
+      REQUIRE_OK(quant(hs[hi], xs, 1, K, W8A8_DTYPE_INT8, q[hi], W8A8_QUANT_STATIC_PER_TENSOR, &s, &azp, NULL));
+    }
+    for (int k = 0; k < K; k++) {
+      /* independent: x / 1 is x; rne in double; the sum in double is exact at these magnitudes */
+      double v = isnan(xs[k]) ? 0.0 : isinf(xs[k]) ? xs[k] : nearbyint((double)xs[k]);
+      v += zs[zi];
+      int want = v > 127 ? 127 : v < -128 ? -128 : (int)v;
+      for (int hi = 0; hi < 2; hi++)
+        if (q[hi][k] != want && wrong++ < 8)
+          CHECK(0, "%s: x %a azp %d: q = %d, want %d", hi ? "auto" : "reference", (double)xs[k], zs[zi], q[hi][k],
+                want);
+    }
+  }
+  CHECK(wrong == 0, "%d values wrong", wrong);
+  w8a8_destroy(hs[0]);
+  w8a8_destroy(hs[1]);
+}
+
+/* Dynamic asymmetric int8 on rows whose range is tiny against their magnitude. A constant row c != 0 gets s = |c|
+ * and azp = -128 - sign(c): every q is -128 and s * (q - azp) is c exactly (it used to get MIN_SCALE and, past
+ * |c| ~ 33026, an azp saturated to int32 that dequantized to about +-33026). Rows of two neighbouring floats get
+ * s >= |lo| * 2^-30, so that azp fits in int32, and dequantize within one ulp. */
+W8A8_TEST(quant_asym_constant_rows_round_trip) {
+  w8a8_handle *hs[2] = {ref_handle(), auto_handle()};
+  REQUIRE(hs[0] && hs[1], "no handle");
+  const float min_scale = 1.0f / (127.0f * 512.0f);
+  static const float cs[] = {40000.0f, -40000.0f, 1e30f, -1e30f,   0.3f,     -7.0f,      1e-40f,
+                             33027.0f, 1.0f,      0.0f,  FLT_MAX,  -FLT_MAX, -1.17e-38f, 16514.0f};
+  enum { R = sizeof cs / sizeof cs[0], K = 19 };
+  float x[R * K];
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < K; k++) x[r * K + k] = cs[r];
+  int8_t q[2][R * K];
+  float s[2][R];
+  int32_t z[2][R];
+  for (int hi = 0; hi < 2; hi++)
+    REQUIRE_OK(quant(hs[hi], x, R, K, W8A8_DTYPE_INT8, q[hi], W8A8_QUANT_DYNAMIC_PER_TOKEN, s[hi], z[hi], NULL));
+  CHECK(memcmp(q[0], q[1], sizeof q[0]) == 0 && memcmp(s[0], s[1], sizeof s[0]) == 0 &&
+            memcmp(z[0], z[1], sizeof z[0]) == 0,
+        "the fast path differs from the reference on constant rows");
+  for (int r = 0; r < R; r++) {
+    const float c = cs[r];
+    const float want_s = c == 0.0f ? min_scale : fabsf(c);
+    const int32_t want_z = c > 0 ? -129 : c < 0 ? -127 : -128;
+    CHECK(s[0][r] == want_s && z[0][r] == want_z, "row %g: s %a azp %d, want %a %d", (double)c, (double)s[0][r],
+          z[0][r], (double)want_s, want_z);
+    for (int k = 0; k < K; k++) {
+      const int qi = q[0][r * K + k];
+      const float deq = (float)((int64_t)qi - z[0][r]) * s[0][r];
+      if (k == 0 || qi != -128 || deq != c)
+        CHECK(qi == -128 && deq == c, "row %g: q[%d] = %d dequantizes to %a, want -128 and %a", (double)c, k, qi,
+              (double)deq, (double)c);
+    }
+  }
+  /* two neighbouring floats, alternating */
+  static const float ns[] = {40000.0f, -40000.0f, 1e30f, -1e30f, 33027.0f, 16514.0f, -2e9f, 7e37f};
+  enum { RN = sizeof ns / sizeof ns[0] };
+  float y[RN * K];
+  for (int r = 0; r < RN; r++)
+    for (int k = 0; k < K; k++) y[r * K + k] = k % 2 ? nextafterf(ns[r], INFINITY) : ns[r];
+  for (int hi = 0; hi < 2; hi++)
+    REQUIRE_OK(quant(hs[hi], y, RN, K, W8A8_DTYPE_INT8, q[hi], W8A8_QUANT_DYNAMIC_PER_TOKEN, s[hi], z[hi], NULL));
+  CHECK(memcmp(q[0], q[1], RN * K) == 0 && memcmp(s[0], s[1], 4 * RN) == 0 && memcmp(z[0], z[1], 4 * RN) == 0,
+        "the fast path differs from the reference on near-constant rows");
+  for (int r = 0; r < RN; r++) {
+    const float lo = ns[r];
+    CHECK(s[0][r] >= fabsf(lo) * 0x1p-30f && z[0][r] > INT32_MIN && z[0][r] < INT32_MAX,
+          "row %g: s %a azp %d (|lo / s| must stay <= 2^30)", (double)lo, (double)s[0][r], z[0][r]);
+    for (int k = 0; k < 2; k++) {
+      const float xv = y[r * K + k], ulp = nextafterf(fabsf(xv), INFINITY) - fabsf(xv);
+      const float deq = (float)((int64_t)q[0][r * K + k] - z[0][r]) * s[0][r];
+      CHECK(fabsf(deq - xv) <= ulp, "row %g: x %a (q %d, azp %d, s %a) dequantizes to %a, more than an ulp off",
+            (double)lo, (double)xv, q[0][r * K + k], z[0][r], (double)s[0][r], (double)deq);
+    }
+  }
+  w8a8_destroy(hs[0]);
+  w8a8_destroy(hs[1]);
+}
+
 /* bf16 and fp16 inputs are converted exactly before the division. */
 W8A8_TEST(quant_half_inputs_hand) {
   w8a8_handle *h = ref_handle();
@@ -547,8 +659,13 @@ static int check_quant_random(w8a8_handle *h, w8a8_dtype xd, w8a8_dtype qd, w8a8
         lo = fminf(lo, row[k]);
         hi = fmaxf(hi, row[k]);
       }
-      s = (hi - lo) / 255.0f;
-      if (!(s > min_scale)) s = min_scale;
+      if (lo == hi && lo != 0.0f && isfinite(lo)) {
+        s = fabsf(lo); /* a constant row */
+      } else {
+        s = (hi - lo) / 255.0f;
+        if (!(s > min_scale)) s = min_scale;
+        if (fabsf(lo) * 0x1p-30f > s) s = fabsf(lo) * 0x1p-30f;
+      }
       z = rne_int(-128.0f - lo / s);
     } else {
       float amax = 0;

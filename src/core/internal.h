@@ -11,6 +11,7 @@
 #ifndef W8A8_INTERNAL_H
 #define W8A8_INTERNAL_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -198,11 +199,50 @@ W8A8_HIDDEN uint16_t w8a8_f32_to_f16(float f);  /* RNE, overflow to inf, NaN kep
 W8A8_HIDDEN float w8a8_fp8_to_f32(uint8_t v);   /* e4m3fn */
 W8A8_HIDDEN uint8_t w8a8_f32_to_fp8(float f);   /* clamp to +-448, RNE, NaN -> 0x7f */
 W8A8_HIDDEN int32_t w8a8_f32_to_int32_sat(float f); /* truncating, saturating, NaN -> 0 (use on rintf results) */
-W8A8_HIDDEN int8_t w8a8_f32_to_int8_rne(float f, int32_t azp); /* clamp(sat_int32(rne(f)) + azp), NaN -> clamp(azp) */
-/* Dynamic quantization: s = max(range / qmax, 1 / (qmax * 512)) (NaN -> the floor), and the
- * asymmetric int8 rule s = max((hi - lo) / 255, 1 / (127 * 512)), azp = sat_int32(rne(-128 - lo / s)). */
+/* Dynamic quantization's scale: s = max(range / qmax, 1 / (qmax * 512)) (NaN -> the floor). */
 W8A8_HIDDEN float w8a8_dynamic_scale(float range, float qmax);
-W8A8_HIDDEN void w8a8_asym_params(float lo, float hi, float *scale, int32_t *azp);
+
+/* ---- the int8 quantization rules (w8a8.h), one definition for the host and the GPU ------------------------------
+ * src/cuda/quant.cu and act.cu call these too, so that every implementation has the same bits. Each step is one
+ * IEEE fp32 operation (no multiply to contract into an FMA). */
+#if defined(__CUDACC__)
+#define W8A8_HOST_DEVICE static inline __host__ __device__
+#else
+#define W8A8_HOST_DEVICE static inline
+#endif
+
+/* q = clamp(rne(f) + azp, -128, 127) with the sum taken exactly; NaN counts as 0 (so it gives clamp(azp)). Past
+ * +-2^40 the result no longer depends on f (|azp| <= 2^31), so f is clamped there and the sum fits in int64. */
+W8A8_HOST_DEVICE int8_t w8a8_f32_to_int8_rne(float f, int32_t azp) {
+  float r = rintf(f); /* the default rounding mode: to nearest, ties to even */
+  if (r != r) r = 0.0f;
+  r = r > 0x1p40f ? 0x1p40f : r < -0x1p40f ? -0x1p40f : r;
+  const int64_t i = (int64_t)r + azp;
+  return (int8_t)(i > 127 ? 127 : i < -128 ? -128 : i);
+}
+
+/* Dynamic asymmetric int8: the scale and zero point of a row whose minimum and maximum (NaN skipped) are lo and hi;
+ * a row of no elements passes lo = hi = 0.
+ *   A constant row c != 0 (lo == hi, finite): s = |c|. Every q is then -128 and s * (q - azp) is c exactly.
+ *   Otherwise s = max((hi - lo) / 255, MIN_SCALE, |lo| * 2^-30), MIN_SCALE = 1 / (127 * 512). The last term keeps
+ *   |lo / s| <= 2^30, so that azp fits in int32 where the range is a few ulps of the values (it changes no row whose
+ *   |lo| is below 2^30 MIN_SCALE, about 16513).
+ *   azp = rne(-128 - lo / s), saturated to int32 (which only rows holding an infinity, or no number, reach). */
+W8A8_HOST_DEVICE void w8a8_asym_params(float lo, float hi, float *scale, int32_t *azp) {
+  const float min_scale = 1.0f / (127.0f * 512.0f), alo = fabsf(lo);
+  float s;
+  if (lo == hi && lo != 0.0f && alo < INFINITY) {
+    s = alo;
+  } else {
+    s = (hi - lo) / 255.0f;
+    if (!(s > min_scale)) s = min_scale; /* NaN too: the range of an infinite row */
+    const float floor_s = alo * 0x1p-30f;
+    if (floor_s > s && floor_s < INFINITY) s = floor_s;
+  }
+  *scale = s;
+  const float z = rintf(-128.0f - lo / s);
+  *azp = z != z ? 0 : z >= 2147483648.0f ? INT32_MAX : z <= -2147483648.0f ? INT32_MIN : (int32_t)z;
+}
 /* The epilogue formula of w8a8_scaled_mm on one fp32 accumulator value. */
 static inline float w8a8_epilogue(float v, float sa, float sb, const float *bias_or_null) {
   float t = sa * v;

@@ -92,27 +92,9 @@ int32_t w8a8_f32_to_int32_sat(float f) {
   return (int32_t)f;
 }
 
-int8_t w8a8_f32_to_int8_rne(float f, int32_t azp) {
-  /* rintf: the default rounding mode, to nearest even */
-  int64_t i = w8a8_f32_to_int32_sat(rintf(f));
-  /* vLLM: int32 saturating conversion, + azp, then clamp to int8 */
-  i += azp;
-  if (i > 127) i = 127;
-  if (i < -128) i = -128;
-  return (int8_t)i;
-}
-
-/* The dynamic quantizers' scale rules (w8a8.h), shared by every host implementation. */
+/* The dynamic quantizers' scale rule (w8a8.h), shared by every host implementation; the int8 rules are in
+ * internal.h, shared with the GPU. */
 float w8a8_dynamic_scale(float range, float qmax) {
   float s = range / qmax, min_scale = 1.0f / (qmax * 512.0f);
   return s > min_scale ? s : min_scale; /* also maps NaN to MIN_SCALE */
-}
-
-void w8a8_asym_params(float lo, float hi, float *scale, int32_t *azp) {
-  /* s = max((hi - lo) / 255, MIN_SCALE) with int8's MIN_SCALE = 1 / (127 * 512) */
-  float s = (hi - lo) / 255.0f, min_scale = 1.0f / (127.0f * 512.0f);
-  if (!(s > min_scale)) s = min_scale;
-  *scale = s;
-  /* Not clamped to int8: a row of positive values needs azp < -128 (as in vLLM). */
-  *azp = w8a8_f32_to_int32_sat(rintf(-128.0f - lo / s));
 }

@@ -176,24 +176,34 @@ def quant_fp8(x, s):
 
 
 def quant_int8(x, s, azp=0):
+    """clamp(rne(x / s) + azp, -128, 127), the sum exact (never rne saturated to int32 first); NaN counts as 0."""
     y = (x.astype(np.float32) / np.asarray(s, np.float32)).astype(np.float32)
     r = np.rint(np.where(np.isnan(y), 0, y)).astype(np.float64)
-    r = np.clip(r, -2.0 ** 31, 2.0 ** 31 - 1)
+    r = np.clip(r, -2.0 ** 40, 2.0 ** 40)  # past 2^40 the result no longer depends on r: the float64 sum stays exact
     return np.clip(r + np.asarray(azp, np.float64), -128, 127).astype(np.int8)
 
 
 def asym_params(x):
-    """Per-token (scale, azp) of dynamic asymmetric int8."""
+    """Per-token (scale, azp) of dynamic asymmetric int8: s = max((hi - lo) / 255, MIN_SCALE, |lo| 2^-30), but |c|
+    for a constant row c != 0; azp = rne(-128 - lo / s) saturated to int32 (w8a8.h)."""
     xf = x.astype(np.float32)
     xs = np.where(np.isnan(xf), np.inf, xf)
-    lo = xs.min(axis=1).astype(np.float32)
+    lo = xs.min(axis=1, initial=np.inf).astype(np.float32)
     xs = np.where(np.isnan(xf), -np.inf, xf)
-    hi = xs.max(axis=1).astype(np.float32)
-    s = ((hi - lo).astype(np.float32) / F32(255.0)).astype(np.float32)
-    mn = F32(1.0) / (F32(127.0) * F32(512.0))
-    s = np.where(s > mn, s, mn).astype(np.float32)
-    azp = np.rint((F32(-128.0) - (lo / s).astype(np.float32)).astype(np.float32)).astype(np.int64)
-    return s, azp.astype(np.int32)
+    hi = xs.max(axis=1, initial=-np.inf).astype(np.float32)
+    if xf.shape[1] == 0:
+        lo = hi = np.zeros(xf.shape[0], np.float32)
+    alo = np.abs(lo).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        s = ((hi - lo).astype(np.float32) / F32(255.0)).astype(np.float32)
+        mn = F32(1.0) / (F32(127.0) * F32(512.0))
+        s = np.where(s > mn, s, mn).astype(np.float32)
+        floor_s = (alo * F32(2.0 ** -30)).astype(np.float32)
+        s = np.where((floor_s > s) & np.isfinite(floor_s), floor_s, s).astype(np.float32)
+        s = np.where((lo == hi) & (lo != 0) & np.isfinite(lo), alo, s).astype(np.float32)
+        z = np.rint((F32(-128.0) - (lo / s).astype(np.float32)).astype(np.float32)).astype(np.float64)
+    z = np.where(np.isnan(z), 0, np.clip(z, -2.0 ** 31, 2.0 ** 31 - 1))
+    return s, z.astype(np.int64).astype(np.int32)
 
 # ---------------------------------------------------------------- fused SiLU-and-mul
 #
