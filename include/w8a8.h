@@ -12,8 +12,12 @@
  *   - Every call returns a w8a8_status. W8A8_SUCCESS is 0. On failure the call
  *     has written nothing the caller owns, and w8a8_last_error() returns a
  *     message naming the call, the argument, what was expected and what was
- *     given. Nothing in the library aborts or exits on bad input.
- *   - All sizes and strides are int64_t element counts (not bytes).
+ *     given. Every call that returns a status clears that message first, so
+ *     after a successful call it is "". Nothing in the library aborts or exits
+ *     on bad input.
+ *   - All sizes and strides are int64_t element counts (not bytes). The GEMM and
+ *     quantizer sizes (M, N, K, and a quantizer's x->cols) must each be below
+ *     2^31 (W8A8_ERROR_INVALID_SHAPE otherwise); a matrix may span at most 2^62 bytes.
  *   - Data pointers are memory of the handle's device: host memory for a CPU
  *     handle, device memory (cudaMalloc or managed) of that GPU for a CUDA
  *     handle. A CUDA handle rejects host pointers and other GPUs' memory.
@@ -107,7 +111,8 @@ W8A8_API const char *w8a8_status_name(w8a8_status status);
 /**
  * @return the detail of the last failed call made by this thread, e.g.
  * "w8a8_scaled_mm: scale_a->len is 7; expected 1 (per-tensor) or M = 16 (per-token)".
- * "" if no call has failed in this thread. Valid until this thread's next w8a8 call.
+ * "" if this thread's last call succeeded or it has made none (each call returning a
+ * w8a8_status clears it on entry). Valid until this thread's next w8a8 call.
  */
 W8A8_API const char *w8a8_last_error(void);
 
@@ -190,15 +195,18 @@ typedef enum w8a8_device_kind {
 } w8a8_device_kind;
 
 /**
- * Create a handle bound to a device: W8A8_DEVICE_CPU (index ignored, use 0) or
- * W8A8_DEVICE_CUDA with a CUDA device ordinal. The handle owns its workspaces,
- * allocated here and nowhere else. A CUDA handle starts on the legacy default
+ * Create a handle bound to a device: W8A8_DEVICE_CPU with device_index 0 (the CPU has
+ * no other index), or W8A8_DEVICE_CUDA with a CUDA device ordinal. The handle owns its
+ * workspaces, allocated here and nowhere else. A CUDA handle starts on the legacy default
  * stream (NULL) and makes its device current only for the duration of calls.
- * @return W8A8_ERROR_NOT_BUILT (no CUDA in this build), W8A8_ERROR_UNSUPPORTED_DEVICE
- *         (no such GPU, or older than sm_80), W8A8_ERROR_OUT_OF_MEMORY.
+ * @return W8A8_ERROR_INVALID_VALUE (a kind outside the enum, a negative index, or a CPU
+ *         index other than 0), W8A8_ERROR_NOT_BUILT (no CUDA in this build),
+ *         W8A8_ERROR_UNSUPPORTED_DEVICE (no such GPU, or older than sm_80), W8A8_ERROR_OUT_OF_MEMORY.
  */
 W8A8_API w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_index);
-/** Create a handle on the best device available: CUDA device 0 if usable, else the CPU. */
+/** Create a handle on the best device available: CUDA device 0 if usable, else the CPU (a CUDA
+ *  handle that cannot be created is no failure: the CPU one is made instead). Messages name
+ *  w8a8_create_best. */
 W8A8_API w8a8_status w8a8_create_best(w8a8_handle **handle);
 /** Destroy a handle; NULL is accepted and does nothing. Waits for nothing: on a CUDA handle
  *  the caller must make sure no work of this handle is still running. */
@@ -235,12 +243,12 @@ W8A8_API w8a8_status w8a8_set_kernel(w8a8_handle *handle, w8a8_kernel kernel);
  * enqueued on the handle's stream right before a GEMM -- true of inference weights, written once
  * at load time. With it (constant = 1) the Hopper kernel starts loading the first K-blocks of b
  * while the kernel before it on the stream is still finishing (programmatic dependent launch),
- * instead of after it. Measured on an H200 between back-to-back GEMMs (bench/results, session 4):
- * 1.03-1.06x at 33..256 tokens, no gain at 1..32. Activations, scales, bias and the output are
- * still read and written only after the previous kernel has completed. With the promise broken (b
- * written by the previous kernel) results may be computed from the old b. 0 (the default) keeps
- * every read after the previous kernel. Only 0 and 1 are accepted. CPU handles and the portable
- * CUDA kernel ignore it.
+ * instead of after it. Measured on an H200 between back-to-back GEMMs: 1.03-1.06x at 33..256
+ * tokens, no gain at 1..32 (bench/results/h200-torch-compare-2026-11-29-v6.md). Activations,
+ * scales, bias and the output are still read and written only after the previous kernel has
+ * completed. With the promise broken (b written by the previous kernel) results may be computed
+ * from the old b. 0 (the default) keeps every read after the previous kernel. Only 0 and 1 are
+ * accepted. CPU handles and the portable CUDA kernel ignore it.
  */
 W8A8_API w8a8_status w8a8_set_weights_constant(w8a8_handle *handle, int constant);
 
@@ -307,6 +315,8 @@ typedef struct w8a8_zero_point {
  * @param zp      NULL (symmetric), or an int8 zero point (see w8a8_zero_point); int8 only.
  * @param out     [M,N] row-major, bf16, fp16 or fp32, ld >= N; must not overlap any input.
  *
+ * Sizes: M, N, K each below 2^31; int8 also needs K <= 131071 (W8A8_ERROR_INVALID_SHAPE otherwise).
+ *
  * Arithmetic (the same on every backend):
  *   int8: acc = sum_k a[m,k]*b[k,n] exactly in int32 (requires K <= 131071: 131072 * 128 * 128 = 2^31);
  *         with a zero point, d = acc - azp*azp_adj[n] in int32; v = (float)d (round to nearest).
@@ -323,6 +333,8 @@ W8A8_API w8a8_status w8a8_scaled_mm(w8a8_handle *handle, const w8a8_matrix *a, c
 /**
  * azp_adj[n] = sum_k b[k,n] (int32) for an int8 column-major B [K,N]: the correction
  * vector of an asymmetric-int8 GEMM. Compute it once per weight matrix.
+ * K must be <= 131071, the int8 K that w8a8_scaled_mm takes (W8A8_ERROR_INVALID_SHAPE
+ * otherwise); N == 0 succeeds and writes nothing.
  * @param azp_adj int32, len N.
  */
 W8A8_API w8a8_status w8a8_colsum(w8a8_handle *handle, const w8a8_matrix *b, const w8a8_vector *azp_adj);
@@ -349,15 +361,25 @@ typedef enum w8a8_quant_mode {
  *   fp8:                 q = e4m3(clamp(x / s, -448, 448)), rounded to nearest even; NaN stays NaN.
  *   int8 symmetric:      q = clamp(rne(x / s), -128, 127); NaN gives 0.
  *   int8 asymmetric (azp != NULL):
- *     static per-tensor: azp[0] given (int32); q = clamp(rne(x / s) + azp, -128, 127).
- *     dynamic per-token: lo, hi = min, max of x[m,:]; s_m = max((hi - lo) / 255, MIN_SCALE);
+ *     static per-tensor: azp[0] given (any int32); q = clamp(rne(x / s) + azp, -128, 127).
+ *     dynamic per-token: lo, hi = min, max of x[m,:] (0, 0 for K == 0);
+ *                        s_m = max((hi - lo) / 255, MIN_SCALE, |lo| * 2^-30), except that a
+ *                          constant row c != 0 (lo == hi, finite) takes s_m = |c|;
  *                        azp[m] = rne(-128 - lo / s_m) (int32, output, len M);
  *                        q = clamp(rne(x / s_m) + azp[m], -128, 127).
+ *                        So a constant row gives every q = -128 and azp = -128 - sign(c), and
+ *                        dequantizes to c exactly; the |lo| * 2^-30 term (which changes no row
+ *                        with |lo| < 16513) keeps |azp| <= 2^30 + 128 where the range is a few
+ *                        ulps of the values, and such rows dequantize within an ulp.
  *     dynamic per-tensor with a zero point is not supported (W8A8_ERROR_INVALID_ZERO_POINT).
+ *     rne(x / s) + azp is exact (64-bit), never rne(x / s) saturated to int32 before the sum.
  *   x / s is an IEEE fp32 division (not a multiplication by 1/s), on every backend.
  *   NaN inputs are skipped by the max / min reductions (a row of NaN only gets MIN_SCALE).
  * scale: fp32 vector; scale_ub: NULL or one fp32 in the handle's memory (> 0), symmetric per-token only.
  * The dequantized value is x ≈ s * (q - azp), which is what w8a8_scaled_mm's zero point expects.
+ * Sizes: M and K each below 2^31. M == 0 succeeds and writes nothing, not even the dynamic
+ * per-tensor scale (there are no values to take it from); K == 0 with rows writes the dynamic
+ * scales (MIN_SCALE) and zero points (-128).
  */
 W8A8_API w8a8_status w8a8_quantize(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
                                    w8a8_quant_mode mode, const w8a8_vector *scale,
@@ -386,7 +408,8 @@ W8A8_API w8a8_status w8a8_quantize(w8a8_handle *handle, const w8a8_matrix *x, co
  *   y = silu * u          (fp32);  a NaN y is the positive quiet NaN 0x7fc00000;
  *   q = what w8a8_quantize(mode) writes for the fp32 matrix y [M, I], with the same scale
  *       rules (QMAX, MIN_SCALE, scale_ub, zero point) and the same IEEE division y / s.
- * M == 0 writes nothing; I == 0 with rows writes the dynamic scales (MIN_SCALE, as w8a8_quantize).
+ * M == 0 writes nothing (not even the dynamic per-tensor scale); I == 0 with rows writes the
+ * dynamic scales (MIN_SCALE, as w8a8_quantize). Sizes: M and 2I each below 2^31.
  * @return as w8a8_quantize, plus W8A8_ERROR_INVALID_SHAPE when x->cols is odd or q is not
  *         [x->rows, x->cols / 2].
  */
@@ -718,6 +741,10 @@ W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_m
  * A handle also loads the file named by the environment variable W8A8_TUNE_FILE when it is
  * created (CUDA handles); a file that fails to load there is ignored with one line on
  * stderr, and the handle keeps the built-in heuristic.
+ *
+ * Size limits: at most 100,000 entries, 8 MiB and 1023 characters a line (a larger table is
+ * W8A8_ERROR_INVALID_FILE). Loading sorts the entries once, O(n log n) (under 0.1 s for a full
+ * table), and a lookup is a binary search.
  *
  * @param path the table's file, or NULL to drop the handle's table (back to the heuristic).
  * @return W8A8_ERROR_INVALID_FILE (cannot be read, or malformed: the message names the line),

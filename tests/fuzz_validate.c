@@ -4,7 +4,9 @@
  * handle: a consistent small problem is built first (so that many calls are valid and
  * really compute), then a few fields are corrupted (dtypes, layouts, sizes, strides,
  * lengths, NULLs, pointers anywhere in a small arena so that buffers overlap, garbage
- * addresses, extreme values). Every buffer lives in one arena.
+ * addresses, extreme values, and huge dimensions up to INT64_MAX with a matching stride and
+ * an empty other dimension, which only the checks relating the arguments can refuse: their
+ * size products must not overflow). Every buffer lives in one arena.
  *
  * Properties checked (a violation traps, which libFuzzer reports as a crash):
  *   - no crash, no sanitizer report (ASan + UBSan);
@@ -52,28 +54,58 @@ static uint64_t rd64(reader *r) {
   return v;
 }
 
-static const int64_t evil[16] = {-1,
-                                 -2,
-                                 INT64_MIN,
-                                 INT64_MAX,
-                                 INT64_C(1) << 31,
-                                 (INT64_C(1) << 31) - 1,
-                                 INT64_C(1) << 62,
-                                 INT64_C(1) << 40,
-                                 131071,
-                                 131072,
-                                 0,
-                                 1,
-                                 INT64_C(1) << 32,
-                                 -(INT64_C(1) << 31),
-                                 (INT64_C(1) << 58) + 1,
-                                 4096};
+/* Values at the edges validation guards: negative, the 2^31 limits, int8's K limit, and sizes whose products with a
+ * stride, an element size or 2 (w8a8_silu_mul_quantize's x has 2K columns) pass INT64_MAX. */
+static const int64_t evil[] = {-1,
+                               -2,
+                               INT64_MIN,
+                               INT64_MAX,
+                               INT64_C(1) << 31,
+                               (INT64_C(1) << 31) - 1,
+                               INT64_C(1) << 62,
+                               INT64_C(1) << 40,
+                               131071,
+                               131072,
+                               0,
+                               1,
+                               INT64_C(1) << 32,
+                               -(INT64_C(1) << 31),
+                               (INT64_C(1) << 58) + 1,
+                               4096,
+                               INT64_MAX - 1,
+                               (INT64_C(1) << 62) + 1,
+                               INT64_MAX / 2,
+                               INT64_MAX / 2 + 1,
+                               (INT64_C(1) << 61) + 1,
+                               INT64_MAX / 3 + 1,
+                               (INT64_C(1) << 32) + 1,
+                               (INT64_C(1) << 31) + 1};
+#define NEVIL ((int)(sizeof evil / sizeof evil[0]))
 
 static int64_t rd_value(reader *r) { /* a corrupting value: small, evil, or anything */
   uint8_t k = rd8(r);
   if (k < 128) return k % 40;
-  if (k < 224) return evil[k & 15];
+  if (k < 224) return evil[k % NEVIL];
   return (int64_t)rd64(r);
+}
+
+/* A huge but self-consistent dimension: rows or cols set to a corrupting value, ld to the inner size (plus 0..2,
+ * where that fits), and half the time the other dimension 0, so that the matrix spans no bytes and passes its own
+ * checks: only the checks that relate it to the other arguments can refuse it. */
+static void huge_dim(reader *r, w8a8_matrix *m) {
+  const int64_t v = rd_value(r);
+  if (rd8(r) & 1)
+    m->rows = v;
+  else
+    m->cols = v;
+  const int64_t inner = m->layout == W8A8_COL_MAJOR ? m->rows : m->cols, pad = rd8(r) % 3;
+  m->ld = inner > INT64_MAX - pad ? inner : inner + pad;
+  if (rd8(r) & 1) {
+    if (m->layout == W8A8_COL_MAJOR)
+      m->cols = 0;
+    else
+      m->rows = 0;
+  }
 }
 
 static void *rd_pointer(reader *r, int allow_garbage) {
@@ -177,10 +209,10 @@ static void fuzz_mm(reader *r) {
 
   int nmut = rd8(r) % 4;
   for (int i = 0; i < nmut; i++) {
-    uint8_t which = rd8(r) % 24;
+    uint8_t which = rd8(r) % 27;
     w8a8_matrix *mats[3] = {&a, &b, &out};
     w8a8_vector *vecs[5] = {&sa, &sb, &bias, &zp.azp, &zp.azp_adj};
-    if (which < 12) { /* a matrix field */
+    if (which < 15) { /* a matrix field */
       w8a8_matrix *m = mats[which % 3];
       switch (which / 3) {
         case 0: m->dtype = (w8a8_dtype)(rd8(r) % 8); break;
@@ -194,11 +226,12 @@ static void fuzz_mm(reader *r) {
           }
           break;
         }
-        default: m->data = rd_pointer(r, 1); break;
+        case 3: m->data = rd_pointer(r, 1); break;
+        default: huge_dim(r, m); break;
       }
-    } else if (which < 22) { /* a vector field */
-      w8a8_vector *v = vecs[(which - 12) % 5];
-      switch ((which - 12) / 5) {
+    } else if (which < 25) { /* a vector field */
+      w8a8_vector *v = vecs[(which - 15) % 5];
+      switch ((which - 15) / 5) {
         case 0: v->len = rd_value(r); break;
         default:
           if (rd8(r) & 1)
@@ -207,7 +240,7 @@ static void fuzz_mm(reader *r) {
             v->data = rd_pointer(r, 0);
           break;
       }
-    } else if (which == 22) {
+    } else if (which == 25) {
       switch (rd8(r) % 4) {
         case 0: pa = NULL; break;
         case 1: pb = NULL; break;
@@ -297,16 +330,11 @@ static void fuzz_quant(reader *r, int silu) {
   const w8a8_matrix *px = &x, *pq = &q;
   const w8a8_vector *ps = &scale, *pz = (g & 1) ? &azp : NULL;
   const float *ub = (g & 2) ? (const float *)(arena + 4 * REGION) : NULL;
-  /* input values: fp32 in a modest range, or raw bytes for the half types (any value, NaN included) */
-  for (int i = 0; i < 512; i++) {
-    uint8_t v = rd8(r);
-    ((float *)(arena + 0 * REGION))[i] = (float)((int)v - 128) * 0.37f;
-  }
   float static_scale = (g & 4) ? 0.0f : 0.03f, ubv = (g & 8) ? -1.0f : 2.5f;
 
   int nmut = rd8(r) % 4;
   for (int i = 0; i < nmut; i++) {
-    uint8_t which = rd8(r) % 16;
+    uint8_t which = rd8(r) % 18;
     w8a8_matrix *m = (which & 1) ? &q : &x;
     w8a8_vector *v = (which & 1) ? &azp : &scale;
     switch (which / 2) {
@@ -328,6 +356,10 @@ static void fuzz_quant(reader *r, int silu) {
         v->data = rd_pointer(r, 0);
         if (rd8(r) & 1) ub = (const float *)rd_pointer(r, 0);
         break;
+      case 8: /* one huge dimension; with both row counts 0 only the shape rules relate x and q */
+        huge_dim(r, m);
+        if (m->rows == 0 && (rd8(r) & 1)) x.rows = q.rows = 0;
+        break;
       default:
         if (rd8(r) & 1) mode = (int)(rd_value(r) & 7) - 1;
         if (rd8(r) & 1) pz = pz ? NULL : &azp;
@@ -336,6 +368,12 @@ static void fuzz_quant(reader *r, int silu) {
         if (rd8(r) & 1) pq = NULL;
         break;
     }
+  }
+  /* input values: fp32 in a modest range, or raw bytes for the half types (any value, NaN included). Read after
+   * the mutations, so that short inputs reach them. */
+  for (int i = 0; i < 512; i++) {
+    uint8_t v = rd8(r);
+    ((float *)(arena + 0 * REGION))[i] = (float)((int)v - 128) * 0.37f;
   }
   /* The values read by validation (static scale, scale_ub) are set after the pointers
    * moved; a vector or ub may now alias anything, which is the point. */
@@ -368,7 +406,8 @@ static void fuzz_quant(reader *r, int silu) {
   if (x.dtype != W8A8_DTYPE_FP32 && x.dtype != W8A8_DTYPE_BF16 && x.dtype != W8A8_DTYPE_FP16) FAIL("x dtype");
   if (q.dtype != W8A8_DTYPE_INT8 && q.dtype != W8A8_DTYPE_FP8_E4M3) FAIL("q dtype");
   if (x.layout != W8A8_ROW_MAJOR || q.layout != W8A8_ROW_MAJOR) FAIL("layouts");
-  if (q.rows != x.rows || q.cols * (silu ? 2 : 1) != x.cols || x.ld < x.cols || q.ld < q.cols) FAIL("shapes");
+  if (q.rows != x.rows || x.cols % (silu ? 2 : 1) || x.cols / (silu ? 2 : 1) != q.cols || x.ld < x.cols || q.ld < q.cols)
+    FAIL("shapes");
   if (mode < 0 || mode > 2) FAIL("mode %d", mode);
   int64_t want = mode == W8A8_QUANT_DYNAMIC_PER_TOKEN ? x.rows : 1;
   if (scale.len != want || scale.dtype != W8A8_DTYPE_FP32) FAIL("scale");
@@ -416,7 +455,8 @@ static void fuzz_colsum(reader *r) {
   const w8a8_vector *pa = &adj;
   int nmut = rd8(r) % 3;
   for (int i = 0; i < nmut; i++) {
-    switch (rd8(r) % 8) {
+    switch (rd8(r) % 9) {
+      case 7: huge_dim(r, &b); break;
       case 0: b.dtype = (w8a8_dtype)(rd8(r) % 8); break;
       case 1: b.layout = (w8a8_layout)(rd8(r) % 3); break;
       case 2: b.rows = rd_value(r); break;

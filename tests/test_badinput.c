@@ -27,12 +27,12 @@ enum { M_ = 4, K_ = 8, N_ = 6 };
 
 typedef enum op {
   OP_MM, OP_QUANT, OP_COLSUM, OP_CREATE, OP_DESTROY, OP_SET_STREAM, OP_GET_STREAM, OP_SET_KERNEL, OP_GET_INFO,
-  OP_SET_THREADS
+  OP_SET_THREADS, OP_SILU, OP_CREATE_BEST
 } op;
 
 static const char *op_fn[] = {"w8a8_scaled_mm", "w8a8_quantize", "w8a8_colsum", "w8a8_create", "w8a8_destroy",
                               "w8a8_set_stream", "w8a8_get_stream", "w8a8_set_kernel", "w8a8_get_info",
-                              "w8a8_set_num_threads"};
+                              "w8a8_set_num_threads", "w8a8_silu_mul_quantize", "w8a8_create_best"};
 
 typedef struct ctx {
   uint8_t *arena;
@@ -133,6 +133,15 @@ static void ctx_reset(ctx *c) {
   c->pinfo = (w8a8_handle_info *)at(c, OFF_INFO);
 }
 
+/* w8a8_silu_mul_quantize with x [0, 2] (ld 2) and an empty q of `cols` columns (ld = cols): the shape check
+ * must compare q->cols with x->cols / 2 without computing q->cols * 2, which overflows int64 here. */
+static void silu_huge_q(ctx *c, int64_t cols) {
+  c->x.rows = c->q.rows = 0;
+  c->x.cols = c->x.ld = 2;
+  c->q.cols = c->q.ld = cols;
+  c->scale.len = 0;
+}
+
 /* Static quantization: scale (len 1) is an input holding s. */
 static void set_static(ctx *c, float s) {
   c->mode = W8A8_QUANT_STATIC_PER_TENSOR;
@@ -152,6 +161,9 @@ static w8a8_status call(ctx *c, op o) {
     case OP_SET_KERNEL: return w8a8_set_kernel(c->h, (w8a8_kernel)c->kernel);
     case OP_GET_INFO: return w8a8_get_info(c->h, c->pinfo);
     case OP_SET_THREADS: return w8a8_set_num_threads(c->h, c->threads);
+    case OP_SILU:
+      return w8a8_silu_mul_quantize(c->h, c->px, c->pq, (w8a8_quant_mode)c->mode, c->pscale, c->pazp, c->ub);
+    case OP_CREATE_BEST: return w8a8_create_best(c->phandle);
   }
   return W8A8_ERROR_INTERNAL;
 }
@@ -171,6 +183,8 @@ static w8a8_status call(ctx *c, op o) {
   X(destroy_destroyed, OP_DESTROY, ERROR_INVALID_HANDLE, "not a live w8a8 handle", c->h = c->dead)           \
   X(destroy_garbage, OP_DESTROY, ERROR_INVALID_HANDLE, "not a live w8a8 handle", c->h = c->fake)             \
   X(create_handle_null, OP_CREATE, ERROR_NULL_POINTER, "handle is NULL", c->phandle = NULL)                  \
+  X(create_best_handle_null, OP_CREATE_BEST, ERROR_NULL_POINTER, "w8a8_create_best: handle is NULL",         \
+    c->phandle = NULL)                                                                                       \
   X(create_kind_invalid, OP_CREATE, ERROR_INVALID_VALUE, "kind is 5", c->kind = 5)                           \
   X(create_cpu_index_1, OP_CREATE, ERROR_INVALID_VALUE, "device_index is 1", c->index = 1)                   \
   X(create_cuda_index_negative, OP_CREATE, ERROR_INVALID_VALUE, "device_index is -1",                        \
@@ -297,6 +311,11 @@ static w8a8_status call(ctx *c, op o) {
   X(quant_x_span_overflows, OP_QUANT, ERROR_INVALID_SHAPE, "x (", c->x.rows = BIG; c->x.cols = BIG; c->x.ld = BIG) \
   X(quant_M_2_31, OP_QUANT, ERROR_INVALID_SHAPE, "each size must be < 2^31", c->x.rows = c->q.rows = INT64_C(1) << 31; \
     c->x.cols = c->q.cols = c->x.ld = c->q.ld = 1)                                                           \
+  X(silu_q_cols_2_62_plus_1, OP_SILU, ERROR_INVALID_SHAPE, "q is 0 x 4611686018427387905",                   \
+    silu_huge_q(c, (INT64_C(1) << 62) + 1))                                                                  \
+  X(silu_q_cols_int64_max, OP_SILU, ERROR_INVALID_SHAPE, "q is 0 x 9223372036854775807",                     \
+    silu_huge_q(c, INT64_MAX))                                                                               \
+  X(silu_x_cols_odd, OP_SILU, ERROR_INVALID_SHAPE, "x->cols must be even", c->x.cols = 7)                    \
   X(quant_x_misaligned, OP_QUANT, ERROR_MISALIGNED, "x->data", c->x.data = c->arena + OFF_X + 2)             \
   X(quant_mode_3, OP_QUANT, ERROR_INVALID_VALUE, "mode is 3", c->mode = 3)                                   \
   X(quant_mode_negative, OP_QUANT, ERROR_INVALID_VALUE, "mode is -1", c->mode = -1)                          \
@@ -530,6 +549,32 @@ W8A8_TEST(badinput_empty_shapes_write_nothing) {
     CHECK(s == W8A8_SUCCESS, "empty variant %d: %s: %s", v, w8a8_status_name(s), w8a8_last_error());
     CHECK(arena_diff(snap, c.arena) < 0, "empty variant %d wrote memory", v);
   }
+  free(snap);
+  teardown(&c);
+}
+
+/* M == 0 is a success that writes nothing in every quantizer mode of both quantizers: not even the dynamic
+ * per-tensor scale, which has no rows to come from (w8a8.h). */
+W8A8_TEST(badinput_quant_m0_writes_no_scale) {
+  ctx c;
+  REQUIRE(setup(&c), "setup failed");
+  uint8_t *snap = malloc(ARENA);
+  REQUIRE(snap, "malloc");
+  for (int silu = 0; silu < 2; silu++)
+    for (int mode = 0; mode < 3; mode++) {
+      ctx_reset(&c);
+      c.x.rows = c.q.rows = 0;
+      if (silu) c.q.cols = c.q.ld = K_ / 2;
+      c.mode = mode;
+      c.scale.len = mode == W8A8_QUANT_DYNAMIC_PER_TOKEN ? 0 : 1;
+      if (mode == W8A8_QUANT_STATIC_PER_TENSOR) fat(&c, OFF_SCALE)[0] = 0.5f;
+      memcpy(snap, c.arena, ARENA);
+      w8a8_status s = call(&c, silu ? OP_SILU : OP_QUANT);
+      CHECK(s == W8A8_SUCCESS, "%s mode %d, M = 0: %s: %s", op_fn[silu ? OP_SILU : OP_QUANT], mode,
+            w8a8_status_name(s), w8a8_last_error());
+      CHECK(arena_diff(snap, c.arena) < 0, "%s mode %d, M = 0: wrote memory at arena offset %ld",
+            op_fn[silu ? OP_SILU : OP_QUANT], mode, arena_diff(snap, c.arena));
+    }
   free(snap);
   teardown(&c);
 }

@@ -15,11 +15,13 @@ static bool dtype_valid(w8a8_dtype d) { return d >= W8A8_DTYPE_INT8 && d <= W8A8
 static const char *dname(w8a8_dtype d) { return w8a8_dtype_name(d); }
 
 /* Bytes spanned by a matrix: ((outer-1)*ld + inner) * esize, with overflow checks.
- * Returns false when it does not fit in 2^62 bytes. */
+ * Returns false when it does not fit in 2^62 bytes, or for negative sizes or strides or an invalid
+ * dtype (which check_matrix refuses first; w8a8_matrix_extent may see them from other callers). */
 static bool matrix_span(const w8a8_matrix *m, uint64_t *bytes) {
   int64_t outer = m->layout == W8A8_ROW_MAJOR ? m->rows : m->cols;
   int64_t inner = m->layout == W8A8_ROW_MAJOR ? m->cols : m->rows;
   size_t es = w8a8_dtype_size(m->dtype);
+  if (outer < 0 || inner < 0 || m->ld < 0 || es == 0) return false;
   if (outer == 0 || inner == 0) {
     *bytes = 0;
     return true;
@@ -310,7 +312,8 @@ static w8a8_status validate_quant(const char *fn, const w8a8_handle *h, const w8
                     "%s: x is %lld x %lld; x->cols must be even (gate = the first half of the columns, up = the "
                     "second half)",
                     fn, LL(x->rows), LL(x->cols));
-  if (q->rows != x->rows || q->cols * x_per_q != x->cols) {
+  /* x->cols / x_per_q is exact (x->cols is even for the fused call): q->cols * x_per_q could pass INT64_MAX. */
+  if (q->rows != x->rows || q->cols != x->cols / x_per_q) {
     if (x_per_q == 1)
       return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; expected the shape of x, %lld x %lld", fn,
                       LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols));
