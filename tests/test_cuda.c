@@ -698,13 +698,12 @@ static int run_q(w8a8_handle *g, w8a8_handle *r, const q_case *c) {
 /* Hooks of src/cuda/quant.cu: the vectorized per-token kernel (1 where it takes the problem, 0 never, -1 the
  * environment's W8A8_QUANT_VEC) and its launch counter. */
 void w8a8_cuda_set_quant_vec(int on);
-void w8a8_cuda_set_quant_warp(int on);
 unsigned long long w8a8_cuda_quant_vec_launches(void);
 
 /* Every mode, dtype and zero-point / bound option against the scalar reference, bit for bit, over shapes with
- * odd K, padded strides and rows past the kernels' register budgets; the per-token cases three times: on the scalar
- * kernel, the vectorized one and the warp-per-row one, which take K % 8 == 0 with 16-byte aligned rows of x
- * (17 x 4096, 33 x 1024 padded, 2 x 20000 past its 8192 in registers) and declines the rest (ldx 65, K 100). */
+ * odd K, padded strides and rows past the kernels' register budgets; the per-token cases twice: on the scalar
+ * kernel and the vectorized one, which takes K % 8 == 0 with 16-byte aligned rows of x (17 x 4096, 33 x 1024
+ * padded, 2 x 20000 past its 8192 in registers) and declines the rest (ldx 65, K 100). */
 W8A8_TEST(cuda_quantize_all_modes) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
@@ -716,9 +715,8 @@ W8A8_TEST(cuda_quantize_all_modes) {
   enum { NSHAPES = sizeof shapes / sizeof shapes[0] };
   static const w8a8_dtype ins[3] = {W8A8_DTYPE_FP32, W8A8_DTYPE_BF16, W8A8_DTYPE_FP16};
   int n = 0, failed = 0;
-  for (int vec = 0; vec < 3; vec++) { /* 0: the scalar kernel, 1: the vectorized one, 2: a warp per row */
-    w8a8_cuda_set_quant_vec(vec > 0);
-    w8a8_cuda_set_quant_warp(vec == 2);
+  for (int vec = 0; vec < 2; vec++) { /* 0: the scalar kernel, 1: the vectorized one */
+    w8a8_cuda_set_quant_vec(vec);
     const unsigned long long vec_before = w8a8_cuda_quant_vec_launches();
     for (int i = 0; i < 3; i++)
       for (int o = 0; o < 2; o++) {
@@ -745,14 +743,13 @@ W8A8_TEST(cuda_quantize_all_modes) {
   }
 done:
   w8a8_cuda_set_quant_vec(-1);
-  w8a8_cuda_set_quant_warp(-1);
   printf("    %d quantize cases, %d failed\n", n, failed);
   w8a8_destroy(g);
   w8a8_destroy(r);
 }
 
 /* Zero points at the ends of int32 and rows of a near-zero range, on every quantize kernel (the per-tensor one and
- * the three per-token ones, through their hooks) against the reference, bit for bit: static s = 1 with azp near
+ * the two per-token ones, through their hooks) against the reference, bit for bit: static s = 1 with azp near
  * INT32_MIN / INT32_MAX and x around +-2^31 (q = clamp(rne(x / s) + azp) with the sum exact, never rne saturated to
  * int32 first), and dynamic asymmetric rows that are constant (s = |c|, every q -128, an exact round trip) or two
  * neighbouring floats (s >= |lo| 2^-30, so azp fits in int32). K = 24 takes the vectorized kernels, K = 19 not. */
@@ -812,9 +809,8 @@ W8A8_TEST(cuda_quantize_azp_extremes) {
       w8a8_matrix qm = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, R, K, K, q[0]);
       w8a8_vector sv = w8a8_vector_make(W8A8_DTYPE_FP32, R, sc[0]), zv = w8a8_vector_make(W8A8_DTYPE_INT32, R, zp[0]);
       REQUIRE_OK(w8a8_quantize(r, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
-      for (int vec = 0; vec < 3; vec++) { /* the scalar kernel, the vectorized one, a warp per row */
-        w8a8_cuda_set_quant_vec(vec > 0);
-        w8a8_cuda_set_quant_warp(vec == 2);
+      for (int vec = 0; vec < 2; vec++) { /* the scalar kernel, the vectorized one */
+        w8a8_cuda_set_quant_vec(vec);
         xm.data = dx, qm.data = dq, sv.data = ds, zv.data = dz;
         REQUIRE_OK(w8a8_quantize(g, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
         xm.data = x, qm.data = q[0], sv.data = sc[0], zv.data = zp[0];
@@ -828,7 +824,6 @@ W8A8_TEST(cuda_quantize_azp_extremes) {
                 near ? "near-constant" : "constant", vec);
       }
       w8a8_cuda_set_quant_vec(-1);
-      w8a8_cuda_set_quant_warp(-1);
       for (int rr = 0; rr < R && !near; rr++) {
         const float deq = (float)((int64_t)q[1][rr * K] - zp[1][rr]) * sc[1][rr];
         CHECK(deq == cs[rr], "constant row %a dequantizes to %a on the GPU", (double)cs[rr], (double)deq);

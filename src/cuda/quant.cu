@@ -209,64 +209,14 @@ static int g_quant_vec = -1;
 extern "C" W8A8_HIDDEN void w8a8_cuda_set_quant_vec(int on) {
   __atomic_store_n(&g_quant_vec, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
-static unsigned long long g_quant_vec_launches; /* for the tests: proof that a vectorized kernel (vec or warp) ran */
+static unsigned long long g_quant_vec_launches; /* for the tests: proof that the vectorized kernel ran */
 extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_quant_vec_launches(void) {
   return __atomic_load_n(&g_quant_vec_launches, __ATOMIC_RELAXED);
-}
-static int g_quant_warp = -1; /* W8A8_QUANT_WARP (default 0); the hook overrides it (-1: the variable again) */
-extern "C" W8A8_HIDDEN void w8a8_cuda_set_quant_warp(int on) {
-  __atomic_store_n(&g_quant_warp, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
 static bool quant_vec_takes(const w8a8_quant_problem *p) {
   const size_t es = w8a8_dtype_size(p->in_dtype);
   return w8a8_env_mode(&g_quant_vec, "W8A8_QUANT_VEC", 1) != 0 && p->K % QV_VEC == 0 && (uintptr_t)p->x % 16 == 0 &&
          ((size_t)p->ldx * es) % 16 == 0 && (uintptr_t)p->q % 8 == 0 && p->ldq % 8 == 0;
-}
-
-/* A warp per row, opt-in (W8A8_QUANT_WARP=1 or the hook w8a8_cuda_set_quant_warp) until a measurement shows it
- * faster than quant_per_token_vec: no block barrier between a row's load, reduction and stores, so the phases of a
- * block's 8 rows overlap. Two
- * passes over the row: its max (8 runs of 8 in flight per lane), then the quantization, which re-reads the row from
- * L2 (the launcher keeps the rows in flight within ~24 MB). Same per-element operations, so the same bits; it takes
- * what quant_per_token_vec takes. */
-#define QW_WARPS 8
-template <int IN_DT>
-__global__ void __launch_bounds__(QW_WARPS * 32) quant_per_token_warp(w8a8_quant_problem p) {
-  const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
-  const bool asym = p.azp != NULL;
-  const float qmax = fp8 ? 448.0f : 127.0f;
-  const int lane = threadIdx.x & 31;
-  const int64_t step = 32 * QV_VEC;
-  for (int64_t m = (int64_t)blockIdx.x * QW_WARPS + (threadIdx.x >> 5); m < p.M; m += (int64_t)gridDim.x * QW_WARPS) {
-    const int64_t row = m * p.ldx;
-    float hi = asym ? -INFINITY : 0.0f, lo = INFINITY;
-#pragma unroll 8
-    for (int64_t k0 = (int64_t)lane * QV_VEC; k0 < p.K; k0 += step) {
-      float t[QV_VEC];
-      w8a8d_load8<IN_DT>(p.x, row + k0, t);
-#pragma unroll
-      for (int j = 0; j < QV_VEC; j++) w8a8d_track(asym, t[j], hi, lo);
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
-      if (asym) lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
-    }
-    float s;
-    int32_t azp;
-    row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
-    const float rcp = w8a8d_quant_rcp(true, s);
-    uint8_t *qrow = (uint8_t *)p.q + m * p.ldq;
-#pragma unroll 4
-    for (int64_t k0 = (int64_t)lane * QV_VEC; k0 < p.K; k0 += step) {
-      float t[QV_VEC];
-      w8a8d_load8<IN_DT>(p.x, row + k0, t);
-      store_q8(qrow + k0, fp8, t, s, rcp, azp);
-    }
-    if (lane == 0) {
-      p.scale[m] = s;
-      if (asym) p.azp[m] = azp;
-    }
-  }
 }
 
 template <int IN_DT>
@@ -352,18 +302,7 @@ extern "C" w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cu
   if (p->mode == W8A8_QUANT_DYNAMIC_PER_TOKEN) {
     int64_t g = p->M < 2147483647 ? p->M : 2147483647;
     if (quant_vec_takes(p)) {
-      if (w8a8_env_mode(&g_quant_warp, "W8A8_QUANT_WARP", 0) == 1) {
-        /* rows in flight (QW_WARPS a block) within ~24 MB of L2, at least one block per SM, at most 8 */
-        const int64_t row_bytes = p->K * (int64_t)w8a8_dtype_size(p->in_dtype) + 1;
-        int64_t blocks = ((int64_t)24 << 20) / (row_bytes * QW_WARPS);
-        if (blocks < num_sms) blocks = num_sms;
-        if (blocks > (int64_t)num_sms * 8) blocks = (int64_t)num_sms * 8;
-        const int64_t need = (p->M + QW_WARPS - 1) / QW_WARPS;
-        if (blocks > need) blocks = need;
-        W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_warp, (unsigned)blocks, QW_WARPS * 32, stream, q);
-      } else {
-        W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_vec, (unsigned)g, QV_BLOCK, stream, q);
-      }
+      W8A8_BY_IN_DTYPE(p->in_dtype, quant_per_token_vec, (unsigned)g, QV_BLOCK, stream, q);
       W8A8_CHECK(launched(fn, "per-token quantize kernel launch"));
       __atomic_add_fetch(&g_quant_vec_launches, 1ull, __ATOMIC_RELAXED);
       return W8A8_SUCCESS;
