@@ -62,7 +62,12 @@ static w8a8_status check_matrix(const char *fn, const char *arg, const w8a8_matr
   /* rows, cols < 2^31; ld < 2^32 keeps the span below 2^63 bytes */
   if (m->ld > ((int64_t)1 << 32))
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: %s->ld is %lld; must be < 2^32", fn, arg, LL(m->ld));
-  uint64_t bytes = ((uint64_t)(outer - 1) * (uint64_t)m->ld + (uint64_t)inner) * es;
+  /* < 2^63 elements; up to 4-byte elements, so the byte count is checked before it is formed */
+  const uint64_t elems = (uint64_t)(outer - 1) * (uint64_t)m->ld + (uint64_t)inner;
+  if (elems > UINT64_MAX / es)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: %s spans %llu elements of %zu bytes: past the address space", fn,
+                    arg, (unsigned long long)elems, es);
+  uint64_t bytes = elems * es;
   if (!m->data)
     return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s->data is NULL for a non-empty %lld x %lld matrix", fn, arg,
                     LL(m->rows), LL(m->cols));
@@ -81,7 +86,7 @@ static w8a8_status check_vector(const char *fn, const char *arg, const w8a8_vect
   if (!v) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL; expected a w8a8_vector descriptor", fn, arg);
   if (v->dtype != want)
     return w8a8_err(bad, "%s: %s->dtype is %s (%d); expected %s", fn, arg, dname(v->dtype), (int)v->dtype, dname(want));
-  if (v->len != len1 && v->len != len2)
+  if (v->len < 0 || (v->len != len1 && v->len != len2)) /* len2 = -1 must not admit a negative len */
     return w8a8_err(bad, "%s: %s->len is %lld; expected %s", fn, arg, LL(v->len), expect);
   if (v->len > 0 && !v->data)
     return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s->data is NULL for a vector of %lld elements", fn, arg, LL(v->len));

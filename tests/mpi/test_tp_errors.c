@@ -266,6 +266,13 @@ TP_TEST(tp_err_local_checks_every_rank) {
   s.BIAS.len = 7;
   EXPECT(ag(g_comm, &s, NULL), W8A8_ERROR_INVALID_BIAS, "bias length");
   small_init(&s, 1);
+  s.BIAS.len = -1; /* a negative length is no vector at all, whatever the other choice */
+  EXPECT(ag(g_comm, &s, NULL), W8A8_ERROR_INVALID_BIAS, "bias length -1");
+  small_init(&s, 0);
+  s.BIAS.len = -1;
+  s.BIAS.data = NULL;
+  EXPECT(rs(g_comm, &s, NULL), W8A8_ERROR_INVALID_BIAS, "rs bias length -1, data NULL");
+  small_init(&s, 1);
   s.SB.len = 5;
   EXPECT(ag(g_comm, &s, NULL), W8A8_ERROR_INVALID_SCALE, "scale_b length");
   small_init(&s, 1);
