@@ -24,7 +24,7 @@
 #define AQ_BLOCK 256 /* threads per block */
 #define AQ_VEC 8     /* consecutive y per thread run */
 #define AQ_RUNS 4    /* runs per thread held in registers: rows up to 256 * 8 * 4 = 8192 in one pass */
-static_assert(AQ_VEC == 8, "store_q8 stores runs of 8");
+static_assert(AQ_VEC == 8, "w8a8d_store_q8 stores runs of 8");
 
 // ---- arithmetic: the same operations as src/cpu/act_cpu.c, each one IEEE operation -----------
 
@@ -64,24 +64,6 @@ W8A8_DEV float silu_mul(float g, float u) {
   return y != y ? __uint_as_float(0x7fc00000u) : y; /* one canonical NaN (src/cpu/act_cpu.c) */
 }
 
-// ---- int8's zero point and a row's scale: src/core/internal.h's rules, as quant.cu ------------
-
-/* One quantized byte of x / s as common.cuh's w8a8d_quant8, with int8's zero point added exactly
- * (w8a8_f32_to_int8_rne): rne(x / s) is not saturated to int32 first. */
-W8A8_DEV uint8_t quant8(bool fp8, float x, float s, float rcp, int32_t azp) {
-  if (fp8 || azp == 0) return w8a8d_quant8(fp8, x, s, rcp, azp);
-  const float y = rcp >= 0.0f ? w8a8d_div_rcp(x, s, rcp) : w8a8d_div_like_host(x, s);
-  return (uint8_t)w8a8_f32_to_int8_rne(y, azp);
-}
-
-/* Eight quantized bytes of y[0..7] stored as one 8-byte word at q (8-byte aligned). */
-W8A8_DEV void store_q8(uint8_t *q, bool fp8, const float *y, float s, float rcp, int32_t azp) {
-  uint32_t w[2] = {0, 0};
-#pragma unroll
-  for (int j = 0; j < 8; j++) w[j / 4] |= (uint32_t)quant8(fp8, y[j], s, rcp, azp) << (8 * (j % 4));
-  *(uint2 *)q = make_uint2(w[0], w[1]);
-}
-
 // ---- loads: one run of AQ_VEC y values starting at column k0 of row m ---------------------
 
 
@@ -111,11 +93,11 @@ W8A8_DEV void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, cons
   const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
   uint8_t *q = (uint8_t *)p.q + m * p.ldq + k0;
   if (VEC) {
-    store_q8(q, fp8, y, s, rcp, azp);
+    w8a8d_store_q8(q, fp8, y, s, rcp, azp);
   } else {
 #pragma unroll
     for (int j = 0; j < AQ_VEC; j++)
-      if (k0 + j < p.K) q[j] = quant8(fp8, y[j], s, rcp, azp);
+      if (k0 + j < p.K) q[j] = w8a8d_quant8(fp8, y[j], s, rcp, azp);
   }
 }
 
@@ -151,10 +133,7 @@ __global__ void __launch_bounds__(AQ_BLOCK) act_per_token(w8a8_quant_problem p) 
     w8a8d_block_reduce_max_min<AQ_BLOCK>(hi, lo, asym);
     float s;
     int32_t azp;
-    if (asym)
-      w8a8_asym_params(p.K ? lo : 0.0f, p.K ? hi : 0.0f, &s, &azp);
-    else
-      w8a8d_row_scale(false, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
+    w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
     const float rcp = w8a8d_quant_rcp(true, s);
 #pragma unroll
     for (int r = 0; r < AQ_RUNS; r++) {

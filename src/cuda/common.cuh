@@ -76,15 +76,8 @@ W8A8_DEV uint8_t w8a8d_f32_to_fp8(float f) {
   return (uint8_t)(sign | (e << 3) | r);
 }
 
-/* clamp(sat_int32(rne(f)) + azp, -128, 127): cvt.rni.s32.f32 rounds to nearest even,
- * saturates to the int32 range and maps NaN to 0, exactly as numeric.c's
- * w8a8_f32_to_int32_sat(rintf(f)). */
-W8A8_DEV int8_t w8a8d_f32_to_int8_rne(float f, int32_t azp) {
-  long long i = (long long)__float2int_rn(f) + azp;
-  i = i > 127 ? 127 : i;
-  i = i < -128 ? -128 : i;
-  return (int8_t)i;
-}
+/* clamp(rne(f) + azp, -128, 127) with the sum exact: src/core/internal.h's rule, the host's own code. */
+W8A8_DEV int8_t w8a8d_f32_to_int8_rne(float f, int32_t azp) { return w8a8_f32_to_int8_rne(f, azp); }
 
 /* The same with one instruction where azp == 0: cvt.rni.sat.s8.f32 rounds to nearest even, saturates to
  * [-128, 127] and maps NaN to 0 (proven on all 2^32 inputs by w8a8_cuda_quant_math_check). */
@@ -226,11 +219,7 @@ W8A8_DEV void w8a8d_row_scale(bool asym, float hi, float lo, int64_t K, float qm
   float s;
   int32_t azp = 0;
   if (asym) {
-    if (K == 0) lo = hi = 0.0f;
-    const float min_scale = __fdiv_rn(1.0f, __fmul_rn(127.0f, 512.0f));
-    s = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
-    if (!(s > min_scale)) s = min_scale;
-    azp = __float2int_rn(__fsub_rn(-128.0f, __fdiv_rn(lo, s)));
+    w8a8_asym_params(K ? lo : 0.0f, K ? hi : 0.0f, &s, &azp); /* src/core/internal.h's rule */
   } else {
     float amax = hi;
     if (scale_ub) amax = fminf(amax, *scale_ub);

@@ -28,32 +28,6 @@
 #include "common.cuh"
 #include "cuda_backend.h"
 
-/* One quantized byte of x / s as common.cuh's w8a8d_quant8, with int8's zero point added exactly
- * (w8a8_f32_to_int8_rne): rne(x / s) is not saturated to int32 first. */
-W8A8_DEV uint8_t quant8(bool fp8, float x, float s, float rcp, int32_t azp) {
-  if (fp8 || azp == 0) return w8a8d_quant8(fp8, x, s, rcp, azp);
-  const float y = rcp >= 0.0f ? w8a8d_div_rcp(x, s, rcp) : w8a8d_div_like_host(x, s);
-  return (uint8_t)w8a8_f32_to_int8_rne(y, azp);
-}
-
-/* Eight quantized bytes of y[0..7] stored as one 8-byte word at q (8-byte aligned). */
-W8A8_DEV void store_q8(uint8_t *q, bool fp8, const float *y, float s, float rcp, int32_t azp) {
-  uint32_t w[2] = {0, 0};
-#pragma unroll
-  for (int j = 0; j < 8; j++) w[j / 4] |= (uint32_t)quant8(fp8, y[j], s, rcp, azp) << (8 * (j % 4));
-  *(uint2 *)q = make_uint2(w[0], w[1]);
-}
-
-/* A row's scale and zero point from its reduced hi (max |x|, or max x when asym) and lo (min x): the symmetric
- * rule through common.cuh, the asymmetric one through w8a8_asym_params. */
-W8A8_DEV void row_scale(bool asym, float hi, float lo, int64_t K, float qmax, const float *scale_ub, float *s,
-                        int32_t *azp) {
-  if (asym)
-    w8a8_asym_params(K ? lo : 0.0f, K ? hi : 0.0f, s, azp);
-  else
-    w8a8d_row_scale(false, hi, lo, K, qmax, scale_ub, s, azp);
-}
-
 #define QT_BLOCK 512 /* threads per row in the per-token kernel */
 #define QT_REGS 16   /* row elements held in registers per thread: rows up to 8192 in one pass */
 
@@ -82,16 +56,16 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
     w8a8d_block_reduce_max_min<QT_BLOCK>(hi, lo, asym);
     float s;
     int32_t azp;
-    row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
+    w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
     const float rcp = w8a8d_quant_rcp(true, s);
     const int64_t qoff = m * p.ldq;
 #pragma unroll
     for (int i = 0; i < QT_REGS; i++) {
       int64_t k = (int64_t)i * QT_BLOCK + threadIdx.x;
-      if (k < p.K) ((uint8_t *)p.q)[qoff + k] = quant8(fp8, v[i], s, rcp, azp);
+      if (k < p.K) ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, v[i], s, rcp, azp);
     }
     for (int64_t k = (int64_t)QT_REGS * QT_BLOCK + threadIdx.x; k < p.K; k += QT_BLOCK)
-      ((uint8_t *)p.q)[qoff + k] = quant8(fp8, w8a8d_load_float(IN_DT, xrow, xoff + k), s, rcp, azp);
+      ((uint8_t *)p.q)[qoff + k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xrow, xoff + k), s, rcp, azp);
     if (threadIdx.x == 0) {
       p.scale[m] = s;
       if (asym) p.azp[m] = azp;
@@ -103,7 +77,7 @@ __global__ void __launch_bounds__(QT_BLOCK) quant_per_token(w8a8_quant_problem p
 #define QV_BLOCK 256 /* threads per row in the vectorized per-token kernel */
 #define QV_VEC 8     /* consecutive elements per run */
 #define QV_RUNS 4    /* runs per thread held in registers: rows up to 256 * 8 * 4 = 8192 in one pass */
-static_assert(QV_VEC == 8, "store_q8 stores runs of 8");
+static_assert(QV_VEC == 8, "w8a8d_store_q8 stores runs of 8");
 
 template <int IN_DT>
 __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_problem p) {
@@ -133,20 +107,20 @@ __global__ void __launch_bounds__(QV_BLOCK) quant_per_token_vec(w8a8_quant_probl
     w8a8d_block_reduce_max_min<QV_BLOCK>(hi, lo, asym);
     float s;
     int32_t azp;
-    row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
+    w8a8d_row_scale(asym, hi, lo, p.K, qmax, p.scale_ub, &s, &azp);
     const float rcp = w8a8d_quant_rcp(true, s); /* (s > 0) */
     uint8_t *qrow = (uint8_t *)p.q + m * p.ldq;
 #pragma unroll
     for (int r = 0; r < QV_RUNS; r++) {
       const int64_t k0 = k_first + r * step;
       if (k0 < p.K) {
-        store_q8(qrow + k0, fp8, v[r], s, rcp, azp);
+        w8a8d_store_q8(qrow + k0, fp8, v[r], s, rcp, azp);
       }
     }
     for (int64_t k0 = k_first + QV_RUNS * step; k0 < p.K; k0 += step) {
       float t[QV_VEC];
       w8a8d_load8<IN_DT>(p.x, row + k0, t);
-      store_q8(qrow + k0, fp8, t, s, rcp, azp);
+      w8a8d_store_q8(qrow + k0, fp8, t, s, rcp, azp);
     }
     if (threadIdx.x == 0) {
       p.scale[m] = s;
@@ -250,7 +224,7 @@ __global__ void __launch_bounds__(256) quant_per_tensor(w8a8_quant_problem p, co
     const char *xr = (const char *)p.x + m * p.ldx * (IN_DT == W8A8_DTYPE_FP32 ? 4 : 2);
     char *qr = (char *)p.q + m * p.ldq;
     for (unsigned k = k0; k < K; k += kstep)
-      ((uint8_t *)qr)[k] = quant8(fp8, w8a8d_load_float(IN_DT, xr, k), s, rcp, azp);
+      ((uint8_t *)qr)[k] = w8a8d_quant8(fp8, w8a8d_load_float(IN_DT, xr, k), s, rcp, azp);
   }
 }
 
