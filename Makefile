@@ -81,9 +81,11 @@ ifneq ($(and $(CBLAS_H),$(OPENBLAS_SO)),)
 endif
 
 # ---- sources -------------------------------------------------------------------
-LIB_C  := $(wildcard src/core/*.c src/cpu/*.c src/tp/*.c)
+# The sm_90a planner is plain C (src/cuda/sm90_plan.c): every build has it, so that the CPU tests check its plans.
+SM90_PLAN_C := src/cuda/sm90_plan.c
+LIB_C  := $(wildcard src/core/*.c src/cpu/*.c src/tp/*.c) $(SM90_PLAN_C)
 ifneq ($(NVCC),)
-  LIB_C  += $(wildcard src/cuda/*.c)
+  LIB_C  += $(filter-out $(SM90_PLAN_C),$(wildcard src/cuda/*.c))
   LIB_CU := $(wildcard src/cuda/*.cu)
 endif
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)

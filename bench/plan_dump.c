@@ -8,7 +8,10 @@
  *       -lstdc++ -lnccl $(mpicc --showme:link) -o build/bin/plan_dump
  *   build/bin/plan_dump [-m MAX_M] > plans.tsv
  *
- * Variants: the problem fields and handle settings the planner reads (src/cuda/sm90_gemm.cu, gemv.cu):
+ * tests/test_sm90_plan.c checks the plain-C planner (src/cuda/sm90_plan.c) against the table on a CPU; keep the two
+ * files' variants and fake operands the same.
+ *
+ * Variants: the problem fields and handle settings the planner reads (src/cuda/sm90_plan.c):
  * out dtype (bf16 / fp32), int8 zero points, weights marked constant, fp8 fast accumulation, and rows
  * arriving in W chunks (the fused all-gather's ready flags, rank 0's view). */
 #include <cuda_runtime.h>

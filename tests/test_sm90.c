@@ -19,7 +19,7 @@
 
 #include "core/internal.h"
 
-/* Development hooks of src/cuda/sm90_gemm.cu (hidden symbols, reachable from the static library). */
+/* Development hooks of src/cuda/sm90_gemm.cu and sm90_plan.c (hidden symbols, reachable from the static library). */
 w8a8_status w8a8_sm90_scaled_mm_config(w8a8_handle *h, const w8a8_mm_problem *p, int config, int split);
 int w8a8_sm90_num_configs(void);
 const char *w8a8_sm90_config_name(int config);

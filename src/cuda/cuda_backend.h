@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "../core/internal.h"
+#include "sm90_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,7 +23,6 @@ typedef struct w8a8_cuda_state {
    * by the call's last kernel (nothing the caller owns changes when an earlier launch fails). */
   float *amax;
 } w8a8_cuda_state;
-#define W8A8_SK_LOCKS 16384
 
 W8A8_HIDDEN w8a8_status w8a8_cuda_error(const char *fn, const char *what, cudaError_t e);
 /* A CUDA driver function by name, through the runtime's entry points (no link-time libcuda),
@@ -53,9 +53,8 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_gemm_setup(void);
 /* ws: the handle's workspace (split-K partial sums); the launcher never uses more than ws_bytes. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, void *ws,
                                               size_t ws_bytes);
-/* gemv.cu: the CUDA-core kernel for M <= 8 (int8) / M = 1 (fp8); wanted: W8A8_GEMV and the measured rule. */
-W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc);
-W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p);
+/* gemv.cu: the CUDA-core kernel for M <= 8 (int8) / M = 1 (fp8); whether it takes p and whether the dispatcher
+ * wants it (w8a8_cuda_gemv_takes, w8a8_cuda_gemv_wanted): sm90_plan.h. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms);
 /* amax: the handle's w8a8_cuda_state.amax (dynamic per-tensor mode's scratch). */
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_quantize(const w8a8_quant_problem *p, cudaStream_t stream, int num_sms,

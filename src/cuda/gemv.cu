@@ -2,7 +2,8 @@
 // is a stream of the weights, and the tensor-core kernels pay for a pipeline built for reuse (tensor
 // maps, mbarrier rings, clusters and their split-K sum). Measured on the H200: int8 at one token
 // 1.01-1.48x of the tensor-core kernels on all 8 shapes (h200-gemv-ab-2026-11-30.txt), so the default
-// rule (w8a8_cuda_gemv_wanted) sends one int8 token here on sm_90; 2..8 tokens run only when forced.
+// rule (w8a8_cuda_gemv_wanted, plain C in sm90_plan.c) sends one int8 token here on sm_90; 2..8 tokens run only
+// when forced.
 //
 // A warp owns R weight rows (output columns) per pass: R = 1 for one token, 4 from two tokens on. Its
 // lanes read the rows in 16-byte pieces (4 in flight per lane at R = 1, 2 per row at R = 4), multiply
@@ -14,8 +15,8 @@
 // not at 2): e4m3 pairs converted exactly to f16x2, then fp32 FMAs in a fixed order.
 // Grid-stride over groups of GEMV_WARPS x R columns.
 //
-// Takes: M <= 8 (int8) or M = 1 (fp8), no ready flags, A and B 16-byte aligned with row strides
-// that are multiples of 16 bytes. Anything else: W8A8_ERROR_UNSUPPORTED_DEVICE, and the caller uses
+// Takes (w8a8_cuda_gemv_takes): M <= 8 (int8) or M = 1 (fp8), no ready flags, A and B 16-byte aligned with row
+// strides that are multiples of 16 bytes. Anything else: W8A8_ERROR_UNSUPPORTED_DEVICE, and the caller uses
 // the other kernels.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -27,8 +28,6 @@
 
 #define GEMV_WARPS 8     // warps (weight rows) per block
 #define GEMV_UNROLL 4    // 16-byte weight pieces in flight per lane (one token; see gemv_kernel U)
-#define GEMV_MAX_M_I8 8  // tokens per launch, int8
-#define GEMV_MAX_M_FP8 1 // fp8
 
 // 16 bytes of a weight row, streamed: read once, so no L1 allocation.
 W8A8_DEV uint4 gemv_ld_stream(const void *p) {
@@ -172,43 +171,9 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const w8a8_mm_pro
   }
 }
 
-// W8A8_GEMV: 0 never, 1 wherever the kernel takes the problem, unset (or anything else) the measured
-// rule of w8a8_cuda_gemv_wanted; the tests' hook overrides it.
-enum { GEMV_OFF = 0, GEMV_ON = 1, GEMV_AUTO = 2 };
-static int g_gemv = -1;  // -1: W8A8_GEMV not read yet
 static unsigned long long g_gemv_launches;  // for the tests: proof that this kernel ran
-// Tests: 1 wherever it takes the problem, 0 never, 2 the default rule, -1 back to W8A8_GEMV (read
-// again on the next call).
-extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv(int on) {
-  __atomic_store_n(&g_gemv, on < 0 ? -1 : on == 1 ? GEMV_ON : on == 2 ? GEMV_AUTO : GEMV_OFF, __ATOMIC_RELAXED);
-}
-static int gemv_mode(void) { return w8a8_env_mode(&g_gemv, "W8A8_GEMV", GEMV_AUTO); }
 extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_gemv_launches(void) {
   return __atomic_load_n(&g_gemv_launches, __ATOMIC_RELAXED);
-}
-
-// Whether the kernel takes p (see the top of the file).
-extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
-  const bool int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  if (p->ready || p->M < 1 || p->N < 1 || p->M > (int8 ? GEMV_MAX_M_I8 : GEMV_MAX_M_FP8)) return 0;
-  if ((uintptr_t)p->a % 16 || (uintptr_t)p->b % 16 || p->lda % 16 || p->ldb % 16) return 0;
-  return 1;
-}
-
-// Whether the dispatcher should run this kernel for p. Default rule, sm_90 only (measured there against
-// the Hopper kernels; elsewhere W8A8_GEMV=1 asks for it): one int8 token (1.01-1.48x on all 8 shapes,
-// h200-gemv-ab-2026-11-30.txt). fp8 is out by default: the Hopper deep n8 tile is 2-3% faster at one
-// token (h200-session21-2026-12-01.txt); W8A8_GEMV_FP8=1 (hook w8a8_cuda_set_gemv_fp8) adds fp8 at N <= 4096.
-static int g_gemv_fp8 = -1;
-extern "C" W8A8_HIDDEN void w8a8_cuda_set_gemv_fp8(int on) {
-  __atomic_store_n(&g_gemv_fp8, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
-extern "C" W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc) {
-  const int mode = gemv_mode();
-  if (mode == GEMV_OFF || !w8a8_cuda_gemv_takes(p)) return 0;
-  const int fp8_rule = w8a8_env_flag(&g_gemv_fp8, "W8A8_GEMV_FP8", 0);
-  return mode == GEMV_ON ||
-         (cc == 90 && p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || (fp8_rule && p->N <= 4096)));
 }
 
 // One launch of gemv_kernel<INT8, MT, R, U>: a grid of at most one wave (blocks per SM from the occupancy

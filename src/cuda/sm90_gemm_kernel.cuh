@@ -34,15 +34,13 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "sm90_configs.h"  // SM90_BK, SM90_BM, SM90_MAX_SPLIT, SM90_SKINNY_BM
 #include "sm90_ptx.cuh"
 #include "sm90_streamk.h"
 #include "sm90_wgmma.cuh"
 
-#define SM90_BK 128        // K-block: 128 one-byte elements = one 128-byte swizzled row
-#define SM90_BM 128        // CTA tile rows on wgmma's M side: 2 consumer warpgroups x 64
 #define SM90_THREADS 384   // producer warpgroup + 2 consumer warpgroups
 #define SM90_GROUP 8       // tiles along X per group of the L2-friendly order
-#define SM90_MAX_SPLIT 8   // split-K cluster size limit (portable cluster size)
 #define SM90_MAX_READY 8   // chunks of A that can arrive while the kernel runs (all-gather + GEMM)
 
 // The split-K element-wise reduction issues all SPLIT remote loads of an element before adding them
@@ -1975,7 +1973,6 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
 // kernel's PROMOTE_DB (one temporary, wait_group 0 per block, ran fp8 1.1-1.3x slower than int8 on the same
 // tiles at 32 K-blocks: h200-session22-2026-12-01.txt). Not with ready flags (prepare refuses them), nor the
 // token tail, the weights-constant hint (ignored: the loads start after griddepcontrol.wait) or the timeline.
-#define SM90_SKINNY_BM 64
 #define SM90_SKINNY_THREADS(CW, WR) ((WR) ? 384 : 128 * (CW) + 32)
 template <int BN, int STAGES>
 struct sm90_skinny_cfg {

@@ -1,0 +1,318 @@
+/* test_sm90_plan.c — the Hopper (sm_90a) planner on the CPU: its configuration table, and its every plan against
+ * the plans dumped on a GPU.
+ *
+ * tests/golden/plans-<gpu>.tsv (bench/plan_dump.c on that GPU; `STEPS="build plans" bash scripts/device.sh`
+ * refreshes it) holds the GPU's capabilities the planner reads (its SMs, and `cap` lines: how many clusters of
+ * each configuration and split fit at once) and, run-length encoded over M = 1..16384, the path, configuration
+ * and split planned for each variant, dtype and shape. sm90_plan_golden rebuilds every problem as plan_dump does
+ * and checks the dispatcher's rule (the CUDA-core kernel or the sm_90a kernel) and the plain-C planner at every M.
+ * Run from the repository root (W8A8_GOLDEN_DIR names another directory). */
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "cuda/sm90_plan.h"
+#include "harness.h"
+
+/* The planner's switches (sm90_plan.c): back to their environment variables. */
+void w8a8_sm90_set_swap64_max(int tokens);
+void w8a8_sm90_set_deep_n32x2(int mode);
+void w8a8_sm90_set_deep80(int on);
+void w8a8_sm90_set_fp8_tail_box(int on);
+void w8a8_sm90_set_sk_mc2(int on);
+void w8a8_sm90_set_deep256(int on);
+void w8a8_sm90_set_deep128(int on);
+void w8a8_sm90_set_wide192(int on);
+void w8a8_sm90_set_wide160(int on);
+void w8a8_sm90_set_hdb(int on);
+void w8a8_sm90_set_skinny(int mode);
+void w8a8_sm90_set_shift(int on);
+void w8a8_sm90_set_skinny_wide(int mode);
+void w8a8_sm90_set_skinny_k2(int mode);
+void w8a8_sm90_set_deep3(int on);
+void w8a8_sm90_set_deep16(int mode);
+void w8a8_sm90_set_narrow256(int on);
+void w8a8_sm90_set_tail_heuristic(int on);
+void w8a8_sm90_set_tail_single(int on);
+void w8a8_sm90_set_streamk(int on);
+void w8a8_sm90_set_tail(int mode);
+void w8a8_sm90_set_wide_swap(int on);
+void w8a8_sm90_set_single_swap(int on);
+void w8a8_sm90_set_pair_swap(int on);
+void w8a8_sm90_set_fold(int mode);
+void w8a8_sm90_set_pad_tokens(int on);
+void w8a8_cuda_set_gemv(int on);
+void w8a8_cuda_set_gemv_fp8(int on);
+
+static void planner_defaults(void) {
+  void (*const hooks[])(int) = {
+      w8a8_sm90_set_swap64_max, w8a8_sm90_set_deep_n32x2, w8a8_sm90_set_deep80,      w8a8_sm90_set_fp8_tail_box,
+      w8a8_sm90_set_sk_mc2,     w8a8_sm90_set_deep256,    w8a8_sm90_set_deep128,     w8a8_sm90_set_wide192,
+      w8a8_sm90_set_wide160,    w8a8_sm90_set_hdb,        w8a8_sm90_set_skinny,      w8a8_sm90_set_shift,
+      w8a8_sm90_set_skinny_wide, w8a8_sm90_set_skinny_k2, w8a8_sm90_set_deep3,       w8a8_sm90_set_deep16,
+      w8a8_sm90_set_narrow256,  w8a8_sm90_set_tail_heuristic, w8a8_sm90_set_tail_single, w8a8_sm90_set_streamk,
+      w8a8_sm90_set_tail,       w8a8_sm90_set_wide_swap,  w8a8_sm90_set_single_swap, w8a8_sm90_set_pair_swap,
+      w8a8_sm90_set_fold,       w8a8_cuda_set_gemv,       w8a8_cuda_set_gemv_fp8};
+  for (size_t i = 0; i < sizeof hooks / sizeof *hooks; i++) hooks[i](-1);
+  w8a8_sm90_set_pad_tokens(0);
+}
+
+/* A set W8A8_SM90_* or W8A8_GEMV* variable selects other rules than the ones the golden plans were dumped with. */
+extern char **environ;
+static const char *planner_env(void) {
+  for (char **e = environ; e && *e; e++)
+    if (!strncmp(*e, "W8A8_SM90_", 10) || !strncmp(*e, "W8A8_GEMV", 9)) return *e;
+  return NULL;
+}
+
+/* The row of configuration ci with `add` flags set and `drop` flags cleared (the same tile otherwise), -1 if
+ * none. */
+static int row_with(int ci, int add, int drop) {
+  const sm90_config *c = &w8a8_sm90_configs[ci];
+  const int flags = (c->flags | add) & ~drop;
+  for (int i = 0; i < SM90_NUM_CONFIGS; i++) {
+    const sm90_config *o = &w8a8_sm90_configs[i];
+    if (o->flags == flags && o->bn == c->bn && o->stages == c->stages && o->minb == c->minb) return i;
+  }
+  return -1;
+}
+
+/* The table: names unique and found by name; rows unique (the planner finds twins by their fields), and the twins'
+ * names what the tuning tables and tools expect (X_tail, X_sk, the skinny X_mc2 / X_k2 / X_k2r). */
+W8A8_TEST(sm90_plan_table) {
+  /* tuning tables and w8a8_sm90_scaled_mm_config take indices (the golden files' cap lines check the whole order) */
+  CHECK(SM90_CFG_FP8_128X256 == 0 && SM90_CFG_INT8_SWAP_N8 == 8 && SM90_CFG_FP8_128X160_PROMOTE_HDB == 145,
+        "the configurations' order changed");
+  for (int i = 0; i < SM90_NUM_CONFIGS; i++) {
+    const sm90_config *c = &w8a8_sm90_configs[i];
+    CHECK(w8a8_sm90_config_find(c->name) == i, "%s: found at %d", c->name, w8a8_sm90_config_find(c->name));
+    CHECK(c->int8 == !strncmp(c->name, "int8_", 5), "%s: dtype", c->name);
+    for (int j = 0; j < i; j++) {
+      const sm90_config *o = &w8a8_sm90_configs[j];
+      CHECK(o->flags != c->flags || o->bn != c->bn || o->stages != c->stages || o->minb != c->minb,
+            "%s and %s: the same row", o->name, c->name);
+    }
+    char want[64];
+    const int tail = c->tail ? row_with(i, 0, SM90_TAIL) : -1, sk = c->sk ? row_with(i, 0, SM90_STREAMK) : -1;
+    if (c->tail) {
+      snprintf(want, sizeof want, "%s_tail", tail >= 0 ? w8a8_sm90_configs[tail].name : "?");
+      CHECK(!strcmp(c->name, want), "%s: the token-tail twin of no plain tile named %s", c->name, want);
+    }
+    if (c->sk) {
+      snprintf(want, sizeof want, "%s_sk", sk >= 0 ? w8a8_sm90_configs[sk].name : "?");
+      CHECK(!strcmp(c->name, want), "%s: the stream-K twin of no plain tile named %s", c->name, want);
+    }
+    CHECK(w8a8_sm90_sk_plain(i) == sk, "%s: plain tile %d, expected %d", c->name, w8a8_sm90_sk_plain(i), sk);
+    if (c->flags & SM90_SKINNY) {
+      snprintf(want, sizeof want, "%s_skinny_n%d%s%s%s", c->int8 ? "int8" : "fp8", c->bn, c->mcast ? "_mc2" : "",
+               c->cw == 2 ? "_k2" : "", c->wr ? "r" : "");
+      CHECK(!strcmp(c->name, want), "%s: a skinny row named %s", c->name, want);
+    }
+  }
+  /* no plain row has a twin of another name (the planner would take it where the names say none) */
+  for (int i = 0; i < SM90_NUM_CONFIGS; i++) {
+    const sm90_config *c = &w8a8_sm90_configs[i];
+    char want[64];
+    if (!c->tail) {
+      snprintf(want, sizeof want, "%s_tail", c->name);
+      CHECK(row_with(i, SM90_TAIL, 0) == w8a8_sm90_config_find(want), "%s: tail twin", c->name);
+    }
+    if (!c->sk) {
+      snprintf(want, sizeof want, "%s_sk", c->name);
+      CHECK(row_with(i, SM90_STREAMK, 0) == w8a8_sm90_config_find(want), "%s: stream-K twin", c->name);
+    }
+    if (c->flags & SM90_MC2) { /* a multicast plan's stream-K twin is its plain tile's: X_mc2 -> X_sk */
+      const size_t n = strlen(c->name);
+      snprintf(want, sizeof want, "%.*s_sk", (int)(n - 4), c->name);
+      const int named = n > 4 && !strcmp(c->name + n - 4, "_mc2") ? w8a8_sm90_config_find(want) : -1;
+      CHECK(row_with(i, SM90_STREAMK, SM90_MC2) == named, "%s: its plain tile's stream-K twin", c->name);
+    }
+  }
+}
+
+/* Without the occupancy query's answers: num_sms * minb / split, 10% less for clusters of more than two. */
+W8A8_TEST(sm90_plan_caps_estimate) {
+  sm90_caps caps = {132, 0, NULL, NULL};
+  CHECK(w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8, 1) == 264, "%d",
+        w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8, 1));
+  CHECK(w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8_DEEP, 2) == 66, "%d",
+        w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8_DEEP, 2));
+  CHECK(w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8_DEEP, 4) == 29, "%d",
+        w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8_DEEP, 4));
+  CHECK(w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8_DEEP, 9) == 1, "split out of range");
+  static int table[SM90_NUM_CONFIGS][SM90_MAX_SPLIT + 1];
+  table[SM90_CFG_FP8_SWAP_N8_DEEP][4] = 30;
+  caps.clusters = table;
+  CHECK(w8a8_sm90_clusters(&caps, SM90_CFG_FP8_SWAP_N8_DEEP, 4) == 30, "the table's entry");
+}
+
+/* ---- the golden plans ------------------------------------------------------------------------------------ */
+
+/* bench/plan_dump.c's variants: the problem fields and handle settings the planner reads. */
+typedef struct plan_variant {
+  const char *name;
+  w8a8_dtype out;
+  int azp, wconst, fast, ready_w;
+} plan_variant;
+static const plan_variant VARIANTS[] = {
+    {"bf16", W8A8_DTYPE_BF16, 0, 0, 0, 0},   {"fp32", W8A8_DTYPE_FP32, 0, 0, 0, 0},
+    {"azp", W8A8_DTYPE_BF16, 1, 0, 0, 0},    {"wconst", W8A8_DTYPE_BF16, 0, 1, 0, 0},
+    {"fast", W8A8_DTYPE_BF16, 0, 0, 1, 0},   {"ready2", W8A8_DTYPE_BF16, 0, 0, 0, 2},
+    {"ready4", W8A8_DTYPE_BF16, 0, 0, 0, 4}, {"ready8", W8A8_DTYPE_BF16, 0, 0, 0, 8},
+};
+
+typedef struct golden {
+  const char *file;
+  int line, mismatches, rows;
+  long long plans;
+  char key[160]; /* the last row's variant, dtype and shape; its m_hi */
+  int64_t key_hi;
+  sm90_caps caps;
+  int (*clusters)[SM90_MAX_SPLIT + 1];
+} golden;
+
+/* One row: `variant dtype shape N K m_lo m_hi path config split`; every M of it planned and compared. */
+static void check_row(golden *g, char *row) {
+  char *f[10];
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(row, "\t\n", &save); t && n < 10; t = strtok_r(NULL, "\t\n", &save)) f[n++] = t;
+  if (n != 10) {
+    CHECK(0, "%s:%d: %d fields, expected 10", g->file, g->line, n);
+    g->mismatches++;
+    return;
+  }
+  const plan_variant *var = NULL;
+  for (size_t i = 0; i < sizeof VARIANTS / sizeof *VARIANTS; i++)
+    if (!strcmp(f[0], VARIANTS[i].name)) var = &VARIANTS[i];
+  const int int8 = !strcmp(f[1], "int8");
+  const int64_t N = atoll(f[3]), K = atoll(f[4]), lo = atoll(f[5]), hi = atoll(f[6]);
+  const int gemv = !strcmp(f[7], "gemv");
+  const int want_cfg = gemv ? -1 : !strcmp(f[8], "none") ? -1 : w8a8_sm90_config_find(f[8]);
+  const int want_split = atoi(f[9]);
+  if (!var || (!int8 && strcmp(f[1], "fp8")) || lo < 1 || hi < lo || (!gemv && strcmp(f[7], "sm90")) ||
+      (gemv && (strcmp(f[8], "-") || want_split != 1)) || (!gemv && strcmp(f[8], "none") && want_cfg < 0)) {
+    CHECK(0, "%s:%d: a row this test cannot read (variant %s, dtype %s, path %s, config %s)", g->file, g->line, f[0],
+          f[1], f[7], f[8]);
+    g->mismatches++;
+    return;
+  }
+  g->rows++;
+  /* each variant, dtype and shape's rows cover M = 1.. without a gap */
+  char key[160];
+  snprintf(key, sizeof key, "%s %s %s %s %s", f[0], f[1], f[2], f[3], f[4]);
+  CHECK(lo == (strcmp(key, g->key) ? 1 : g->key_hi + 1), "%s:%d: %s starts at M=%lld", g->file, g->line, key,
+        (long long)lo);
+  snprintf(g->key, sizeof g->key, "%s", key);
+  g->key_hi = hi;
+  const sm90_plan_opts opts = {var->wconst, var->fast ? W8A8_FP8_ACCUM_FAST : W8A8_FP8_ACCUM_PRECISE, NULL, 1,
+                               (size_t)16 << 20}; /* a CUDA handle's workspace (dispatch.c) */
+  /* plan_dump's fake, suitably aligned operand addresses: the planner reads alignments, never the memory */
+  static unsigned int flags[W8A8_MM_MAX_READY];
+  const uintptr_t base = (uintptr_t)1 << 32;
+  for (int64_t m = lo; m <= hi; m++) {
+    w8a8_mm_ready ready;
+    w8a8_mm_problem p;
+    memset(&p, 0, sizeof p);
+    p.M = m, p.N = N, p.K = K;
+    p.in_dtype = int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    p.out_dtype = var->out;
+    p.a = (const void *)base, p.lda = K;
+    p.b = (const void *)(base << 4), p.ldb = K;
+    p.out = (void *)(base << 8), p.ldo = N;
+    p.scale_a = (const float *)(base << 12), p.scale_a_per_token = true;
+    p.scale_b = (const float *)(base << 13), p.scale_b_per_channel = true;
+    p.azp_mode = var->azp ? W8A8_AZP_PER_TOKEN : W8A8_AZP_NONE;
+    if (var->azp) p.azp = (const int32_t *)(base << 14), p.azp_adj = (const int32_t *)(base << 15);
+    if (var->ready_w) {
+      memset(&ready, 0, sizeof ready);
+      ready.flags = flags;
+      ready.n = var->ready_w < m ? var->ready_w : (int)m;
+      for (int c = 0; c < ready.n; c++) ready.end[c] = m * (c + 1) / ready.n;
+      ready.first_row = 0;
+      p.ready = &ready;
+    }
+    g->plans++;
+    const int got_gemv = w8a8_cuda_gemv_wanted(&p, 90);
+    sm90_plan pl = {-1, 1};
+    if (!got_gemv) pl = w8a8_sm90_choose_plan(&p, &opts, &g->caps);
+    if (got_gemv == gemv && (gemv || (pl.config == want_cfg && pl.split == want_split))) continue;
+    if (++g->mismatches <= 8)
+      CHECK(0, "%s:%d: %s %s %s N=%lld K=%lld M=%lld: planned %s %s split %d, the GPU %s %s split %d", g->file, g->line,
+            f[0], f[1], f[2], (long long)N, (long long)K, (long long)m, got_gemv ? "gemv" : "sm90",
+            got_gemv ? "-" : pl.config >= 0 ? w8a8_sm90_configs[pl.config].name : "none", got_gemv ? 1 : pl.split,
+            f[7], f[8], want_split);
+  }
+}
+
+static void check_file(const char *path, const char *name) {
+  FILE *fp = fopen(path, "r");
+  REQUIRE(fp, "cannot open %s", path);
+  golden g;
+  memset(&g, 0, sizeof g);
+  g.file = name;
+  g.clusters = calloc(SM90_NUM_CONFIGS, sizeof *g.clusters);
+  REQUIRE(g.clusters, "out of memory");
+  g.caps.clusters = g.clusters;
+  char line[512];
+  int caps_done = 0, cap_configs = 0;
+  while (fgets(line, sizeof line, fp)) {
+    g.line++;
+    const char *sms = strstr(line, " SMs");
+    if (line[0] == '#') {
+      if (!strncmp(line, "# plan_dump:", 12) && sms) {
+        while (sms > line && sms[-1] >= '0' && sms[-1] <= '9') sms--;
+        g.caps.num_sms = atoi(sms);
+      }
+      continue;
+    }
+    if (!strncmp(line, "cap\t", 4)) {
+      char cfg[64];
+      int split = 0, clusters = 0;
+      const int ci = sscanf(line + 4, "%63s %d %d", cfg, &split, &clusters) == 3 ? w8a8_sm90_config_find(cfg) : -1;
+      CHECK(ci >= 0 && split >= 1 && split <= SM90_MAX_SPLIT && clusters > 0 && !caps_done,
+            "%s:%d: a cap line this test cannot read: %s", name, g.line, line);
+      if (ci < 0 || split < 1 || split > SM90_MAX_SPLIT) continue;
+      g.clusters[ci][split] = clusters;
+      if (split == 1) /* plan_dump prints the table in its order: the same indices here */
+        CHECK(ci == cap_configs++, "%s:%d: %s is configuration %d here, %d on the GPU", name, g.line, cfg, ci,
+              cap_configs - 1);
+      continue;
+    }
+    if (!caps_done) {
+      caps_done = 1;
+      CHECK(g.caps.num_sms > 0, "%s: no \"N SMs\" in its plan_dump line", name);
+      CHECK(cap_configs > 0, "%s: no cap lines", name);
+      if (w8a8_test_failed()) break;
+    }
+    check_row(&g, line);
+  }
+  fclose(fp);
+  free(g.clusters);
+  printf("    %s: %d SMs, %d rows, %lld plans, %d differ\n", name, g.caps.num_sms, g.rows, g.plans, g.mismatches);
+  CHECK(g.rows > 0, "%s: no rows", name);
+  CHECK(g.mismatches == 0, "%s: %d plans differ from the GPU's (the first above)", name, g.mismatches);
+}
+
+W8A8_TEST(sm90_plan_golden) {
+  const char *env = planner_env();
+  if (env) {
+    printf("    %s is set\n", env);
+    SKIP("a W8A8_SM90_* or W8A8_GEMV* variable selects other rules than the golden plans'");
+  }
+  planner_defaults();
+  const char *dir = getenv("W8A8_GOLDEN_DIR") ? getenv("W8A8_GOLDEN_DIR") : "tests/golden";
+  DIR *d = opendir(dir);
+  REQUIRE(d, "cannot open %s (run from the repository root, or set W8A8_GOLDEN_DIR)", dir);
+  int files = 0;
+  for (struct dirent *e = readdir(d); e; e = readdir(d)) {
+    const size_t n = strlen(e->d_name);
+    if (strncmp(e->d_name, "plans-", 6) || n < 10 || strcmp(e->d_name + n - 4, ".tsv")) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    check_file(path, e->d_name);
+    files++;
+  }
+  closedir(d);
+  CHECK(files > 0, "no plans-*.tsv in %s", dir);
+}
