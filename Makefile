@@ -195,7 +195,7 @@ FUZZ_FLAGS := $(CSTD) -O1 -g -fopenmp -fsanitize=fuzzer,address,undefined -fno-s
 # clang ignores `#pragma GCC target("avx2,...")` (src/cpu): build the fuzzer for AVX2+FMA+F16C
 # machines (this one and CI's) instead.
 FUZZ_FLAGS += $(if $(filter x86_64,$(shell uname -m)),-mavx2 -mfma -mf16c)
-FUZZ_LIB_C := $(wildcard src/core/*.c src/cpu/*.c)
+FUZZ_LIB_C := $(wildcard src/core/*.c src/cpu/*.c) $(SM90_PLAN_C)
 FUZZ_BIN   := $(BUILD)/bin/fuzz_validate
 FUZZ_TUNE_BIN := $(BUILD)/bin/fuzz_tune
 fuzz:

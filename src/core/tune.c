@@ -9,17 +9,6 @@
 
 #include "tune.h"
 
-#ifndef W8A8_HAVE_CUDA
-/* A build without CUDA has no sm90 configuration table: every name is unknown. */
-int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split) {
-  (void)name;
-  (void)int8;
-  (void)swap_bn;
-  (void)max_split;
-  return -1;
-}
-#endif
-
 /* ---- small parsing helpers --------------------------------------------------------------- */
 
 /* Next whitespace-separated token of [*p, end): its start and length; 0 at the end. */

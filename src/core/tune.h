@@ -14,7 +14,7 @@
  * (multiprocessor count), device (the device name: the rest of the line). A table is stale —
  * refused as a whole — when any of the four differs from the handle's library and device.
  * Entry: dtype (int8 | fp8), M (an exact token count, or an inclusive bucket lo-hi), N, K
- * (1 .. 2^31-1), the configuration's name from the sm90 table (src/cuda/sm90_gemm.cu), the
+ * (1 .. 2^31-1), the configuration's name from the sm90 table (src/cuda/sm90_configs.h), the
  * split-K factor (1 for configurations without split-K, else 1..8), and the time measured
  * in microseconds (> 0; informative: the loader does not use it). A swap-AB configuration
  * must cover only M up to two of its token tiles (e.g. fp8_swap_n16 up to M = 32: the built-in

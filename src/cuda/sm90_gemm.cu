@@ -644,13 +644,3 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem 
   return pl.config;
 }
 
-// The tuning-table loader's view of the configuration table (src/core/tune.c): the index of
-// `name`, its dtype, its swap token tile (0 if not swapped) and the largest split it takes.
-extern "C" W8A8_HIDDEN int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split) {
-  int i = w8a8_sm90_config_find(name);
-  if (i < 0) return -1;
-  if (int8) *int8 = CONFIGS[i].int8;
-  if (swap_bn) *swap_bn = CONFIGS[i].swap ? CONFIGS[i].bn : 0;
-  if (max_split) *max_split = CONFIGS[i].splitk ? SM90_MAX_SPLIT : 1;
-  return i;
-}

@@ -46,6 +46,17 @@ int w8a8_sm90_config_find(const char *name) {
   return -1;
 }
 
+/* The tuning-table loader's view of the table (src/core/tune.c): the index of `name`, its dtype, its swap token
+ * tile (0 if not swapped) and the largest split it takes. */
+int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split) {
+  const int i = w8a8_sm90_config_find(name);
+  if (i < 0) return -1;
+  if (int8) *int8 = CONFIGS[i].int8;
+  if (swap_bn) *swap_bn = CONFIGS[i].swap ? CONFIGS[i].bn : 0;
+  if (max_split) *max_split = CONFIGS[i].splitk ? SM90_MAX_SPLIT : 1;
+  return i;
+}
+
 /* The configuration whose row equals ci's but for its flags: those of ci with `add` set and `drop` cleared; -1 if
  * the table has none. The twins: the token tail's (add SM90_TAIL), stream-K's (add SM90_STREAMK). */
 static int twin_of(int ci, int add, int drop) {

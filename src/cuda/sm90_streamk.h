@@ -45,7 +45,7 @@ typedef struct sm90_sk_plan {
  * at least 80% full, or where a tile has at most SK_MIN_SPLIT K-blocks.
  * CUTLASS's heuristic stops at a half-full last wave; ours goes to 80% to cover a 61%-full case
  * (70b-qkv-tp4 at M = 512: 80 tiles of 128 x 128 on 132 SMs). Which schedules the kernel actually runs
- * is the planner's rule (sm90_gemm.cu), not this function. */
+ * is the planner's rule (sm90_plan.c), not this function. */
 SK_FN sm90_sk_plan sm90_sk_make(int tiles, int kblocks, int ctas) {
   sm90_sk_plan p;
   p.tiles = tiles;
