@@ -177,6 +177,8 @@ install: lib cli
 	ln -sf libw8a8.so.0 $(DESTDIR)$(PREFIX)/lib/libw8a8.so
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|' -e 's|@LIBS@|$(LDLIBS_ALL)|' w8a8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/w8a8.pc
+	install -d $(DESTDIR)$(PREFIX)/lib/cmake/w8a8
+	for f in w8a8Config w8a8ConfigVersion; do sed -e 's|@VERSION@|0.1.0|' cmake/$$f.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/w8a8/$$f.cmake; done
 
 # ---- sanitizer and fuzz builds (CPU only: CI has no GPU) -------------------------------
 # asan: the whole test binary under AddressSanitizer + UBSan, in $(BUILD)-asan.

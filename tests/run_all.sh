@@ -103,6 +103,92 @@ else
   missing install-example "$BUILD/lib/libw8a8.so or pkg-config"
 fi
 
+# The README's Install commands as a new user runs them, offline and outside the tree: the Python package
+# (pip with --no-build-isolation, in fresh venvs) running a NumPy scaled_mm on the library inside it, and
+# examples/example.c built against a `make install` prefix with CMake (find_package) and with pkg-config.
+# pip's build step runs `make lib`, which finds the library up to date after `make`.
+packaging() ( # a subshell: its variables, `cd`s and the venv's activation stay here
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/w8a8-packaging.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  root=$PWD
+  pass=0
+  fail=0
+  part() { # name, command...: one counted check, run in a subshell from the repository root
+    what=$1
+    shift
+    if (cd "$root" && "$@") >"$tmp/part.log" 2>&1; then
+      pass=$((pass + 1)); tail -n 2 "$tmp/part.log"; echo "packaging: $what ok"
+    else
+      fail=$((fail + 1)); tail -n 30 "$tmp/part.log"; echo "packaging: $what FAILED"
+    fi
+  }
+  # From outside the tree: the venv's w8a8 on the library inside it, and the README's NumPy call.
+  cat >"$tmp/check.py" <<'PY'
+import os, sys
+import numpy as np
+import w8a8
+pkg = os.path.dirname(os.path.abspath(w8a8.__file__))
+assert pkg.startswith(sys.prefix), "w8a8 imported from %s, not from the venv %s" % (pkg, sys.prefix)
+assert w8a8.library_path() == os.path.join(pkg, "libw8a8.so"), "loaded %s" % w8a8.library_path()
+a, w = np.random.randint(-128, 128, (16, 256), dtype=np.int8), np.random.randint(-128, 128, (32, 256), dtype=np.int8)
+y = w8a8.scaled_mm(a, w.T, np.full((16, 1), 0.01, np.float32), np.full((1, 32), 0.02, np.float32), out_dtype="fp32")
+ref = (a.astype(np.int64) @ w.T.astype(np.int64)) * (0.01 * 0.02)
+assert np.allclose(y, ref, rtol=1e-5, atol=1e-3), np.abs(y - ref).max()
+print("w8a8 %s, %s: scaled_mm ok" % (w8a8.version_string(), w8a8.library_path()))
+PY
+  # In a fresh venv: `pip install .`, then a wheel installed into a second fresh venv.
+  python_wheel() {
+    unset W8A8_LIBRARY PYTHONPATH
+    export PIP_DISABLE_PIP_VERSION_CHECK=1 BUILD
+    "$PACK_PY" -m venv --system-site-packages "$tmp/venv" && . "$tmp/venv/bin/activate" &&
+      pip install --no-build-isolation . &&
+      (cd "$tmp" && python "$tmp/check.py") &&
+      pip wheel --no-build-isolation --no-deps -w "$tmp/dist" . &&
+      ls "$tmp"/dist/w8a8-*-py3-none-linux_*.whl && deactivate &&
+      "$PACK_PY" -m venv --system-site-packages "$tmp/venv2" && . "$tmp/venv2/bin/activate" &&
+      pip install "$tmp"/dist/w8a8-*.whl &&
+      (cd "$tmp" && python "$tmp/check.py")
+  }
+  cmake_example() {
+    cmake -S examples -B "$tmp/build-example" -DCMAKE_PREFIX_PATH="$tmp/prefix" &&
+      cmake --build "$tmp/build-example" && "$tmp/build-example/example"
+  }
+  pkgconfig_example() {
+    export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+    mkdir "$tmp/pc" && cp examples/example.c "$tmp/pc/" && cd "$tmp/pc" &&
+      cc -std=c11 example.c $(pkg-config --cflags --libs w8a8) -o example && ./example
+  }
+  part python-wheel python_wheel
+  if make --no-print-directory -s install BUILD="$BUILD" PREFIX="$tmp/prefix" >"$tmp/install.log" 2>&1; then
+    part cmake-example cmake_example
+    part pkgconfig-example pkgconfig_example
+  else
+    tail -n 30 "$tmp/install.log"; echo "packaging: make install FAILED"; fail=$((fail + 1))
+  fi
+  echo "$pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+)
+# A python3 that can build and run the wheel offline: venv (ensurepip), setuptools, wheel, NumPy.
+PACK_PY=""
+for cand in ${PYTHON:-} python3 /usr/bin/python3; do
+  if command -v "$cand" >/dev/null 2>&1 &&
+    "$cand" -c "import ensurepip, venv, setuptools, wheel, numpy" >/dev/null 2>&1; then
+    PACK_PY=$cand
+    break
+  fi
+done
+pack_missing=""
+[ -f "$BUILD/lib/libw8a8.so" ] || pack_missing="$pack_missing, $BUILD/lib/libw8a8.so"
+command -v cmake >/dev/null 2>&1 || pack_missing="$pack_missing, cmake"
+command -v pkg-config >/dev/null 2>&1 || pack_missing="$pack_missing, pkg-config"
+[ -n "$PACK_PY" ] ||
+  pack_missing="$pack_missing, a python3 with venv, setuptools, wheel and NumPy (python3-venv python3-setuptools python3-wheel python3-numpy)"
+if [ -z "$pack_missing" ]; then
+  stage packaging packaging
+else
+  missing packaging "${pack_missing#, }"
+fi
+
 # The CUDA code built for an architecture list without sm_90a (the Hopper kernels compiled out, their
 # entry points refusing at run time): keeps the guards around what only sm_90a uses honest, since a
 # variable used only there breaks such a build under -Werror.

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages w8a8 needs to build and test, when they are missing.
 # Runs apt-get only as root and only for what is absent; otherwise prints what to install.
-pkgs="build-essential libomp-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev libdnnl-dev libopenblas-dev pkg-config python3-numpy"
+pkgs="build-essential libomp-dev clang libclang-rt-dev openmpi-bin libopenmpi-dev libdnnl-dev libopenblas-dev pkg-config cmake python3-numpy python3-venv python3-setuptools python3-wheel"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

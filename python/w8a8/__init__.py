@@ -6,8 +6,9 @@
 
 The same calls take NumPy arrays (CPU backend). Every function dispatches on the type of its first
 array argument: torch tensors go to w8a8.torch (custom ops torch.ops.w8a8.*, CUDA graphs,
-torch.compile), NumPy arrays to w8a8.numpy. The library is found through $W8A8_LIBRARY (a file or
-a directory), then the repository's build/lib, then the system's loader path.
+torch.compile), NumPy arrays to w8a8.numpy. The library is the package's own (an installed wheel
+carries it), else $W8A8_LIBRARY (a file or a directory), else the repository's build/lib, else the
+system's loader path; w8a8.library_path() tells which.
 
 Conventions (torch._scaled_mm / vLLM cutlass_scaled_mm):
   a [M, K] row-major int8 / fp8, b [K, N] column-major (the weights [N, K] passed as w.t()),

@@ -202,18 +202,21 @@ _lock = threading.Lock()
 
 
 def _candidates():
+    """The paths to try, in order, and whether $W8A8_LIBRARY chose them."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    # The package's own library (a wheel built with `pip install .` carries it): built from the same
+    # tree as these bindings, so it comes before any other copy on the machine.
+    out = [os.path.join(here, "libw8a8.so")]
     env = os.environ.get("W8A8_LIBRARY")
     if env:
-        # A file, or a directory holding libw8a8.so. When it is set, nothing else is tried:
-        # a wrong path must be an error, not a silent fallback to another build.
-        if os.path.isdir(env):
-            return [os.path.join(env, "libw8a8.so")], True
-        return [env], True
-    out = []
-    # The repository's build: python/w8a8/_lib.py -> repo root is two levels up from the package.
-    here = os.path.dirname(os.path.abspath(__file__))
+        # A file, or a directory holding libw8a8.so. When it is set (and the package has no library of
+        # its own), nothing else is tried: a wrong path must be an error, not a fallback to another build.
+        out.append(os.path.join(env, "libw8a8.so") if os.path.isdir(env) else env)
+        return out, True
+    # The repository's build, when the package runs from a source tree (python/w8a8 beside the Makefile).
     repo = os.path.dirname(os.path.dirname(here))
-    out.append(os.path.join(repo, "build", "lib", "libw8a8.so"))
+    if os.path.basename(os.path.dirname(here)) == "python" and os.path.exists(os.path.join(repo, "Makefile")):
+        out.append(os.path.join(repo, "build", "lib", "libw8a8.so"))
     # The system: the dynamic loader's search path (ld.so.cache, LD_LIBRARY_PATH), then PREFIX/lib.
     found = ctypes.util.find_library("w8a8")
     if found:
@@ -287,8 +290,9 @@ def _declare(lib):
 
 
 def load():
-    """The loaded library (ctypes.CDLL); loads it on first use. Order: $W8A8_LIBRARY (a file or a
-    directory), the repository's build/lib, then the system's loader path."""
+    """The loaded library (ctypes.CDLL); loads it on first use. Order: the package's own libw8a8.so
+    (an installed wheel's), then $W8A8_LIBRARY (a file or a directory) and nothing else when it is set,
+    else the repository's build/lib (in a source tree) and the system's loader path."""
     global _lib, _lib_path
     if _lib is not None:
         return _lib
@@ -306,7 +310,8 @@ def load():
                 # symbols in the global namespace, as mpi4py arranges for the same reason.
                 lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
             except OSError as e:
-                errors.append("%s: %s" % (path, e))
+                where = path if os.path.sep in path else "%s (the loader's search path)" % path
+                errors.append("%s: %s" % (where, str(e).replace(path + ": ", "", 1)))
                 continue
             try:
                 _declare(lib)
@@ -321,9 +326,13 @@ def load():
                 continue
             _lib, _lib_path = lib, path
             return lib
-        hint = ("W8A8_LIBRARY is set to %r" % os.environ["W8A8_LIBRARY"]) if from_env else (
-            "build it with `make` in the repository, or set W8A8_LIBRARY to the path of libw8a8.so")
-        raise make_error(Status.ERROR_NOT_BUILT, "could not load libw8a8 (%s): %s" % (hint, "; ".join(errors)))
+        how = ("install the package from the repository with `pip install --no-build-isolation .` (it builds "
+               "the library into the package), or run `make lib` there and set W8A8_LIBRARY to its "
+               "build/lib/libw8a8.so")
+        if from_env:
+            how = "W8A8_LIBRARY is set to %r; unset it or fix it, or %s" % (os.environ["W8A8_LIBRARY"], how)
+        raise make_error(Status.ERROR_NOT_BUILT, "could not load libw8a8. Tried: %s. To get it: %s"
+                         % ("; ".join(errors), how))
 
 
 def library_path():
