@@ -20,14 +20,14 @@
  *      n16 tiles at M = 17..32 next to one n32 tile: the n32 cliff question of docs/HOPPER.md).
  *   -s only the named shapes (substring match, e.g. -s gateup,70b-o).
  *   -c NAME[,NAME...] times those configurations instead of the heuristic's, one after another for
- *      each shape and M (skipped where the dtype differs; e.g. -c int8_128x128_mc2,int8_128x128_mc2_tail
+ *      each shape and M (skipped where the dtype differs; e.g. -c int8_128x128,int8_128x128_tail
  *      for a kernel against its token-tail twin); the name `plan` stands for the heuristic's choice.
  *   -T after each timing, one more call with the kernel's per-tile clock64 timeline on (a library
  *      built with NVCCEXTRA=-DW8A8_SM90_TIMELINE only; every configuration): medians over CTAs and
  *      tiles of the wait for the first data
  *      (the CTA's first tile from the kernel's entry; later tiles), the main loop's cycles (and per
  *      K-block of the CTA's K range), the epilogue's (split-K: with the reduction), and the gap from
- *      one tile's epilogue end to the next tile's start (negative for the pingpong tiles).
+ *      one tile's epilogue end to the next tile's start.
  *   -P development only: A's tensor map covers whole token tiles (M rounded up to the tile), so the
  *      rows of a partial tile past M come from the buffer (allocated for 16384 rows) instead of TMA's
  *      out-of-bounds fill, to measure what the fill costs a partial token tile (it is the partial-M
@@ -157,7 +157,7 @@ static void timeline_report(w8a8_handle *h, const w8a8_mm_problem *p, int cfg, i
         mainv[nm++] = (double)(t[4 * i + 2] - t[4 * i + 1]);
       }
       epiv[ne++] = (double)(t[4 * i + 3] - t[4 * i + 2]);
-      if (i > 0) gapv[ng++] = (double)((long long)t[4 * i] - (long long)t[4 * (i - 1) + 3]); /* < 0: overlap (pingpong) */
+      if (i > 0) gapv[ng++] = (double)((long long)t[4 * i] - (long long)t[4 * (i - 1) + 3]); /* < 0: overlap */
       last = i;
     }
     if (last >= 0) spanv[nspan++] = (double)(t[4 * last + 3] - t[0]);

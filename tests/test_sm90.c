@@ -29,38 +29,13 @@ int w8a8_sm90_config_fast_accum(int config);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 void w8a8_sm90_set_lean(int on);
-void w8a8_sm90_set_split_quad(int on);
 void w8a8_sm90_set_tail(int mode);
-void w8a8_sm90_set_tail_heuristic(int on);
 int w8a8_sm90_last_tail(void);
 int w8a8_sm90_last_shift(void);
-void w8a8_sm90_set_shift(int on);
 const char *w8a8_sm90_last_config(int *split);
 int w8a8_sm90_last_tma_out(void);
-void w8a8_sm90_set_deep80(int on);
-void w8a8_sm90_set_swap64_max(int tokens);
-void w8a8_sm90_set_deep_n32x2(int mode);
-void w8a8_sm90_set_narrow256(int on);
-void w8a8_sm90_set_deep256(int on);
-void w8a8_sm90_set_deep128(int on);
-void w8a8_sm90_set_wide192(int on);
-void w8a8_sm90_set_wide160(int on);
-void w8a8_sm90_set_hdb(int on);
-void w8a8_sm90_set_deep16(int mode);
-void w8a8_sm90_set_deep3(int on);
-void w8a8_sm90_set_skinny(int mode);
-void w8a8_sm90_set_skinny_k2(int mode);
-void w8a8_sm90_set_skinny_wide(int on);
 void w8a8_cuda_set_gemv(int on);
-void w8a8_sm90_set_tail_single(int on);
-void w8a8_sm90_set_fold(int on);
-void w8a8_sm90_set_wide_swap(int on);
-void w8a8_sm90_set_single_swap(int on);
-void w8a8_sm90_set_pair_swap(int on);
-void w8a8_sm90_set_sk_mc2(int on);
-void w8a8_sm90_set_fp8_tail_box(int on);
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
-void w8a8_sm90_set_streamk(int on);
 int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
 
 /* run_case keeps a copy of the GPU output here while g_capture_on is set (sm90_lean_matches_staged). */
@@ -528,9 +503,8 @@ W8A8_TEST(sm90_skinny_configs) {
   all_configs_like(W8A8_DTYPE_INT8, "skinny");
   /* (the _k2 twins: two consumer warpgroups alternating over the ring, so N = 64 x 200 at K = 384 has each
    * CTA's tiles start on alternating warpgroups: three K-blocks per tile) */
-  static const char *names[] = {"fp8_skinny_n24", "int8_skinny_n48", "fp8_skinny_n80", "int8_skinny_n144",
-                                "fp8_skinny_n48_k2", "int8_skinny_n80_k2", "fp8_skinny_n8_k2", "int8_skinny_n24_k2",
-                                "fp8_skinny_n88_k2", "fp8_skinny_n128_k2", "int8_skinny_n128_k2",
+  static const char *names[] = {"fp8_skinny_n72",      "int8_skinny_n48",    "fp8_skinny_n80",     "int8_skinny_n16",
+                                "fp8_skinny_n48_k2",   "fp8_skinny_n24_k2",  "fp8_skinny_n88_k2",  "fp8_skinny_n96_k2",
                                 "fp8_skinny_n128_k2r", "fp8_skinny_n176_k2r"};
   for (int i = 0; i < (int)(sizeof names / sizeof names[0]) && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
@@ -551,10 +525,8 @@ W8A8_TEST(sm90_skinny_configs) {
    * halves): every_config's cases above run one token tile (the partner on zeros past M); here two tiles, the second
    * partial (M = 2 BN - 3), four (3 BN + 5: two pairs, the last tile 5 rows), and five on 200 weight tiles (5 BN: three
    * pairs, the last partner past M, 600 pairs on a persistent grid of clusters: each walks several). */
-  static const char *pairs[] = {"fp8_skinny_n24_mc2",    "int8_skinny_n32_mc2",    "fp8_skinny_n72_mc2",
-                                "int8_skinny_n80_mc2",   "fp8_skinny_n8_mc2",      "int8_skinny_n48_mc2",
-                                "fp8_skinny_n48_mc2_k2", "int8_skinny_n16_mc2_k2", "fp8_skinny_n72_mc2_k2",
-                                "int8_skinny_n80_mc2_k2"};
+  static const char *pairs[] = {"fp8_skinny_n24_mc2",  "int8_skinny_n32_mc2", "fp8_skinny_n72_mc2",
+                                "int8_skinny_n80_mc2", "fp8_skinny_n64_mc2",  "int8_skinny_n48_mc2"};
   for (int i = 0; i < (int)(sizeof pairs / sizeof pairs[0]) && !w8a8_test_failed(); i++) {
     int i8 = 0, bn = 0;
     const int ci = w8a8_sm90_config_lookup(pairs[i], &i8, &bn, NULL);
@@ -669,6 +641,25 @@ static int plan_of(w8a8_handle *h, uint8_t *dbuf, size_t bytes, w8a8_dtype in, i
   return st == W8A8_SUCCESS ? w8a8_sm90_plan(h, &p, split) : PLAN_INVALID;
 }
 
+/* plan_of with ready flags on A's rows (two chunks; the planner reads only that there are some): the plans of the
+ * fused all-gather's GEMM, which the public API cannot launch. */
+static int plan_of_ready(w8a8_handle *h, uint8_t *dbuf, size_t bytes, w8a8_dtype in, int64_t M, int64_t N, int64_t K,
+                         int *split) {
+  w8a8_mm_problem p;
+  const w8a8_status st = plan_problem(h, dbuf, bytes, in, M, N, K, &p);
+  CHECK(st == W8A8_SUCCESS, "M=%lld N=%lld K=%lld in %zu bytes: %s %s", (long long)M, (long long)N, (long long)K,
+        bytes, w8a8_status_name(st), w8a8_last_error());
+  if (st != W8A8_SUCCESS) return PLAN_INVALID;
+  w8a8_mm_ready r;
+  memset(&r, 0, sizeof r);
+  r.flags = (const unsigned int *)dbuf;
+  r.n = 2;
+  r.end[0] = M / 2;
+  r.end[1] = M;
+  p.ready = &r;
+  return w8a8_sm90_plan(h, &p, split);
+}
+
 /* The *_tail twin of configuration `name` (its index, -1 if none); the twin's name in buf. */
 static int tail_twin(const char *name, char *buf, size_t len) {
   snprintf(buf, len, "%s_tail", name);
@@ -682,32 +673,17 @@ static int handle_sms(w8a8_handle *h) {
   return w8a8_get_info(h, &info) == W8A8_SUCCESS ? info.num_sms : 0;
 }
 
-/* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure.
- * The rules plan_wide_swap, plan_single_swap, plan_pair_swap and plan_skinny are off until plan_rig_close, so
- * that the tests of the rules they take precedence over can pin those rules' own plans
- * (sm90_wide_swap_plan / sm90_single_swap_plan / sm90_pair_swap_plan / sm90_skinny_plan turn them on). */
-static void plan_rules_default(void) {
-  w8a8_sm90_set_skinny(-1);
-  w8a8_sm90_set_wide_swap(-1); /* back to W8A8_SM90_WIDE_SWAP */
-  w8a8_sm90_set_single_swap(-1);
-  w8a8_sm90_set_pair_swap(-1);
-}
+/* A CUDA handle and a device buffer of `bytes` for plan_of (the plan tests); 0 (nothing held) on failure. The
+ * plans are the library's, every rule in its order: a test's shapes are those where the rule under test applies
+ * (the golden plans, tests/test_sm90_plan.c, pin every rule on the CPU). */
 static int plan_rig_open(w8a8_handle **h, uint8_t **dbuf, size_t bytes) {
   *h = NULL;
   *dbuf = NULL;
-  w8a8_sm90_set_skinny(0);
-  w8a8_sm90_set_wide_swap(0);
-  w8a8_sm90_set_single_swap(0);
-  w8a8_sm90_set_pair_swap(0);
-  if (w8a8_create(h, W8A8_DEVICE_CUDA, sm90_device()) != W8A8_SUCCESS) {
-    plan_rules_default();
-    return 0;
-  }
+  if (w8a8_create(h, W8A8_DEVICE_CUDA, sm90_device()) != W8A8_SUCCESS) return 0;
   if (cudaMalloc((void **)dbuf, bytes) != cudaSuccess) {
     w8a8_destroy(*h);
     *h = NULL;
     *dbuf = NULL;
-    plan_rules_default();
     return 0;
   }
   return 1;
@@ -715,7 +691,6 @@ static int plan_rig_open(w8a8_handle **h, uint8_t **dbuf, size_t bytes) {
 static void plan_rig_close(w8a8_handle *h, uint8_t *dbuf) {
   cudaFree(dbuf);
   w8a8_destroy(h);
-  plan_rules_default();
 }
 
 /* W8A8_FP8_ACCUM_FAST: where the heuristic runs a promoting 128 x 256 fp8 tile (fp8_128x256_promote, or
@@ -738,14 +713,11 @@ W8A8_TEST(sm90_fp8_fast_accum) {
   const int promote256 = w8a8_sm90_config_lookup("fp8_128x256_promote", &i8, NULL, NULL);
   const int promote256mc = w8a8_sm90_config_lookup("fp8_128x256_promote_mc2", &i8, NULL, NULL);
   const int fast256 = w8a8_sm90_config_lookup("fp8_128x256", &i8, NULL, NULL);
-  /* 1100 x 2056: the 128 x 256 tile on any H100/H200; 300 x 520: the 128 x 128 one; 200 x 16896
-   * (two waves of 128 x 128 tiles on 132 SMs): the wide tile's multicast twin on an H200 */
-  static const int64_t shapes[][3] = {{1100, 2056, 256}, {300, 520, 1040}, {200, 16896, 256}};
-  /* twice: without plan's 128 x 192 rule (1100 x 2056 then plans the 128 x 256 tile), and with it (that
-   * shape takes fp8_128x192_promote_hdb, which has no fast-accumulation twin: FAST keeps it) */
-  for (int pass = 0; pass < 2 * 3 && !w8a8_test_failed(); pass++) {
-    const int si = pass % 3, wide192 = pass >= 3;
-    w8a8_sm90_set_wide192(wide192);
+  /* 1100 x 3072: the 128 x 256 tile on 132 SMs (and on 114); 300 x 520: the 128 x 128 one; 200 x 16896 (two waves
+   * of 128 x 128 tiles on 132 SMs): the wide tile's multicast twin there; 1100 x 2056: fp8_128x160_promote_hdb on 132
+   * SMs, which has no fast-accumulation twin (FAST keeps it) */
+  static const int64_t shapes[][3] = {{1100, 3072, 256}, {300, 520, 1040}, {200, 16896, 256}, {1100, 2056, 256}};
+  for (int si = 0; si < 4 && !w8a8_test_failed(); si++) {
     const int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
@@ -755,7 +727,7 @@ W8A8_TEST(sm90_fp8_fast_accum) {
       if (precise == PLAN_INVALID) break;
       CHECK(w8a8_set_fp8_accum(h, W8A8_FP8_ACCUM_FAST) == W8A8_SUCCESS, "set_fp8_accum");
       const int fast = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
-      if (dt == 0 && si == 0 && !wide192)
+      if (dt == 0 && si == 0)
         CHECK(precise == promote256, "M=%lld N=%lld: precise plan is %s, expected fp8_128x256_promote", (long long)M,
               (long long)N, w8a8_sm90_config_name(precise));
       if (dt == 0 && (precise == promote256 || precise == promote256mc))
@@ -766,16 +738,15 @@ W8A8_TEST(sm90_fp8_fast_accum) {
               (long long)M, (long long)N, w8a8_sm90_config_name(fast), w8a8_sm90_config_name(precise));
     }
   }
-  w8a8_sm90_set_wide192(-1);
   w8a8_destroy(h);
   cudaFree(dbuf);
   if (w8a8_test_failed()) return;
-  /* the results through the public API, fast mode on: v = 0 bf16 with an odd ldo (the direct
-   * epilogue), v = 3 bf16 and v = 4 fp16 unpadded (the lean staged epilogue) */
+  /* the results through the public API, fast mode on (the 128 x 256 tile's fast twin on 132 SMs): v = 0 bf16 with
+   * an odd ldo (the direct epilogue), v = 3 bf16 and v = 4 fp16 unpadded (the lean staged epilogue) */
   g_fp8_fast = 1;
   static const int vs[] = {0, 3, 4};
   for (int i = 0; i < 3 && !w8a8_test_failed() && !skip_public; i++) {
-    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, 1100, 2056, 256, vs[i], -1, 0);
+    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, 1100, 3072, 256, vs[i], -1, 0);
     c.out_offset = 0;
     run_case(&c, 900 + (uint64_t)vs[i]);
   }
@@ -839,16 +810,15 @@ W8A8_TEST(sm90_lean_matches_staged) {
       }
     }
   }
-  w8a8_sm90_set_lean(-1); /* back to W8A8_SM90_LEAN */
+  w8a8_sm90_set_lean(-1); /* back to the lean epilogues */
   g_capture_on = 0;
   PUBLIC_OR_SKIP();
 }
 
 /* fp32 outputs through the lean epilogue's TMA stores (two 32-column chunks per 64
  * columns, 8-byte fragment stores) against the direct epilogue they replace: the same bits. Every
- * unswapped configuration without split K (the pingpong tiles keep the direct epilogue for fp32 and
- * say so) and the heuristic's choice; M = 300 and 65 (partial token tiles), N = 520 (a partial N
- * tile of every BN), row strides N and N + 4 (a submatrix: still a multiple of 16 bytes), bias on
+ * unswapped configuration without split K and the heuristic's choice; M = 300 and 65 (partial token tiles),
+ * N = 520 (a partial N tile of every BN), row strides N and N + 4 (a submatrix: still a multiple of 16 bytes), bias on
  * and off, per-tensor and per-token / per-channel scales. Each case runs twice on the same data,
  * lean off (direct) then on, both checked against the reference, the outputs compared byte for byte,
  * and the second launch must have taken the fp32 staged path (w8a8_sm90_last_tma_out() == 2: the host's
@@ -857,11 +827,6 @@ W8A8_TEST(sm90_lean_matches_staged) {
  * tiles reuse the staging buffers (the wait_read<1> protocol across tiles). */
 W8A8_TEST(sm90_lean_fp32_matches_direct) {
   NEED_SM90();
-  static const char *const offs[] = {"W8A8_SM90_PRM", "W8A8_SM90_STAGED", "W8A8_SM90_STAGED32"};
-  for (int i = 0; i < 3; i++) {
-    const char *v = getenv(offs[i]);
-    if (v && !strcmp(v, "0")) SKIP("the environment turns the path under test off");
-  }
   int n = 0, engaged = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
@@ -869,8 +834,6 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
       if (ci >= 0 && (w8a8_sm90_config_int8(ci) != dt || w8a8_sm90_config_swap_bn(ci) ||
                       strstr(w8a8_sm90_config_name(ci), "splitk")))
         continue;
-      /* (no staged output: the pingpong tiles) */
-      const int pp = ci >= 0 && strstr(w8a8_sm90_config_name(ci), "_pp") != NULL;
       const int many = ci < 0 || strstr(w8a8_sm90_config_name(ci), "128x64") != NULL ||
                        strstr(w8a8_sm90_config_name(ci), "128x192") != NULL ||
                        strstr(w8a8_sm90_config_name(ci), "128x160") != NULL;
@@ -889,27 +852,25 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
         CHECK(same != 0, "%s cfg=%s M=%lld ldo_pad=%lld v=%d: the lean fp32 output differs from the direct one's",
               dt ? "int8" : "fp8", ci < 0 ? "auto" : w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.ldo_pad, v);
         if (ci >= 0 && same > 0)
-          CHECK(got == (pp ? 0 : 2), "%s cfg=%s v=%d: the launch's staged output was %d, expected %d",
-                dt ? "int8" : "fp8", w8a8_sm90_config_name(ci), v, got, pp ? 0 : 2);
+          CHECK(got == 2, "%s cfg=%s v=%d: the launch's staged output was %d, expected 2", dt ? "int8" : "fp8",
+                w8a8_sm90_config_name(ci), v, got);
         engaged += same > 0 && got == 2;
         n++;
       }
     }
   }
-  w8a8_sm90_set_lean(-1); /* back to W8A8_SM90_LEAN */
+  w8a8_sm90_set_lean(-1); /* back to the lean epilogues */
   g_capture_on = 0;
   PUBLIC_OR_SKIP();
   CHECK(engaged > 0, "no case took the fp32 staged epilogue (%d cases)", n);
 }
 
-/* The split-K reduction in quads (the default) against the element-wise one it replaces:
- * the same bits. Swap-AB (plain and deep) and 128 x 128 split-K configurations, splits 1, 2, 3, 4, 8,
- * N % 4 = 0..3 varied independently of the split, token lines past M (the quads skip them), more
- * clusters than fit at once (N = 17003 for n8); every output type with and without pair stores, bias,
- * scale modes, int8 zero points. Each case runs twice on the same data (quads off, then on), both
- * checked against the reference, and the outputs are compared byte for byte. (The host launches one
- * tile per cluster, so the two-barrier protocol across tiles of one cluster is not reached here.) */
-W8A8_TEST(sm90_split_quad_matches_elementwise) {
+/* The split-K reduction in quads: swap-AB (plain and deep) and 128 x 128 split-K configurations, splits 1, 2, 3,
+ * 4, 8, N % 4 = 0..3 varied independently of the split, token lines past M (the quads skip them), more clusters
+ * than fit at once (N = 17003 for n8); every output type with and without pair stores, bias, scale modes, int8
+ * zero points; each case checked against the reference. (The host launches one tile per cluster, so the
+ * two-barrier protocol across tiles of one cluster is not reached here.) */
+W8A8_TEST(sm90_split_quads) {
   NEED_SM90();
   static const char *names[] = {"fp8_swap_n8",        "int8_swap_n16",       "fp8_swap_n32", "int8_swap_n64",
                                 "fp8_swap_n64_deep", "int8_swap_n32_deep", "fp8_128x128_promote_splitk",
@@ -924,32 +885,29 @@ W8A8_TEST(sm90_split_quad_matches_elementwise) {
       const int64_t M = bn ? (si % 2 ? bn : bn / 2 + 1) : (si % 2 ? 77 : 130);
       const int64_t N = ni == 0 && si == 4 ? 17003 : 300 + 97 * si + (si + ni) % 4; /* N % 4 = 0..3 */
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, 128 * 9 + 40, v, ci, splits[si]);
-      CHECK(run_ab_same_bits(&c, 1500 + (uint64_t)v, w8a8_sm90_set_split_quad) != 0,
-            "%s M=%lld N=%lld split=%d v=%d: the quad reduction's output differs from the element-wise one's",
-            names[ni], (long long)c.M, (long long)c.N, splits[si], v);
+      run_case(&c, 1500 + (uint64_t)v);
     }
   }
-  w8a8_sm90_set_split_quad(-1); /* back to W8A8_SM90_SPLIT_QUAD */
-  g_capture_on = 0;
 }
 
 /* The token tail (the *_tail configurations, the kernel's TAIL): the partial token tile
  * loaded in boxes of an eighth of the token tile (16 rows; 8 swapped) through the fourth tensor map,
  * its full barrier expecting only those bytes, its rows past M left as the stage held them, against
  * TMA's out-of-bounds fill of the whole box in the same kernel (w8a8_sm90_set_tail(0)): the same bits.
- * Each *_tail configuration: the library's rule (mode 1: M = box + 1, one box) and the valid rows in
+ * Each *_tail configuration: the library's rule (mode 1: M = box + 1, one box; mode 3's box of the same
+ * rows on the unswapped unsplit twins, where mode 1 takes the shift instead) and the valid rows in
  * boxes wherever a token tile is partial (mode 2: box / 2 + 1 rows in one tile; box - 3 rows after a
- * full tile, up to 8 loads per stage; M = 1, with the missing partner of a multicast pair) and one box
+ * full tile, up to 8 loads per stage; M = 1) and one box
  * of the valid rows rounded up to 8 (mode 3: box / 2 + 3 rows in one tile, box / 4 + 5 after a full
  * tile: a box of a size that is no power of two), on the swapped twins wider than 128 tokens also a partial tile of
  * exactly 128 rows (mode 1 alone, mode 3 after a full tile: no fold there), K with a
  * tail (K's out-of-bounds fill still applies), splits 1 and 2, the weights-constant hint on every
  * other case (the tail tile's first stages expect their bytes before the token loads). Each case runs
  * with the tail off, then on, both checked against the reference, the outputs compared byte for
- * byte. Then the heuristic with W8A8_SM90_TAIL on (w8a8_sm90_set_tail_heuristic): with two token
- * tiles on a grid of 128 CTAs (N = 8192) M = 129 and 136 take a *_tail twin, M = 200 (a 72-row box)
- * only for int8; three token tiles (M = 300, N = 4096) and a grid of 16 CTAs (N = 1024) do not; each
- * checked against the reference (on a GPU with 132 SMs: the gates depend on the count). */
+ * byte. Then the heuristic (on a GPU with 132 SMs: the gates depend on the count): a single partial token
+ * tile of the plain 128 x 128 tile takes its *_tail twin on 112 CTAs (N = 14336), not on 16 (N = 2048); with
+ * the weights-constant hint fp8's twin takes the fold up to 80 tokens, nothing at 96; int8's 128 x 64 tile keeps
+ * its filled box at 96 tokens; each checked against the reference, with the launch's token tail. */
 static int g_tail_test_mode, g_tail_test_config;
 /* Shared memory full of poison before the tail's run: one launch of the same configuration on 256
  * tokens whose operands are all 0x7f (fp8: NaN; int8: 127), so that the stages' rows past M, which the
@@ -984,16 +942,21 @@ static int is_tail_config(int ci) {
   const size_t l = strlen(n);
   return l > 5 && !strcmp(n + l - 5, "_tail");
 }
-/* The heuristic's plan of M x N x K with its *_tail twins off (*base) and on (*with), in plan_problem's
- * 32 MB buffer; 0 where the problem did not plan (plan_of has failed the test then). */
+/* The heuristic's plan of M x N x K (*with) and its tile without the token tail (*base: the plan itself, or the
+ * plain tile of a *_tail twin), in plan_problem's 32 MB buffer; 0 where the problem did not plan (plan_of has
+ * failed the test then). */
 static int tail_plans(w8a8_handle *h, uint8_t *dbuf, w8a8_dtype in, int64_t M, int64_t N, int64_t K, int *base,
                       int *with) {
   int split = 0;
-  w8a8_sm90_set_tail_heuristic(0);
-  *base = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
-  w8a8_sm90_set_tail_heuristic(1);
-  *with = *base == PLAN_INVALID ? PLAN_INVALID : plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
-  return *base != PLAN_INVALID && *with != PLAN_INVALID;
+  *with = plan_of(h, dbuf, (size_t)32 << 20, in, M, N, K, &split);
+  if (*with == PLAN_INVALID) return 0;
+  *base = *with;
+  if (*with >= 0 && is_tail_config(*with)) {
+    char plain[64];
+    snprintf(plain, sizeof plain, "%.*s", (int)strlen(w8a8_sm90_config_name(*with)) - 5, w8a8_sm90_config_name(*with));
+    *base = w8a8_sm90_config_lookup(plain, NULL, NULL, NULL);
+  }
+  return 1;
 }
 /* The skinny kernel's shifted last token tile (sm90_skinny_row0: the partial last tile of several loads
  * the BN rows that end at the last token, the tokens it shares with the previous tile stored twice): the same bits
@@ -1029,17 +992,19 @@ W8A8_TEST(sm90_skinny_shift_matches_fill) {
 W8A8_TEST(sm90_tail_matches_fill) {
   NEED_SM90();
   int v = 0, ntail = 0;
-  w8a8_sm90_set_shift(0); /* (the boxes' expectations: the shift, which takes their unswapped cases, is tested below) */
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
     if (!is_tail_config(ci)) continue;
     ntail++;
+    const char *name = w8a8_sm90_config_name(ci);
     const int bn = w8a8_sm90_config_swap_bn(ci), i8 = w8a8_sm90_config_int8(ci);
     int max_split = 1;
-    w8a8_sm90_config_lookup(w8a8_sm90_config_name(ci), NULL, NULL, &max_split);
+    w8a8_sm90_config_lookup(name, NULL, NULL, &max_split);
     const int box = bn ? bn : 128;
+    /* (the unswapped unsplit twins: mode 1 gives M = box + 1 the shift, mode 3 the rule's box of 8 rows) */
+    const int shifts = !bn && !strstr(name, "splitk");
     /* the n64 deep ring's twins also with three token tiles in mode 1 (tail_plan's deep_many:
      * plan_deep256's 129..192 tokens), a partial third tile of 1 and of 42 rows */
-    const int deep_many = strstr(w8a8_sm90_config_name(ci), "swap_n64_deep_tail") != NULL;
+    const int deep_many = strstr(name, "swap_n64_deep_tail") != NULL;
     /* the swapped twins wider than 128 tokens (n144 / n160) also with a partial token tile of exactly 128 rows: one box
      * of 128, which the host must not take for the unswapped fold (its 3-D map over the weights would be an
      * illegal instruction), alone in mode 1 (tail_plan's single tile) and as the second of two tiles in mode 3 */
@@ -1048,17 +1013,17 @@ W8A8_TEST(sm90_tail_matches_fill) {
       const int64_t ms[8] = {box + 1, box / 2 + 1, 2 * box - 3, 1, box / 2 + 3, box + box / 4 + 5, 2 * box + 1, 2 * box + 42};
       const int e = mi - nbase; /* the 128-row cases: e = 0, 1 */
       const int64_t M = e >= 0 ? (e ? box + 128 : 128) : ms[mi];
-      g_tail_test_mode = e >= 0 ? (e ? 3 : 1) : mi == 0 || mi >= 6 ? 1 : mi < 4 ? 2 : 3;
+      g_tail_test_mode = e >= 0 ? (e ? 3 : 1) : mi == 0 ? (shifts ? 3 : 1) : mi >= 6 ? 1 : mi < 4 ? 2 : 3;
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, 300 + 64 * (v % 3), 128 * 5 + 40, v, ci,
                          max_split > 1 ? 1 + v % 2 : 1);
       g_weights_constant = e >= 0 ? 0 : (ci + mi) % 2; /* (fp8's single-tile rule does not take the hint's tiles) */
       g_tail_test_config = ci;
       CHECK(run_ab_same_bits(&c, 1700 + (uint64_t)v, tail_switch) != 0,
-            "%s M=%lld N=%lld tail mode %d: the token tail's output differs from the filled box's",
-            w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.N, g_tail_test_mode);
+            "%s M=%lld N=%lld tail mode %d: the token tail's output differs from the filled box's", name,
+            (long long)c.M, (long long)c.N, g_tail_test_mode);
       /* the tail engaged in the second run (every case here has a partial token tile that its mode takes) */
       CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() > 0, "%s M=%lld tail mode %d: the launch loaded the whole box",
-            w8a8_sm90_config_name(ci), (long long)c.M, g_tail_test_mode);
+            name, (long long)c.M, g_tail_test_mode);
     }
   }
   /* The fold (tail mode 4): the unswapped unsplit unicast twins at 65..127 tokens (one token
@@ -1097,152 +1062,70 @@ W8A8_TEST(sm90_tail_matches_fill) {
     nfold++;
   }
   w8a8_sm90_set_lean(-1);
-  CHECK(nfold == 4, "%d fold-capable *_tail configurations, expected 4", nfold);
+  CHECK(nfold == 3, "%d fold-capable *_tail configurations, expected 3", nfold);
   g_weights_constant = 0;
   w8a8_sm90_set_tail(-1);
   g_capture_on = 0;
-  CHECK(ntail >= 14, "%d *_tail configurations, expected 14", ntail);
-  /* the heuristic's twins: the plan with W8A8_SM90_TAIL off, then on (plan_problem's buffer) */
+  CHECK(ntail == 11, "%d *_tail configurations, expected 11", ntail);
+  /* the heuristic's twins (plan_problem's buffer) */
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
-  int twins = 0;
-  if (getenv("W8A8_TUNE_FILE")) { /* a tuning table plans other tiles: the twins' check assumes the heuristic */
-    w8a8_sm90_set_tail_heuristic(-1);
-    return;
-  }
+  if (getenv("W8A8_TUNE_FILE")) return; /* a tuning table plans other tiles: the twins' check assumes the heuristic */
   REQUIRE_OK(w8a8_create(&h, W8A8_DEVICE_CUDA, sm90_device()));
-  if (handle_sms(h) != 132) { /* the expectations below are the H200's (the 70% grid gate, wide vs 128 x 128) */
+  if (handle_sms(h) != 132) { /* the expectations below are those of 132 SMs (the 70% grid gate) */
     w8a8_destroy(h);
-    w8a8_sm90_set_tail_heuristic(-1);
     return;
   }
   if (cudaMalloc((void **)&dbuf, 32 << 20) != cudaSuccess) {
     w8a8_destroy(h);
     REQUIRE(0, "cudaMalloc");
   }
-  w8a8_sm90_set_skinny(0); /* the tail and fold rules' expectations (the skinny tiles would take 65..80 and 129..144
-                            * tokens on these N; sm90_skinny_plan checks that) */
-  {
-    /* M, N, which passes take the twin (1 fp8 with W8A8_SM90_FP8_TAIL_BOX=0: an eighth of the tile, 2
-     * int8, 4 fp8 with =1: int8's boxes, 8 fp8 with the default 2: half the tile). Every base plan here
-     * has a twin (checked): 128 x 128 multicast tiles at 129..200 (128 CTAs; 16 at N = 1024), 128 x 128
-     * at M = 300 (96 CTAs, three token tiles); the single partial token tile of the plain 128 x 128 tile
-     * (W8A8_SM90_TAIL_SINGLE): 112 CTAs at N = 14336 take it (not fp8 with its box setting
-     * 0), 64 CTAs at N = 8192 do not. */
-    static const int64_t cases[][3] = {{129, 8192, 15}, {136, 8192, 15}, {176, 8192, 14}, {200, 8192, 6},
-                                       {300, 4096, 0},  {129, 1024, 0},  {65, 14336, 14}, {80, 14336, 14},
-                                       {80, 8192, 0}};
-    const int ncases = (int)(sizeof cases / sizeof cases[0]);
-    w8a8_sm90_set_tail_single(1);
-    w8a8_sm90_set_fold(0); /* fold off here: its rules are tested below */
-    const int64_t K = 384;
-    for (int dt = 0; dt < 4 && !w8a8_test_failed(); dt++) {
-      const w8a8_dtype in = dt == 1 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      w8a8_sm90_set_fp8_tail_box(dt == 3 ? 2 : dt == 2);
-      for (int mi = 0; mi < ncases && !w8a8_test_failed(); mi++, v++) {
-        const int64_t M = cases[mi][0], N = cases[mi][1];
-        int base, with;
-        if (!tail_plans(h, dbuf, in, M, N, K, &base, &with)) break;
-        char twin[64];
-        const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
-        CHECK(tw >= 0, "%s M=%lld N=%lld: the base plan %s has no *_tail twin (the case would be vacuous)",
-              dt == 1 ? "int8" : "fp8", (long long)M, (long long)N, base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
-        const int want = tw >= 0 && (cases[mi][2] >> dt & 1) ? tw : base;
-        twins += want != base;
-        CHECK(with == want, "%s%s M=%lld N=%lld: W8A8_SM90_TAIL=1 planned %s (off: %s), expected %s",
-              dt == 1 ? "int8" : "fp8", dt == 2 ? " (FP8_TAIL_BOX=1)" : dt == 3 ? " (FP8_TAIL_BOX default)" : "",
-              (long long)M, (long long)N, with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
-              base >= 0 ? w8a8_sm90_config_name(base) : "nothing", want >= 0 ? w8a8_sm90_config_name(want) : "nothing");
-        mm_case c = rotate(in, M, N, K, v, -1, 0);
-        run_case(&c, 1800 + (uint64_t)v); /* through the public API, the tail twin where planned */
-      }
-    }
-    w8a8_sm90_set_fp8_tail_box(-1);
-    CHECK(w8a8_test_failed() || twins > 0, "no case took a *_tail twin: the check above was vacuous");
-    /* with the single-tile rule off the plain tile keeps the filled box */
-    w8a8_sm90_set_tail_single(0);
-    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
-      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      int base, with;
-      if (!tail_plans(h, dbuf, in, 80, 14336, K, &base, &with)) break;
-      CHECK(base == with, "%s M=80 N=14336, W8A8_SM90_TAIL_SINGLE=0: planned %s, expected %s", dt ? "int8" : "fp8",
-            with >= 0 ? w8a8_sm90_config_name(with) : "nothing", base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
-    }
-    w8a8_sm90_set_tail_single(-1);
-    /* W8A8_SM90_FOLD=1 (the broad rule; the default is 2, the measured rule): the heuristic takes the twin with the fold whatever the grid
-     * (80 x 8192: plan's fold rule puts it on 128 CTAs of 128 x 64; 100 x 1024: 16 CTAs of 128 x 64, below
-     * the tail's 70% gate), and the result through the public API is right */
-    w8a8_sm90_set_fold(1);
-    static const int64_t fcases[][2] = {{80, 8192}, {100, 1024}};
-    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
-      const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      for (int fi = 0; fi < 2 && !w8a8_test_failed(); fi++, v++) {
-        int base, with;
-        if (!tail_plans(h, dbuf, in, fcases[fi][0], fcases[fi][1], K, &base, &with)) break;
-        char twin[64];
-        const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
-        CHECK(tw >= 0 && with == tw, "%s M=%lld N=%lld, W8A8_SM90_FOLD=1: planned %s, expected %s", dt ? "int8" : "fp8",
-              (long long)fcases[fi][0], (long long)fcases[fi][1], with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
-              tw >= 0 ? twin : "a twin");
-        /* both on the 128 x 64 tile: plan's fold rule at 80 x 8192 (128 tiles of 64 on 132 SMs), the
-         * 89..128-token rule at 100 x 1024 */
-        CHECK(with >= 0 && strstr(w8a8_sm90_config_name(with), "128x64") != NULL,
-              "%s M=%lld N=%lld: planned %s, expected the 128 x 64 tile's twin", dt ? "int8" : "fp8",
-              (long long)fcases[fi][0], (long long)fcases[fi][1], with >= 0 ? w8a8_sm90_config_name(with) : "nothing");
-        mm_case c = rotate(in, fcases[fi][0], fcases[fi][1], K, v, -1, 0);
-        run_case(&c, 1950 + (uint64_t)v);
-        CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128 || w8a8_sm90_last_tail() == 2064,
-              "%s M=%lld N=%lld: the launch did not take the fold (%d)", dt ? "int8" : "fp8", (long long)fcases[fi][0],
-              (long long)fcases[fi][1], w8a8_sm90_last_tail());
-      }
-    }
-    /* The measured rule (fold mode 2, the default): the 128 x 64 tile's twin with the fold
-     * at 65..80 tokens int8 / 65..72 fp8 where its tiles fill 90..100% of the SMs (N = 8192: 128 of 132), not
-     * on 96 CTAs (N = 6144) nor past the ceiling; and fp8 with the weights-constant hint on the 128 x 128
-     * twin at 65..80 tokens (N = 14336: 112 CTAs). want: 1 the 128 x 64 twin and the fold at launch, 2 the
-     * 128 x 128 fp8 twin and the fold (weights-constant hint), 0 no fold at launch. */
-    w8a8_sm90_set_fold(2);
-    static const struct { int int8, wc; int64_t M, N; int want; } rcases[] = {
-        {1, 0, 80, 8192, 1}, {0, 0, 72, 8192, 1}, {1, 0, 65, 8192, 1}, {0, 0, 80, 8192, 0}, {1, 0, 96, 8192, 0},
-        {1, 0, 80, 6144, 0}, {0, 0, 72, 6144, 0}, {0, 1, 72, 14336, 2}, {0, 1, 96, 14336, 0}, {1, 0, 72, 14336, 0}};
-    for (int i = 0; i < (int)(sizeof rcases / sizeof rcases[0]) && !w8a8_test_failed(); i++, v++) {
-      const w8a8_dtype in = rcases[i].int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-      const int64_t M = rcases[i].M, N = rcases[i].N;
-      /* (CHECK and break, not REQUIRE: the cleanup below resets the hooks and frees the handle) */
-      const w8a8_status wc_on = w8a8_set_weights_constant(h, rcases[i].wc);
-      CHECK(wc_on == W8A8_SUCCESS, "w8a8_set_weights_constant: %s", w8a8_last_error());
-      if (wc_on != W8A8_SUCCESS) break;
-      int base, with;
-      const int got = tail_plans(h, dbuf, in, M, N, K, &base, &with);
-      const w8a8_status wc_off = w8a8_set_weights_constant(h, 0);
-      CHECK(wc_off == W8A8_SUCCESS, "w8a8_set_weights_constant: %s", w8a8_last_error());
-      if (!got || wc_off != W8A8_SUCCESS) break;
-      const char *name = with >= 0 ? w8a8_sm90_config_name(with) : "nothing";
-      if (rcases[i].want == 1)
-        CHECK(strstr(name, "128x64") && strstr(name, "_tail"), "%s M=%lld N=%lld, the fold's rule: planned %s, expected "
-              "the 128 x 64 tile's twin", rcases[i].int8 ? "int8" : "fp8", (long long)M, (long long)N, name);
-      if (rcases[i].want == 2)
-        CHECK(!strcmp(name, "fp8_128x128_promote_tail"), "fp8 M=%lld N=%lld, weights constant, the fold's rule: planned "
-              "%s, expected fp8_128x128_promote_tail", (long long)M, (long long)N, name);
-      mm_case c = rotate(in, M, N, K, v, -1, 0);
-      g_weights_constant = rcases[i].wc;
-      run_case(&c, 1980 + (uint64_t)v);
-      g_weights_constant = 0;
-      const int folded = w8a8_sm90_last_tail() == 1128 || w8a8_sm90_last_tail() == 2064;
-      CHECK(w8a8_test_failed() || folded == (rcases[i].want != 0), "%s M=%lld N=%lld%s, the fold's rule: the launch %s "
-            "the fold (%d; planned %s)", rcases[i].int8 ? "int8" : "fp8", (long long)M, (long long)N,
-            rcases[i].wc ? " weights constant" : "", folded ? "took" : "did not take", w8a8_sm90_last_tail(), name);
-    }
-    w8a8_sm90_set_fold(-1);
+  /* want: 0 the plan's tile, which has a *_tail twin, keeps the filled box; 1 the twin, one box of the valid rows;
+   * 2 fp8's 128 x 128 twin with the fold (the weights-constant hint) */
+  static const struct { int int8, wc; int64_t M, N; int want; } hcases[] = {
+      {0, 0, 65, 14336, 1}, {1, 0, 65, 14336, 1}, {0, 0, 80, 14336, 1}, {1, 0, 80, 14336, 1},
+      {0, 0, 80, 2048, 0},  {1, 0, 80, 2048, 0},  {0, 1, 72, 14336, 2}, {0, 1, 65, 14336, 2},
+      {0, 1, 96, 14336, 0}, {1, 0, 72, 14336, 1}, {1, 1, 72, 14336, 1}, {1, 0, 96, 8192, 0}};
+  const int64_t K = 384;
+  int twins = 0;
+  for (int i = 0; i < (int)(sizeof hcases / sizeof hcases[0]) && !w8a8_test_failed(); i++, v++) {
+    const w8a8_dtype in = hcases[i].int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
+    const int64_t M = hcases[i].M, N = hcases[i].N;
+    /* (CHECK and break, not REQUIRE: the cleanup below frees the handle) */
+    const w8a8_status wc_on = w8a8_set_weights_constant(h, hcases[i].wc);
+    CHECK(wc_on == W8A8_SUCCESS, "w8a8_set_weights_constant: %s", w8a8_last_error());
+    if (wc_on != W8A8_SUCCESS) break;
+    int base, with;
+    const int got = tail_plans(h, dbuf, in, M, N, K, &base, &with);
+    const w8a8_status wc_off = w8a8_set_weights_constant(h, 0);
+    CHECK(wc_off == W8A8_SUCCESS, "w8a8_set_weights_constant: %s", w8a8_last_error());
+    if (!got || wc_off != W8A8_SUCCESS) break;
+    char twin[64];
+    const int tw = tail_twin(base >= 0 ? w8a8_sm90_config_name(base) : "", twin, sizeof twin);
+    CHECK(tw >= 0, "%s M=%lld N=%lld: the plan's tile %s has no *_tail twin (the case would be vacuous)",
+          hcases[i].int8 ? "int8" : "fp8", (long long)M, (long long)N,
+          base >= 0 ? w8a8_sm90_config_name(base) : "nothing");
+    const int want = tw >= 0 && hcases[i].want ? tw : base;
+    twins += want != base;
+    CHECK(with == want, "%s M=%lld N=%lld%s: planned %s, expected %s", hcases[i].int8 ? "int8" : "fp8", (long long)M,
+          (long long)N, hcases[i].wc ? " weights constant" : "", with >= 0 ? w8a8_sm90_config_name(with) : "nothing",
+          want >= 0 ? w8a8_sm90_config_name(want) : "nothing");
+    mm_case c = rotate(in, M, N, K, v, -1, 0);
+    g_weights_constant = hcases[i].wc;
+    run_case(&c, 1980 + (uint64_t)v); /* through the public API, the tail twin where planned */
+    g_weights_constant = 0;
+    const int lt = w8a8_sm90_last_tail(), folded = lt == 1128 || lt == 2064;
+    const int ok = hcases[i].want == 2 ? folded : hcases[i].want == 1 ? lt == 1000 + (M + 7) / 8 * 8 : lt == 0;
+    CHECK(w8a8_test_failed() || ok, "%s M=%lld N=%lld%s: the launch's token tail %d (planned %s)",
+          hcases[i].int8 ? "int8" : "fp8", (long long)M, (long long)N, hcases[i].wc ? " weights constant" : "", lt,
+          with >= 0 ? w8a8_sm90_config_name(with) : "nothing");
   }
+  CHECK(w8a8_test_failed() || twins > 0, "no case took a *_tail twin: the check above was vacuous");
   cudaFree(dbuf);
   w8a8_destroy(h);
-  w8a8_sm90_set_skinny(-1);
-  w8a8_sm90_set_tail_heuristic(-1); /* back to W8A8_SM90_TAIL */
-  w8a8_sm90_set_shift(-1);
 }
 
-/* The shift (sm90_args.shift_x): on the unswapped tiles without split-K, stream-K or pingpong, a
+/* The shift (sm90_args.shift_x): on the unswapped tiles without split-K or stream-K, a
  * partial last token tile of two or more loads the last 128 tokens (rows M - 128 .. M - 1) through the kernel's
  * own map, the tokens it shares with the previous tile stored twice: the same bits as TMA's fill of the box that
  * runs past M (tail mode 0, shift off), each run checked against the reference. Every such configuration (plain,
@@ -1250,18 +1133,14 @@ W8A8_TEST(sm90_tail_matches_fill) {
  * (nearly full) and 389 (four tiles, the last 5 tokens), each output type and scale granularity over the cases
  * (rotate's v), the weights-constant hint on every other one; the shifted launch took the shift. Then the
  * heuristic: M = 385 x 4096 x 1024 shifts, 384 (no partial tile) and 100 (one token tile) do not, nor with
- * W8A8_SM90_SHIFT off. */
-static void shift_switch(int on) {
-  w8a8_sm90_set_tail(on ? 1 : 0);
-  w8a8_sm90_set_shift(on);
-}
+ * the token tail off (tail mode 0). */
+static void shift_switch(int on) { w8a8_sm90_set_tail(on ? 1 : 0); }
 W8A8_TEST(sm90_shift_matches_fill) {
   NEED_SM90();
   int v = 0, n = 0;
   for (int ci = 0; ci < w8a8_sm90_num_configs() && !w8a8_test_failed(); ci++) {
     const char *name = w8a8_sm90_config_name(ci);
-    if (w8a8_sm90_config_swap_bn(ci) || strstr(name, "splitk") || strstr(name, "_sk") || strstr(name, "_pp") ||
-        strstr(name, "skinny"))
+    if (w8a8_sm90_config_swap_bn(ci) || strstr(name, "splitk") || strstr(name, "_sk") || strstr(name, "skinny"))
       continue;
     n++;
     const int i8 = w8a8_sm90_config_int8(ci);
@@ -1278,27 +1157,25 @@ W8A8_TEST(sm90_shift_matches_fill) {
   }
   g_weights_constant = 0;
   w8a8_sm90_set_tail(-1);
-  w8a8_sm90_set_shift(-1);
   CHECK(n >= 12, "only %d configurations take the shift", n);
   /* the heuristic, through the public API */
   static const int64_t hm[4] = {385, 384, 100, 385};
   for (int i = 0; i < 4 && !w8a8_test_failed(); i++, v++) {
-    if (i == 3) w8a8_sm90_set_shift(0);
+    if (i == 3) w8a8_sm90_set_tail(0);
     mm_case c = rotate(i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, hm[i], 4096, 1024, v, -1, 0);
     run_case(&c, 2800 + (uint64_t)v);
     CHECK(w8a8_test_failed() || w8a8_sm90_last_shift() == (i == 0), "M=%lld%s: last_shift %d, expected %d",
-          (long long)hm[i], i == 3 ? " (shift off)" : "", w8a8_sm90_last_shift(), i == 0);
+          (long long)hm[i], i == 3 ? " (tail mode 0)" : "", w8a8_sm90_last_shift(), i == 0);
   }
-  w8a8_sm90_set_shift(-1);
+  w8a8_sm90_set_tail(-1);
 }
 
 /* Two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)
- * but are at most twice the SMs, with >= 16 K-blocks, 33..40 tokens (the bound: w8a8_sm90_set_swap64_max)
- * take plan_small's swap-AB n64 tile at split 1; not 41 tokens, nor N with tiles = SMs or > 2 x SMs, nor
- * 15 K-blocks; the hook moves the bound (48) and turns it off (32). (2) plan_deep takes two n32 token tiles
- * over one n64 for fp8 only (8b-o's N = K = 4096 at 33 and 64 tokens, where the rule doubles the CTAs on
- * the H200's 132 SMs), never for int8; w8a8_sm90_set_deep_n32x2 1 / 0 give both dtypes / neither. Results
- * through the public API checked for the planned swap tiles. */
+ * but are at most twice the SMs, with >= 16 K-blocks, 33..40 tokens take plan_small's swap-AB n64 tile at split
+ * 1; not 41 tokens, nor N with tiles = SMs or > 2 x SMs, nor 15 K-blocks. (2) plan_deep takes two n32 token tiles
+ * over one n64 for fp8 only (N = 4096, K = 6144 at 33 and 64 tokens, where the rule doubles the CTAs on 132 SMs;
+ * 48 K-blocks: neither the skinny tiles nor plan_deep3 take it), never for int8. Results through the public API
+ * checked for the planned swap tiles. */
 W8A8_TEST(sm90_swap64_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1307,72 +1184,52 @@ W8A8_TEST(sm90_swap64_plan) {
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)160 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
   REQUIRE(sms > 0, "no SM count");
-  w8a8_sm90_set_swap64_max(-1);
-  w8a8_sm90_set_deep_n32x2(-1);
-  const int env_set = getenv("W8A8_SM90_SWAP64_MAX") || getenv("W8A8_SM90_DEEP_N32X2");
-  if (env_set) w8a8_sm90_set_swap64_max(40), w8a8_sm90_set_deep_n32x2(2); /* the defaults, whatever the environment */
   const int64_t wide = (int64_t)(sms + 1) * 128 - 40, even = (int64_t)sms * 128, over = (int64_t)(2 * sms + 1) * 128;
-  /* M, N, K, bound (0: the default), expected to take swap n64 */
-  const int64_t cases[][5] = {{33, wide, 2048, 0, 1}, {36, wide, 2048, 0, 1}, {40, wide, 2048, 0, 1},
-                              {41, wide, 2048, 0, 0}, {40, even, 2048, 0, 0}, {40, over, 2048, 0, 0},
-                              {40, wide, 1920, 0, 0}, {44, wide, 2048, 48, 1}, {49, wide, 2048, 48, 0},
-                              {33, wide, 2048, 32, 0}};
+  /* M, N, K, expected to take swap n64 */
+  const int64_t cases[][4] = {{33, wide, 2048, 1}, {36, wide, 2048, 1}, {40, wide, 2048, 1}, {41, wide, 2048, 0},
+                              {40, even, 2048, 0}, {40, over, 2048, 0}, {40, wide, 1920, 0}};
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const int n64 = w8a8_sm90_config_lookup(dt ? "int8_swap_n64" : "fp8_swap_n64", NULL, NULL, NULL);
     const int n32d = w8a8_sm90_config_lookup(dt ? "int8_swap_n32_deep" : "fp8_swap_n32_deep", NULL, NULL, NULL);
-    const int n32t = w8a8_sm90_config_lookup(dt ? "int8_swap_n32_deep_tail" : "fp8_swap_n32_deep_tail", NULL, NULL, NULL);
+    const int n32t = dt ? -1 : w8a8_sm90_config_lookup("fp8_swap_n32_deep_tail", NULL, NULL, NULL);
     REQUIRE(n64 >= 0 && n32d >= 0, "no swap n64 / n32 deep configuration");
     for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
-      w8a8_sm90_set_swap64_max(cases[i][3] ? (int)cases[i][3] : env_set ? 40 : -1);
       int split = 0;
       const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      CHECK((ci == n64 && split == 1) == (cases[i][4] != 0), "%s M=%lld N=%lld K=%lld bound %lld: planned %s split %d",
-            dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, (long long)cases[i][3],
+      CHECK((ci == n64 && split == 1) == (cases[i][3] != 0), "%s M=%lld N=%lld K=%lld: planned %s split %d",
+            dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K,
             ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
       if (i == 0 || i == 3) { /* the swap tile and its neighbour through the public API */
         mm_case c = rotate(in, M, N, K, v++, -1, 0);
         run_case(&c, 2500 + (uint64_t)v);
       }
     }
-    w8a8_sm90_set_swap64_max(env_set ? 40 : -1);
-    /* plan_deep: two n32 tiles for fp8 only (mode 2, the default), both (1), neither (0); with the n64 split-3
-     * rule off, which takes these problems first (sm90_deep3_plan) */
-    w8a8_sm90_set_deep3(0);
-    for (int mode = 2; mode >= 0 && !w8a8_test_failed(); mode--) {
-      w8a8_sm90_set_deep_n32x2(mode);
-      for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) {
-        int split = 0;
-        const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, 4096, 4096, &split);
-        if (ci == PLAN_INVALID) break;
-        const int two = ci == n32d || ci == n32t, want = mode == 1 || (mode == 2 && !dt);
-        if (!want || sms == 132)
-          CHECK(two == want, "%s M=%lld N=4096 K=4096 mode %d: planned %s split %d, expected %s", dt ? "int8" : "fp8",
-                (long long)M, mode, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split,
-                want ? "two n32 tiles" : "one n64 tile");
-        if (mode == 2) {
-          mm_case c = rotate(in, M, 4096, 4096, v++, -1, 0);
-          run_case(&c, 2500 + (uint64_t)v);
-        }
-      }
+    /* plan_deep: two n32 tiles (the second partial at 33 tokens: the tail twin) for fp8 only */
+    for (int64_t M = 33; M <= 64 && !w8a8_test_failed(); M += 31) {
+      int split = 0;
+      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, 4096, 6144, &split);
+      if (ci == PLAN_INVALID) break;
+      const int two = ci == n32d || (n32t >= 0 && ci == n32t), want = !dt;
+      if (!want || sms == 132)
+        CHECK(two == want, "%s M=%lld N=4096 K=6144: planned %s split %d, expected %s", dt ? "int8" : "fp8",
+              (long long)M, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split,
+              want ? "two n32 tiles" : "one n64 tile");
+      mm_case c = rotate(in, M, 4096, 6144, v++, -1, 0);
+      run_case(&c, 2500 + (uint64_t)v);
     }
-    w8a8_sm90_set_deep_n32x2(env_set ? 2 : -1);
-    w8a8_sm90_set_deep3(-1);
   }
-  w8a8_sm90_set_swap64_max(-1);
-  w8a8_sm90_set_deep_n32x2(-1);
   plan_rig_close(h, dbuf);
 }
 
-/* plan's 128 x 192 rule (on by default): on a GPU with 132 SMs the 192 tile where its
- * share of one wave, counting the last column tile's empty columns, beats the 128 / 256 pick's by 10%
- * (70b-qkv-tp4 M = 1024: 112 tiles at 95% against 0.61 of a wave; 8b-qkv M = 512: 128 tiles), not at
- * M = 2048 on the same weights (the 128 x 128 tile fills 0.81 as well) nor at 4096 x 4096; with the
- * hook at 0 never. The two 192 plans run through the public API (K = 1024: the rule does not read K). */
+/* plan's 128 x 192 rule: on a GPU with 132 SMs the 192 tile where its share of one wave, counting the last column
+ * tile's empty columns, beats the 128 / 256 pick's by 10% (8b-qkv M = 512: 128 tiles; N = 3072 at M = 1024: 128
+ * tiles; N = 6144 at M = 1536: 384), unless the 160 rule then takes the problem (70b-qkv-tp4 M = 1024 / 2048:
+ * sm90_wide160_plan), not at 4096 x 4096. The K = 1024 plans run through the public API (the rule does not read K). */
 W8A8_TEST(sm90_wide192_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1382,48 +1239,30 @@ W8A8_TEST(sm90_wide192_plan) {
   const int sms = handle_sms(h);
   REQUIRE(sms > 0, "no SM count");
   /* M, N, K, expected to take the 192 tile (with 132 SMs) */
-  const int64_t cases[][4] = {{1024, 2560, 8192, 1}, {1024, 2560, 1024, 1}, {512, 6144, 4096, 1},
-                              {512, 6144, 1024, 1}, {2048, 2560, 8192, 0}, {4096, 4096, 4096, 0}};
+  const int64_t cases[][4] = {{512, 6144, 4096, 1},  {512, 6144, 1024, 1},  {1024, 3072, 1024, 1},
+                              {1536, 6144, 4096, 1}, {1024, 2560, 8192, 0}, {2048, 2560, 8192, 0},
+                              {4096, 4096, 4096, 0}};
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const int t192 = w8a8_sm90_config_lookup(dt ? "int8_128x192" : "fp8_128x192_promote_hdb", NULL, NULL, NULL);
     REQUIRE(t192 >= 0, "no 128 x 192 configuration");
-    if (!dt && sms == 132) { /* W8A8_SM90_HDB at 0: the plain promoting 192 tile */
+    for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
       int split = 0;
-      w8a8_sm90_set_wide192(1);
-      w8a8_sm90_set_hdb(0);
-      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, 1024, 2560, 8192, &split);
-      w8a8_sm90_set_hdb(-1);
+      const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      CHECK(ci == w8a8_sm90_config_lookup("fp8_128x192_promote", NULL, NULL, NULL),
-            "fp8 M=1024 N=2560 hdb off: planned %s, expected fp8_128x192_promote", ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
-    }
-    w8a8_sm90_set_hdb(1); /* (the default; pinned against W8A8_SM90_HDB=0 in the environment) */
-    w8a8_sm90_set_wide160(0); /* (the 160 rule takes M = 1024 on N = 2560: sm90_wide160_plan) */
-    for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
-      w8a8_sm90_set_wide192(on);
-      for (int i = 0; i < ncases && !w8a8_test_failed(); i++) {
-        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
-        int split = 0;
-        const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, N, K, &split);
-        if (ci == PLAN_INVALID) break;
-        const int want = on && cases[i][3] != 0;
-        if (!want || sms == 132)
-          CHECK((ci == t192) == want, "%s M=%lld N=%lld K=%lld rule %s: planned %s split %d", dt ? "int8" : "fp8",
-                (long long)M, (long long)N, (long long)K, on ? "on" : "off", ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
-                split);
-        if (on && K == 1024) {
-          mm_case c = rotate(in, M, N, K, v++, -1, 0);
-          run_case(&c, 2700 + (uint64_t)v);
-        }
+      const int want = cases[i][3] != 0;
+      if (sms == 132) /* (elsewhere the wave shares differ: 1024 x 2560 takes the 192 tile on 114 SMs) */
+        CHECK((ci == t192) == want, "%s M=%lld N=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
+              (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
+      if (K == 1024) {
+        mm_case c = rotate(in, M, N, K, v++, -1, 0);
+        run_case(&c, 2700 + (uint64_t)v);
       }
     }
   }
-  w8a8_sm90_set_wide192(-1);
-  w8a8_sm90_set_wide160(-1);
-  w8a8_sm90_set_hdb(-1);
   plan_rig_close(h, dbuf);
 }
 
@@ -1435,8 +1274,7 @@ W8A8_TEST(sm90_wide192_plan) {
  * and 129, row strides N and N + 8, bias on and off, every scale granularity. Then plan's rule on a GPU with 132
  * SMs: N = 2560 at M = 1024 / 2048 plans the 160 tile, and (any N with at most two waves of its tiles) N = 6144
  * at 300 / 700, 4096 at 600 / 1280, 8192 at 600; not M = 512 / 4096 on 2560, 1024 on 6144, 2048 on 4096, 2400 on
- * 14336 (13 waves), nor the switch at 0 (nor W8A8_SM90_WIDE192 at 0, the rule's enclosing switch); M = 1024 through
- * the public API. */
+ * 14336 (13 waves); M = 1024 through the public API. */
 W8A8_TEST(sm90_wide160_plan) {
   NEED_SM90();
   int n = 0;
@@ -1465,48 +1303,33 @@ W8A8_TEST(sm90_wide160_plan) {
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)160 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
-  w8a8_sm90_set_hdb(1);
-  w8a8_sm90_set_wide192(1);
-  /* M, N, switch, expected to take the 160 tile (with 132 SMs) */
-  static const int64_t cases[][4] = {{1024, 2560, 1, 1}, {2048, 2560, 1, 1}, {512, 2560, 1, 0}, {4096, 2560, 1, 0},
-                                     {1024, 6144, 1, 0}, {2048, 4096, 1, 0}, {1024, 2560, 0, 0}, {2048, 2560, 0, 0},
-                                     {300, 6144, 1, 1},  {700, 6144, 1, 1},  {600, 4096, 1, 1}, {1280, 4096, 1, 1},
-                                     {600, 8192, 1, 1},  {2400, 14336, 1, 0}, {700, 6144, 0, 0}};
+  /* M, N, expected to take the 160 tile (with 132 SMs) */
+  static const int64_t cases[][3] = {{1024, 2560, 1}, {2048, 2560, 1}, {512, 2560, 0},  {4096, 2560, 0},
+                                     {1024, 6144, 0}, {2048, 4096, 0}, {300, 6144, 1},  {700, 6144, 1},
+                                     {600, 4096, 1},  {1280, 4096, 1}, {600, 8192, 1},  {2400, 14336, 0}};
   for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const int t160 = w8a8_sm90_config_lookup(dt ? "int8_128x160" : "fp8_128x160_promote_hdb", NULL, NULL, NULL);
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
       int split = 0;
-      w8a8_sm90_set_wide160((int)cases[i][2]);
       const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, cases[i][0], cases[i][1], 4096, &split);
       if (ci == PLAN_INVALID) break;
-      CHECK((ci == t160) == (cases[i][3] != 0), "%s M=%lld N=%lld rule %d: planned %s", dt ? "int8" : "fp8",
-            (long long)cases[i][0], (long long)cases[i][1], (int)cases[i][2], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
+      CHECK((ci == t160) == (cases[i][2] != 0), "%s M=%lld N=%lld: planned %s", dt ? "int8" : "fp8",
+            (long long)cases[i][0], (long long)cases[i][1], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
     }
-    w8a8_sm90_set_wide160(1);
-    w8a8_sm90_set_wide192(0);
-    int split = 0;
-    const int off = plan_of(h, dbuf, (size_t)160 << 20, in, 1024, 2560, 4096, &split);
-    w8a8_sm90_set_wide192(1);
-    if (off == PLAN_INVALID) break;
-    CHECK(off != t160, "%s: the 160 rule fired with W8A8_SM90_WIDE192 at 0", dt ? "int8" : "fp8");
-    w8a8_sm90_set_wide160(-1);
     mm_case c = rotate(in, 1024, 2560, 1024, 40 + dt, -1, 0);
     run_case(&c, 2950 + (uint64_t)dt);
   }
-  w8a8_sm90_set_wide160(-1);
-  w8a8_sm90_set_wide192(-1);
-  w8a8_sm90_set_hdb(-1);
   plan_rig_close(h, dbuf);
 }
 
-/* plan_deep80: taken wherever it applies (w8a8_sm90_set_deep80(1)), at 65..80
- * tokens with K >= 4096 the heuristic plans the n64 deep tail twin (two token tiles), and the result
- * through the public API is right (M = 65: one 8-row tail box; 72; 80: one 16-row box for int8, the
- * filled box for fp8); M = 81 and K = 2048 keep the other plans. Then the default rule (mode 2) on a
- * GPU with 132 SMs: split 2 on >= 70% of the SMs, i.e. N = 4096 (64 tiles x 2) at M = 65 and 72 (80 for
- * int8 only), not N = 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs); split 1 on >= 90% up to 72
- * tokens: N = 8192 (128 CTAs) at M = 65 and 72, not at 80. */
+/* plan_deep80, the n64 deep ring's tail twin over two token tiles at 65..80 tokens (the second holds 1..16
+ * tokens): forced at split 2 on N = 520, M = 65 (one 8-row tail box), 72, 80 (one 16-row box for int8, the
+ * filled box for fp8), against the reference; M = 81 and K = 2048 (other plans) through the public API. Then the
+ * rule on a GPU with 132 SMs, where it plans: with ready flags (the fused all-gather's GEMM; without them the
+ * skinny tiles and plan_wide_swap take these shapes first): split 2 on >= 70% of the SMs, i.e. N = 4096 (64 tiles
+ * x 2) at M = 65 and 72 (80 for int8 only), not N = 6144 (96 tiles, split 1) nor N = 2560 (40 x 2: 80 CTAs); split
+ * 1 on >= 90% up to 72 tokens: N = 8192 (128 CTAs) at M = 65 and 72, not at 80. */
 W8A8_TEST(sm90_deep80_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1516,27 +1339,17 @@ W8A8_TEST(sm90_deep80_plan) {
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
-  w8a8_sm90_set_deep80(1);
   static const int64_t cases[][2] = {{65, 4096}, {72, 4160}, {80, 4096}, {81, 4096}, {72, 2048}};
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    const int twin = twins[dt];
     for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
-      const int64_t M = cases[i][0], N = 520, K = cases[i][1];
-      int split = 0;
-      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
-      if (ci == PLAN_INVALID) break;
-      CHECK((ci == twin) == (i < 3), "%s M=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
-            (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
-      mm_case c = rotate(in, M, N, K, v, -1, 0);
+      mm_case c = rotate(in, cases[i][0], 520, cases[i][1], v, i < 3 ? twins[dt] : -1, i < 3 ? 2 : 0);
       run_case(&c, 1900 + (uint64_t)v);
     }
   }
   if (handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, twins[0], 2) >= 128 &&
       w8a8_sm90_config_max_ctas(h, twins[1], 2) >= 128) {
-    w8a8_sm90_set_deep80(2);
-    w8a8_sm90_set_fold(0); /* the fold's rule takes N = 8192 at 65..72 tokens: sm90_tail_matches_fill */
     /* expected: 1 the twin (split 2), 0 not, 2 int8 only (fp8's rule stops at 72 tokens), 3 the twin at
      * split 1 (128 of 132 SMs, up to 72 tokens) */
     static const int64_t rule[][4] = {{65, 4096, 4096, 1}, {72, 4096, 4096, 1}, {80, 4096, 4096, 2},
@@ -1547,32 +1360,30 @@ W8A8_TEST(sm90_deep80_plan) {
       for (int i = 0; i < 8 && !w8a8_test_failed(); i++) {
         const int64_t M = rule[i][0], N = rule[i][1], K = rule[i][2];
         int split = 0;
-        const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
+        const int ci = plan_of_ready(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
         if (ci == PLAN_INVALID) break;
         const int want = rule[i][3] == 2 ? dt : (int)rule[i][3];
         const int ok = want ? ci == twins[dt] && split == (want == 3 ? 1 : 2) : ci >= 0 && ci != twins[dt];
-        CHECK(ok, "%s M=%lld N=%lld K=%lld, the default rule: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
+        CHECK(ok, "%s M=%lld N=%lld K=%lld with ready flags: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
               (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
       }
     }
   }
-  w8a8_sm90_set_deep80(-1); /* back to W8A8_SM90_DEEP80 */
-  w8a8_sm90_set_fold(-1);
   plan_rig_close(h, dbuf);
 }
 
-/* The split-K tile at 129..256 tokens (W8A8_SM90_SPLIT256, on by default): with at most 64
- * token x weight tiles of 128 and at least 96 K-blocks the heuristic splits K. N = 4096 (8b-down's 64
- * tiles at M = 129: split 2, 128 CTAs, enough for the tail twin): M = 129 the split tile's tail twin;
+/* The split-K tile at 129..256 tokens: with at most 64 token x weight tiles of 128 and at least 96 K-blocks
+ * the heuristic splits K. With ready flags (the fused all-gather's GEMM; without them the skinny tiles take
+ * 129..144 tokens of these shapes, and fp8's wide skinny tiles the rest), N = 4096 (8b-down's 64 tiles at
+ * M = 129: split 2, 128 CTAs, enough for the tail twin): M = 129 the split tile's tail twin;
  * M = 200 the twin for int8, whose rule takes a 72-row box, the plain split tile for fp8; M = 256 (no
  * partial tile) the plain split tile; K = 8192 (64 K-blocks) an unsplit tile. Those plan checks need
- * the H200's 132 SMs and 64 two-CTA clusters at once (elsewhere they are left out). Then the split tile's
+ * 132 SMs and 64 two-CTA clusters at once (elsewhere they are left out). Then the split tile's
  * twin forced at N = 512, K = 12288 (96 K-blocks), splits 2 and 8, M = 129 and 200 (one box of 8 and
  * 72 rows), against the reference: the long-K, wide-split runs sm90_tail_matches_fill does not make. */
 W8A8_TEST(sm90_split256_plan) {
   NEED_SM90();
-  if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_SPLIT256") || getenv("W8A8_SM90_TAIL"))
-    SKIP("a tuning table or a planning variable is set");
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
@@ -1592,7 +1403,7 @@ W8A8_TEST(sm90_split256_plan) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
       const int64_t e = cases[i][3] == 3 ? 1 + dt : cases[i][3];
       int split = 0;
-      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
+      const int ci = plan_of_ready(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
       const int ok = e == 0 ? ci >= 0 && ci != sk && ci != skt : (ci == (e == 2 ? skt : sk) && split > 1);
       CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s split %d, expected %s", dt ? "int8" : "fp8", (long long)M,
@@ -1607,60 +1418,48 @@ W8A8_TEST(sm90_split256_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* plan's 128 x 64 tile at 129..256 tokens (W8A8_SM90_NARROW256, aimed at 8b-o's
- * step from 128 to 129 tokens): forced on, N = 4096 K = 4096 plans the 128 x 64 tile's tail twin at M = 129 (two
- * token tiles on 128 CTAs; one 8-row box), the plain tile at M = 256; K = 8192 (64 K-blocks), N =
- * 4352 (136 CTAs) and the switch off keep other tiles; the default rule (2) takes it at 193..256
- * tokens only (these on a GPU with 132 SMs: the gates depend on the count). M = 129 and 200 at N =
- * 512 through the public API with the switch on. With the shift on (the default) the plain tile
- * takes M = 129 itself, its last token tile moved back to end at the last token. */
+/* plan's 128 x 64 tile at 193..256 tokens (aimed at 8b-o's step past 128 tokens): where its two token tiles still
+ * fit one wave (2 x N / 64 <= SMs) with <= 32 K-blocks and the second token tile holds more than 64 rows, on a GPU
+ * with 132 SMs: N = 4096 K = 4096 at M = 193 and 256, not at 129 (the skinny pairs) or 192 (fp8's wide skinny
+ * tile, int8's swapped n96 tile); the partial last token tile through the shift, or with ready flags (the fused
+ * all-gather's GEMM, which the shift does not take) int8's tail twin (one box of 72 rows at 200 tokens; fp8's box
+ * cap, half the tile, keeps the filled box). M = 200 and 240 at N = 512 through the public API. */
 W8A8_TEST(sm90_narrow256_plan) {
   NEED_SM90();
-  if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
-  /* M, N, K, switch, expected: 0 another tile, 1 the 128 x 64 tile, 2 its tail twin, 3 either (at M = 193
-   * apply_tail's box rule decides) */
-  static const int64_t cases[][5] = {{129, 4096, 4096, 1, 2}, {256, 4096, 4096, 1, 1}, {129, 4096, 8192, 1, 0},
-                                     {129, 4352, 4096, 1, 0}, {129, 4096, 4096, 0, 0}, {256, 4096, 4096, 0, 0},
-                                     {129, 4096, 4096, 2, 0}, {192, 4096, 4096, 2, 0}, {193, 4096, 4096, 2, 3},
-                                     {256, 4096, 4096, 2, 1}};
+  /* M, N, K, ready flags, expected: 0 another tile, 1 the 128 x 64 tile, 2 its tail twin for int8 (the plain tile
+   * for fp8) */
+  static const int64_t cases[][5] = {{129, 4096, 4096, 0, 0}, {192, 4096, 4096, 0, 0}, {193, 4096, 4096, 0, 1},
+                                     {256, 4096, 4096, 0, 1}, {193, 4096, 4096, 1, 2}, {200, 4096, 4096, 1, 2},
+                                     {256, 4096, 4096, 1, 1}};
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     const char *name = dt ? "int8_128x64" : "fp8_128x64_promote";
     char tail_name[64];
     const int plain = w8a8_sm90_config_lookup(name, NULL, NULL, NULL);
-    const int twin = tail_twin(name, tail_name, sizeof tail_name);
-    REQUIRE(plain >= 0 && twin >= 0, "no %s / %s", name, tail_name);
-    /* twice: the shift off (the cases as listed), then on (the default: the plain tile covers M = 129's
-     * partial last token tile itself, so where the twin was expected the plain tile is) */
-    for (int i = 0; i < 20 && handle_sms(h) == 132 && !w8a8_test_failed(); i++, v++) {
-      const int sh = i >= 10;
-      const int64_t M = cases[i % 10][0], N = cases[i % 10][1], K = cases[i % 10][2];
-      const int64_t e = sh && cases[i % 10][4] == 2 ? 1 : cases[i % 10][4];
+    const int twin = tail_twin(name, tail_name, sizeof tail_name); /* (int8 only) */
+    REQUIRE(plain >= 0 && (twin >= 0 || !dt), "no %s / %s", name, tail_name);
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && handle_sms(h) == 132 && !w8a8_test_failed(); i++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+      const int64_t e = cases[i][4] == 2 && !dt ? 1 : cases[i][4];
       int split = 0;
-      w8a8_sm90_set_shift(sh);
-      w8a8_sm90_set_narrow256((int)cases[i % 10][3]);
-      const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
+      const int ci = cases[i][3] ? plan_of_ready(h, dbuf, (size_t)64 << 20, in, M, N, K, &split)
+                                 : plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      const int ok = e == 0 ? ci >= 0 && ci != plain && ci != twin
-                     : e == 3 ? ci == plain || ci == twin
-                              : ci == (e == 2 ? twin : plain);
-      CHECK(ok, "%s M=%lld N=%lld K=%lld narrow256 %d shift %d: planned %s, expected %s", dt ? "int8" : "fp8",
-            (long long)M, (long long)N, (long long)K, (int)cases[i % 10][3], sh,
-            ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", e == 0 ? "another tile" : e == 2 ? tail_name : name);
+      const int ok = e == 0 ? ci >= 0 && ci != plain && ci != twin : ci == (e == 2 ? twin : plain);
+      CHECK(ok, "%s M=%lld N=%lld K=%lld%s: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M, (long long)N,
+            (long long)K, cases[i][3] ? " with ready flags" : "", ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+            e == 0 ? "another tile" : e == 2 ? tail_name : name);
     }
-    w8a8_sm90_set_shift(-1);
-    w8a8_sm90_set_narrow256(1);
     for (int i = 0; i < 2 && !w8a8_test_failed(); i++, v++) {
-      mm_case c = rotate(in, i ? 200 : 129, 512, 1024, v, -1, 0);
+      mm_case c = rotate(in, i ? 240 : 200, 512, 1024, v, -1, 0);
       run_case(&c, 2100 + (uint64_t)v);
     }
-    w8a8_sm90_set_narrow256(-1);
   }
-  w8a8_sm90_set_narrow256(-1); /* back to W8A8_SM90_NARROW256 */
   plan_rig_close(h, dbuf);
 }
 
@@ -1671,7 +1470,7 @@ W8A8_TEST(sm90_narrow256_plan) {
  * tiles, 56 K-blocks: short of the split-K rule's 64) at 120, which then runs through the public API. */
 W8A8_TEST(sm90_narrow128_plan) {
   NEED_SM90();
-  if (getenv("W8A8_TUNE_FILE") || getenv("W8A8_SM90_TAIL")) SKIP("a tuning table or W8A8_SM90_TAIL is set");
+  if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
   const int plains[2] = {w8a8_sm90_config_lookup("fp8_128x64_promote", NULL, NULL, NULL),
                          w8a8_sm90_config_lookup("int8_128x64", NULL, NULL, NULL)};
   REQUIRE(plains[0] >= 0 && plains[1] >= 0, "no 128 x 64 configurations");
@@ -1704,14 +1503,14 @@ W8A8_TEST(sm90_narrow128_plan) {
 
 /* plan_deep256: at 129..192 tokens the n64 deep ring over three token tiles where plan_deep's
  * split rule gives a split of exactly 2. On a GPU with 132 SMs (the gates depend on the count): N = 2560
- * K = 8192 (70b-qkv-tp4: 3 x 20 tiles) takes it at M = 129 and 192 with split 2, not at M = 193 / 256
- * (four token tiles), nor at N = 4096 (3 x 32: split 1), nor at N = 1040 (3 x 9: split 4), nor with
- * K = 2048 (16 K-blocks), nor with the switch off; where the last token tile is partial, as the tail twin
- * (one box of the valid rows). Then through the public API at N = 2048 (3 x 16 tiles, split 2 on 96
+ * K = 8192 (70b-qkv-tp4: 3 x 20 tiles) takes it at M = 192 with split 2 (and int8 at 129, where fp8's wide skinny
+ * tile of 48 comes first), not at M = 193 / 256 (four token tiles), nor at N = 4096 (the skinny pairs), nor at
+ * N = 1040 (3 x 9: split 4), nor with K = 2048 (16 K-blocks); where the last token tile is partial, as the tail
+ * twin (one box of the valid rows). Then through the public API at N = 2048 (3 x 16 tiles, split 2 on 96
  * CTAs: the tail twin's 70% gate holds), M = 129 and 170 (partial third tiles: an 8- and a 48-row box)
- * and 192. W8A8_SM90_DEEP128: at 97..128 tokens two token tiles the same way (the plain tile or
- * its twin, split 2), int8 only with >= 64 K-blocks; not at 96 tokens, nor with 48 weight tiles (split 1), nor
- * with the DEEP128 switch off; through the public API at M = 97 and 128 with K = 8192. */
+ * and 192. At 97..128 tokens two token tiles the same way (the plain tile or its twin, split 2), int8 only with
+ * >= 64 K-blocks; not at 96 tokens, nor with 48 weight tiles (split 1); through the public API at M = 97 and 128
+ * with K = 8192. */
 W8A8_TEST(sm90_deep256_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -1723,17 +1522,16 @@ W8A8_TEST(sm90_deep256_plan) {
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
-  /* M, N, K, switch, expected (1 the deep ring at split 2, 0 another plan) */
-  static const int64_t cases[][5] = {{129, 2560, 8192, 1, 1}, {192, 2560, 8192, 1, 1}, {193, 2560, 8192, 1, 0},
-                                     {256, 2560, 8192, 1, 0}, {129, 4096, 8192, 1, 0}, {129, 2560, 2048, 1, 0},
-                                     {129, 2560, 8192, 0, 0}, {129, 1040, 4096, 1, 0},
-                                     /* 97..128 tokens (two token tiles) under W8A8_SM90_DEEP128
-                                      * (switch 2 here: deep256 on, deep128 off); not 96, not 8b-qkv's 48 weight
-                                      * tiles (split 1) */
-                                     {128, 2560, 8192, 1, 1}, {97, 2560, 8192, 1, 1}, {112, 4096, 8192, 1, 1},
-                                     {128, 2560, 8192, 2, 0}, {96, 2560, 8192, 1, 0}, {128, 6144, 4096, 1, 0},
+  /* M, N, K, expected (1 the deep ring at split 2, 0 another plan, 3 fp8 only, 4 int8 only) */
+  static const int64_t cases[][4] = {{129, 2560, 8192, 4}, {192, 2560, 8192, 1}, {193, 2560, 8192, 0},
+                                     {256, 2560, 8192, 0}, {129, 4096, 8192, 0}, {129, 2560, 2048, 0},
+                                     {129, 1040, 4096, 0},
+                                     /* 97..128 tokens (two token tiles); not 96, not 8b-qkv's 48 weight tiles
+                                      * (split 1) */
+                                     {128, 2560, 8192, 1}, {97, 2560, 8192, 1}, {112, 4096, 8192, 1},
+                                     {96, 2560, 8192, 0}, {128, 6144, 4096, 0},
                                      /* 32 K-blocks at 97..128: fp8 only (int8 wants >= 64) */
-                                     {112, 4096, 4096, 1, 3}};
+                                     {112, 2560, 4096, 3}};
   /* (the 97..128 cases put 64 clusters of 2 on 8b-o's 32 weight tiles: 128 CTAs) */
   const int h200 = handle_sms(h) == 132 && w8a8_sm90_config_max_ctas(h, deep[0], 2) >= 128 &&
                    w8a8_sm90_config_max_ctas(h, deep[1], 2) >= 128;
@@ -1743,21 +1541,17 @@ W8A8_TEST(sm90_deep256_plan) {
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && h200 && !w8a8_test_failed(); i++) {
       const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
       int split = 0;
-      w8a8_sm90_set_deep256(cases[i][3] != 0);
-      w8a8_sm90_set_deep128(cases[i][3] == 1);
       const int ci = plan_of(h, dbuf, (size_t)64 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
       /* a partial third token tile (M = 129) takes the tail twin's box of 8 rows (tail_plan's deep_many); with
        * two token tiles (97..127) the twin where tail_plan takes the partial one, else the plain tile */
       const int want = M % 64 ? tail[dt] : deep[dt];
-      const int expect = cases[i][4] == 3 ? !dt : (int)cases[i][4];
+      const int expect = cases[i][3] == 3 ? !dt : cases[i][3] == 4 ? dt : (int)cases[i][3];
       const int ok = expect ? (ci == want || (M <= 128 && ci == deep[dt])) && split == 2
                             : ci >= 0 && ci != deep[dt] && ci != tail[dt];
-      CHECK(ok, "%s M=%lld N=%lld K=%lld deep256 %d: planned %s split %d", dt ? "int8" : "fp8", (long long)M,
-            (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
+      CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8", (long long)M, (long long)N,
+            (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
     }
-    w8a8_sm90_set_deep256(1);
-    w8a8_sm90_set_deep128(1);
     int took = 0;
     for (int i = 0; i < 5 && !w8a8_test_failed(); i++, v++) {
       /* 97..128 tokens with 64 K-blocks (int8's bound there) */
@@ -1772,8 +1566,6 @@ W8A8_TEST(sm90_deep256_plan) {
     CHECK(w8a8_test_failed() || !h200 || took == 5, "%s N=2048: the rule took %d of 5 cases", dt ? "int8" : "fp8",
           took);
   }
-  w8a8_sm90_set_deep256(-1); /* back to W8A8_SM90_DEEP256 */
-  w8a8_sm90_set_deep128(-1);
   plan_rig_close(h, dbuf);
 }
 
@@ -1782,7 +1574,7 @@ W8A8_TEST(sm90_deep256_plan) {
  * token and weight tiles, and (where the GPU's SM count allows the shape to stay small) data-parallel
  * tiles after the stream-K units; each run relaunched as a CUDA graph twice (g_relaunch: the locks
  * reset by each launch's final splits). int8 exact, fp8 within the promoting tiles' tolerance. Then
- * the heuristic with W8A8_SM90_STREAMK's hook on and off at the motivating shape's tile count. */
+ * the heuristic's rule at the motivating shape's tile count. */
 W8A8_TEST(sm90_streamk) {
   NEED_SM90();
   w8a8_handle *h = NULL;
@@ -1814,32 +1606,29 @@ W8A8_TEST(sm90_streamk) {
     }
   }
   g_relaunch = 0;
-  /* the heuristic on 132 SMs, K = 8192, N = 2560 (70b-qkv-tp4): M = 512 (80 tiles, 61% of a wave: the
-   * continuous cut) plans the twin with the switch forced on (1), not off (0) nor under the rule (2);
-   * M = 256 (40 tiles: 3 even splits each) under the rule too; M = 128 never under the rule; M = 224 (the
-   * multicast tile's range) only with W8A8_SM90_SK_MC2 */
+  /* the heuristic on 132 SMs: K = 8192, N = 2560 (70b-qkv-tp4): M = 512 (80 tiles, 61% of a wave: the continuous
+   * cut) does not plan the twin; M = 256 (40 tiles: 3 even splits each) does, and M = 224 (the multicast tile's
+   * range: the rule takes it over), int8 only (fp8 runs the wide skinny tiles there); M = 128 never. N = 512,
+   * K = 7168: M = 224 and 1024 (4 and 16 tiles) both dtypes, not M = 1409 (no part-empty wave for the split). */
   if (sms == 132 && !getenv("W8A8_TUNE_FILE") && !w8a8_test_failed()) {
     uint8_t *dbuf = NULL;
     REQUIRE(plan_rig_open(&h, &dbuf, (size_t)64 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
     for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
       const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
       const int twin = w8a8_sm90_config_lookup(names[dt], NULL, NULL, NULL);
-      /* M, switch, W8A8_SM90_SK_MC2, expected twin (M = 224: the multicast tile's plan, taken over only
-       * with SK_MC2) */
-      static const int rule[][4] = {{512, 0, 0, 0}, {512, 1, 0, 1}, {512, 2, 0, 0}, {256, 2, 0, 1},
-                                    {256, 0, 0, 0}, {128, 2, 0, 0}, {224, 2, 0, 0}, {224, 2, 1, 1}};
-      for (int i = 0; i < 8 && !w8a8_test_failed(); i++) {
-        w8a8_sm90_set_streamk(rule[i][1]);
-        w8a8_sm90_set_sk_mc2(rule[i][2]);
+      /* M, N, K, expected twin: 1 both dtypes, 2 int8 only, 0 neither */
+      static const int rule[][4] = {{512, 2560, 8192, 0}, {256, 2560, 8192, 2}, {224, 2560, 8192, 2},
+                                    {128, 2560, 8192, 0}, {224, 512, 7168, 1},  {1024, 512, 7168, 1},
+                                    {1409, 512, 7168, 0}};
+      for (int i = 0; i < (int)(sizeof rule / sizeof rule[0]) && !w8a8_test_failed(); i++) {
         int split = 0;
-        const int got = plan_of(h, dbuf, (size_t)64 << 20, in, rule[i][0], 2560, 8192, &split);
+        const int got = plan_of(h, dbuf, (size_t)64 << 20, in, rule[i][0], rule[i][1], rule[i][2], &split);
         if (got == PLAN_INVALID) break;
-        CHECK((got == twin) == rule[i][3], "%s M=%d N=2560 K=8192 stream-K %d sk_mc2 %d: planned %s",
-              dt ? "int8" : "fp8", rule[i][0], rule[i][1], rule[i][2], got >= 0 ? w8a8_sm90_config_name(got) : "nothing");
+        const int want = rule[i][3] == 2 ? dt : rule[i][3];
+        CHECK((got == twin) == want, "%s M=%d N=%d K=%d: planned %s", dt ? "int8" : "fp8", rule[i][0], rule[i][1],
+              rule[i][2], got >= 0 ? w8a8_sm90_config_name(got) : "nothing");
       }
     }
-    w8a8_sm90_set_streamk(-1);
-    w8a8_sm90_set_sk_mc2(-1);
     plan_rig_close(h, dbuf);
   }
 }
@@ -1847,23 +1636,23 @@ W8A8_TEST(sm90_streamk) {
 /* plan_wide_swap: the swap-AB deep ring with n80 / n96 token tiles at 65..96 tokens (one token
  * tile) and 129..192 (two) where deep_split's split is >= 2, >= 32 K-blocks (>= 56 at 81..96). On a GPU
  * with 132 SMs (the gates depend on the count and on the clusters that run at once): N = 2560 K = 8192
- * (70b-qkv-tp4's 20 weight tiles) at 72 / 96 tokens n80 / n96 at split 4; N = 4096 K = 4096 at 72 and 160
- * tokens n80 at split 2, K = 8192 at 192 n96 at split 2; not at 96 tokens with K = 4096 (32 K-blocks), nor
- * 112 / 200 tokens, nor N = 14336 (split 1), K = 2048, N = 6144 at 129 (96 clusters: split 1), nor at 129
- * tokens of N = 2560 (plan_deep256's n64 comes first), nor with the switch off. Then three problems the rule
- * takes on any GPU (9 weight tiles), through the public API against the reference. */
+ * (70b-qkv-tp4's 20 weight tiles) at 72 / 96 tokens n80 / n96 at split 4; N = 4096 K = 8192 at 72 and 160
+ * tokens n80 at split 2, at 192 n96 at split 2; not at 96 tokens with K = 4096 (32 K-blocks: the skinny pairs),
+ * nor 112 / 200 tokens, nor N = 14336 (split 1), K = 2048, N = 6144 at 129 (96 clusters: split 1), nor at 129
+ * tokens of N = 2560 (fp8's wide skinny tile and int8's plan_deep256 come first). Then three problems the rule
+ * takes on any GPU (9 weight tiles; at 150 tokens on 132 SMs, where plan_deep256 declines), through the public
+ * API against the reference. */
 W8A8_TEST(sm90_wide_swap_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
   w8a8_handle *h = NULL;
   uint8_t *dbuf = NULL;
   REQUIRE(plan_rig_open(&h, &dbuf, (size_t)160 << 20), "handle / cudaMalloc: %s", w8a8_last_error());
-  /* M, N, K, switch, expected bn (0: not a wide swap tile), expected split */
-  static const int64_t cases[][6] = {{72, 2560, 8192, 1, 80, 4},  {96, 2560, 8192, 1, 96, 4},  {72, 4096, 4096, 1, 80, 2},
-                                     {160, 4096, 4096, 1, 80, 2}, {192, 4096, 8192, 1, 96, 2}, {96, 4096, 4096, 1, 0, 0},
-                                     {112, 2560, 8192, 1, 0, 0},  {200, 4096, 4096, 1, 0, 0},  {72, 14336, 8192, 1, 0, 0},
-                                     {72, 8192, 2048, 1, 0, 0},   {129, 6144, 4096, 1, 0, 0},  {129, 2560, 8192, 1, 0, 0},
-                                     {72, 2560, 8192, 0, 0, 0}};
+  /* M, N, K, expected bn (0: not a wide swap tile), expected split */
+  static const int64_t cases[][5] = {{72, 2560, 8192, 80, 4},  {96, 2560, 8192, 96, 4},  {72, 4096, 8192, 80, 2},
+                                     {160, 4096, 8192, 80, 2}, {192, 4096, 8192, 96, 2}, {96, 4096, 4096, 0, 0},
+                                     {112, 2560, 8192, 0, 0},  {200, 4096, 4096, 0, 0},  {72, 14336, 8192, 0, 0},
+                                     {72, 8192, 2048, 0, 0},   {129, 6144, 4096, 0, 0},  {129, 2560, 8192, 0, 0}};
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
@@ -1878,41 +1667,38 @@ W8A8_TEST(sm90_wide_swap_plan) {
                      w8a8_sm90_config_max_ctas(h, c96, 2) >= 128 && w8a8_sm90_config_max_ctas(h, c80, 4) < 128 &&
                      w8a8_sm90_config_max_ctas(h, c80, 8) < 160;
     for (int i = 0; i < ncases && h200 && !w8a8_test_failed(); i++) {
-      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = cases[i][4];
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], bn = cases[i][3];
       int split = 0;
-      w8a8_sm90_set_wide_swap((int)cases[i][3]);
       const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
-      const int ok = bn ? ci == (bn == 80 ? c80 : c96) && split == cases[i][5] : ci >= 0 && ci != c80 && ci != c96;
-      CHECK(ok, "%s M=%lld N=%lld K=%lld switch %d: planned %s split %d, expected %s split %d", dt ? "int8" : "fp8",
-            (long long)M, (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
-            split, bn ? (bn == 80 ? n80 : n96) : "another plan", (int)cases[i][5]);
+      const int ok = bn ? ci == (bn == 80 ? c80 : c96) && split == cases[i][4] : ci >= 0 && ci != c80 && ci != c96;
+      CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s split %d, expected %s split %d", dt ? "int8" : "fp8",
+            (long long)M, (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+            split, bn ? (bn == 80 ? n80 : n96) : "another plan", (int)cases[i][4]);
     }
-    w8a8_sm90_set_wide_swap(1);
-    w8a8_sm90_set_deep256(0); /* (at 150 tokens plan_deep256 comes first: it declines on the H200 only) */
     /* 9 weight tiles: one token tile of 72 (n80, 8 rows past M) and of 90 (n96, K = 7168: 56 K-blocks), two
-     * of 75 at 150 tokens; the plan is checked where deep_split fits a split of 2 (any GPU with >= 36 SMs) */
+     * of 75 at 150 tokens; the plan is checked where deep_split fits a split of 2 (any GPU with >= 36 SMs; at 150
+     * tokens 132 SMs, where plan_deep256's split comes out 4 and it declines) */
     static const int64_t runs[][3] = {{72, 1040, 4096}, {90, 1040, 7168}, {150, 1040, 4096}};
     for (int i = 0; i < 3 && !w8a8_test_failed(); i++, v++) {
       int split = 0;
       const int ci = plan_of(h, dbuf, (size_t)160 << 20, in, runs[i][0], runs[i][1], runs[i][2], &split);
       if (ci == PLAN_INVALID) break;
-      if (handle_sms(h) >= 36)
+      if (handle_sms(h) >= 36 && (i < 2 || handle_sms(h) == 132))
         CHECK(ci == (i == 1 ? c96 : c80) && split >= 2, "%s M=%lld N=%lld K=%lld: planned %s split %d", dt ? "int8" : "fp8",
               (long long)runs[i][0], (long long)runs[i][1], (long long)runs[i][2],
               ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", split);
       mm_case c = rotate(in, runs[i][0], runs[i][1], runs[i][2], v, -1, 0);
       run_case(&c, 2400 + (uint64_t)v);
     }
-    w8a8_sm90_set_deep256(-1);
   }
   plan_rig_close(h, dbuf);
 }
 
 /* plan_single_swap: one swapped token tile of 160 at 129..160 tokens where N / 128 is in [3/4, 2] x the SMs
  * with >= 32 K-blocks, its token-tail twin where the tile is partial below 153 rows (one box of the valid rows
- * rounded up to 8); not at 128 or 161 tokens, not on fewer weight tiles or a shorter K, not with the switch
- * off; int8 at 129..144 the n144 tile instead, its twin below 137 rows. Then the heuristic's results through
+ * rounded up to 8); not at 128 or 161 tokens, not on fewer weight tiles or a shorter K; int8 at 129..144 the
+ * n144 tile instead, its twin below 137 rows. Then the heuristic's results through
  * the public API where the rule takes the problem on any GPU (N = 128 x SMs), with aligned outputs of each
  * type and no zero point. */
 W8A8_TEST(sm90_single_swap_plan) {
@@ -1923,17 +1709,11 @@ W8A8_TEST(sm90_single_swap_plan) {
   const size_t bytes = (size_t)192 << 20; /* (36864 x 4096 weights) */
   REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
-  /* the token tail's switches pinned to their defaults (an environment that turns them off would plan the
-   * n160 tile without its twin) */
-  w8a8_sm90_set_tail_heuristic(1);
-  w8a8_sm90_set_tail_single(1);
-  w8a8_sm90_set_fp8_tail_box(2);
-  w8a8_sm90_set_tail(-1);
-  /* M, N, K, switch, expected: 0 another plan, 1 the n160 tile, 2 its tail twin */
-  static const int64_t cases[][5] = {{129, 14336, 8192, 1, 2}, {144, 28672, 4096, 1, 2}, {152, 14336, 8192, 1, 2},
-                                     {153, 14336, 8192, 1, 1}, {160, 14336, 8192, 1, 1}, {128, 14336, 8192, 1, 0},
-                                     {161, 14336, 8192, 1, 0}, {144, 8192, 7168, 1, 0},  {144, 28672, 2048, 1, 0},
-                                     {144, 36864, 4096, 1, 0}, {144, 14336, 8192, 0, 0}};
+  /* M, N, K, expected: 0 another plan, 1 the n160 tile, 2 its tail twin */
+  static const int64_t cases[][4] = {{129, 14336, 8192, 2}, {144, 28672, 4096, 2}, {152, 14336, 8192, 2},
+                                     {153, 14336, 8192, 1}, {160, 14336, 8192, 1}, {128, 14336, 8192, 0},
+                                     {161, 14336, 8192, 0}, {144, 8192, 7168, 0},  {144, 28672, 2048, 0},
+                                     {144, 36864, 4096, 0}};
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int v = 0;
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
@@ -1953,18 +1733,16 @@ W8A8_TEST(sm90_single_swap_plan) {
       /* (int8 at 129..144 tokens: the n144 tile; the twin where the valid rows, rounded up to 8, are
        * fewer than the tile's) */
       const int w = dt && M <= 144 ? 144 : 160;
-      const int want = cases[i][4] ? ((M + 7) / 8 * 8 < w ? 2 : 1) : 0;
+      const int want = cases[i][3] ? ((M + 7) / 8 * 8 < w ? 2 : 1) : 0;
       const int e1 = w == 144 ? d1 : c1, e2 = w == 144 ? d2 : c2;
       int split = 0;
-      w8a8_sm90_set_single_swap((int)cases[i][3]);
       const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
       if (ci == PLAN_INVALID) break;
       const int ok = want ? ci == (want == 1 ? e1 : e2) : ci >= 0 && ci != c1 && ci != c2 && ci != d1 && ci != d2;
-      CHECK(ok, "%s M=%lld N=%lld K=%lld switch %d: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M,
-            (long long)N, (long long)K, (int)cases[i][3], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+      CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s, expected %s", dt ? "int8" : "fp8", (long long)M, (long long)N,
+            (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
             want ? w8a8_sm90_config_name(want == 1 ? e1 : e2) : "another plan");
     }
-    w8a8_sm90_set_single_swap(1);
     static const int64_t ms[3] = {129, 150, 160};
     for (int i = 0; i < 3 && sms > 0 && !w8a8_test_failed(); i++, v++) {
       const int64_t N = 128 * (int64_t)sms;
@@ -1984,17 +1762,14 @@ W8A8_TEST(sm90_single_swap_plan) {
             "%s M=%lld: the launch's token tail %d", dt ? "int8" : "fp8", (long long)ms[i], w8a8_sm90_last_tail());
     }
   }
-  w8a8_sm90_set_tail_heuristic(-1);
-  w8a8_sm90_set_tail_single(-1);
-  w8a8_sm90_set_fp8_tail_box(-1);
   plan_rig_close(h, dbuf);
 }
 
 /* plan_pair_swap: fp8 only, two swapped token tiles of 80 at 129..160 tokens and of 96 at 161..192
- * without split-K where 2 x N / 128 <= SMs, >= 32 K-blocks and the rules before it did not apply (plan_wide_swap
- * on; on these shapes its split comes out 1); not int8, not at 128 or 193 tokens, not with a short K, more weight
- * tiles, or the switch off. Then the heuristic's results through the
- * public API, aligned outputs of each type: both tiles, the second token tile partial at 129 and 161. */
+ * without split-K where 2 x N / 128 <= SMs, >= 32 K-blocks and the rules before it did not apply (on these shapes
+ * plan_wide_swap's split comes out 1; at 129..144 tokens N = 5120 leaves the skinny tiles out); not int8, not at
+ * 128 or 193 tokens, not with a short K or more weight tiles. Then the heuristic's results through the public API
+ * (N = 5120), aligned outputs of each type: both tiles, the second token tile partial at 129 and 161. */
 W8A8_TEST(sm90_pair_swap_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -2003,56 +1778,49 @@ W8A8_TEST(sm90_pair_swap_plan) {
   const size_t bytes = (size_t)96 << 20; /* (8192 x 7168 weights) */
   REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
-  w8a8_sm90_set_wide_swap(1);
-  w8a8_sm90_set_single_swap(1);
   const int c80 = w8a8_sm90_config_lookup("fp8_swap_n80_ps", NULL, NULL, NULL),
             c96 = w8a8_sm90_config_lookup("fp8_swap_n96_ps", NULL, NULL, NULL);
   CHECK(c80 >= 0 && c96 >= 0, "no fp8_swap_n80_ps / fp8_swap_n96_ps");
-  /* M, N, K, int8, switch, expected: 0 another plan, 80 / 96 the tile */
-  static const int64_t cases[][6] = {
-      {129, 8192, 7168, 0, 1, 80}, {160, 8192, 7168, 0, 1, 80}, {161, 8192, 7168, 0, 1, 96}, {192, 6144, 4096, 0, 1, 96},
-      {144, 6144, 4096, 0, 1, 80}, {128, 8192, 7168, 0, 1, 0},  {193, 8192, 7168, 0, 1, 0},  {144, 8192, 2048, 0, 1, 0},
-      {144, 8576, 7168, 0, 1, 0},  {144, 8192, 7168, 1, 1, 0},  {144, 8192, 7168, 0, 0, 0}};
+  /* M, N, K, int8, expected: 0 another plan, 80 / 96 the tile */
+  static const int64_t cases[][5] = {
+      {129, 5120, 7168, 0, 80}, {160, 8192, 7168, 0, 80}, {161, 8192, 7168, 0, 96}, {192, 6144, 4096, 0, 96},
+      {144, 5120, 4096, 0, 80}, {128, 8192, 7168, 0, 0},  {193, 8192, 7168, 0, 0},  {144, 5120, 2048, 0, 0},
+      {144, 8576, 7168, 0, 0},  {144, 5120, 4096, 1, 0}};
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   for (int i = 0; i < ncases && sms == 132 && c80 >= 0 && c96 >= 0 && !w8a8_test_failed(); i++) {
-    const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], want = cases[i][5];
+    const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2], want = cases[i][4];
     int split = 0;
-    w8a8_sm90_set_pair_swap((int)cases[i][4]);
     const int ci = plan_of(h, dbuf, bytes, cases[i][3] ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, K, &split);
     if (ci == PLAN_INVALID) break;
     const int ok = want ? ci == (want == 80 ? c80 : c96) : ci >= 0 && ci != c80 && ci != c96;
-    CHECK(ok, "%s M=%lld N=%lld K=%lld switch %d: planned %s, expected %s", cases[i][3] ? "int8" : "fp8", (long long)M,
-          (long long)N, (long long)K, (int)cases[i][4], ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
+    CHECK(ok, "%s M=%lld N=%lld K=%lld: planned %s, expected %s", cases[i][3] ? "int8" : "fp8", (long long)M,
+          (long long)N, (long long)K, ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing",
           want ? (want == 80 ? "fp8_swap_n80_ps" : "fp8_swap_n96_ps") : "another plan");
   }
-  /* the results: N = 1000 (8 weight tiles, the last of 104 rows) with the rules that would take it first off
-   * (plan_wide_swap's split 2, plan_deep256's three n64 token tiles), which keeps the references short */
-  w8a8_sm90_set_pair_swap(1);
-  w8a8_sm90_set_wide_swap(0);
-  w8a8_sm90_set_deep256(0);
+  /* the results: N = 5120 (40 weight tiles), where on 132 SMs no rule before it takes the problem */
   static const int64_t ms[4] = {129, 160, 161, 192};
   for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
     int split = 0;
-    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, ms[i], 1000, 4096, &split);
+    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, ms[i], 5120, 4096, &split);
     if (ci == PLAN_INVALID) break;
-    CHECK(ci == (i < 2 ? c80 : c96), "fp8 M=%lld N=1000: planned %s", (long long)ms[i],
-          ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
-    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, ms[i], 1000, 4096, i, -1, 0);
+    if (sms == 132)
+      CHECK(ci == (i < 2 ? c80 : c96), "fp8 M=%lld N=5120: planned %s", (long long)ms[i],
+            ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing");
+    mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, ms[i], 5120, 4096, i, -1, 0);
     c.out = OUTS[i % 3];
     c.ldo_pad = 4 * i; /* ldo = N .. N + 12 */
     c.out_offset = 0;
     c.azp = 0;
     run_case(&c, 2700 + (uint64_t)i);
   }
-  w8a8_sm90_set_deep256(-1);
   plan_rig_close(h, dbuf);
 }
 
-/* W8A8_SM90_DEEP16: at 1..16 tokens, mode 1 plans the n8 (M <= 8) / n16 deep tiles, mode 2 the
- * n32 deep tile, each at deep_split's split (on a GPU with 132 SMs: 8b-o's 32 weight tiles at split 2, as
- * plan_deep at 17 tokens; 70b-qkv-tp4's 20 at split 4), both dtypes; 8b-gateup (224 weight tiles, more than the
- * SMs) keeps plan_small's plain tile; mode 0 plan_small everywhere. Then results through the public API in both
- * modes (the n8 / n16 / n32 deep rings with split-K, M = 1 / 5 / 16, a partial last weight tile). */
+/* plan_deep16: at 1..16 tokens the n8 (M <= 8) / n16 deep tiles at deep_split's split (on a GPU with 132 SMs:
+ * N = 4096 K = 8192's 32 weight tiles at split 2, as plan_deep at 17 tokens; 70b-qkv-tp4's 20 at split 4), both
+ * dtypes (K = 8192: 64 K-blocks, so the skinny tiles leave 4096 out); 8b-gateup (224 weight tiles, more than the
+ * SMs) keeps plan_small's plain tile. Then results through the public API (the n8 / n16 deep rings with split-K,
+ * M = 1 / 5 / 16, a partial last weight tile). */
 W8A8_TEST(sm90_deep16_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -2062,53 +1830,43 @@ W8A8_TEST(sm90_deep16_plan) {
   REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
   /* M, N, K */
-  static const int64_t shapes[][3] = {{1, 4096, 4096}, {8, 4096, 4096}, {9, 4096, 4096}, {16, 4096, 4096},
+  static const int64_t shapes[][3] = {{1, 4096, 8192}, {8, 4096, 8192}, {9, 4096, 8192}, {16, 4096, 8192},
                                       {16, 2560, 8192}, {1, 28672, 4096}};
   for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    for (int mode = 0; mode <= 2 && !w8a8_test_failed(); mode++) {
-      w8a8_sm90_set_deep16(mode);
-      for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
-        const int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-        const int wide = N > 132 * 128;
-        const int bn = mode == 2 && !wide ? 32 : M <= 8 ? 8 : 16;
-        char want[40];
-        snprintf(want, sizeof want, "%s_swap_n%d%s", dt ? "int8" : "fp8", bn, mode && !wide ? "_deep" : "");
-        const int want_split = !mode || wide ? 0 : N == 2560 ? 4 : 2; /* 0: not checked */
-        int split = 0;
-        const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
-        if (ci == PLAN_INVALID) break;
-        /* the token tail may swap in the *_tail twin of the deep n32 tile (tail_plan's rule) */
-        char twin[48];
-        snprintf(twin, sizeof twin, "%s_tail", want);
-        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
-        CHECK((!strcmp(got, want) || !strcmp(got, twin)) && (!want_split || split == want_split),
-              "%s M=%lld N=%lld K=%lld mode %d: planned %s split %d, expected %s split %d", dt ? "int8" : "fp8",
-              (long long)M, (long long)N, (long long)K, mode, got, split, want, want_split);
-      }
+    for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+      const int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+      const int wide = N > 132 * 128;
+      const int bn = M <= 8 ? 8 : 16;
+      char want[40];
+      snprintf(want, sizeof want, "%s_swap_n%d%s", dt ? "int8" : "fp8", bn, !wide ? "_deep" : "");
+      const int want_split = wide ? 0 : N == 2560 ? 4 : 2; /* 0: not checked */
+      int split = 0;
+      const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
+      const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+      CHECK(!strcmp(got, want) && (!want_split || split == want_split),
+            "%s M=%lld N=%lld K=%lld: planned %s split %d, expected %s split %d", dt ? "int8" : "fp8", (long long)M,
+            (long long)N, (long long)K, got, split, want, want_split);
     }
   }
   static const int64_t ms[3] = {1, 5, 16};
   w8a8_cuda_set_gemv(0); /* one token would run the CUDA-core kernel */
-  for (int mode = 1; mode <= 2 && !w8a8_test_failed(); mode++) {
-    w8a8_sm90_set_deep16(mode);
-    for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
-      mm_case c = rotate(i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[i / 2], 1000, 4096, i + 6 * mode, -1, 0);
-      run_case(&c, 2900 + (uint64_t)(i + 6 * mode));
-    }
+  for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
+    mm_case c = rotate(i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[i / 2], 1000, 4096, i + 6, -1, 0);
+    run_case(&c, 2900 + (uint64_t)(i + 6));
   }
   w8a8_cuda_set_gemv(-1);
-  w8a8_sm90_set_deep16(-1);
   plan_rig_close(h, dbuf);
 }
 
-/* W8A8_SM90_DEEP3: at 33..64 tokens plan_deep runs the n64 deep tile at split 3 where deep_split's
+/* plan_deep3: at 33..64 tokens plan_deep runs the n64 deep tile at split 3 where deep_split's
  * power of two came out 2, the weight tiles x 3 CTAs all fit at once and K has >= 64 K-blocks, both dtypes,
  * before fp8's two n32 tiles. On a GPU with 132 SMs: 8b-down (N = 4096: 32 weight tiles, K = 14336) and K = 8192
  * at M = 33 / 48 / 64 take it; 8b-o (K = 4096: 32 K-blocks), K = 8064 (63), 70b-qkv-tp4 (20 tiles: split 4) and
- * 8b-qkv's N (48 tiles: 144 CTAs) do not; switched off, nothing does. Then results through the public API with the
- * rule on: a partial last weight tile (N = 4000) and K-block (K = 8208, 65 K-blocks split 22 / 22 / 21), M = 37
- * and 64, every output type over the cases, scale modes, bias and int8 zero points from rotate(). */
+ * 8b-qkv's N (48 tiles: 144 CTAs) do not. Then results through the public API: a partial last weight tile
+ * (N = 4000) and K-block (K = 8208, 65 K-blocks split 22 / 22 / 21), M = 37 and 64, every output type over the
+ * cases, scale modes, bias and int8 zero points from rotate(). */
 W8A8_TEST(sm90_deep3_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -2126,28 +1884,24 @@ W8A8_TEST(sm90_deep3_plan) {
     char n64[32], n64t[40];
     snprintf(n64, sizeof n64, "%s_swap_n64_deep", dt ? "int8" : "fp8");
     snprintf(n64t, sizeof n64t, "%s_tail", n64);
-    for (int on = 1; on >= 0 && !w8a8_test_failed(); on--) {
-      w8a8_sm90_set_deep3(on);
-      for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
-        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
-        int split = 0;
-        const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
-        if (ci == PLAN_INVALID) break;
-        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
-        const int is3 = (!strcmp(got, n64) || !strcmp(got, n64t)) && split == 3;
-        CHECK(is3 == (on && cases[i][3]), "%s M=%lld N=%lld K=%lld deep3 %d: planned %s split %d, expected %s",
-              dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, on, got, split,
-              on && cases[i][3] ? "the n64 deep tile at split 3" : "another plan");
-      }
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+      int split = 0;
+      const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
+      const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+      const int is3 = (!strcmp(got, n64) || !strcmp(got, n64t)) && split == 3;
+      CHECK(is3 == (cases[i][3] != 0), "%s M=%lld N=%lld K=%lld: planned %s split %d, expected %s", dt ? "int8" : "fp8",
+            (long long)M, (long long)N, (long long)K, got, split,
+            cases[i][3] ? "the n64 deep tile at split 3" : "another plan");
     }
   }
-  w8a8_sm90_set_deep3(-1);
   static const int64_t ms[2] = {37, 64};
   for (int i = 0; i < 4 && !w8a8_test_failed(); i++) {
     const w8a8_dtype in = i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     mm_case c = rotate(in, ms[i / 2], 4000, 8208, i + 3, -1, 0);
     run_case(&c, 3100 + (uint64_t)i);
-    if (sms == 132 && !getenv("W8A8_SM90_DEEP3")) {
+    if (sms == 132) {
       int split = 0;
       const char *got = w8a8_sm90_last_config(&split);
       CHECK(split == 3 && strstr(got, "_swap_n64_deep") != NULL, "%s M=%lld N=4000 K=8208: ran %s split %d, expected "
@@ -2157,18 +1911,16 @@ W8A8_TEST(sm90_deep3_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* W8A8_SM90_SKINNY, mode 1: at 16..64 tokens, where the 64-row weight tiles alone fill one wave (0.9 x SMs ..
- * SMs) and K has <= 16 K-blocks, the skinny tile with one token tile of n24 / n32 / n48 / n64, both dtypes. On a GPU
- * with 132 SMs: 70b-o-tp4 (N = 8192: 128 tiles, K = 2048) at M = 16 / 24 / 32 / 33 / 48 / 64 takes n24 / n24 / n32 /
- * n48 / n48 / n64; M = 15 and 65, N = 6144 (96 tiles), N = 8512 (133), K = 2176 (17 K-blocks) do not, nor anything
- * switched off. Mode 2 also takes N = 6144 and K = 2176, and 8b-o (N = K = 4096: 64 tiles, 32 K-blocks) and
- * 70b-down-tp4 (8192 x 7168: 128 tiles, 56 K-blocks), not 8b-down (64 tiles, 112 K-blocks), N = 3200 (50 tiles:
- * under 0.45 of a wave) nor N = 8512. Mode 3: mode 2's shapes at 1..80 tokens (fp8 n8 up
- * to 8 and n24 to 24, int8 n16 up to 16; fp8 n40 at 33..40 and n72 at 65..72, n80 above; the 128 x 64 fold does
- * not replace them at 65..80 on N = 8192) and fp8 at 129..144 (n136 / n144) where the weight tiles fill >= 0.7 of a
- * wave (not 8b-o's 64); nothing at 81..128 nor past 144. Then results through the public API with the rule on:
- * N = 7700 (121 tiles, the last of 20 rows), K = 2032 (a partial K-block), M = 20 / 40 / 64, each checked in full and
- * that it ran the skinny tile. */
+/* plan_skinny's single token tile, both dtypes, at 1..80 tokens (fp8 also 129..144) where the 64-row weight tiles
+ * alone fill 0.9..1 of one wave, or at least 0.45 of one with <= 32 K-blocks. On a GPU with 132 SMs: 70b-o-tp4
+ * (N = 8192: 128 tiles, K = 2048) at M = 16 / 24 / 32 / 33 / 48 / 64 takes fp8 n24 / n24 / n32 / n40 / n48 / n64
+ * (those of 24..48 as their _k2 twins), int8 n16 / n24 / n32 / n48 / n48 / n64; also N = 6144 (96 tiles) and K =
+ * 2176 (17 K-blocks) at 40, 70b-down-tp4 (8192 x 7168: 128 tiles, 56 K-blocks); fp8 n8 up to 8 tokens and n24 to
+ * 24, int8 n16 up to 16; fp8 n72 at 65..72, n80 above; not 8b-down (64 tiles, 112 K-blocks), N = 3200 (50 tiles:
+ * under 0.45 of a wave) nor N = 8512 (133 tiles); fp8 at 129..144 (n136 / n144) where the weight tiles fill >= 0.7
+ * of a wave; nothing at 81..128 nor past 144 (8b-o's 64 tiles take the pairs: the table after this one). Then results
+ * through the public API: N = 7700 (121 tiles, the last of 20 rows), K = 2032 (a partial K-block), M = 20 / 40 / 64,
+ * each checked in full and that it ran the skinny tile. */
 W8A8_TEST(sm90_skinny_plan) {
   NEED_SM90();
   if (getenv("W8A8_TUNE_FILE")) SKIP("a tuning table plans other tiles");
@@ -2177,46 +1929,39 @@ W8A8_TEST(sm90_skinny_plan) {
   const size_t bytes = (size_t)160 << 20;
   REQUIRE(plan_rig_open(&h, &dbuf, bytes), "handle / cudaMalloc: %s", w8a8_last_error());
   const int sms = handle_sms(h);
-  /* M, N, K, expected token tile under mode 1 (0: not the skinny tile), under mode 2, under mode 3 for fp8, for int8 */
-  static const int64_t cases[][7] = {
-      {16, 8192, 2048, 24, 24, 24, 16},   {24, 8192, 2048, 24, 24, 24, 24},  {32, 8192, 2048, 32, 32, 32, 32},
-      {33, 8192, 2048, 48, 48, 40, 48},   {48, 8192, 2048, 48, 48, 48, 48},  {64, 8192, 2048, 64, 64, 64, 64},
-      {15, 8192, 2048, 0, 0, 24, 16},     {65, 8192, 2048, 0, 0, 72, 80},    {40, 6144, 2048, 0, 48, 40, 48},
-      {40, 8512, 2048, 0, 0, 0, 0},       {40, 8192, 2176, 0, 48, 40, 48},   {40, 4096, 4096, 0, 48, 40, 48},
-      {64, 8192, 7168, 0, 64, 64, 64},    {40, 4096, 14336, 0, 0, 0, 0},     {40, 3200, 2048, 0, 0, 0, 0},
-      /* mode 3's token counts: 1..15, 65..80, 129..144 (fp8, >= 0.7 of a wave of weight tiles) */
-      {1, 8192, 2048, 0, 0, 8, 16},       {8, 8192, 7168, 0, 0, 8, 16},      {9, 4096, 4096, 0, 0, 24, 16},
-      {5, 4096, 14336, 0, 0, 0, 0},       {73, 6144, 4096, 0, 0, 80, 80},    {80, 8192, 2048, 0, 0, 80, 80},
-      {81, 8192, 2048, 0, 0, 0, 0},       {128, 8192, 2048, 0, 0, 0, 0},     {129, 8192, 7168, 0, 0, 136, 0},
-      {144, 6144, 4096, 0, 0, 144, 0},    {136, 4096, 4096, 0, 0, 0, 0},     {145, 8192, 2048, 0, 0, 0, 0},
-      {144, 6144, 7168, 0, 0, 0, 0}}; /* (96 tiles under 0.9 of a wave with 56 K-blocks: mode 2's K bound) */
-  w8a8_sm90_set_skinny_k2(0); /* (the one-warpgroup tiles' names; the _k2 twins below) */
+  /* M, N, K, expected token tile for fp8, for int8 (0: not a skinny tile) */
+  static const int64_t cases[][5] = {
+      {16, 8192, 2048, 24, 16},  {24, 8192, 2048, 24, 24},  {32, 8192, 2048, 32, 32},  {33, 8192, 2048, 40, 48},
+      {48, 8192, 2048, 48, 48},  {64, 8192, 2048, 64, 64},  {15, 8192, 2048, 24, 16},  {65, 8192, 2048, 72, 80},
+      {40, 6144, 2048, 40, 48},  {40, 8512, 2048, 0, 0},    {40, 8192, 2176, 40, 48},  {64, 8192, 7168, 64, 64},
+      {40, 4096, 14336, 0, 0},   {40, 3200, 2048, 0, 0},    {1, 8192, 2048, 8, 16},    {8, 8192, 7168, 8, 16},
+      {9, 4096, 4096, 24, 16},   {5, 4096, 14336, 0, 0},    {73, 6144, 4096, 80, 80},  {80, 8192, 2048, 80, 80},
+      {81, 8192, 2048, 0, 0},    {128, 8192, 2048, 0, 0},   {129, 8192, 7168, 136, 0}, {144, 6144, 4096, 144, 0},
+      {145, 8192, 2048, 0, 0},   {144, 6144, 7168, 0, 0}}; /* (96 tiles under 0.9 of a wave with 56 K-blocks) */
   for (int dt = 0; dt < 2 && sms == 132 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    for (int mode = 3; mode >= 0 && !w8a8_test_failed(); mode--) {
-      w8a8_sm90_set_skinny(mode);
-      for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
-        const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
-        const int64_t bn = mode == 3 ? cases[i][5 + dt] : mode ? cases[i][2 + mode] : 0;
-        int split = 0;
-        const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
-        if (ci == PLAN_INVALID) break;
-        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
-        char want[32];
-        snprintf(want, sizeof want, "%s_skinny_n%d", dt ? "int8" : "fp8", (int)bn);
-        CHECK(bn ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny %d: planned %s, expected %s",
-              dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, mode, got, bn ? want : "another plan");
-      }
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]) && !w8a8_test_failed(); i++) {
+      const int64_t M = cases[i][0], N = cases[i][1], K = cases[i][2];
+      const int64_t bn = cases[i][3 + dt];
+      int split = 0;
+      const int ci = plan_of(h, dbuf, bytes, in, M, N, K, &split);
+      if (ci == PLAN_INVALID) break;
+      const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
+      char want[32];
+      snprintf(want, sizeof want, "%s_skinny_n%d%s", dt ? "int8" : "fp8", (int)bn,
+               !dt && bn >= 24 && bn <= 48 ? "_k2" : "");
+      CHECK(bn ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld: planned %s, expected %s",
+            dt ? "int8" : "fp8", (long long)M, (long long)N, (long long)K, got, bn ? want : "another plan");
     }
   }
-  /* Mode 4 (the default): the pairs where the weight tiles fill at most half the SMs and twice them >= 0.9 of a
-   * wave (64 tiles of 8b-o / 8b-down), at 33..128 tokens with <= 32 K-blocks and 129..144 with any K, the pair's
-   * tile the smallest that holds half of M (a partial second tile shifted back over real rows); elsewhere mode 3
-   * (N = 8192: 128 tiles; N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
+  /* The pairs where the weight tiles fill at most half the SMs and twice them >= 0.9 of a wave (64 tiles of 8b-o /
+   * 8b-down), at 33..128 tokens with <= 32 K-blocks and 129..144 with any K, the pair's tile the smallest that holds
+   * half of M (a partial second tile shifted back over real rows); elsewhere the single tile (N = 8192: 128 tiles;
+   * N = 2560: 40 tiles, under 0.45 of a wave: nothing). */
   static const struct { int64_t M, N, K; const char *fp8, *int8; } m4[] = {
-      {16, 4096, 4096, "fp8_skinny_n24", "int8_skinny_n16"},
+      {16, 4096, 4096, "fp8_skinny_n24_k2", "int8_skinny_n16"},
       {33, 4096, 4096, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
-      {32, 4096, 4096, "fp8_skinny_n32", "int8_skinny_n32"},
+      {32, 4096, 4096, "fp8_skinny_n32_k2", "int8_skinny_n32"},
       {48, 4096, 4096, "fp8_skinny_n24_mc2", "int8_skinny_n32_mc2"},
       {64, 4096, 4096, "fp8_skinny_n32_mc2", "int8_skinny_n32_mc2"},
       {65, 4096, 4096, "fp8_skinny_n48_mc2", "int8_skinny_n48_mc2"},
@@ -2226,12 +1971,11 @@ W8A8_TEST(sm90_skinny_plan) {
       {129, 4096, 14336, "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2"},
       {144, 4000, 4096, "fp8_skinny_n72_mc2", "int8_skinny_n80_mc2"},
       {8, 4096, 4096, "fp8_skinny_n8", "int8_skinny_n16"},
-      {16, 8192, 2048, "fp8_skinny_n24", "int8_skinny_n16"},
+      {16, 8192, 2048, "fp8_skinny_n24_k2", "int8_skinny_n16"},
       {40, 2560, 8192, NULL, NULL},
-      /* W8A8_SM90_SKINNY_WIDE (mode 2, the default): fp8, two token tiles of 88 / 96 on 64 weight tiles with
-       * <= 32 K-blocks at 145..192 tokens, of 112..176 (_k2r) with >= 64 K-blocks at 193..352; three of 48 (129..144)
-       * or 88..176 (193..480, 513..528; _k2r from 112) on 40 weight tiles (only _k2 / _k2r tiles, in every
-       * W8A8_SM90_SKINNY_K2 mode) */
+      /* the wide rule: fp8, two token tiles of 88 / 96 on 64 weight tiles with <= 32 K-blocks at 145..192 tokens,
+       * of 112..176 (_k2r) with >= 64 K-blocks at 193..352; three of 48 (129..144) or 88..176 (193..480, 513..528;
+       * _k2r from 112) on 40 weight tiles */
       {145, 4096, 4096, "fp8_skinny_n88_k2", NULL},
       {192, 4096, 4096, "fp8_skinny_n96_k2", NULL},
       {193, 4096, 4096, NULL, NULL},
@@ -2257,52 +2001,17 @@ W8A8_TEST(sm90_skinny_plan) {
       {528, 2560, 8192, "fp8_skinny_n176_k2r", NULL},
       {529, 2560, 8192, NULL, NULL},
       {256, 8192, 8192, NULL, NULL}};
-  /* (in W8A8_SM90_SKINNY_K2's three modes: 0 the tiles above, 1 every one's _k2 twin, 2 (the default) the twins
-   * of the fp8 single tiles of 24..48 tokens) */
-  w8a8_sm90_set_skinny(4);
-  for (int k2 = 0; k2 < 3 && !w8a8_test_failed(); k2++) {
-    w8a8_sm90_set_skinny_k2(k2);
-    for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++)
-      for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
-        int split = 0;
-        const int ci = plan_of(h, dbuf, bytes, dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, m4[i].M, m4[i].N, m4[i].K, &split);
-        if (ci == PLAN_INVALID) break;
-        const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
-        char want2[48] = "";
-        const char *nb = want ? strstr(want, "_n") : NULL;
-        const int bn = nb ? atoi(nb + 2) : 0, wide = nb && strstr(want, "_k2") != NULL;
-        const int twin = !wide && (k2 == 1 || (k2 == 2 && !dt && nb && !strstr(want, "_mc2") && bn >= 24 && bn <= 48));
-        if (want) snprintf(want2, sizeof want2, twin ? "%s_k2" : "%s", want);
-        CHECK(want ? !strcmp(got, want2) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld skinny 4 k2 %d: planned %s, expected %s",
-              dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, k2, got,
-              want ? want2 : "another plan");
-      }
-  }
-  w8a8_sm90_set_skinny_k2(-1);
-  /* W8A8_SM90_SKINNY_WIDE mode 1: _k2 tiles only, three token tiles up to 384 tokens, no two of 112.. on long K */
-  static const struct { int64_t M, N, K; const char *fp8; } w1[] = {
-      {320, 2560, 8192, "fp8_skinny_n112_k2"}, {384, 2560, 8192, "fp8_skinny_n128_k2"}, {385, 2560, 8192, NULL},
-      {528, 2560, 8192, NULL},                 {256, 4096, 14336, NULL},                {192, 4096, 4096, "fp8_skinny_n96_k2"}};
-  w8a8_sm90_set_skinny_wide(1);
-  for (int i = 0; i < (int)(sizeof w1 / sizeof w1[0]) && sms == 132 && !w8a8_test_failed(); i++) {
-    int split = 0;
-    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, w1[i].M, w1[i].N, w1[i].K, &split);
-    if (ci == PLAN_INVALID) break;
-    const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
-    CHECK(w1[i].fp8 ? !strcmp(got, w1[i].fp8) : !strstr(got, "skinny"), "fp8 M=%lld N=%lld K=%lld skinny wide 1: planned %s, expected %s",
-          (long long)w1[i].M, (long long)w1[i].N, (long long)w1[i].K, got, w1[i].fp8 ? w1[i].fp8 : "another plan");
-  }
-  w8a8_sm90_set_skinny_wide(0); /* (off: no skinny tile above 144 tokens) */
-  for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++) {
-    if (m4[i].M <= 144) continue;
-    int split = 0;
-    const int ci = plan_of(h, dbuf, bytes, W8A8_DTYPE_FP8_E4M3, m4[i].M, m4[i].N, m4[i].K, &split);
-    if (ci == PLAN_INVALID) break;
-    const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing";
-    CHECK(!strstr(got, "skinny"), "fp8 M=%lld N=%lld K=%lld skinny wide off: planned %s", (long long)m4[i].M,
-          (long long)m4[i].N, (long long)m4[i].K, got);
-  }
-  w8a8_sm90_set_skinny_wide(-1);
+  for (int i = 0; i < (int)(sizeof m4 / sizeof m4[0]) && sms == 132 && !w8a8_test_failed(); i++)
+    for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
+      int split = 0;
+      const int ci =
+          plan_of(h, dbuf, bytes, dt ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, m4[i].M, m4[i].N, m4[i].K, &split);
+      if (ci == PLAN_INVALID) break;
+      const char *got = ci >= 0 ? w8a8_sm90_config_name(ci) : "nothing", *want = dt ? m4[i].int8 : m4[i].fp8;
+      CHECK(want ? !strcmp(got, want) : !strstr(got, "skinny"), "%s M=%lld N=%lld K=%lld: planned %s, expected %s",
+            dt ? "int8" : "fp8", (long long)m4[i].M, (long long)m4[i].N, (long long)m4[i].K, got,
+            want ? want : "another plan");
+    }
   /* and through the public API: N = 4096 (64 weight tiles), K = 2000 (a partial K-block), M = 48 / 80 / 130 */
   static const int64_t m4run[3] = {48, 80, 130};
   for (int i = 0; i < 6 && sms == 132 && !w8a8_test_failed(); i++) {
@@ -2311,7 +2020,7 @@ W8A8_TEST(sm90_skinny_plan) {
     run_case(&c, 3450 + (uint64_t)i);
     int split = 0;
     const char *got = w8a8_sm90_last_config(&split);
-    CHECK(strstr(got, "_skinny_n") && strstr(got, "_mc2"), "%s M=%lld N=4096 K=2000 skinny 4: ran %s, expected a pair",
+    CHECK(strstr(got, "_skinny_n") && strstr(got, "_mc2"), "%s M=%lld N=4096 K=2000: ran %s, expected a pair",
           i % 2 ? "int8" : "fp8", (long long)m4run[i / 2], got);
   }
   /* the wide tiles through the public API: three token tiles of 88 on 40 weight tiles (the last shifted back over 8
@@ -2325,13 +2034,12 @@ W8A8_TEST(sm90_skinny_plan) {
     CHECK(!strcmp(got, "fp8_skinny_n88_k2"), "fp8 M=%lld N=%lld K=2000 skinny wide: ran %s, expected fp8_skinny_n88_k2",
           (long long)wide_run[i][0], (long long)wide_run[i][1], got);
   }
-  w8a8_sm90_set_skinny(-1);
   static const int64_t ms[3] = {20, 40, 64};
   for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
     const w8a8_dtype in = i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
     mm_case c = rotate(in, ms[i / 2], 7700, 2032, i + 7, -1, 0);
     run_case(&c, 3400 + (uint64_t)i);
-    if (sms == 132 && !getenv("W8A8_SM90_SKINNY")) {
+    if (sms == 132) {
       int split = 0;
       const char *got = w8a8_sm90_last_config(&split);
       CHECK(strstr(got, "_skinny_n") != NULL, "%s M=%lld N=7700 K=2032: ran %s, expected a skinny tile",
@@ -2341,21 +2049,19 @@ W8A8_TEST(sm90_skinny_plan) {
   plan_rig_close(h, dbuf);
 }
 
-/* The deep swap-AB configurations (n8..n64 with 7-10 stages, n80 / n96 / n128 with 4-7; one CTA per SM):
+/* The deep swap-AB configurations (n8..n64 with 7-10 stages, n80 / n96 with 6-7; one CTA per SM):
  * every_config's K = 1192 (10 K-blocks) never wraps their ring; here K = 3917 (31 K-blocks: the ring wraps
  * three times at split 1, once or twice at split 2) and two token tiles, full (M = 2 bn) and with the second
- * one partial (M = bn + 1 + 2 ni: 1..27 rows, TMA's fill past M). Then the swapped tiles without split-K (the
+ * one partial (M = bn + 1 + 2 ni: 1..23 rows, TMA's fill past M). Then the swapped tiles without split-K (the
  * *_ps configurations, a persistent grid): two token tiles (the second partial), 133 weight tiles (more than
- * the H200's SMs: a CTA takes a second tile and its staging buffer again; an odd count: the *_mc2 tiles' last
- * pair has its partner past N) and N % 4 = 2 (the quad epilogue's partial last quad); then with N % 4 = 0 and
- * aligned outputs in each output type (the lean epilogue), lean off and on: the same bits. The *_mc2 ones pair
- * the weight tiles in clusters of two (67 pairs here), the token tile multicast. */
+ * the H200's SMs: a CTA takes a second tile and its staging buffer again) and N % 4 = 2 (the quad epilogue's
+ * partial last quad); then with N % 4 = 0 and aligned outputs in each output type (the lean epilogue), lean off
+ * and on: the same bits. */
 W8A8_TEST(sm90_deep_swap_ring) {
   NEED_SM90();
-  static const char *names[] = {"fp8_swap_n8_deep",   "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
-                                "int8_swap_n8_deep",  "int8_swap_n16_deep", "int8_swap_n32_deep", "int8_swap_n64_deep",
-                                "fp8_swap_n80_deep",  "fp8_swap_n96_deep",  "fp8_swap_n128_deep", "int8_swap_n80_deep",
-                                "int8_swap_n96_deep", "int8_swap_n128_deep"};
+  static const char *names[] = {"fp8_swap_n8_deep",  "fp8_swap_n16_deep",  "fp8_swap_n32_deep",  "fp8_swap_n64_deep",
+                                "int8_swap_n8_deep", "int8_swap_n16_deep", "int8_swap_n32_deep", "int8_swap_n64_deep",
+                                "fp8_swap_n80_deep", "fp8_swap_n96_deep",  "int8_swap_n80_deep", "int8_swap_n96_deep"};
   int v = 0;
   for (int ni = 0; ni < (int)(sizeof names / sizeof names[0]) && !w8a8_test_failed(); ni++) {
     int i8 = 0, bn = 0;
@@ -2369,11 +2075,9 @@ W8A8_TEST(sm90_deep_swap_ring) {
       run_case(&d, 1400 + (uint64_t)v);
     }
   }
-  static const char *persistent[] = {"fp8_swap_n128_ps",      "int8_swap_n128_ps",     "int8_swap_n160_ps",
-                                     "int8_swap_n192_ps",     "fp8_swap_n160_ps",      "int8_swap_n160_ps_tail",
-                                     "fp8_swap_n160_ps_tail", "int8_swap_n160_ps_mc2", "fp8_swap_n160_ps_mc2",
-                                     "int8_swap_n80_ps",      "fp8_swap_n80_ps",       "int8_swap_n96_ps",
-                                     "fp8_swap_n96_ps",       "int8_swap_n144_ps",     "int8_swap_n144_ps_tail"};
+  static const char *persistent[] = {"int8_swap_n160_ps",     "fp8_swap_n160_ps",  "int8_swap_n160_ps_tail",
+                                     "fp8_swap_n160_ps_tail", "fp8_swap_n80_ps",   "fp8_swap_n96_ps",
+                                     "int8_swap_n144_ps",     "int8_swap_n144_ps_tail"};
   const int npersistent = (int)(sizeof persistent / sizeof persistent[0]);
   for (int ni = 0; ni < npersistent && !w8a8_test_failed(); ni++, v++) {
     int i8 = 0, bn = 0;
@@ -2392,7 +2096,7 @@ W8A8_TEST(sm90_deep_swap_ring) {
       e.ldo_pad = 4 * o; /* ldo = N, N + 4, N + 8, N + 12 */
       e.out_offset = 0;
       e.azp = 0;
-      /* lean off, then on (W8A8_SM90_LEAN's hook): the same bits */
+      /* lean off, then on (w8a8_sm90_set_lean): the same bits */
       CHECK(run_ab_same_bits(&e, 1600 + (uint64_t)(4 * v + o), w8a8_sm90_set_lean) != 0,
             "%s M=%lld N=%lld out %d: the lean swapped epilogue's output differs from the general one's",
             persistent[ni], (long long)e.M, (long long)e.N, o);
@@ -2402,25 +2106,23 @@ W8A8_TEST(sm90_deep_swap_ring) {
   }
 }
 
-/* Several tiles per CTA (every_config's small cases give each CTA one tile at most). The pingpong
- * configurations: both consumer warpgroups take tiles (the CTA's tile j goes to warpgroup j % 2), the
- * ring wraps inside a tile (K = 1000: 8 K-blocks on 6 stages), across tiles (K = 200: 2 K-blocks) and
- * every tile is one K-block (K = 100); partial tiles at the M, N and K edges. The 128 x 64 tiles: one
- * staged-epilogue chunk per tile, where the staging buffer's reuse must wait for the previous tile's TMA
- * store (it once raced it). The 128 x 192 tiles: three chunks per tile, odd like the 128 x 64 tile's one,
- * across more tiles than SMs, through the lean epilogue (bf16, fp32: six chunks) and the staged one (int8
- * with a zero point, fp8 with the lean path off), fp16 / fp32 / bf16 out, a last column tile of 64 valid columns; fp8's promotion in two
- * halves of 96 columns; the launch must report its TMA-store path (w8a8_sm90_last_tma_out). */
+/* Several tiles per CTA (every_config's small cases give each CTA one tile at most): the ring wraps inside a tile
+ * (K = 1000: 8 K-blocks on 8 stages), across tiles (K = 200: 2 K-blocks) and every tile is one K-block (K = 100);
+ * partial tiles at the M, N and K edges. The 128 x 64 tiles: one staged-epilogue chunk per tile, where the staging
+ * buffer's reuse must wait for the previous tile's TMA store (it once raced it). The 128 x 192 tiles: three chunks
+ * per tile, odd like the 128 x 64 tile's one, across more tiles than SMs, through the lean epilogue (bf16, fp32:
+ * six chunks) and the staged one (int8 with a zero point, fp8 with the lean path off), fp16 / fp32 / bf16 out, a
+ * last column tile of 64 valid columns; fp8's promotion in two halves of 96 columns with alternating temporaries;
+ * the launch must report its TMA-store path (w8a8_sm90_last_tma_out). */
 W8A8_TEST(sm90_many_tiles_per_cta) {
   NEED_SM90();
-  static const char *names[] = {"int8_128x128_pp", "fp8_128x128_pp", "int8_128x64", "fp8_128x64_promote",
-                                "int8_128x192", "fp8_128x192_promote"};
+  static const char *names[] = {"int8_128x64", "fp8_128x64_promote", "int8_128x192", "fp8_128x192_promote_hdb"};
   static const int64_t shapes[][3] = {{2000, 3000, 200}, {1100, 2056, 1000}, {1500, 2600, 100}};
   /* 128 x 192: 224, 192, 224 tiles (> 132 SMs); N = 2560 leaves 64 columns in the last tile (its second
    * B half all fill, two of its three output chunks outside the tensor) */
   static const int64_t shapes192[][3] = {{2000, 2560, 200}, {1500, 3000, 100}, {2048, 2600, 384}};
   int v = 0;
-  for (int ni = 0; ni < 6; ni++) {
+  for (int ni = 0; ni < (int)(sizeof names / sizeof names[0]); ni++) {
     int i8 = 0;
     const int ci = w8a8_sm90_config_lookup(names[ni], &i8, NULL, NULL);
     REQUIRE(ci >= 0, "no configuration %s", names[ni]);

@@ -2,9 +2,11 @@
  * factors) on the user's shapes and write a tuning table that the library loads
  * (w8a8_load_tuning, or W8A8_TUNE_FILE at handle creation). Format: src/core/tune.h.
  *
- * For each dtype, shape (N, K) and M: every configuration that can take M (the swap-AB token
+ * The candidates are the table's configurations, which are the ones the planner picks (the library ships no
+ * other): for each dtype, shape (N, K) and M every configuration that can take M (the swap-AB token
  * tile just above M, or two tiles of half that, with splits 1..8, and the 128-row tiles; never fp8 fast accumulation,
- * which misses the library's error bound) is first checked against the portable kernel on the
+ * which misses the library's error bound; not the token-tail and stream-K twins, which the library puts on a tuned
+ * plan itself, unless W8A8_TUNE_EXPERIMENTAL=1) is first checked against the portable kernel on the
  * same data (int8: bitwise on 64 sampled rows; fp8: within 2e-3 of K E|a| E|b| |sa sb|), then
  * timed: a CUDA graph of 10 calls over rotated weight copies (>= 192 MB, so the weights come
  * from HBM as in a model), median of 5 replays. The fastest correct one becomes the entry for
@@ -351,7 +353,8 @@ int w8a8_cli_tune(int argc, char **argv) {
         const int experimental = xenv && xenv[0] == '1';
         for (int ci = 0; ci < w8a8_sm90_num_configs(); ci++) {
           if (w8a8_sm90_config_int8(ci) != int8 || w8a8_sm90_config_fast_accum(ci)) continue;
-          /* experimental configurations (not validated on a GPU) only with W8A8_TUNE_EXPERIMENTAL=1 */
+          /* the token-tail and stream-K twins only with W8A8_TUNE_EXPERIMENTAL=1 (apply_tail / apply_sk take them
+           * on top of the tuned plan) */
           if (w8a8_sm90_config_experimental(ci) && !experimental) continue;
           int bn = w8a8_sm90_config_swap_bn(ci);
           /* the token tile just above M, or two of half that (the heuristic's n16 x 2 at 17..32); the skinny tiles

@@ -30,24 +30,25 @@ typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUten
                                const CUtensorMap);
 
 // A row's kernel: its flags as the template arguments of sm90_gemm_kernel, or of sm90_skinny_kernel (SM90_SKINNY,
-// whose fp8 always promotes), and the dynamic shared memory it needs.
+// whose fp8 always promotes), and the dynamic shared memory it needs. (The kernel's PP, pingpong, is false in every
+// shipped configuration.)
 template <int BN, int STAGES, int MINB, int F, bool SKINNY = (F & SM90_SKINNY) != 0>
 struct sm90_instance {
   static constexpr bool INT8 = (F & SM90_INT8) != 0, SWAP = (F & SM90_SWAP) != 0, PROMOTE = (F & SM90_PROMOTE) != 0,
-                        SPLITK = (F & SM90_SPLITK) != 0, PP = (F & SM90_PP) != 0, TAIL = (F & SM90_TAIL) != 0,
-                        SK = (F & SM90_STREAMK) != 0, HDB = (F & SM90_HDB) != 0;
+                        SPLITK = (F & SM90_SPLITK) != 0, TAIL = (F & SM90_TAIL) != 0, SK = (F & SM90_STREAMK) != 0,
+                        HDB = (F & SM90_HDB) != 0;
   static constexpr int MC = (F & SM90_MC2) ? 2 : 1;
   static_assert(!(F & (SM90_K2 | SM90_WR)), "SM90_K2 and SM90_WR are the skinny kernel's");
-  static constexpr int SMEM = sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, PP>::SMEM_BYTES;
+  static constexpr int SMEM = sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, false>::SMEM_BYTES;
   static sm90_kernel_fn fn() {
-    return (sm90_kernel_fn)sm90_gemm_kernel<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, MINB, MC, PP, TAIL, SK, HDB>;
+    return (sm90_kernel_fn)sm90_gemm_kernel<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, MINB, MC, false, TAIL, SK, HDB>;
   }
 };
 template <int BN, int STAGES, int MINB, int F>
 struct sm90_instance<BN, STAGES, MINB, F, true> {
   static constexpr bool INT8 = (F & SM90_INT8) != 0, WR = (F & SM90_WR) != 0;
   static constexpr int MC = (F & SM90_MC2) ? 2 : 1, CW = (F & SM90_K2) ? 2 : 1;
-  static_assert(!(F & (SM90_SWAP | SM90_PROMOTE | SM90_SPLITK | SM90_PP | SM90_TAIL | SM90_STREAMK | SM90_HDB)),
+  static_assert(!(F & (SM90_SWAP | SM90_PROMOTE | SM90_SPLITK | SM90_TAIL | SM90_STREAMK | SM90_HDB)),
                 "the skinny kernel is always swapped and takes none of these");
   static constexpr int SMEM = sm90_skinny_cfg<BN, STAGES>::SMEM_BYTES;
   static sm90_kernel_fn fn() { return (sm90_kernel_fn)sm90_skinny_kernel<BN, STAGES, INT8, !INT8, MINB, MC, CW, WR>; }
@@ -128,7 +129,6 @@ __attribute__((unused)) static int make_out_tmap(CUtensorMap *m, void *out, int6
 // ---- per-device, per-configuration state (set once; host-side queries only) -----------------------
 
 static int g_smem_set[SM90_NUM_CONFIGS][SM90_MAX_DEVICES];
-__attribute__((unused)) static int g_pdl = -1;  // programmatic dependent launch: 1 on, 0 off (W8A8_SM90_PDL=0), -1 not read yet
 static int g_max_clusters[SM90_MAX_DEVICES][SM90_NUM_CONFIGS][SM90_MAX_SPLIT + 1];  // the planner's caps, per device
 
 static w8a8_status prepare_config(int dev, int ci) {
@@ -255,28 +255,19 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, 
 }
 
 #if defined(W8A8_HAVE_SM90A)
-static int g_staged = -1;  // W8A8_SM90_STAGED: 1 (default) staged epilogue where it applies, 0 never
-static int staged_enabled(void) { return w8a8_env_flag(&g_staged, "W8A8_SM90_STAGED", 1); }
-// W8A8_SM90_STAGED32: 1 (default) fp32 outputs through the lean epilogue's TMA stores, 0 through the direct epilogue
-// (A/B runs)
-static int g_staged32 = -1;
-static int staged32_enabled(void) { return w8a8_env_flag(&g_staged32, "W8A8_SM90_STAGED32", 1); }
-
-static int g_prm = -1;  // W8A8_SM90_PRM: 1 (default) the epilogue's scales through the shared-memory slot, 0 from global
-static int prm_enabled(void) { return w8a8_env_flag(&g_prm, "W8A8_SM90_PRM", 1); }
-static int g_lean = -1;  // W8A8_SM90_LEAN: 1 (default) sm90_epi_lean where it applies, 0 sm90_epi_staged
-static int lean_enabled(void) { return w8a8_env_flag(&g_lean, "W8A8_SM90_LEAN", 1); }
-static int g_split_quad = -1;  // W8A8_SM90_SPLIT_QUAD: 1 (default) the split-K reduction in quads, 0 element by element (see sm90_args)
+// The lean epilogues (sm90_epi_lean, sm90_epi_swap_lean) where they apply; the tests' hook w8a8_sm90_set_lean(0)
+// sends those calls through the general paths (sm90_epi_staged, sm90_epi_direct, the swapped quads), which other
+// calls take anyway, to compare the bits.
+static int g_lean_off;
 
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
 // one-GEMM path asks exactly what the launch will ask (accepts() alone could pass where a later step
 // refused). One difference: that path asks without its ready flags, so at
 // 129..255 tokens the probe plans the multicast twin and the launch the plain tile (apply_mc2m), and at
-// 65..80 tokens the probe may plan the fold's 128 x 64 tile (fold_move) where the launch keeps its plan, and at
-// 1..80 / 129..144 tokens the probe may plan a skinny tile (plan_skinny: not with ready flags) where the launch
-// plans another; they take the same problems (the same operand checks, maps that differ only in their boxes;
-// a refused fold map falls back to boxes).
+// 1..144 tokens (fp8 up to 528) the probe may plan a skinny tile (plan_skinny: not with ready flags) where the
+// launch plans another; they take the same problems (the same operand checks, maps that differ only in their
+// boxes; a refused fold map falls back to boxes).
 static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_config, int forced_split,
                            sm90_plan *pl, CUtensorMap *tx, CUtensorMap *ty, CUtensorMap *to, CUtensorMap *tt,
                            tail_boxes *tail, int *tma_out) {
@@ -337,7 +328,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   // The skinny kernel has no tail map: its tail_n = 1 shifts a partial last token tile back over real rows
   // (sm90_skinny_row0).
   if (c->bm) {
-    tail->n = w8a8_sm90_tail_mode() != 0 && w8a8_sm90_skinny_shift_enabled() && rows_y > c->bn && rows_y % c->bn != 0;
+    tail->n = w8a8_sm90_tail_mode() != 0 && rows_y > c->bn && rows_y % c->bn != 0;
     tail->rows = 0;
   } else {
     *tail = w8a8_sm90_tail_plan(c, c->swap ? rows_y : rows_x, w8a8_sm90_tail_mode(), w8a8_sm90_fp8_tail_box(&opts),
@@ -370,27 +361,22 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
       make_tmap(tx, xp, rows_x, p->K, ldx, tail->rows) != CUDA_SUCCESS)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_SM90_TAILX: the short A map was refused", FN);
 #endif
-  // The staged epilogue (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs
-  // (1), fp32 ones (2; the kernel's lean epilogue only, not the pingpong tiles'). W8A8_SM90_STAGED=0 keeps the direct
-  // epilogue for every output, W8A8_SM90_STAGED32=0 for fp32 ones (A/B runs).
+  // The staged epilogues (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs (1), fp32 ones
+  // (2; the kernel's lean epilogue only: 1.07x fp8 / 1.12x int8 geomean over the direct one,
+  // h200x2-sm90-lean32-2026-11-30.txt).
   memset(to, 0, sizeof *to);
   *tma_out = 0;
   const int f32 = p->out_dtype == W8A8_DTYPE_FP32;
-  if (!c->swap && !c->splitk && staged_enabled() && (!f32 || (staged32_enabled() && !c->pp)))
-    *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo, f32 ? 4 : 2);
+  if (!c->swap && !c->splitk) *tma_out = make_out_tmap(to, p->out, p->M, p->N, p->ldo, f32 ? 4 : 2);
   return W8A8_SUCCESS;
 }
 
 #endif
 
-// Tests' hooks for the launch's switches whose two sides a test compares bit for bit: 1 on, 0 off, -1 back
-// to the environment variable (read on the next call). set_split_quad: the split-K reduction in quads
-// (W8A8_SM90_SPLIT_QUAD) or element by element; set_lean: the lean epilogue where it applies
-// (W8A8_SM90_LEAN) or sm90_epi_staged. The planner's switches and hooks: sm90_plan.c.
+// The tests' hooks and records of the launch. set_lean: the lean epilogues where they apply (1, or -1: the
+// default) or the general paths (0), whose bits a test compares. The planner's hooks: sm90_plan.c.
 #if defined(W8A8_HAVE_SM90A)
-static void set_switch(int *g, int on) { __atomic_store_n(g, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { set_switch(&g_split_quad, on); }
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { set_switch(&g_lean, on); }
+extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { __atomic_store_n(&g_lean_off, on == 0, __ATOMIC_RELAXED); }
 // The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
 static int g_last_tail;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
@@ -409,7 +395,6 @@ extern "C" W8A8_HIDDEN const char *w8a8_sm90_last_config(int *split) {
 static int g_last_tma_out;
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tma_out(void) { return __atomic_load_n(&g_last_tma_out, __ATOMIC_RELAXED); }
 #else
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_split_quad(int on) { (void)on; }
 extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
 extern "C" W8A8_HIDDEN int w8a8_sm90_last_shift(void) { return 0; }
@@ -479,9 +464,9 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.split = pl.split;
   a.weights_constant = h->weights_constant && c->mcast != 2;
   a.tma_out = tma_out;
-  a.prm = !c->swap && !c->splitk && prm_enabled();
-  a.lean = lean_enabled();
-  a.split_quad = w8a8_env_flag(&g_split_quad, "W8A8_SM90_SPLIT_QUAD", 1);
+  a.prm = !c->swap && !c->splitk;
+  a.lean = !__atomic_load_n(&g_lean_off, __ATOMIC_RELAXED);
+  a.split_quad = 1;
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
   a.shift_x = !tail.n && w8a8_sm90_shift_applies(c, rows_x, p->ready != NULL);
@@ -553,12 +538,9 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   }
   // Programmatic dependent launch (the kernel waits with griddepcontrol.wait before it reads
   // anything): its launch and prologue overlap the tail of the kernel before it in the stream.
-  // W8A8_SM90_PDL=0 turns it off (A/B measurements).
-  if (w8a8_env_flag(&g_pdl, "W8A8_SM90_PDL", 1)) {
-    at[nat].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[nat].val.programmaticStreamSerializationAllowed = 1;
-    nat++;
-  }
+  at[nat].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[nat].val.programmaticStreamSerializationAllowed = 1;
+  nat++;
   lc.gridDim = dim3(clusters * csize, 1, 1);
   lc.blockDim = dim3(cfg_threads(c), 1, 1);
   lc.dynamicSmemBytes = KERNELS[pl.config].smem;
@@ -615,11 +597,11 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_int8(int config) {
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS ? CONFIGS[config].fast_accum : 0;
 }
-// Configurations the tuner skips unless W8A8_TUNE_EXPERIMENTAL=1 (the tests run every configuration): the pingpong
-// ones (slower or even, h200-sm90-pingpong-2026-11-30.txt) and the token-tail and stream-K twins (apply_tail and
-// apply_sk take them after the plan, tuned plans included, so the tuner times the plain tiles).
+// Configurations the tuner skips unless W8A8_TUNE_EXPERIMENTAL=1 (the tests run every configuration): the token-tail
+// and stream-K twins (apply_tail and apply_sk take them after the plan, tuned plans included, so the tuner times
+// the plain tiles).
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {
-  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].pp || CONFIGS[config].tail || CONFIGS[config].sk);
+  return config >= 0 && config < SM90_NUM_CONFIGS && (CONFIGS[config].tail || CONFIGS[config].sk);
 }
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_swap_bn(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS && CONFIGS[config].swap ? CONFIGS[config].bn : 0;

@@ -108,17 +108,17 @@ typedef struct sm90_args {
   // (sm90_epi_lean only, else direct), 0: the direct epilogue.
   int tma_out;
   // Unswapped unsplit tiles: the epilogue reads scale_a / scale_b from a shared-memory slot that an
-  // otherwise idle producer warp fills while the main loop runs (1), or from global memory (0:
-  // W8A8_SM90_PRM=0, for A/B).
+  // otherwise idle producer warp fills while the main loop runs (1, set for every such tile), or from
+  // global memory (0).
   int prm;
   // With prm and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
-  // (0: W8A8_SM90_LEAN=0, for A/B). The swapped unsplit tiles: sm90_epi_swap_lean where it applies (1)
+  // (0: the tests' w8a8_sm90_set_lean(0)). The swapped unsplit tiles: sm90_epi_swap_lean where it applies (1)
   // or the general quad path (0).
   int lean;
   // Split-K reduction (swap-AB and 128 x 128 split-K tiles): 1 (default) in quads of four consecutive
   // output channels, one 16-byte DSMEM load per cluster CTA, the quad's scales, bias and zero-point
   // terms loaded beside them, only the lines (tokens) below M, spread over the cluster's CTAs
-  // (h200-split-quad-ab-2026-11-30.txt); 0 (W8A8_SM90_SPLIT_QUAD=0, for A/B) element by element (its
+  // (h200-split-quad-ab-2026-11-30.txt); 0 (that A/B's other side; the host sets 1) element by element (its
   // parameters read after the DSMEM loads, every line), on the same partial-tile layout. The same bits.
   int split_quad;
   // Development timeline (bench/sm90_dev -T; NULL in the library's normal use): per CTA and tile, up
@@ -686,7 +686,7 @@ SM90_DEV void sm90_epi_chunk_release(const CUtensorMap *tmap_o, uint32_t buf, in
 // (conflict-free: the 8 rows of a warp's store land in 8 different 16-byte units) and one thread
 // sends it with a TMA store, which runs asynchronously while the next chunk is computed and the
 // next tile's main loop starts. Two buffers per warpgroup (sm90_epi_chunk_acquire / _release).
-// TMA clips the M and N tails. Evidence: h200-sm90-staged-ab-2026-11-29.txt (W8A8_SM90_STAGED=0 vs 1).
+// TMA clips the M and N tails. Evidence: h200-sm90-staged-ab-2026-11-29.txt (against the direct epilogue).
 // psa / psb: the tile's scale slots (NULL: global memory); row0 is also the warpgroup's first row in
 // psa, and psb starts at the tile's first column.
 // bar: the calling warpgroup's named barrier (128 threads).
@@ -1084,8 +1084,8 @@ SM90_DEV void sm90_fp8_retire(float (&t)[NACC], float *acc, uint32_t empty, int 
 // out-of-bounds boxes) and stores nothing. Not with SPLITK. With SWAP (the *_swap_*_mc2 configurations:
 // correct, no gain, not planned; h200-session20-2026-11-30.txt) X is the weights and Y the tokens:
 // neighbouring weight tiles share the token tile; not with the token tail.
-// PP: pingpong (slower or even against the cooperative tiles, h200-sm90-pingpong-2026-11-30.txt; opt-in,
-// W8A8_SM90_PP=1). Each consumer warpgroup owns whole 128 x BN tiles,
+// PP: pingpong (slower or even against the cooperative tiles, h200-sm90-pingpong-2026-11-30.txt; no shipped
+// configuration uses it). Each consumer warpgroup owns whole 128 x BN tiles,
 // alternating (the CTA's tile j goes to warpgroup j % 2), and issues the wgmmas of both 64-row halves;
 // the producer fills the ring in the same tile order as always. While one warpgroup runs its
 // epilogue, the other's main loop keeps the tensor pipe busy: the per-tile timeline of the
@@ -1117,7 +1117,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   static_assert(!PROMOTE || PROMOTE_DB || PROMOTE_HALF || C::NACC <= 64, "fp8 promotion: no register plan");
   // HDB: the halves' temporaries alternate, two of NACC / 2 registers beside the accumulators (96 + 2 x 48
   // on the 128 x 192 tile; 128 + 2 x 64 would not fit 232). 1.04-1.08x on the 192 rule's shapes
-  // (h200-session21-2026-12-01.txt); W8A8_SM90_HDB=1 by default.
+  // (h200-session21-2026-12-01.txt): the fp8 tiles of the 192 and 160 rules.
   static_assert(!HDB || (PROMOTE_HALF && !SWAP && C::NACC <= 96), "HDB: the 128 x 192 promoted tile only");
   static_assert(BN % 16 == 0 || BN == 8 || BN == 24, "wgmma N");
   static_assert(SPLITK || !SWAP || BN % C::CW == 0, "the swapped epilogue stages whole chunks of CW columns");
@@ -1885,8 +1885,8 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
         // Per consumer warpgroup, in chunks of CW tokens through a staging buffer (the swapped tiles
         // without split-K only: the persistent *_swap_*_ps configurations).
         // Lean path, sm90_epi_swap_lean, wherever it applies (no int8 zero point, 4-element stores, the
-        // warpgroup's 64 channels below N; a.lean: W8A8_SM90_LEAN=0 keeps the general path, for A/B and
-        // the same-bits test): the general path below executes ~2000 instructions per warp and tile.
+        // warpgroup's 64 channels below N; a.lean = 0 (the tests' hook) keeps the general path, for the
+        // same-bits test): the general path below executes ~2000 instructions per warp and tile.
         // General path: each thread takes a quad of four consecutive output channels (weight rows
         // 4q..4q+3 of the warpgroup's 64, q = tid % 16, the same quad for the whole tile: its scales /
         // bias / zero-point terms load once) for every 8th token of the chunk, with the formula and pair
@@ -2027,7 +2027,7 @@ SM90_DEV void sm90_skinny_step(int &s, uint32_t &phase) {
 // two halves in the staging buffer (warpgroup 0 stores, warpgroup 1 adds in place: the same thread owns the same
 // positions) and both store, every other token row each. int8: the same bits as CW = 1 (int32 sums); fp8: the sum of
 // two K-ordered halves (other rounding than one K-ordered sum; fp8 is checked with a relative tolerance).
-// WR (the _k2r configurations, planned from n112 by W8A8_SM90_SKINNY_WIDE=2): CW = 2 with the producer a whole
+// WR (the _k2r configurations, planned from n112 by plan_skinny's wide rule): CW = 2 with the producer a whole
 // warpgroup (384 threads, its warps 9..11 idle) so that setmaxnreg can move registers to the consumers (40 / 232, the
 // main kernel's split): ptxas caps 288 threads at 168 registers (n144 fp8 spilled at 168, the one-warpgroup n144 uses
 // 238), which holds the wide fp8 tiles to one promotion temporary (ONE_T) and keeps n144 out. With WR two temporaries

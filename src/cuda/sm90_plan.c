@@ -3,11 +3,12 @@
  *
  * The plan is an ordered list of rules, each measured against the plans before it (the rule's comment names
  * the results file): plan() picks a tile for the problem, then choose_plan's post-passes swap it for a twin
- * (multicast, fast accumulation, pingpong, token tail, stream-K) where their rules say. The GPU enters only
- * through sm90_caps: the SMs and how many clusters of each configuration fit at once.
+ * (multicast, fast accumulation, token tail, stream-K) where their rules say. The GPU enters only through
+ * sm90_caps: the SMs and how many clusters of each configuration fit at once.
  *
- * The environment switches (W8A8_SM90_*, read once; the tests' w8a8_sm90_set_* hooks override them) select
- * the rules for A/B measurements; their defaults are the measured rules. */
+ * The rules are constants: an A/B of a rule against its alternative compares two trees (scripts/steps/ab.sh).
+ * The tests' hooks at the end of the file only reach kernel features the rules do not (tail modes, padded
+ * tokens). */
 #include "sm90_plan.h"
 
 #include <string.h>
@@ -28,7 +29,6 @@
    .splitk = ((F) & SM90_SPLITK) != 0,                                                                            \
    .fast_accum = !((F) & SM90_INT8) && !((F) & SM90_PROMOTE) && !((F) & SM90_SKINNY),                             \
    .mcast = ((F) & SM90_MC2) ? (((F) & SM90_SKINNY) ? 3 : 2) : 0,                                                 \
-   .pp = ((F) & SM90_PP) != 0,                                                                                    \
    .tail = ((F) & SM90_TAIL) != 0,                                                                                \
    .sk = ((F) & SM90_STREAMK) != 0,                                                                               \
    .hdb = ((F) & SM90_HDB) != 0,                                                                                  \
@@ -142,15 +142,13 @@ static sm90_plan deep_split(const sm90_caps *caps, int ci, long long clusters, i
   return pl;
 }
 
-/* W8A8_SM90_DEEP3 (default 1; hook w8a8_sm90_set_deep3): at 33..64 tokens, the n64 deep tile at split 3 where
- * deep_split's power of two came out 2 (more than 30 weight tiles: clusters of 4 do not all fit), the weight tiles
- * x 3 CTAs all run at once and K has >= 64 K-blocks: there the per-SM intake, not HBM, bounds 64 CTAs. fp8 8b-down
- * 1.03-1.09x, mixed with 32 K-blocks (h200-session22-2026-12-01.txt). Returns config -1 where it does not apply. */
-static int g_deep3 = -1;
-static int deep3_enabled(void) { return w8a8_env_flag(&g_deep3, "W8A8_SM90_DEEP3", 1); }
+/* plan_deep3: at 33..64 tokens, the n64 deep tile at split 3 where deep_split's power of two came out 2 (more
+ * than 30 weight tiles: clusters of 4 do not all fit), the weight tiles x 3 CTAs all run at once and K has >= 64
+ * K-blocks: there the per-SM intake, not HBM, bounds 64 CTAs. fp8 8b-down 1.03-1.09x, mixed with 32 K-blocks
+ * (h200-session22-2026-12-01.txt). Returns config -1 where it does not apply. */
 static sm90_plan plan_deep3(const sm90_caps *caps, sm90_plan a, long long tiles, int kblocks) {
   sm90_plan none = {-1, 1};
-  if (a.config < 0 || a.split != 2 || kblocks < 64 || !deep3_enabled()) return none;
+  if (a.config < 0 || a.split != 2 || kblocks < 64) return none;
   if (tiles > w8a8_sm90_clusters(caps, a.config, 3)) return none;
   a.split = 3;
   return a;
@@ -161,9 +159,6 @@ static sm90_plan plan_deep3(const sm90_caps *caps, sm90_plan a, long long tiles,
  * where the weight tiles alone fit at once, and above 32 tokens only with >= 32 K-blocks (70b-o-tp4, K = 2048, keeps
  * the 128 x 128 tile). Its pick was within 9% of the fastest at every row of 17..64 tokens it takes, 1.01-1.47x over
  * the plans before it (h200-sm90-small-m-sweep-2026-11-30.txt). Returns config -1 where it does not apply. */
-/* W8A8_SM90_DEEP_N32X2: plan_deep's two n32 tiles: 1 both dtypes, 0 never, unset fp8 only (2) */
-static int g_deep_n32x2 = -1;
-static int deep_n32x2_mode(void) { return w8a8_env_mode(&g_deep_n32x2, "W8A8_SM90_DEEP_N32X2", 2); }
 static sm90_plan plan_deep(const w8a8_mm_problem *p, const sm90_caps *caps) {
   sm90_plan none = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
@@ -173,83 +168,64 @@ static sm90_plan plan_deep(const w8a8_mm_problem *p, const sm90_caps *caps) {
   if (p->M <= 32) return deep_split(caps, n32, tiles, kblocks);
   if (kblocks < 32) return none;
   const sm90_plan a = deep_split(caps, int8 ? SM90_CFG_INT8_SWAP_N64_DEEP : SM90_CFG_FP8_SWAP_N64_DEEP, tiles, kblocks);
-  /* Two n32 token tiles instead where that doubles the CTAs (each weight tile's second read hits L2), fp8 only: in
-   * the A/B int8's n64 stayed ahead (1.00-1.09x), fp8's lost on most rows (h200-sm90-session15-2026-11-30.txt).
-   * Before them: n64 at split 3 (plan_deep3). */
+  /* Before anything else: n64 at split 3 (plan_deep3). Then two n32 token tiles instead where that doubles the
+   * CTAs (each weight tile's second read hits L2), fp8 only: in the A/B int8's n64 stayed ahead (1.00-1.09x),
+   * fp8's lost on most rows (h200-sm90-session15-2026-11-30.txt). */
   const sm90_plan a3 = plan_deep3(caps, a, tiles, kblocks);
   if (a3.config >= 0) return a3;
-  const int n32x2 = deep_n32x2_mode();
-  if (n32x2 == 0 || (n32x2 == 2 && int8)) return a;
+  if (int8) return a;
   const sm90_plan b = deep_split(caps, n32, 2 * tiles, kblocks);
   if (a.config >= 0 && b.config >= 0 && b.split >= a.split) return b; /* 2 x tiles x b.split CTAs >= 2 x n64's */
   return a;
 }
 
-/* 1..16 tokens on the deep ring (W8A8_SM90_DEEP16, hook w8a8_sm90_set_deep16): 1 (default) the n8 / n16 deep
- * configurations, 2 plan_deep's n32 deep tile, each at deep_split's split; 0 plan_small (the plain n8 / n16 tiles,
- * whose split ignores the occupancy query: 32 clusters of 4 where 30 fit). Mode 1: fp8 1.03x geomean, int8 1.02x;
- * mode 2 lost (h200-session21-2026-12-01.txt). Where deep_split declines (more weight tiles than SMs), plan_small. */
-static int g_deep16 = -1;
-static int deep16_mode(void) { return w8a8_env_int(&g_deep16, "W8A8_SM90_DEEP16", 1, 0, 2); }
+/* 1..16 tokens on the deep ring: the n8 / n16 deep configurations at deep_split's split, where plan_small's plain
+ * tiles split without the occupancy query (32 clusters of 4 where 30 fit): fp8 1.03x geomean, int8 1.02x; the n32
+ * deep tile there lost (h200-session21-2026-12-01.txt). Where deep_split declines (more weight tiles than fit at
+ * once), plan_small. */
 static sm90_plan plan_deep16(const w8a8_mm_problem *p, const sm90_caps *caps) {
-  static const int deep[2][3] = {
-      {SM90_CFG_FP8_SWAP_N8_DEEP, SM90_CFG_FP8_SWAP_N16_DEEP, SM90_CFG_FP8_SWAP_N32_DEEP},
-      {SM90_CFG_INT8_SWAP_N8_DEEP, SM90_CFG_INT8_SWAP_N16_DEEP, SM90_CFG_INT8_SWAP_N32_DEEP}};
-  sm90_plan none = {-1, 1};
-  const int mode = deep16_mode();
-  if (!mode) return none;
-  const int ci = deep[p->in_dtype == W8A8_DTYPE_INT8][mode == 2 ? 2 : p->M <= 8 ? 0 : 1];
+  static const int deep[2][2] = {{SM90_CFG_FP8_SWAP_N8_DEEP, SM90_CFG_FP8_SWAP_N16_DEEP},
+                                 {SM90_CFG_INT8_SWAP_N8_DEEP, SM90_CFG_INT8_SWAP_N16_DEEP}};
+  const int ci = deep[p->in_dtype == W8A8_DTYPE_INT8][p->M <= 8 ? 0 : 1];
   return deep_split(caps, ci, weight_tiles(p), kblocks_of(p));
 }
 
-/* 33..SWAP64_MAX tokens (W8A8_SM90_SWAP64_MAX, default 40, 32 = off; hook w8a8_sm90_set_swap64_max) where the
- * weight tiles alone exceed the SMs (plan_deep declines; 8b-gateup: 224 tiles): plan_small's n64 tile at split 1
- * (two CTAs per SM) instead of the 128 x 256 tile with most of its token rows out of bounds. fp8 1.11x at 33 tokens,
- * 1.00x at 56, 0.96x at 64 (h200-sm90-session15-2026-11-30.txt): hence 40. Kept to what was measured: >= 16
- * K-blocks, at most 2 x SMs weight tiles, no ready flags. */
-static int g_swap64_max = -1;
-static int swap64_max(void) { return w8a8_env_int(&g_swap64_max, "W8A8_SM90_SWAP64_MAX", 40, 32, 64); }
+/* 33..SWAP64_MAX tokens where the weight tiles alone exceed the SMs (plan_deep declines; 8b-gateup: 224 tiles):
+ * plan_small's n64 tile at split 1 (two CTAs per SM) instead of the 128 x 256 tile with most of its token rows out
+ * of bounds. fp8 1.11x at 33 tokens, 1.00x at 56, 0.96x at 64 (h200-sm90-session15-2026-11-30.txt): hence 40. Kept
+ * to what was measured: >= 16 K-blocks, at most 2 x SMs weight tiles, no ready flags. */
+#define SWAP64_MAX 40
 
 /* 65..80 tokens on the n64 deep ring with two token tiles (the second holds 1..16 tokens, through the token tail
  * where tail_plan takes it), deep_split over twice the weight tiles: no 64 -> 65 step, where the 128-row tile's
- * token box has 48..63 rows filled by TMA. W8A8_SM90_DEEP80: unset (2) the rule, 1 wherever it applies, 0 never.
- * The rule: >= 32 K-blocks, and split 2 on >= 70% of the SMs (1.09-1.19x, h200-sm90-rules-2026-11-30.txt) or split
- * 1 on >= 90% up to 72 tokens (1.03-1.10x, h200-sm90-session13-2026-11-30.txt); fp8 only to 72 tokens (its tail box
- * holds at most 8 rows: 0.88x at 80). Elsewhere it lost or was mixed (h200-sm90-tail-twins-2026-11-30.txt). */
-static int g_deep80 = -1; /* -1 unresolved, 0 never, 1 wherever it applies, 2 the rule */
-static int deep80_mode(void) { return w8a8_env_mode(&g_deep80, "W8A8_SM90_DEEP80", 2); }
+ * token box has 48..63 rows filled by TMA. With >= 32 K-blocks, where split 2 runs on >= 70% of the SMs
+ * (1.09-1.19x, h200-sm90-rules-2026-11-30.txt) or split 1 on >= 90% up to 72 tokens (1.03-1.10x,
+ * h200-sm90-session13-2026-11-30.txt); fp8 only to 72 tokens (its tail box holds at most 8 rows: 0.88x at 80).
+ * Elsewhere it lost or was mixed (h200-sm90-tail-twins-2026-11-30.txt). */
 static sm90_plan plan_deep80(const w8a8_mm_problem *p, const sm90_caps *caps) {
   sm90_plan none = {-1, 1};
-  const int mode = p->M > 64 && p->M <= 80 ? deep80_mode() : 0;
-  if (mode == 0) return none;
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
+  if (p->M <= 64 || p->M > (int8 ? 80 : 72)) return none;
   const int kblocks = kblocks_of(p);
   if (kblocks < 32) return none;
   const long long tiles = weight_tiles(p);
-  const int ci = p->in_dtype == W8A8_DTYPE_INT8 ? SM90_CFG_INT8_SWAP_N64_DEEP_TAIL : SM90_CFG_FP8_SWAP_N64_DEEP_TAIL;
+  const int ci = int8 ? SM90_CFG_INT8_SWAP_N64_DEEP_TAIL : SM90_CFG_FP8_SWAP_N64_DEEP_TAIL;
   const sm90_plan pl = deep_split(caps, ci, 2 * tiles, kblocks);
-  if (mode == 2) {
-    const long long ctas = 2 * tiles * pl.split;
-    const int split2 = pl.split == 2 && ctas * 10 >= 7LL * caps->num_sms;
-    const int split1 = pl.split == 1 && ctas * 10 >= 9LL * caps->num_sms && p->M <= 72;
-    if (!(split2 || split1) || (p->in_dtype != W8A8_DTYPE_INT8 && p->M > 72)) return none;
-  }
-  return pl;
+  const long long ctas = 2 * tiles * pl.split;
+  const int split2 = pl.split == 2 && ctas * 10 >= 7LL * caps->num_sms;
+  const int split1 = pl.split == 1 && ctas * 10 >= 9LL * caps->num_sms && p->M <= 72;
+  return split2 || split1 ? pl : none;
 }
 
-/* 129..192 tokens with few weight tiles and a long K: the n64 deep ring over three token tiles at deep_split's
- * split, taken where that is exactly 2. With 128-row tiles such a problem runs on few CTAs, each bound by its own
- * MMA rate (70b-qkv-tp4: 40 CTAs); three n64 token tiles x 20 x split 2 put 120 CTAs on it: 1.15-1.59x
- * (h200-sm90-deep256-2026-11-30.txt). Kept to what was measured: >= 32 K-blocks, no ready flags
- * (W8A8_SM90_DEEP256=0 turns it off). The same at 97..128 tokens (two n64 token tiles; W8A8_SM90_DEEP128, hook
- * w8a8_sm90_set_deep128): fp8 1.04-1.05x geomean; int8 only with >= 64 K-blocks (with 32 its 128 x 64 tile stays
- * faster; h200-session21-2026-12-01.txt). */
-static int g_deep256 = -1;
-static int deep256_enabled(void) { return w8a8_env_flag(&g_deep256, "W8A8_SM90_DEEP256", 1); }
-static int g_deep128 = -1;
-static int deep128_enabled(void) { return w8a8_env_flag(&g_deep128, "W8A8_SM90_DEEP128", 1); }
+/* 97..192 tokens with few weight tiles and a long K: the n64 deep ring over two or three token tiles at
+ * deep_split's split, taken where that is exactly 2. With 128-row tiles such a problem runs on few CTAs, each bound
+ * by its own MMA rate (70b-qkv-tp4: 40 CTAs); three n64 token tiles x 20 x split 2 put 120 CTAs on it: 1.15-1.59x
+ * at 129..192 tokens (h200-sm90-deep256-2026-11-30.txt). Kept to what was measured: >= 32 K-blocks, no ready flags.
+ * At 97..128 tokens (two n64 token tiles) fp8 1.04-1.05x geomean; int8 only with >= 64 K-blocks (with 32 its
+ * 128 x 64 tile stays faster; h200-session21-2026-12-01.txt). */
 static sm90_plan plan_deep256(const w8a8_mm_problem *p, const sm90_caps *caps) {
   sm90_plan none = {-1, 1};
-  if (p->M <= 96 || p->M > 192 || p->ready || !deep256_enabled() || (p->M <= 128 && !deep128_enabled())) return none;
+  if (p->M <= 96 || p->M > 192 || p->ready) return none;
   const int kblocks = kblocks_of(p);
   if (kblocks < 32 || (p->M <= 128 && p->in_dtype == W8A8_DTYPE_INT8 && kblocks < 64)) return none;
   const long long tiles = weight_tiles(p), token_tiles = (p->M + 63) / 64;
@@ -258,24 +234,13 @@ static sm90_plan plan_deep256(const w8a8_mm_problem *p, const sm90_caps *caps) {
   return pl.split == 2 ? pl : none;
 }
 
-static int g_split256 = -1; /* W8A8_SM90_SPLIT256: 1 (default) plan's split-K tile at 129..256 tokens, 0 not */
-static int split256_enabled(void) { return w8a8_env_flag(&g_split256, "W8A8_SM90_SPLIT256", 1); }
-
-/* W8A8_SM90_NARROW256: plan's 128 x 64 tile at 129..256 tokens: 1 wherever it applies, 0 never, unset
- * the rule (mode 2: where the second token tile holds more than 64 rows, 193..256 tokens). */
-static int g_narrow256 = -1;
-static int narrow256_mode(void) { return w8a8_env_mode(&g_narrow256, "W8A8_SM90_NARROW256", 2); }
-
 /* 65..96 tokens (one token tile) and 129..192 (two) on the swap-AB deep ring with n80 / n96 token tiles, where
  * deep_split's split is >= 2, with >= 32 K-blocks (>= 56 at 81..96 tokens) and no ready flags; at 129..192 after
  * plan_deep256, so it replaces the unswapped 128-row token tiles only. 1.03-1.32x where the split is >= 2; at split
- * 1, at K = 2048 and at 81..96 tokens with K = 4096 it lost (h200-session18-2026-11-30.txt). W8A8_SM90_WIDE_SWAP=0
- * turns it off (hook w8a8_sm90_set_wide_swap). */
-static int g_wide_swap = -1;
-static int wide_swap_enabled(void) { return w8a8_env_flag(&g_wide_swap, "W8A8_SM90_WIDE_SWAP", 1); }
+ * 1, at K = 2048 and at 81..96 tokens with K = 4096 it lost (h200-session18-2026-11-30.txt). */
 static sm90_plan plan_wide_swap(const w8a8_mm_problem *p, const sm90_caps *caps) {
   sm90_plan none = {-1, 1};
-  if (p->ready || p->M <= 64 || (p->M > 96 && p->M <= 128) || p->M > 192 || !wide_swap_enabled()) return none;
+  if (p->ready || p->M <= 64 || (p->M > 96 && p->M <= 128) || p->M > 192) return none;
   const int kblocks = kblocks_of(p);
   if (kblocks < (p->M > 80 && p->M <= 96 ? 56 : 32)) return none;
   const long long token_tiles = p->M <= 96 ? 1 : 2, rows = (p->M + token_tiles - 1) / token_tiles;
@@ -291,12 +256,10 @@ static sm90_plan plan_wide_swap(const w8a8_mm_problem *p, const sm90_caps *caps)
  * tile is partial. Where 128-row token tiles need two (the second nearly empty) and the weight tiles fill the SMs:
  * N / 128 in [3/4 SMs, 2 SMs], >= 32 K-blocks, no ready flags, the lean epilogue's conditions (no int8 zero point,
  * quad_store_ok). fp8 1.07x, int8 1.04x geomean; on 20..64 weight tiles it lost (h200-session19-2026-11-30.txt).
- * Unmeasured under W8A8_FP8_ACCUM_FAST. W8A8_SM90_SINGLE_SWAP=0 turns it off (hook w8a8_sm90_set_single_swap). */
-static int g_single_swap = -1;
-static int single_swap_enabled(void) { return w8a8_env_flag(&g_single_swap, "W8A8_SM90_SINGLE_SWAP", 1); }
+ * Unmeasured under W8A8_FP8_ACCUM_FAST. */
 static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->ready || p->M <= SM90_BM || p->M > 160 || !single_swap_enabled()) return none;
+  if (p->ready || p->M <= SM90_BM || p->M > 160) return none;
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t wtiles = weight_tiles(p);
   if ((int8 && p->azp_mode != W8A8_AZP_NONE) || !w8a8_sm90_quad_store_ok(p) || 4 * wtiles < 3 * (int64_t)num_sms ||
@@ -312,66 +275,38 @@ static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
  * swapped epilogue), where the rules above did not apply: 2 x N / 128 <= SMs (one wave), >= 32 K-blocks, no ready
  * flags, quad_store_ok. fp8's promotion costs the 128 x 128 tile more than the swapped tile's extra epilogue: 1.04x
  * geomean, up to 1.20x; int8 lost everywhere (h200-session20-2026-11-30.txt). Unmeasured under
- * W8A8_FP8_ACCUM_FAST. W8A8_SM90_PAIR_SWAP=0 turns it off (hook w8a8_sm90_set_pair_swap). */
-static int g_pair_swap = -1;
-static int pair_swap_enabled(void) { return w8a8_env_flag(&g_pair_swap, "W8A8_SM90_PAIR_SWAP", 1); }
+ * W8A8_FP8_ACCUM_FAST. */
 static sm90_plan plan_pair_swap(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->in_dtype == W8A8_DTYPE_INT8 || p->ready || p->M <= SM90_BM || p->M > 192 || !pair_swap_enabled()) return none;
+  if (p->in_dtype == W8A8_DTYPE_INT8 || p->ready || p->M <= SM90_BM || p->M > 192) return none;
   const int64_t wtiles = weight_tiles(p);
   if (!w8a8_sm90_quad_store_ok(p) || 2 * wtiles > (int64_t)num_sms || kblocks_of(p) < 32) return none;
   sm90_plan pl = {p->M <= 160 ? SM90_CFG_FP8_SWAP_N80_PS : SM90_CFG_FP8_SWAP_N96_PS, 1};
   return pl;
 }
-/* Whether configuration ci is one of plan_wide_swap's (fold_move leaves those alone). */
-static int is_wide_swap(int ci) {
-  return ci >= 0 && CONFIGS[ci].swap && CONFIGS[ci].splitk && (CONFIGS[ci].bn == 80 || CONFIGS[ci].bn == 96);
-}
 
-/* W8A8_SM90_FOLD: the token tail's fold (tail_plan; the kernel's sm90_tail_fold) and the 128 x 64 tile for a single
- * partial token tile. 0 off; 1 the first rule (the fold wherever a twin can take it, and the 128 x 64 tile at
- * 65..127 tokens where N / 64 is in [SMs / 2, SMs]): 2-5% slower end to end; unset (2) the measured rule
- * (fold_measured, apply_tail's grid, fold_move): 65..80 tokens where the 128 x 64 tile fills >= 90% of the SMs (up
- * to 1.10x), and fp8's 128 x 128 twin under the weights-constant hint (up to 1.16x; h200-session17-2026-11-30.txt). */
-static int g_fold = -1;
-static int fold_mode(void) { return w8a8_env_int(&g_fold, "W8A8_SM90_FOLD", 2, 0, 2); }
-/* The 128 x 64 tile's token ceiling under the measured rule: int8 80, fp8 72. */
+/* The fold's token ceiling on the 128 x 64 tile (fold_measured): int8 80, fp8 72. */
 static int fold_max_tokens(int int8) { return int8 ? 80 : 72; }
 
-/* The skinny tiles (plan_skinny; W8A8_SM90_SKINNY, hook w8a8_sm90_set_skinny): one token tile over 64-row weight
- * tiles, no split-K, as cuBLASLt runs small M; never with ready flags (the kernel does not wait). Modes:
- * 1: 16..64 tokens where the weight tiles alone fill 0.9..1 of a wave and K has <= 16 K-blocks (1.17-1.21x on
- *    70b-o-tp4, h200-session22-2026-12-01.txt);
- * 2: also from 0.45 of a wave with <= 32 K-blocks, and from 0.9 with any K (fp8 1.06-1.10x over mode 1);
- * 3: mode 2's rule over 1..80 tokens, and fp8 at 129..144 where the weight tiles fill >= 0.7 of a wave (fp8
- *    1.06-1.08x over mode 2, int8 1.02-1.05x; h200-session23-2026-12-01.txt);
- * 4 (default): mode 3 and the pairs (below); 0: off. */
-static int g_skinny = -1;
-static int skinny_mode(void) { return w8a8_env_int(&g_skinny, "W8A8_SM90_SKINNY", 4, 0, 4); }
-/* W8A8_SM90_SKINNY_SHIFT (default 1; 0 for A/B runs; tail mode 0 turns it off too): a partial last token tile of a
- * skinny plan with more than one token tile (the pairs' second tile) loads the BN rows that end at the last token
- * instead of a box that runs past it (sm90_skinny_row0 in the kernel). */
-static int g_skinny_shift = -1;
-int w8a8_sm90_skinny_shift_enabled(void) { return w8a8_env_flag(&g_skinny_shift, "W8A8_SM90_SKINNY_SHIFT", 1); }
-/* W8A8_SM90_SKINNY_K2 (hook w8a8_sm90_set_skinny_k2): plan_skinny's tiles as their _k2 twins (two consumer
- * warpgroups): 2 (default) fp8 single tiles of 24..48 tokens (1.02-1.05x), 1 every twin, 0 none. The other twins
- * ran even or slower (int8, whose one warpgroup already runs two wgmma chains, 0-8% slower from n32 up; the 8b-o
- * pairs 0.98-1.00x; h200-session26-2026-12-01.txt). */
-static int g_skinny_k2 = -1;
-static int skinny_k2(void) { return w8a8_env_int(&g_skinny_k2, "W8A8_SM90_SKINNY_K2", 2, 0, 2); }
-/* W8A8_SM90_SKINNY_WIDE (hook w8a8_sm90_set_skinny_wide): mode 4 also plans the wide fp8 tiles (two consumer
- * warpgroups) where a few token tiles of them fill a wave. 1: three token tiles on 40..44 weight tiles (70b-qkv-tp4)
- * at 129..144 (n48) and 193..384 tokens, two on 60..66 with <= 32 K-blocks (8b-o) at 145..192 (1.04-1.21x,
- * h200-session26-2026-12-01.txt); 2 (default): as 1 with the _k2r twins from n112 up, three token tiles up to 480
- * and at 513..528 tokens, and two on 60..66 weight tiles with >= 64 K-blocks (8b-down) at 193..352 (up to 1.32x
- * over mode 1, h200-session27-2026-12-02.txt); 0 off. */
-static int g_skinny_wide = -1;
-static int skinny_wide(void) { return w8a8_env_int(&g_skinny_wide, "W8A8_SM90_SKINNY_WIDE", 2, 0, 2); }
-/* Mode 4's pairs (the _mc2 configurations: two token tiles of one weight tile, the weights multicast, as cuBLASLt
- * on 8b-o): where the weight tiles fill at most half of the SMs and twice them >= 0.9 of a wave, at 33..128 tokens
- * with <= 32 K-blocks and at 129..144 with any K; the pair's tile the smallest that holds half of M (a partial second
- * tile shifted back over real rows: W8A8_SM90_SKINNY_SHIFT). 8b-o fp8 1.02-1.14x from 48 tokens; below 33 tokens,
- * and on 8b-down's 112 K-blocks below 129, they lost (h200-session24-2026-12-01.txt). */
+/* The skinny tiles (plan_skinny): 64-row weight tiles, no split-K, as cuBLASLt runs small M; never with ready flags
+ * (the kernel does not wait).
+ * - The single token tile, at 1..80 tokens and fp8's 129..144, where the 64-row weight tiles alone fill 0.9..1 of
+ *   a wave, or at least 0.45 of one with <= 32 K-blocks (129..144: at least 0.7): 1.17-1.21x on 70b-o-tp4
+ *   (h200-session22-2026-12-01.txt), fp8 1.06-1.10x and int8 1.02-1.05x on the wider range
+ *   (h200-session23-2026-12-01.txt). The tile is the smallest that holds M: fp8 n8 up to 8 tokens (n16 ran 3-10%
+ *   slower than n24 at 9..15), int8 n16 up to 16 (n8 / n16 / n24 within 2%), no n40 / n72 / n136 for int8 (wgmma
+ *   s8: N % 16 == 0 above 32). fp8's tiles of 24..48 run with two consumer warpgroups (the _k2 twins, 1.02-1.05x);
+ *   the other twins ran even or slower (h200-session26-2026-12-01.txt).
+ * - The pairs (_mc2: two token tiles of one weight tile, the weights multicast, as cuBLASLt on 8b-o): where the
+ *   weight tiles fill at most half of the SMs and twice them >= 0.9 of a wave, at 33..128 tokens with <= 32
+ *   K-blocks and at 129..144 with any K; the pair's tile the smallest that holds half of M (a partial second tile
+ *   shifted back over real rows: sm90_skinny_row0). 8b-o fp8 1.02-1.14x from 48 tokens; below 33 tokens, and on
+ *   8b-down's 112 K-blocks below 129, they lost (h200-session24-2026-12-01.txt).
+ * - The wide fp8 tiles (two consumer warpgroups) where a few token tiles of them fill a wave: three token tiles on
+ *   the weight tiles of 0.9..1 of a third of the SMs (70b-qkv-tp4's 40) at 129..144 tokens (n48) and 193..480 /
+ *   513..528; two on 0.9..1 of half (8b-o's 64) at 145..192 tokens with <= 32 K-blocks and at 193..352 with >= 64
+ *   (8b-down). 1.04-1.21x (h200-session26-2026-12-01.txt); from n112 up the _k2r twins, and the ranges past 384
+ *   tokens, up to 1.32x more (h200-session27-2026-12-02.txt). */
 
 /* The smallest token tile of `tiles` (ascending, n of them) that holds m tokens; 0 if none does. */
 static int smallest_tile(const int *tiles, int n, int64_t m) {
@@ -380,79 +315,52 @@ static int smallest_tile(const int *tiles, int n, int64_t m) {
   return 0;
 }
 static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
-  /* The token tiles each rule picks from (the smallest that holds M, or half of M for a pair). Mode 3: fp8 n8 up to
-   * 8 tokens (n16 ran 3-10% slower than n24 at 9..15), int8 n16 below 16 (n8 / n16 / n24 within 2%), no n40 / n72 /
-   * n136 for int8 (wgmma s8: N % 16 == 0 above 32); modes 1 and 2 the first four. */
-  static const int first[] = {24, 32, 48, 64};
   static const int fp8_one[] = {8, 24, 32, 40, 48, 64, 72, 80, 136, 144}, int8_one[] = {16, 24, 32, 48, 64, 80};
-  static const int fp8_pair[] = {8, 16, 24, 32, 48, 64, 72}, int8_pair[] = {8, 16, 32, 48, 64, 80};
-  static const int wide3[] = {88, 96, 112, 128}, wide2[] = {88, 96};
-  static const int wide3r[] = {88, 96, 112, 128, 144, 160, 176}, wide2r[] = {112, 128, 144, 160, 176};
+  static const int fp8_pair[] = {24, 32, 48, 64, 72}, int8_pair[] = {32, 48, 64, 80};
+  static const int wide3[] = {88, 96, 112, 128, 144, 160, 176}, wide2[] = {88, 96};
+  static const int wide2r[] = {112, 128, 144, 160, 176};
 #define SKINNY_TILE(L, M) smallest_tile(L, (int)(sizeof L / sizeof L[0]), M)
   sm90_plan pl = {-1, 1};
+  if (p->ready) return pl;
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
   const int64_t kblocks = kblocks_of(p);
-  const int wmode = skinny_wide();
-  if (!p->ready && !int8 && p->M >= 129 && p->M <= 528 && skinny_mode() == 4 && wmode) {
+  if (!int8 && p->M >= 129 && p->M <= 528) {
     int wide = 0;
     if (3 * wt <= num_sms && 30 * wt >= 9LL * num_sms) { /* three token tiles fill 0.9..1 of a wave */
       if (p->M <= 144)
         wide = 48;
-      else if (p->M > 192 && wmode == 1 && p->M <= 384)
+      else if (p->M > 192 && (p->M <= 480 || p->M > 512)) /* (481..512: the 128 x 128 tile) */
         wide = SKINNY_TILE(wide3, (p->M + 2) / 3);
-      else if (p->M > 192 && wmode == 2 && (p->M <= 480 || p->M > 512)) /* (481..512: the 128 x 128 tile) */
-        wide = SKINNY_TILE(wide3r, (p->M + 2) / 3);
     } else if (2 * wt <= num_sms && 20 * wt >= 9LL * num_sms) { /* two fill 0.9..1 of a wave */
       if (kblocks <= 32 && p->M >= 145 && p->M <= 192)
         wide = SKINNY_TILE(wide2, (p->M + 1) / 2);
-      else if (wmode == 2 && kblocks >= 64 && p->M >= 193 && p->M <= 352)
+      else if (kblocks >= 64 && p->M >= 193 && p->M <= 352)
         wide = SKINNY_TILE(wide2r, (p->M + 1) / 2);
     }
-    if (wide) { /* the _k2 tile, its _k2r twin from n112 under mode 2 */
-      pl.config = skinny_config(0, wide, SM90_K2 | (wmode == 2 && wide >= 112 ? SM90_WR : 0));
+    if (wide) { /* the _k2 tile, its _k2r twin from n112 */
+      pl.config = skinny_config(0, wide, SM90_K2 | (wide >= 112 ? SM90_WR : 0));
       return pl;
     }
   }
-  int mode = p->ready || p->M < 1 || p->M > 144 ? 0 : skinny_mode();
-  const int full = wt * 10 >= 9LL * num_sms; /* the weight tiles alone fill >= 0.9 of one wave */
+  if (p->M < 1 || p->M > 144) return pl;
   int bn = 0, pair = 0;
-  if (mode == 4) {
-    if (p->M >= 33 && 2 * wt <= num_sms && 20 * wt >= 9LL * num_sms && (kblocks <= 32 || p->M > 128)) {
-      bn = int8 ? SKINNY_TILE(int8_pair, (p->M + 1) / 2) : SKINNY_TILE(fp8_pair, (p->M + 1) / 2);
-      pair = SM90_MC2;
-    }
-    mode = 3; /* elsewhere */
+  if (p->M >= 33 && 2 * wt <= num_sms && 20 * wt >= 9LL * num_sms && (kblocks <= 32 || p->M > 128)) {
+    bn = int8 ? SKINNY_TILE(int8_pair, (p->M + 1) / 2) : SKINNY_TILE(fp8_pair, (p->M + 1) / 2);
+    pair = SM90_MC2;
   }
   if (!bn) {
-    if (!mode || wt > num_sms) return pl;
-    if (mode < 3 && (p->M < 16 || p->M > 64)) return pl;
-    if (mode == 3 && ((p->M > 80 && p->M <= 128) || (p->M > 128 && int8))) return pl;
-    if (mode == 1 && !(full && kblocks <= 16)) return pl;
-    if (mode >= 2 && !(full || (wt * 20 >= 9LL * num_sms && kblocks <= 32))) return pl; /* >= 0.45 of a wave */
-    if (p->M > 128 && wt * 10 < 7LL * num_sms) return pl;                               /* 129..144: >= 0.7 */
-    bn = mode < 3 ? SKINNY_TILE(first, p->M) : int8 ? SKINNY_TILE(int8_one, p->M) : SKINNY_TILE(fp8_one, p->M);
+    const int full = wt * 10 >= 9LL * num_sms; /* the weight tiles alone fill >= 0.9 of one wave */
+    if (wt > num_sms || (p->M > 80 && p->M <= 128) || (p->M > 128 && int8)) return pl;
+    if (!(full || (wt * 20 >= 9LL * num_sms && kblocks <= 32))) return pl; /* >= 0.45 of a wave */
+    if (p->M > 128 && wt * 10 < 7LL * num_sms) return pl;                  /* 129..144: >= 0.7 */
+    bn = int8 ? SKINNY_TILE(int8_one, p->M) : SKINNY_TILE(fp8_one, p->M);
   }
 #undef SKINNY_TILE
-  pl.config = skinny_config(int8, bn, pair);
-  const int k2mode = skinny_k2();
-  if (k2mode == 1 || (k2mode == 2 && !int8 && !pair && bn >= 24 && bn <= 48)) { /* the _k2 twin, where there is one */
-    const int c2 = skinny_config(int8, bn, pair | SM90_K2);
-    if (c2 >= 0) pl.config = c2;
-  }
+  /* fp8's single tiles of 24..48 tokens: the _k2 twin */
+  pl.config = skinny_config(int8, bn, pair | (!int8 && !pair && bn >= 24 && bn <= 48 ? SM90_K2 : 0));
   return pl;
 }
-
-static int g_wide192 = -1; /* W8A8_SM90_WIDE192: 1 (default) plan's 128 x 192 rule, 0 off */
-static int wide192_enabled(void) { return w8a8_env_flag(&g_wide192, "W8A8_SM90_WIDE192", 1); }
-/* W8A8_SM90_HDB (hook w8a8_sm90_set_hdb): 1 (default) the 128 x 192 rule's fp8 tile is fp8_128x192_promote_hdb
- * (the promoted halves' temporaries alternate, so a warpgroup always has a half in flight), 0 the plain one. hdb
- * faster on 20 of 21 rows, 1.04-1.08x on the rule's shapes (h200-session21-2026-12-01.txt). */
-static int g_hdb = -1;
-static int hdb_enabled(void) { return w8a8_env_flag(&g_hdb, "W8A8_SM90_HDB", 1); }
-/* W8A8_SM90_WIDE160: 1 (default) plan's 128 x 160 rule (inside the 192 rule's switch), 0 off */
-static int g_wide160 = -1;
-static int wide160_enabled(void) { return w8a8_env_flag(&g_wide160, "W8A8_SM90_WIDE160", 1); }
 
 static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
   const int num_sms = caps->num_sms;
@@ -460,12 +368,12 @@ static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
   const int narrow = int8 ? SM90_CFG_INT8_128X64 : SM90_CFG_FP8_128X64_PROMOTE; /* the 128 x 64 tile */
   /* The rules in order: plan_skinny (1..144 tokens; the wide tiles up to 528), the deep ring at 1..64 tokens
    * (plan_deep16, plan_deep), plan_small where those decline up to 32 tokens or where the weight tiles outnumber the
-   * SMs (up to swap64_max()), the rules for 65..256 tokens, then the 128 x 256 / 192 / 160 / 128 pick by wave fill.
+   * SMs (up to SWAP64_MAX), the rules for 65..256 tokens, then the 128 x 256 / 192 / 160 / 128 pick by wave fill.
    * What none of them takes at 33..128 tokens gets one 128-row token tile: no step at 64 -> 65
    * (h200-sm90-2026-11-29.md, h200x2-sm90-ab-2026-11-29-s4.txt). */
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = kblocks_of(p);
-  if (p->M <= 528) { /* (above 144 tokens only W8A8_SM90_SKINNY_WIDE's tiles) */
+  if (p->M <= 528) { /* (above 144 tokens only the wide fp8 tiles) */
     const sm90_plan pl = plan_skinny(p, num_sms);
     if (pl.config >= 0) return pl;
   }
@@ -478,14 +386,9 @@ static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
     if (pl.config >= 0) return pl;
   }
   if (p->M <= 32) return plan_small(p, num_sms);
-  if (p->M <= swap64_max() && !p->ready && kblocks_all >= 16 && weight_tiles(p) > num_sms &&
+  if (p->M <= SWAP64_MAX && !p->ready && kblocks_all >= 16 && weight_tiles(p) > num_sms &&
       weight_tiles(p) <= 2 * (int64_t)num_sms)
     return plan_small(p, num_sms);
-  if (fold_mode() == 1 && !p->ready && p->M > 64 && p->M < SM90_BM && 2 * ((p->N + 63) / 64) >= num_sms &&
-      (p->N + 63) / 64 <= num_sms) {
-    const sm90_plan pl = {narrow, 1};
-    return pl;
-  }
   if (p->M <= 96) {
     const sm90_plan pl = plan_wide_swap(p, caps);
     if (pl.config >= 0) return pl;
@@ -512,10 +415,10 @@ static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
   }
   /* The 128 x 128 tile with K split over a cluster until one wave fills the SMs, where few weight tiles meet a long
    * K: up to 128 tokens on <= 32 weight tiles with >= 64 K-blocks (8b-down 42.9 -> 33.8 us; with a shorter K the
-   * split's fixed cost lost, h200-torch-compare-2026-11-29-v3.md), and at 129..256 tokens (W8A8_SM90_SPLIT256) on
-   * <= 64 weight tiles with >= 96 K-blocks (8b-down 1.03-1.34x; with 64 K-blocks it lost,
-   * h200-sm90-tail-twins-2026-11-30.txt). The partial token tile then goes to the twin (apply_tail). */
-  const int split256 = p->M > 128 && p->M <= 256 && tiles128 <= 64 && kblocks_all >= 96 && split256_enabled();
+   * split's fixed cost lost, h200-torch-compare-2026-11-29-v3.md), and at 129..256 tokens on <= 64 weight tiles with
+   * >= 96 K-blocks (8b-down 1.03-1.34x; with 64 K-blocks it lost, h200-sm90-tail-twins-2026-11-30.txt). The partial
+   * token tile then goes to the twin (apply_tail). */
+  const int split256 = p->M > 128 && p->M <= 256 && tiles128 <= 64 && kblocks_all >= 96;
   if (((p->M <= 128 && tiles128 <= 32) || split256) && kblocks_all >= 64) {
     sm90_plan pl = {int8 ? SM90_CFG_INT8_128X128_SPLITK : SM90_CFG_FP8_128X128_PROMOTE_SPLITK, 1};
     for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
@@ -535,12 +438,10 @@ static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
     const sm90_plan pl = {narrow, 1};
     return pl;
   }
-  /* 129..256 tokens (W8A8_SM90_NARROW256): the same 128 x 64 tile where its two token tiles still fit one wave
-   * (2 x N / 64 <= SMs) with <= 32 K-blocks, and its token-tail twin (apply_tail). The rule takes it where the second
-   * token tile holds more than 64 rows: 1.21-1.24x at 256 tokens, even at 192, 0.95-0.99x at 129
-   * (h200-sm90-rules-2026-11-30.txt). */
-  const int narrow256 = p->M > 128 && p->M <= 256 ? narrow256_mode() : 0;
-  if (narrow256 && (narrow256 == 1 || p->M > 192) && 2 * ((p->N + 63) / 64) <= num_sms && kblocks_all <= 32) {
+  /* 193..256 tokens: the same 128 x 64 tile where its two token tiles still fit one wave (2 x N / 64 <= SMs) with
+   * <= 32 K-blocks, where the second token tile holds more than 64 rows: 1.21-1.24x at 256 tokens, even at 192,
+   * 0.95-0.99x at 129 (h200-sm90-rules-2026-11-30.txt). */
+  if (p->M > 192 && p->M <= 256 && 2 * ((p->N + 63) / 64) <= num_sms && kblocks_all <= 32) {
     const sm90_plan pl = {narrow, 1};
     return pl;
   }
@@ -557,28 +458,23 @@ static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
    * (apply_fp8_accum). */
   int ci = int8 ? (wide ? SM90_CFG_INT8_128X256 : SM90_CFG_INT8_128X128)
                 : (wide ? SM90_CFG_FP8_128X256_PROMOTE : SM90_CFG_FP8_128X128_PROMOTE);
-  /* W8A8_SM90_WIDE192 (default 1): the 128 x 192 tile where its share of the SMs' work, counting the last column
-   * tile's empty columns, beats the pick above's by 10% (70b-qkv-tp4 at 1024 tokens: 0.81 of one wave against 0.61):
-   * 1.15-1.29x there (h200-sm90-session16-2026-11-30.txt). Not with ready flags. */
-  if (wide192_enabled() && !p->ready) {
+  /* WIDE192: the 128 x 192 tile where its share of the SMs' work, counting the last column tile's empty columns,
+   * beats the pick above's by 10% (70b-qkv-tp4 at 1024 tokens: 0.81 of one wave against 0.61): 1.15-1.29x there
+   * (h200-sm90-session16-2026-11-30.txt). Not with ready flags. fp8's tile promotes its halves through alternating
+   * temporaries (fp8_128x192_promote_hdb: 1.04-1.08x over plain halves, h200-session21-2026-12-01.txt). */
+  if (!p->ready) {
     const int64_t n192 = (p->N + 191) / 192, t192 = tm * n192;
     const double e192 = wave_share(t192, num_sms) * ((double)p->N / (double)(n192 * 192));
     const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
     const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
-    if (e192 > ew * 1.1)
-      ci = int8            ? SM90_CFG_INT8_128X192
-           : hdb_enabled() ? SM90_CFG_FP8_128X192_PROMOTE_HDB
-                           : SM90_CFG_FP8_128X192_PROMOTE;
-    /* W8A8_SM90_WIDE160 (default 1): the 128 x 160 tile likewise where its share beats the pick so far by 10%, on at
-     * most two waves of its tiles (at 13 waves it lost, 70b-gateup-tp4 2400 tokens): int8 1.12-1.18x, fp8 1.04-1.06x
-     * at 70b-qkv-tp4 1024 / 2048 tokens (h200-session28-2026-12-02.txt), 1.02-1.15x on other N
-     * (h200-session29-2026-12-02.txt). fp8 with HDB only (the tile has no plain promoting twin). */
-    if (wide160_enabled() && (int8 || hdb_enabled())) {
-      const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
-      const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
-      if (t160 <= 2 * (int64_t)num_sms && e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1)
-        ci = int8 ? SM90_CFG_INT8_128X160 : SM90_CFG_FP8_128X160_PROMOTE_HDB;
-    }
+    if (e192 > ew * 1.1) ci = int8 ? SM90_CFG_INT8_128X192 : SM90_CFG_FP8_128X192_PROMOTE_HDB;
+    /* WIDE160: the 128 x 160 tile likewise where its share beats the pick so far by 10%, on at most two waves of
+     * its tiles (at 13 waves it lost, 70b-gateup-tp4 2400 tokens): int8 1.12-1.18x, fp8 1.04-1.06x at 70b-qkv-tp4
+     * 1024 / 2048 tokens (h200-session28-2026-12-02.txt), 1.02-1.15x on other N (h200-session29-2026-12-02.txt). */
+    const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
+    const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
+    if (t160 <= 2 * (int64_t)num_sms && e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1)
+      ci = int8 ? SM90_CFG_INT8_128X160 : SM90_CFG_FP8_128X160_PROMOTE_HDB;
   }
   const sm90_plan pl = {ci, 1};
   return pl;
@@ -591,10 +487,8 @@ static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
  * kept for the small gain. Not with ready flags (all-gather + GEMM keeps the plain tiles), nor with the
  * weights-constant hint (multicast tiles do not take it; unmeasured against it). Runs after apply_fp8_accum: under
  * FAST the wide fp8 tile is fp8_128x256 already, which has no twin. */
-static int g_mc2m = -1; /* W8A8_SM90_MC2M: 1 (default) the multicast twins for 129..255 tokens, 0 the plain tiles */
-static int mc2m_enabled(void) { return w8a8_env_flag(&g_mc2m, "W8A8_SM90_MC2M", 1); }
 static void apply_mc2m(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_plan *pl) {
-  if (pl->config < 0 || p->M <= 128 || p->M >= 256 || p->ready || o->weights_constant || !mc2m_enabled()) return;
+  if (pl->config < 0 || p->M <= 128 || p->M >= 256 || p->ready || o->weights_constant) return;
   static const int twins[][2] = {{SM90_CFG_INT8_128X128, SM90_CFG_INT8_128X128_MC2},
                                  {SM90_CFG_INT8_128X256, SM90_CFG_INT8_128X256_MC2},
                                  {SM90_CFG_FP8_128X128_PROMOTE, SM90_CFG_FP8_128X128_PROMOTE_MC2},
@@ -609,7 +503,7 @@ static void apply_mc2m(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_p
 /* The token tail's boxes in the configurations with it (sm90_config.tail): w8a8_sm90_set_tail(mode)
  * 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), 2 the valid rows in small boxes
  * wherever a token tile is partial, 3 one box of the valid rows rounded up to 8 wherever a token tile
- * is partial, 4 the fold where tail_plan can take it (else as 1). Modes 2..4 are for tests and
+ * is partial, 4 the fold where tail_plan can take it (else as 1). Modes 0 and 2..4 are for tests and
  * measurements (sm90_dev -R). Whether the heuristic takes those configurations at all: apply_tail. */
 static int g_tail = -1;
 int w8a8_sm90_tail_mode(void) {
@@ -617,42 +511,34 @@ int w8a8_sm90_tail_mode(void) {
   return v < 0 ? 1 : v;
 }
 /* The rule (h200-sm90-tail-twins-2026-11-30.txt): ONE box of the partial tile's valid rows rounded up to 8, where
- * there are exactly two token tiles (129 tokens: int8 1.31-1.64x, fp8 1.25-1.43x); fp8 (but see fp8_any_box) and
+ * there are exactly two token tiles (129 tokens: int8 1.31-1.64x, fp8 1.25-1.43x); fp8 (but see fp8_tail_box) and
  * int8's 128 x 256 tile only where that box is at most an eighth of the tile (16 rows unswapped, 8 swapped): larger
- * boxes lost there. Not where the partial tile is the only token tile (every CTA splits its loads: 8-17% slower;
- * but see W8A8_SM90_TAIL_SINGLE), nor with three token tiles; several boxes always lost (~85 cycles per box and
- * stage). Except on the n64 deep ring with three or more token tiles (plan_deep256's): any box, fp8 too, where the
- * partial tile's TMA fill was a third of the kernel (1.08-1.36x, h200-sm90-deep256-2026-11-30.txt). */
+ * boxes lost there. Not with three token tiles; several boxes always lost (~85 cycles per box and stage). Except:
+ * on the n64 deep ring with three or more token tiles (plan_deep256's): any box, fp8 too, where the partial tile's
+ * TMA fill was a third of the kernel (1.08-1.36x, h200-sm90-deep256-2026-11-30.txt); and a partial tile that is the
+ * ONLY token tile (65..127 tokens) on the plain 128 x 128 tiles (int8, and fp8 without the weights-constant hint,
+ * unmeasured there), any box, and on plan_single_swap's swapped n144 / n160 twins; apply_tail's 70% grid gate
+ * decides where: 1.12-1.30x on 112 CTAs, 5-15% slower on 32..64 CTAs, which the gate keeps out
+ * (h200-sm90-session16-2026-11-30.txt). Not the 128 x 64 tile's single tile: it lost at 96..104 tokens. */
 
-/* W8A8_SM90_FP8_TAIL_BOX: where the handle has no weights-constant hint, fp8's cap on the unswapped tiles of up to
- * 128 columns with two token tiles: 0 an eighth of the tile (always so with the hint: larger boxes lost up to 14%
- * there, h200-sm90-tail-twins-2026-11-30.txt), 1 int8's (any box, the swapped tiles too), unset 2: half the tile.
- * Without the hint a 32-row box won 1.12-1.36x, a 64-row box 0.94-1.18x, a 96-row box lost 0.77-0.93x
- * (h200-sm90-session12-2026-11-30.txt): hence half. */
-static int g_fp8_tail_box = -1;
-int w8a8_sm90_fp8_tail_box(const sm90_plan_opts *o) {
-  return o->weights_constant ? 0 : w8a8_env_mode(&g_fp8_tail_box, "W8A8_SM90_FP8_TAIL_BOX", 2);
-}
-/* W8A8_SM90_TAIL_SINGLE (default 1, 0 for A/B runs): the rule also takes the partial tile where it is the ONLY
- * token tile (65..127 tokens) on the plain 128 x 128 tiles (int8, and fp8 where fp8_box is not 0: not with the
- * weights-constant hint, unmeasured there), any box, and on plan_single_swap's swapped n144 / n160 twins; apply_tail's
- * 70% grid gate decides where. 1.12-1.30x on 112 CTAs, 5-15% slower on 32..64 CTAs, which the gate keeps out
- * (h200-sm90-session16-2026-11-30.txt). Not the 128 x 64 tile's twin: it lost at 96..104 tokens. */
-static int g_tail_single = -1;
-static int tail_single_enabled(void) { return w8a8_env_flag(&g_tail_single, "W8A8_SM90_TAIL_SINGLE", 1); }
+/* fp8's cap on the unswapped tiles of up to 128 columns with two token tiles: half the tile, but an eighth with the
+ * weights-constant hint (larger boxes lost up to 14% there, h200-sm90-tail-twins-2026-11-30.txt). Without the hint
+ * a 32-row box won 1.12-1.36x, a 64-row box 0.94-1.18x, a 96-row box lost 0.77-0.93x
+ * (h200-sm90-session12-2026-11-30.txt): hence half. Returns 0 (an eighth) or 2 (half). */
+int w8a8_sm90_fp8_tail_box(const sm90_plan_opts *o) { return o->weights_constant ? 0 : 2; }
 /* The fold (the kernel's sm90_tail_fold): a single partial token tile of 65..127 rows on an unswapped, unsplit,
  * unicast twin loads rows [0, 64) and [M - 64, M) in one 3-D box, every row a real row of A (no fill, no short box),
- * returned as one box of SM90_BM rows. Taken in tail mode 4 (sm90_dev -R 4, tests) and in mode 1 as W8A8_SM90_FOLD
- * says. Its rows are real, yet it ran nearly as slow as one box of valid rows: the cost is not the fill alone
- * (h200-session17-2026-11-30.txt). Unswapped tiles only: a swapped tile's token box is BN rows (n144 / n160), so one
- * box of exactly 128 valid rows is an ordinary tail there; taken for a fold, it would put the fold's 3-D map over
- * the WEIGHTS, which the swapped kernel's 2-D load faults on (an illegal instruction). */
+ * returned as one box of SM90_BM rows. Taken in tail mode 4 (sm90_dev -R 4, tests) and in mode 1 where
+ * fold_measured says. Its rows are real, yet it ran nearly as slow as one box of valid rows: the cost is not the
+ * fill alone (h200-session17-2026-11-30.txt). Unswapped tiles only: a swapped tile's token box is BN rows (n144 /
+ * n160), so one box of exactly 128 valid rows is an ordinary tail there; taken for a fold, it would put the fold's
+ * 3-D map over the WEIGHTS, which the swapped kernel's 2-D load faults on (an illegal instruction). */
 int w8a8_sm90_tail_is_fold(const sm90_config *c, tail_boxes t) { return !c->swap && t.n == 1 && t.rows == SM90_BM; }
-/* Fold mode 2 (see g_fold): the 128 x 64 twin up to fold_max_tokens, and the fp8 128 x 128 twin where fp8_box is
- * 0 (the weights-constant hint, or W8A8_SM90_FP8_TAIL_BOX=0: the single-tile tail does not take it) up to 80
- * tokens; apply_tail adds the grid (>= 90% of the SMs for the 128 x 64 twin, the tail's 70% for the other),
- * fold_move the 128 x 64 plan. (A tuned 128 x 64 plan folds here too, the hint and N / 64 <= SMs unchecked:
- * those two are fold_move's, which tuned plans skip.) */
+/* The fold's measured rule (tail mode 1): the 128 x 64 twin up to fold_max_tokens (a tuned 128 x 64 plan: the
+ * heuristic plans that tile at 89..256 tokens only), and the fp8 128 x 128 twin where fp8_box is 0 (the
+ * weights-constant hint: the single-tile tail does not take it) up to 80 tokens: up to 1.16x
+ * (h200-session17-2026-11-30.txt); apply_tail adds the grid (>= 90% of the SMs for the 128 x 64 twin, the tail's
+ * 70% for the other). */
 static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) {
   if (c->bn == 64) return token_rows <= fold_max_tokens(c->int8);
   return c->bn == 128 && !c->int8 && fp8_box == 0 && token_rows <= 80;
@@ -664,29 +550,27 @@ static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) 
 static int g_pad_tokens;
 W8A8_HIDDEN void w8a8_sm90_set_pad_tokens(int on) { __atomic_store_n(&g_pad_tokens, on != 0, __ATOMIC_RELAXED); }
 int w8a8_sm90_pad_tokens(void) { return __atomic_load_n(&g_pad_tokens, __ATOMIC_RELAXED); }
-/* W8A8_SM90_SHIFT (default 1, 0 for A/B runs): the kernel's shift (sm90_args.shift_x, sm90_x0): on the unswapped
- * tiles without split-K, stream-K (a unit's K range differs: other fp8 sums for the shared rows) or pingpong (plain,
- * multicast and tail twins alike), where the last of two or more token tiles is partial, that tile loads the LAST
- * 128 tokens through the kernel's own map instead of a box that runs past M (TMA's out-of-bounds fill) or the tail's
- * short boxes: fp8 1.05x, int8 1.13x geomean at 385..529 tokens (h200-session27-2026-12-02.txt). Under tail_plan's
- * rule (tail mode 1) only, so that sm90_dev -R and the tail tests get the boxes they ask for; never with ready flags. */
-static int g_shift = -1;
+/* The kernel's shift (sm90_args.shift_x, sm90_x0): on the unswapped tiles without split-K or stream-K (a unit's K
+ * range differs: other fp8 sums for the shared rows) (plain, multicast and tail twins alike), where the last of two
+ * or more token tiles is partial, that tile loads the LAST 128 tokens through the kernel's own map instead of a box
+ * that runs past M (TMA's out-of-bounds fill) or the tail's short boxes: fp8 1.05x, int8 1.13x geomean at 385..529
+ * tokens (h200-session27-2026-12-02.txt). Under tail_plan's rule (tail mode 1) only, so that sm90_dev -R and the
+ * tail tests get the boxes they ask for (tail mode 0 is the filled box the tests compare it with); never with ready
+ * flags. */
 int w8a8_sm90_shift_applies(const sm90_config *c, int64_t token_rows, int ready) {
-  return !c->swap && !c->splitk && !c->sk && !c->pp && !c->bm && token_rows > SM90_BM && token_rows % SM90_BM != 0 &&
-         !ready && !w8a8_sm90_pad_tokens() && w8a8_sm90_tail_mode() == 1 &&
-         w8a8_env_flag(&g_shift, "W8A8_SM90_SHIFT", 1);
+  return !c->swap && !c->splitk && !c->sk && !c->bm && token_rows > SM90_BM && token_rows % SM90_BM != 0 && !ready &&
+         !w8a8_sm90_pad_tokens() && w8a8_sm90_tail_mode() == 1;
 }
 tail_boxes w8a8_sm90_tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready) {
   tail_boxes t = {0, 0};
   if (mode == 1 && w8a8_sm90_shift_applies(c, token_rows, ready)) return t; /* (the shift loads the tile's rows) */
   const int box = c->swap ? c->bn : SM90_BM;
   const int v = (int)(token_rows % box);
-  if (!c->tail || mode == 0 || v == 0 || box < 16 || (c->swap && c->mcast == 2)) return t;
+  if (!c->tail || mode == 0 || v == 0 || box < 16) return t;
   /* (not with ready flags: the kernel's waits would cover the rows, but it is unmeasured there; the rule below
    * then decides, as without the fold) */
-  const int fm = mode == 1 ? fold_mode() : 0;
-  if ((mode == 4 || fm == 1 || (fm == 2 && fold_measured(c, token_rows, fp8_box))) && !ready && !c->swap &&
-      !c->splitk && c->mcast != 2 && token_rows > 64 && token_rows < SM90_BM) {
+  if ((mode == 4 || (mode == 1 && fold_measured(c, token_rows, fp8_box))) && !ready && !c->swap && !c->splitk &&
+      c->mcast != 2 && token_rows > 64 && token_rows < SM90_BM) {
     t.n = 1;
     t.rows = SM90_BM;
     return t;
@@ -701,8 +585,8 @@ tail_boxes w8a8_sm90_tail_plan(const sm90_config *c, int64_t token_rows, int mod
   }
   const int rows = (v + 7) / 8 * 8; /* one box of the valid rows (fewer than 8 missing rows: TMA fills) */
   const int two_tiles = token_rows > box && token_rows < 2 * (int64_t)box;
-  int cap = box / 8 < 8 ? 8 : box / 8; /* fp8_box: w8a8_sm90_fp8_tail_box's mode */
-  if ((c->int8 || fp8_box == 1) && (c->swap || c->bn <= 128))
+  int cap = box / 8 < 8 ? 8 : box / 8; /* fp8_box: w8a8_sm90_fp8_tail_box */
+  if (c->int8 && (c->swap || c->bn <= 128))
     cap = box;
   else if (!c->int8 && fp8_box == 2 && !c->swap && c->bn <= 128)
     cap = box / 2;
@@ -710,7 +594,7 @@ tail_boxes w8a8_sm90_tail_plan(const sm90_config *c, int64_t token_rows, int mod
   const int deep_many = c->swap && c->minb == 1 && box == 64 && token_rows > 2 * (int64_t)box;
   /* (the swapped unsplit tiles: plan_single_swap's n144 / n160 twins) */
   const int single = token_rows < box && (c->swap || c->bn == 128) && !c->splitk && c->mcast != 2 &&
-                     (c->int8 || fp8_box != 0) && tail_single_enabled();
+                     (c->int8 || fp8_box != 0);
   if (rows < box && (mode == 3 || (two_tiles && rows <= cap) || deep_many || single)) {
     t.n = 1;
     t.rows = rows;
@@ -718,15 +602,14 @@ tail_boxes w8a8_sm90_tail_plan(const sm90_config *c, int64_t token_rows, int mod
   return t;
 }
 
-/* The heuristic's *_tail twins (W8A8_SM90_TAIL, default 1; 0 for A/B runs): where the plan's configuration has a
- * twin (the same tile, pipeline and split; the tail map on top), tail_plan's rule takes the partial token tile, and
- * the grid fills at least 70% of the SMs. Below that the TMA fill of the missing rows cost nothing measurable while
- * the twin's extra box per stage did (8b-o at 129 tokens: 13.0 -> 14.1 us); at 96 CTAs and more the tail won
- * everywhere measured (h200-sm90-tail-twins-2026-11-30.txt). */
-static int g_tail_env = -1;
+/* The heuristic's *_tail twins: where the plan's configuration has a twin (the same tile, pipeline and split; the
+ * tail map on top), tail_plan's rule takes the partial token tile, and the grid fills at least 70% of the SMs.
+ * Below that the TMA fill of the missing rows cost nothing measurable while the twin's extra box per stage did
+ * (8b-o at 129 tokens: 13.0 -> 14.1 us); at 96 CTAs and more the tail won everywhere measured
+ * (h200-sm90-tail-twins-2026-11-30.txt). */
 static void apply_tail(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
   /* Only under tail_plan's rule (mode 1): with the tail off or a test mode the twin would run without it. */
-  if (pl->config < 0 || w8a8_sm90_tail_mode() != 1 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1)) return;
+  if (pl->config < 0 || w8a8_sm90_tail_mode() != 1) return;
   /* (where the plan's tile takes the shift, its twin would run without boxes, its TAIL code for nothing) */
   if (w8a8_sm90_shift_applies(&CONFIGS[pl->config], p->M, p->ready != NULL)) return;
   const int to = twin_of(pl->config, SM90_TAIL, 0);
@@ -736,27 +619,10 @@ static void apply_tail(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_p
   const int tb = c->swap ? c->bn : SM90_BM, wb = c->swap ? SM90_BM : c->bn;
   const int64_t ctas = (tokens + tb - 1) / tb * ((weights + wb - 1) / wb) * (c->splitk ? pl->split : 1);
   const tail_boxes bx = w8a8_sm90_tail_plan(c, tokens, 1, w8a8_sm90_fp8_tail_box(o), p->ready != NULL);
-  /* the fold: any grid under rule 1; under rule 2 >= 90% of the SMs on the 128 x 64 twin (8b-qkv's 96 CTAs lost,
-   * h200-session17-2026-11-30.txt), the tail's 70% elsewhere */
-  const int gate = w8a8_sm90_tail_is_fold(c, bx) ? (fold_mode() == 1 ? 0 : c->bn == 64 ? 9 : 7) : 7;
+  /* the fold: >= 90% of the SMs on the 128 x 64 twin (8b-qkv's 96 CTAs lost, h200-session17-2026-11-30.txt), the
+   * tail's 70% elsewhere */
+  const int gate = w8a8_sm90_tail_is_fold(c, bx) && c->bn == 64 ? 9 : 7;
   if (bx.n > 0 && ctas * 10 >= (int64_t)num_sms * gate) pl->config = to;
-}
-
-/* Fold rule 2's plan (see g_fold): a single partial token tile of 65..fold_max_tokens rows goes to the 128 x 64
- * tile, whose twin then takes the fold, where the tile's grid fills 90..100% of the SMs (N / 64 in [0.9 SMs, SMs]:
- * 70b-down-tp4, 70b-o-tp4 on 132 SMs); not fp8 with the weights-constant hint (70b-o-tp4 0.96x, mixed), not with
- * ready flags. Only over the heuristic's plan (not a tuned one), and not over plan_wide_swap's or a skinny plan. */
-static void fold_move(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
-  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  const int64_t n64 = (p->N + 63) / 64;
-  /* (nor a skinny plan: the fold replacing the n72 / n80 skinny tiles at 65..80 tokens lost, 70b-down-tp4 fp8
-   * 20.8 -> 23.6 us; h200-session23-2026-12-01.txt) */
-  if (fold_mode() != 2 || p->ready || p->M <= 64 || p->M > fold_max_tokens(int8) || n64 * 10 < 9LL * num_sms ||
-      is_wide_swap(pl->config) || (pl->config >= 0 && CONFIGS[pl->config].bm) || n64 > num_sms ||
-      (!int8 && o->weights_constant) || w8a8_sm90_tail_mode() != 1 || !w8a8_env_flag(&g_tail_env, "W8A8_SM90_TAIL", 1))
-    return;
-  pl->config = int8 ? SM90_CFG_INT8_128X64 : SM90_CFG_FP8_128X64_PROMOTE;
-  pl->split = 1;
 }
 
 /* w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
@@ -765,22 +631,6 @@ static void fold_move(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_pl
 static void apply_fp8_accum(const sm90_plan_opts *o, sm90_plan *pl) {
   if (o->fp8_accum != W8A8_FP8_ACCUM_FAST || pl->config < 0) return;
   if (pl->config == SM90_CFG_FP8_128X256_PROMOTE) pl->config = SM90_CFG_FP8_128X256;
-}
-
-/* W8A8_SM90_PP=1 (default 0): where the plan is a cooperative large int8 tile (int8_128x256 / int8_128x128), or
- * fp8 under W8A8_FP8_ACCUM_FAST (fp8_128x256, fp8_128x128_promote), and there are at least two 128 x 128 tiles per
- * SM (each consumer warpgroup then has tiles of its own; with fewer, one warpgroup would do a whole tile alone),
- * the pingpong tile instead. Off by default: slower or even (h200-sm90-pingpong-2026-11-30.txt). */
-static int g_pp = -1;
-static int pp_enabled(void) { return w8a8_env_flag(&g_pp, "W8A8_SM90_PP", 0); }
-static void apply_pp(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
-  if (!pp_enabled() || pl->config < 0) return;
-  const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
-  if (tiles128 < 2LL * num_sms) return;
-  const int c = pl->config;
-  if (c == SM90_CFG_INT8_128X256 || c == SM90_CFG_INT8_128X128) pl->config = SM90_CFG_INT8_128X128_PP;
-  if (c == SM90_CFG_FP8_128X256 || (c == SM90_CFG_FP8_128X128_PROMOTE && o->fp8_accum == W8A8_FP8_ACCUM_FAST))
-    pl->config = SM90_CFG_FP8_128X128_PP;
 }
 
 /* Stream-K (the kernel's SK, sm90_streamk.h). w8a8_sm90_sk_fits: whether the stream-K twin ci can run
@@ -803,26 +653,19 @@ int w8a8_sm90_sk_fits(const sm90_plan_opts *o, const sm90_caps *caps, int ci, co
 }
 /* The plain tile of a stream-K twin, -1 if ci is none. */
 int w8a8_sm90_sk_plain(int ci) { return twin_of(ci, 0, SM90_STREAMK); }
-/* Where the plan is the plain 128 x 128 tile (after the token-tail twin had its turn): its stream-K twin.
- * W8A8_SM90_STREAMK=1 wherever the schedule has stream-K units (a last wave under 80% full, more than 8 K-blocks:
- * sm90_sk_make), =0 never, unset the rule (mode 2): more than 128 tokens and even splits of at least 3 per tile (at
- * most a third of the SMs' worth of tiles, >= 24 K-blocks): 1.22-1.32x at 70b-qkv-tp4 256 tokens, where two splits
- * per tile and the continuous cut lost (0.72-0.95x; h200-sm90-streamk-2026-11-30.txt). Not with ready flags (the
- * twin does not wait for arriving rows) nor the weights-constant hint (the twin does not preload).
- * W8A8_SM90_SK_MC2 (default 1; 0 for A/Bs): the rule also over the multicast twins of the 128 x 128 tile that
- * apply_mc2m planned at 129..255 tokens (their stream-K twin is the plain tile's): 1.08-1.39x at 70b-qkv-tp4 193..255
- * tokens (h200-sm90-session12-2026-11-30.txt; fp8 there now gets plan_skinny's wide tiles first). */
-static int g_sk_mc2 = -1;
-static int g_sk = -1;
-static int sk_mode(void) { return w8a8_env_mode(&g_sk, "W8A8_SM90_STREAMK", 2); }
+/* Where the plan is the plain 128 x 128 tile, or its multicast twin that apply_mc2m planned at 129..255 tokens
+ * (after the token-tail twin had its turn): the plain tile's stream-K twin, at more than 128 tokens where the
+ * schedule has stream-K units (a last wave under 80% full, more than 8 K-blocks: sm90_sk_make) in even splits of
+ * at least 3 per tile (at most a third of the SMs' worth of tiles, >= 24 K-blocks): 1.22-1.32x at 70b-qkv-tp4 256
+ * tokens, where two splits per tile and the continuous cut lost (0.72-0.95x; h200-sm90-streamk-2026-11-30.txt);
+ * over the multicast twins 1.08-1.39x at 70b-qkv-tp4 193..255 tokens (h200-sm90-session12-2026-11-30.txt). Not
+ * with ready flags (the twin does not wait for arriving rows) nor the weights-constant hint (the twin does not
+ * preload). */
 static void apply_sk(const sm90_plan_opts *o, const sm90_caps *caps, const w8a8_mm_problem *p, sm90_plan *pl) {
-  const int mode = pl->config >= 0 && !p->ready && !o->weights_constant ? sk_mode() : 0;
-  if (mode == 0 || (mode == 2 && p->M <= 128)) return;
-  /* the plan's stream-K twin (only the plain 128 x 128 tiles have one); a multicast plan's is its plain tile's
-   * (W8A8_SM90_SK_MC2) */
-  const int to = twin_of(pl->config, SM90_STREAMK, w8a8_env_flag(&g_sk_mc2, "W8A8_SM90_SK_MC2", 1) ? SM90_MC2 : 0);
+  if (pl->config < 0 || p->ready || o->weights_constant || p->M <= 128) return;
+  const int to = twin_of(pl->config, SM90_STREAMK, SM90_MC2);
   sm90_sk_plan k;
-  if (to < 0 || !w8a8_sm90_sk_fits(o, caps, to, p, &k) || k.units == 0 || (mode == 2 && k.per_tile < 3)) return;
+  if (to < 0 || !w8a8_sm90_sk_fits(o, caps, to, p, &k) || k.units == 0 || k.per_tile < 3) return;
   pl->config = to;
 }
 
@@ -843,20 +686,16 @@ static int tuned_plan(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_pl
 }
 
 /* The plan of a launch without a forced configuration: the tuning table's, else the heuristic's
- * with the multicast twin at 129..255 tokens; then the handle's settings (fast accumulation, and
- * the opt-in pingpong tiles); last the token-tail twin where a token tile is partial (apply_tail,
- * tuned plans included), and the stream-K twin where its rule takes the plain 128 x 128 tile (apply_sk,
- * tuned plans included: the tuner times the plain tile, and the rule was measured against it). */
+ * with the multicast twin at 129..255 tokens; then fast accumulation where the handle asks for it; last
+ * the token-tail twin where a token tile is partial (apply_tail, tuned plans included), and the stream-K
+ * twin where its rule takes the plain 128 x 128 tile (apply_sk, tuned plans included: the tuner times the
+ * plain tile, and the rule was measured against it). */
 sm90_plan w8a8_sm90_choose_plan(const w8a8_mm_problem *p, const sm90_plan_opts *o, const sm90_caps *caps) {
   sm90_plan pl;
   const int tuned = tuned_plan(o, p, &pl);
-  if (!tuned) {
-    pl = plan(p, caps);
-    fold_move(o, p, &pl, caps->num_sms);
-  }
+  if (!tuned) pl = plan(p, caps);
   apply_fp8_accum(o, &pl);
   if (!tuned) apply_mc2m(o, p, &pl);
-  apply_pp(o, p, &pl, caps->num_sms);
   apply_tail(o, p, &pl, caps->num_sms);
   apply_sk(o, caps, p, &pl);
   return pl;
@@ -864,69 +703,12 @@ sm90_plan w8a8_sm90_choose_plan(const w8a8_mm_problem *p, const sm90_plan_opts *
 
 /* ---- the tests' hooks -------------------------------------------------------------------------------------- */
 
-/* The switches above for the tests (and sm90_dev): 1 on, 0 off (or the mode named), -1 back to the environment
- * variable (read on the next call). */
-static void set_switch(int *g, int on) { __atomic_store_n(g, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
-static void set_mode(int *g, int mode, int max) {
-  __atomic_store_n(g, mode < 0 ? -1 : mode > max ? max : mode, __ATOMIC_RELAXED);
-}
-/* tokens: the swap-AB n64 rule's upper bound (32: off; clamped to 32..64), -1 back to W8A8_SM90_SWAP64_MAX */
-W8A8_HIDDEN void w8a8_sm90_set_swap64_max(int tokens) {
-  __atomic_store_n(&g_swap64_max, tokens < 0 ? -1 : tokens < 32 ? 32 : tokens > 64 ? 64 : tokens, __ATOMIC_RELAXED);
-}
-/* mode: plan_deep's two n32 token tiles: 1 both dtypes, 0 never, 2 fp8 only (the rule), -1 back to the variable */
-W8A8_HIDDEN void w8a8_sm90_set_deep_n32x2(int mode) { set_mode(&g_deep_n32x2, mode, 2); }
-/* on: 1 plan_deep80 wherever it applies, 0 never, 2 its default rule, -1 back to the variable */
-W8A8_HIDDEN void w8a8_sm90_set_deep80(int on) { set_mode(&g_deep80, on, 2); }
-/* on: fp8's token-tail cap without the weights-constant hint (w8a8_sm90_fp8_tail_box): 0 an eighth of the tile, 1
- * int8's, 2 half (the default rule), -1 back to W8A8_SM90_FP8_TAIL_BOX */
-W8A8_HIDDEN void w8a8_sm90_set_fp8_tail_box(int on) { set_mode(&g_fp8_tail_box, on, 2); }
-/* on: 1 the stream-K rule over the multicast twins too, 0 not, -1 back to W8A8_SM90_SK_MC2 */
-W8A8_HIDDEN void w8a8_sm90_set_sk_mc2(int on) { set_switch(&g_sk_mc2, on); }
-/* on: 1 plan_deep256 (its rule), 0 never, -1 back to W8A8_SM90_DEEP256 */
-W8A8_HIDDEN void w8a8_sm90_set_deep256(int on) { set_switch(&g_deep256, on); }
-/* on: plan_deep256's rule at 97..128 tokens too (1), 0 not, -1 back to W8A8_SM90_DEEP128 */
-W8A8_HIDDEN void w8a8_sm90_set_deep128(int on) { set_switch(&g_deep128, on); }
-/* on: plan's 128 x 192 rule (1 the rule, 0 never), -1 back to W8A8_SM90_WIDE192 */
-W8A8_HIDDEN void w8a8_sm90_set_wide192(int on) { set_switch(&g_wide192, on); }
-/* on: plan's 128 x 160 rule (1 the rule, 0 never), -1 back to W8A8_SM90_WIDE160 */
-W8A8_HIDDEN void w8a8_sm90_set_wide160(int on) { set_switch(&g_wide160, on); }
-/* on: the 128 x 192 rule's fp8 tile, 1 fp8_128x192_promote_hdb, 0 fp8_128x192_promote, -1 back to W8A8_SM90_HDB */
-W8A8_HIDDEN void w8a8_sm90_set_hdb(int on) { set_switch(&g_hdb, on); }
-/* mode: plan_skinny's first rule (1), its wider rule (2), mode 3 (more token counts), mode 4 (mode 3 and the pairs
- * on half-wave shapes, the default) or never (0), -1 back to W8A8_SM90_SKINNY */
-W8A8_HIDDEN void w8a8_sm90_set_skinny(int mode) { set_mode(&g_skinny, mode, 4); }
-/* on: the kernel's shift of a partial last token tile (W8A8_SM90_SHIFT) or not, -1 back to the environment */
-W8A8_HIDDEN void w8a8_sm90_set_shift(int on) { set_switch(&g_shift, on); }
-/* mode: plan_skinny's wide tiles, W8A8_SM90_SKINNY_WIDE's 0 / 1 / 2; -1 back to the environment */
-W8A8_HIDDEN void w8a8_sm90_set_skinny_wide(int mode) { set_mode(&g_skinny_wide, mode, 2); }
-/* mode: plan_skinny's _k2 twins, W8A8_SM90_SKINNY_K2's 0 / 1 / 2; -1 back to the environment */
-W8A8_HIDDEN void w8a8_sm90_set_skinny_k2(int mode) { set_mode(&g_skinny_k2, mode, 2); }
-/* on: plan_deep's n64 tile at split 3 (1) or not (0), -1 back to W8A8_SM90_DEEP3 */
-W8A8_HIDDEN void w8a8_sm90_set_deep3(int on) { set_switch(&g_deep3, on); }
-/* mode: 1..16 tokens, 1 the n8 / n16 deep tiles, 2 the n32 deep tile, 0 plan_small; -1 back to W8A8_SM90_DEEP16 */
-W8A8_HIDDEN void w8a8_sm90_set_deep16(int mode) { set_mode(&g_deep16, mode, 2); }
-/* on: 1 the 128 x 64 tile at 129..256 tokens wherever it applies, 0 never, 2 its rule, -1 back to the variable */
-W8A8_HIDDEN void w8a8_sm90_set_narrow256(int on) { set_mode(&g_narrow256, on, 2); }
-/* on: 1 / 0 the heuristic takes the *_tail twins or not (W8A8_SM90_TAIL), -1 back to the variable */
-W8A8_HIDDEN void w8a8_sm90_set_tail_heuristic(int on) { set_switch(&g_tail_env, on); }
-/* on: tail_plan's single-token-tile rule (1) or not (0), -1 back to W8A8_SM90_TAIL_SINGLE */
-W8A8_HIDDEN void w8a8_sm90_set_tail_single(int on) { set_switch(&g_tail_single, on); }
-/* on: 1 apply_sk's stream-K twins wherever the schedule has units, 0 never, 2 its rule, -1 back to the variable */
-W8A8_HIDDEN void w8a8_sm90_set_streamk(int on) { set_mode(&g_sk, on, 2); }
 /* mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
- * partial, 4 the fold where it applies (else 1), -1 the default (1) */
+ * partial, 4 the fold where it applies (else 1), -1 the default (1). Modes other than 1 also turn off the main
+ * kernel's shift, mode 0 the skinny kernel's too: the fill the tests compare the shifts and boxes with. */
 W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
   __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 4 ? 1 : mode, __ATOMIC_RELAXED);
 }
-/* on: plan_wide_swap's rule (1) or never (0), -1 back to W8A8_SM90_WIDE_SWAP */
-W8A8_HIDDEN void w8a8_sm90_set_wide_swap(int on) { set_switch(&g_wide_swap, on); }
-/* on: plan_single_swap's rule (1) or never (0), -1 back to W8A8_SM90_SINGLE_SWAP */
-W8A8_HIDDEN void w8a8_sm90_set_single_swap(int on) { set_switch(&g_single_swap, on); }
-/* on: plan_pair_swap's rule (1) or never (0), -1 back to W8A8_SM90_PAIR_SWAP */
-W8A8_HIDDEN void w8a8_sm90_set_pair_swap(int on) { set_switch(&g_pair_swap, on); }
-/* mode: the fold's rule (g_fold: 0 off, 1 the first rule, 2 the measured one), -1 back to W8A8_SM90_FOLD */
-W8A8_HIDDEN void w8a8_sm90_set_fold(int mode) { set_mode(&g_fold, mode, 2); }
 
 /* ---- the CUDA-core kernel's rule (gemv.cu) ------------------------------------------------------------------ */
 

@@ -25,9 +25,8 @@ typedef struct sm90_config {
   int promote;    /* fp8 promotes every K-block (the skinny kernel's fp8 too) */
   int splitk;     /* K split over a cluster */
   int fast_accum; /* fp8 without promotion: less exact; planned only under W8A8_FP8_ACCUM_FAST */
-  int mcast;      /* 2: clusters of two CTAs on neighbouring X tiles multicasting the Y tile (B; swapped: A); 3: the
-                     skinny kernel's pairs, two CTAs on neighbouring token tiles multicasting the weight tile; 0 none */
-  int pp;         /* pingpong */
+  int mcast;      /* 2: clusters of two CTAs on neighbouring X tiles multicasting the Y tile (B); 3: the skinny
+                     kernel's pairs, two CTAs on neighbouring token tiles multicasting the weight tile; 0 none */
   int tail;       /* the token tail */
   int sk;         /* stream-K */
   int hdb;        /* fp8 promotion in alternating halves */
@@ -83,14 +82,12 @@ typedef struct tail_boxes {
 W8A8_HIDDEN tail_boxes w8a8_sm90_tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready);
 /* The token tail's mode (w8a8_sm90_set_tail): 1 (default) the rule, 0 never, 2..4 test modes. */
 W8A8_HIDDEN int w8a8_sm90_tail_mode(void);
-/* fp8's token-tail box cap for the handle (W8A8_SM90_FP8_TAIL_BOX; 0 with the weights-constant hint). */
+/* fp8's token-tail box cap for the handle: 2 half the tile, 0 an eighth (with the weights-constant hint). */
 W8A8_HIDDEN int w8a8_sm90_fp8_tail_box(const sm90_plan_opts *o);
 /* Whether the boxes t of configuration c are the fold (one 3-D box of two 64-row blocks). */
 W8A8_HIDDEN int w8a8_sm90_tail_is_fold(const sm90_config *c, tail_boxes t);
 /* Whether the kernel's shift loads a partial last token tile of c (sm90_args.shift_x). */
 W8A8_HIDDEN int w8a8_sm90_shift_applies(const sm90_config *c, int64_t token_rows, int ready);
-/* Whether the skinny kernel shifts a partial last token tile back over real rows (W8A8_SM90_SKINNY_SHIFT). */
-W8A8_HIDDEN int w8a8_sm90_skinny_shift_enabled(void);
 /* bench/sm90_dev -P: A's tensor map covers whole token tiles (w8a8_sm90_set_pad_tokens). */
 W8A8_HIDDEN int w8a8_sm90_pad_tokens(void);
 /* Whether out and ldo allow 4-element stores along n (sm90_args.quad_store). */
