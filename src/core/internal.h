@@ -36,7 +36,7 @@ W8A8_HIDDEN w8a8_status w8a8_verr(w8a8_status status, const char *fmt, va_list a
 /* Clear the last error (called at the start of each public call). */
 W8A8_HIDDEN void w8a8_clear_error(void);
 
-/* An on/off switch from the environment (A/B and opt-in settings such as W8A8_SM90_PDL), read once
+/* An on/off switch from the environment (A/B and opt-in settings such as W8A8_GEMV_FP8), read once
  * and kept in *cache (-1: not read yet; a caller may store 0 / 1 there to override it). Default on
  * (dflt = 1): on unless the value starts with '0'; default off: on only if it starts with '1'. */
 W8A8_HIDDEN int w8a8_env_flag(int *cache, const char *name, int dflt);
