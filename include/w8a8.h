@@ -95,7 +95,10 @@ W8A8_API const char *w8a8_version_string(void);
   X(W8A8_ERROR_WORKSPACE, 21, "the workspace is too small for this call")              \
   X(W8A8_ERROR_INVALID_FILE, 22, "a file could not be read or is malformed")           \
   X(W8A8_ERROR_INTERNAL, 23, "internal error (a bug in w8a8: please report it)")              \
-  X(W8A8_ERROR_STALE_TUNING, 24, "a tuning table was measured on another device or library version")
+  X(W8A8_ERROR_STALE_TUNING, 24, "a tuning table was measured on another device or library version") \
+  X(W8A8_ERROR_BROKEN, 25, "the communicator is broken by an earlier failure (this rank's or a peer's)") \
+  X(W8A8_ERROR_TIMEOUT, 26, "a collective call did not complete within the communicator's timeout") \
+  X(W8A8_ERROR_ABORTED, 27, "the communicator was aborted (w8a8_comm_abort)")
 
 typedef enum w8a8_status {
 #define W8A8_X_ENUM(name, value, text) name = value,
@@ -423,9 +426,7 @@ W8A8_API w8a8_status w8a8_silu_mul_quantize(w8a8_handle *handle, const w8a8_matr
 /* Tensor parallelism                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Owned by the tensor-parallelism work (issue 5; the GPU transport is issue 6).
- *
- * Sequence-parallel layers over W ranks. Rank r holds M_r rows (tokens) of the
+/* Sequence-parallel layers over W ranks. Rank r holds M_r rows (tokens) of the
  * activations; the rows of the whole layer are the ranks' shards in rank order,
  * so rank r's rows start at offset_r = M_0 + ... + M_{r-1}.
  *
@@ -439,7 +440,19 @@ W8A8_API w8a8_status w8a8_silu_mul_quantize(w8a8_handle *handle, const w8a8_matr
  *
  * Communicators are collective objects: create, destroy and the fused calls must
  * be called by every rank of the communicator, in the same order. A communicator
- * is used by one thread at a time. */
+ * is used by one thread at a time (except w8a8_comm_abort, w8a8_comm_set_timeout and
+ * w8a8_comm_get_async_error: any thread, any time). A failure that may leave the ranks
+ * out of step breaks the communicator on every rank, and no fused call waits for ever
+ * once a timeout is set (the default is 300 s): see "Failures, deadlines and abort" below.
+ *
+ * MPI thread level (MPI communicators, and GPU communicators made by
+ * w8a8_comm_create_world, which agree over MPI): w8a8 calls MPI only from the thread
+ * making a w8a8 call. One thread making every w8a8 call of the process needs
+ * MPI_THREAD_FUNNELED when it is the main thread, MPI_THREAD_SERIALIZED otherwise (or
+ * when threads take turns); communicators driven concurrently by several threads, or a
+ * thread making w8a8 calls while another makes MPI calls of its own, need
+ * MPI_THREAD_MULTIPLE. w8a8_comm_abort, w8a8_comm_set_timeout and
+ * w8a8_comm_get_async_error make no MPI call and need no level. */
 
 typedef struct w8a8_comm w8a8_comm;
 
@@ -450,20 +463,33 @@ typedef struct w8a8_comm w8a8_comm;
  * MPI must be initialised. `handle` is a CPU handle: it runs the GEMMs (its kernel
  * choice and thread count apply) and must outlive the communicator.
  * All ranks check at creation that they run the same library version and device
- * kind; when any rank's arguments are bad every rank fails (no hang).
+ * kind; when a rank's `comm` or `handle` is bad every rank fails (no hang). A rank whose
+ * `mpi_comm` is unusable (NULL, pointing at MPI_COMM_NULL, an intercommunicator, or MPI not
+ * initialised) fails at once and cannot take part, since it has no communicator to reach
+ * its peers through: the peers wait in the duplication of their communicator (polled) and
+ * fail with W8A8_ERROR_TIMEOUT after W8A8_TP_TIMEOUT_S (default 300 s; 0 = wait for ever).
+ * After such a timeout the peers' MPI communicator still has that duplication pending:
+ * make no further collective call on it. w8a8_comm_create_world has no such case.
+ * The new communicator's timeout is W8A8_TP_TIMEOUT_S as read here (w8a8_comm_set_timeout).
  * Allocates no workspace: call w8a8_comm_reserve before the fused calls.
  * @return W8A8_ERROR_NOT_BUILT without MPI; W8A8_ERROR_UNSUPPORTED_DEVICE for a CUDA
  *         handle (GPU ranks use w8a8_comm_create_nccl); W8A8_ERROR_COMM when MPI fails;
- *         W8A8_ERROR_COMM_MISMATCH when ranks disagree or another rank's arguments were bad.
+ *         W8A8_ERROR_COMM_MISMATCH when ranks disagree or another rank's arguments were bad;
+ *         W8A8_ERROR_TIMEOUT as above.
  */
 W8A8_API w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm);
 /**
- * Bootstrap: MPI_Init_thread(MPI_THREAD_FUNNELED) if MPI is not initialised yet
- * (MPI_Finalize is then called when the last such communicator is destroyed, after
- * which MPI cannot be used again in this process; and also when this creation fails, on
- * every rank, since an initialised MPI never finalised makes mpirun fail the job: to retry
- * after a failure, initialise MPI before the first call), then w8a8_comm_create_mpi over
- * MPI_COMM_WORLD. With a CUDA handle (one GPU per rank; every rank must pass the same
+ * Bootstrap: when MPI is not initialised yet, MPI_Init_thread(MPI_THREAD_MULTIPLE) (whatever
+ * level MPI provides is accepted: see "MPI thread level" above for what each use needs;
+ * MPI_Query_thread tells which one was given). MPI_Finalize is then called when the last such
+ * communicator is destroyed, after which MPI cannot be used again in this process; and also
+ * when this creation fails, on every rank, since an initialised MPI never finalised makes
+ * mpirun fail the job (to retry after a failure, initialise MPI before the first call; not
+ * after W8A8_ERROR_TIMEOUT, when a peer may be gone and MPI_Finalize could wait for it).
+ * Then w8a8_comm_create_mpi over MPI_COMM_WORLD. Every collective step of the creation is
+ * polled against W8A8_TP_TIMEOUT_S (W8A8_ERROR_TIMEOUT; MPI_COMM_WORLD is then left with a
+ * w8a8 collective pending), except NCCL's own initialisation (GPU ranks), which NCCL runs.
+ * With a CUDA handle (one GPU per rank; every rank must pass the same
  * kind of handle, else every rank fails): an NCCL communicator over MPI_COMM_WORLD (id
  * broadcast with MPI), owned by the w8a8_comm, whose fused calls agree over MPI on the host.
  * IPC transport (opt-in while unproven: environment W8A8_TP_IPC=1 on every rank at creation):
@@ -484,7 +510,7 @@ W8A8_API w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle,
  *   - w8a8_comm_destroy synchronizes the communicator's side stream and meets the peers twice.
  */
 W8A8_API w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle);
-/* ---- GPU communicators (issue 6) ------------------------------------------------------
+/* ---- GPU communicators ------------------------------------------------------------------
  * GPU ranks run the same fused calls with the same arguments, arithmetic and agreement rules
  * as CPU ranks; every pointer is device memory of the rank's GPU, and every call is
  * asynchronous on the rank's handle stream: no device synchronization, nothing allocated,
@@ -507,7 +533,9 @@ W8A8_API w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handl
  * call made while any rank's stream is capturing fails on every rank (UNSUPPORTED_DEVICE on the
  * capturing ranks, COMM_MISMATCH on the others). A rank whose arguments are bad (a NULL comm, a
  * CPU or destroyed handle) still takes part in the creation, so that every rank fails together;
- * only a NULL nccl_comm cannot.
+ * only a NULL nccl_comm cannot. The creation's exchange (an ncclAllGather) is polled against
+ * W8A8_TP_TIMEOUT_S: a rank that never joins makes the others fail with W8A8_ERROR_TIMEOUT, and
+ * the ncclComm_t then has that collective pending (abort it with ncclCommAbort).
  * @return W8A8_ERROR_NOT_BUILT without CUDA or NCCL; W8A8_ERROR_UNSUPPORTED_DEVICE for a CPU
  *         handle; W8A8_ERROR_COMM when NCCL fails; W8A8_ERROR_COMM_MISMATCH where another rank
  *         failed.
@@ -540,8 +568,10 @@ W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *han
  * Called once, from one thread; no NCCL involved. Each comms[i] is then driven by its own
  * thread: the fused calls are collective and block (on the host, never on the device) until
  * every rank has made the matching call, for the agreement and to order the ranks' CUDA
- * events. A rank that does not arrive within W8A8_TP_TIMEOUT_S seconds (default 300) makes
- * the others fail with W8A8_ERROR_COMM instead of hanging. Destroy each comms[i] with
+ * events. A rank that does not arrive within the timeout (w8a8_comm_set_timeout; W8A8_TP_TIMEOUT_S
+ * at creation, default 300 s) makes the waiting ranks fail with W8A8_ERROR_TIMEOUT instead of
+ * hanging, and the rank group is broken: the late rank's call fails with W8A8_ERROR_TIMEOUT too,
+ * and every later call of every rank with W8A8_ERROR_BROKEN. Destroy each comms[i] with
  * w8a8_comm_destroy (any thread, after the ranks' work is done).
  * With peer access (or emulated ranks on one GPU), the eager all-gather's own-row pack kernel stores the
  * rank's scales and zero points straight into the peers' gathered buffers (no small copy before the GEMM).
@@ -558,10 +588,12 @@ W8A8_API w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *han
  */
 W8A8_API w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int nranks);
 
-/** Destroy; NULL accepted. Collective (frees the duplicated MPI communicator). A rank destroys its
- * communicator only after EVERY rank's last fused call has returned and the work it enqueued is done
- * (synchronize each rank's stream first): on a GPU communicator the peers' queued copies and
- * kernels may still read this rank's workspace, flags and events, and in-process ranks share them. */
+/** Destroy; NULL accepted. Collective (frees the duplicated MPI communicator; IPC: two barriers, polled
+ * against the timeout). A rank destroys its communicator only after EVERY rank's last fused call has
+ * returned and the work it enqueued is done (synchronize each rank's stream first): on a GPU
+ * communicator the peers' queued copies and kernels may still read this rank's workspace, flags and
+ * events, and in-process ranks share them. A broken communicator is destroyed without meeting the
+ * peers (see "Failures, deadlines and abort"); an aborted one first sends its peers the notice. */
 W8A8_API w8a8_status w8a8_comm_destroy(w8a8_comm *comm);
 W8A8_API w8a8_status w8a8_comm_rank(const w8a8_comm *comm, int *rank);
 W8A8_API w8a8_status w8a8_comm_size(const w8a8_comm *comm, int *size);
@@ -570,7 +602,9 @@ W8A8_API w8a8_status w8a8_comm_size(const w8a8_comm *comm, int *size);
  * Size the communicator's workspace (gathered A and scales for all-gather; fp32
  * partials for reduce-scatter, which also hold W8A8_TP_PARTIALS_OUT's 16-bit ones). The
  * fused calls allocate nothing: a call that does not fit returns W8A8_ERROR_WORKSPACE on
- * every rank, naming what to reserve.
+ * each rank whose workspace is too small, naming what to reserve, and (as for any rank's
+ * local failure, see "Agreement") W8A8_ERROR_COMM_MISMATCH naming that rank on the others.
+ * Reserving the same bounds on every rank keeps the ranks' answers alike.
  * Local (not collective); may be called again to grow (never shrinks), not while a
  * call is running. The sizes are as this rank sees them in its own arguments:
  *   max_m: the largest M of the whole layer (all_gather: out->rows; reduce_scatter: a->rows);
@@ -597,13 +631,31 @@ W8A8_API w8a8_status w8a8_tp_shard_rows(int64_t total, int size, int rank, int64
                                    half the bytes for bf16/fp16 out, as vLLM and PyTorch's
                                    fused_scaled_matmul_reduce_scatter move them */
 
+/** w8a8_tp_options.overlap: which schedule a fused call runs. Both give the same bits. */
+#define W8A8_TP_OVERLAP_OFF 0  /* the collective, then the GEMM (unfused) */
+#define W8A8_TP_OVERLAP_ON 1   /* the fused, overlapped schedule */
+#define W8A8_TP_OVERLAP_AUTO 2 /* the default: per call, fused where the layer's M (out->rows of the
+                                  all-gather, a->rows of the reduce-scatter) reaches the crossover of
+                                  the communicator's transport and operation, else unfused. Every
+                                  rank computes its choice and the agreement makes one for all (fused
+                                  only where every rank chose it), so ranks never run different
+                                  schedules. Crossovers (rows; see docs/TP.md for the measurements):
+                                    copy_engine (w8a8_comm_create_local)   all-gather 1024, reduce-scatter 1024
+                                    ipc                                    all-gather 2048, reduce-scatter 1024
+                                    nccl                                   all-gather 1024, reduce-scatter never
+                                    mpi (CPU ranks)                        all-gather  256, reduce-scatter  256
+                                  The environment variable W8A8_TP_OVERLAP_MIN_M=R at creation sets R for
+                                  every operation of the communicators created then (0: always fused). */
+
 /** Options of the fused TP operations. Initialise with W8A8_TP_OPTIONS_INIT; NULL = defaults.
  *  Versioned by struct_size: members beyond the struct_size a caller passes take their defaults,
  *  so a caller compiled against an older header keeps the older behaviour. */
 typedef struct w8a8_tp_options {
   size_t struct_size; /* sizeof(w8a8_tp_options) */
-  int overlap;        /* 0: the collective, then the GEMM (unfused). 1: the fused, overlapped schedule.
-                         Both give the same bits. Every rank must pass the same value. */
+  int overlap;        /* W8A8_TP_OVERLAP_OFF, _ON or _AUTO (the default); any other value is
+                         W8A8_ERROR_INVALID_VALUE. Every rank must pass the same value (with AUTO the
+                         choice is agreed per call). Callers built against headers whose
+                         W8A8_TP_OPTIONS_INIT set 1 keep the fused schedule. */
   int reserved0;      /* ignored. The first version of this struct ended after `overlap`, and on LP64
                          its size (16) included these 4 padding bytes, which an old caller may leave
                          uninitialised: `partials` starts after them, so that such a caller's
@@ -613,7 +665,7 @@ typedef struct w8a8_tp_options {
                          W8A8_ERROR_INVALID_VALUE. The all-gather checks the value and otherwise
                          ignores it (ranks may differ there). */
 } w8a8_tp_options;
-#define W8A8_TP_OPTIONS_INIT {sizeof(w8a8_tp_options), 1, 0, W8A8_TP_PARTIALS_FP32}
+#define W8A8_TP_OPTIONS_INIT {sizeof(w8a8_tp_options), W8A8_TP_OVERLAP_AUTO, 0, W8A8_TP_PARTIALS_FP32}
 
 /**
  * Optional outputs of w8a8_all_gather_scaled_mm: the gathered activations, for reuse
@@ -645,11 +697,11 @@ typedef struct w8a8_gathered {
  *                 azp_adj) the one zero point applies to every rank's rows.
  * @param out      [M, N_r] row-major bf16/fp16/fp32, M = sum over ranks of M_r.
  * @param gathered NULL, or which gathered inputs to return (see w8a8_gathered).
- * @param opts     NULL (overlap on) or options.
+ * @param opts     NULL (the defaults: overlap W8A8_TP_OVERLAP_AUTO) or options.
  *
  * Arithmetic: rows offset_j .. offset_j+M_j-1 of out are exactly w8a8_scaled_mm of rank
  * j's rows with rank j's scales and zero point and this rank's B, scale_b, bias, azp_adj
- * (same epilogue, same rounding). Overlap on and off give identical bits.
+ * (same epilogue, same rounding). Every overlap setting gives identical bits.
  * Schedule (CPU/MPI): own rows are copied into the gathered workspace and sent to every
  * peer while the GEMM of the own rows runs; then each peer's rows are multiplied as they
  * arrive. Unfused: MPI_Allgatherv, then the same GEMMs.
@@ -702,9 +754,21 @@ W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_m
                                                    const w8a8_matrix *out, const w8a8_tp_options *opts);
 
 /*
- * Agreement. Each fused call first checks its own arguments, then one small collective
- * (an MPI_Allgather of a fixed-size signature) tells every rank what the others passed
- * and whether their checks passed. Every rank then takes the same decision:
+ * Agreement. Each fused call first checks its own arguments, then one small exchange (an
+ * MPI_Iallgather of a fixed-size signature, or the GPU transport's equivalent) tells every rank
+ * what the others passed, whether their checks passed, and which call of the communicator each
+ * is making. Every rank then takes the same decision from the same table:
+ *   - ranks at different calls of the communicator (each rank numbers its fused calls on it,
+ *     counting every call, failed ones too): a rank skipped or repeated a call, or a call
+ *     failed on some ranks before its exchange completed. W8A8_ERROR_COMM_MISMATCH on every
+ *     rank, naming two ranks' call numbers, and the communicator is broken (see below);
+ *   - ranks that made different numbers of fused calls with an invalid communicator (NULL,
+ *     destroyed, or not a communicator) just before this call (on the calling thread, since its
+ *     previous fused call on any communicator): such a call reaches no communicator and is
+ *     counted nowhere else, so this is what catches a rank that passed NULL for a call its peers
+ *     made (its next call would pair with the peers' previous one). W8A8_ERROR_COMM_MISMATCH on
+ *     every rank, broken. Best effort: the count is charged to the thread's next call, so a skip
+ *     made on another thread, or followed by a call on another communicator, is charged there;
  *   - a rank whose own checks failed returns its own status and message; the others
  *     return W8A8_ERROR_COMM_MISMATCH naming that rank and its status;
  *   - ranks that disagree on the operation, K (all-gather) or N (reduce-scatter), the
@@ -715,15 +779,75 @@ W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_m
  *     (local to each rank's weight shard), partials in the all-gather (ignored there), and
  *     per-tensor vs per-token scales (they are local, or travel with their rows);
  *   - shards that do not add up to M: W8A8_ERROR_INVALID_SHAPE on every rank.
- * Nothing is communicated or written before this check passes. Checks of comm and its
- * handle come before it: passing a destroyed communicator on one rank only leaves the
- * others waiting, like any collective called by some ranks only.
- * A failure after the check leaves out and gathered undefined and the communicator unusable
- * (later calls return W8A8_ERROR_COMM): destroy it. Nothing the arguments cause fails there:
- * on CPU ranks only MPI can (W8A8_ERROR_COMM); on GPU ranks NCCL (W8A8_ERROR_COMM) or CUDA
- * (W8A8_ERROR_DEVICE: a failed launch or copy, a sticky fault), and a rank that fails so makes
- * its peers fail with W8A8_ERROR_COMM rather than wait.
+ * Nothing is communicated or written before this check passes, and the failures of the last
+ * three kinds leave the communicator usable: every rank failed the same call.
+ * A call with an invalid communicator returns at once (W8A8_ERROR_INVALID_COMM): the rank
+ * cannot reach its peers, who wait for its contribution until their timeout.
+ *
+ * Failures, deadlines and abort.
+ * Broken. A failure after which the ranks may disagree on what happened breaks the
+ * communicator: an MPI, NCCL or CUDA error inside the exchange or the schedule, a timeout,
+ * an abort, ranks out of step (above). The failing call's out and gathered are undefined;
+ * every later fused call of this rank returns W8A8_ERROR_BROKEN at once, naming the first
+ * failure (W8A8_ERROR_ABORTED on a rank that aborted it), and communicates nothing. The peers
+ * learn of it at their next wait on the communicator and fail too, instead of waiting for this
+ * rank: with W8A8_ERROR_TIMEOUT where the break was a timeout (the same collective did not
+ * complete in time), else W8A8_ERROR_BROKEN. Over MPI (CPU ranks, create_world's GPU ranks) the
+ * breaking rank sends each peer a small message that every wait polls for; in-process ranks
+ * share the group's state. (A bare ncclComm_t across processes has no such channel: its peers
+ * fail at their timeout.) A broken communicator can only be destroyed (w8a8_comm_reserve
+ * refuses it); w8a8_comm_destroy of one waits for no peer, and leaves allocated what MPI or the
+ * device may still use: the MPI duplicate, buffers of collectives that never completed (a few
+ * KB, or the workspace where a message of the schedule was left in flight), and a broken IPC
+ * communicator's device memory and events.
+ * Deadlines. Every communicator has a timeout (W8A8_TP_TIMEOUT_S at creation, in seconds,
+ * fractions allowed, 0 = none; 300 s where it is unset or not a number >= 0). A fused call whose
+ * host-side part has not completed within the timeout of its start returns W8A8_ERROR_TIMEOUT
+ * and breaks the communicator. MPI: every wait of the call (the exchange, the schedule's messages) polls
+ * MPI_Test* against that deadline, never blocking inside MPI, so a dead or stuck peer costs
+ * at most the timeout (the test suite kills a rank mid-sequence under mpirun --enable-recovery:
+ * the survivors return W8A8_ERROR_TIMEOUT). GPU ranks: the host waits of a call are bounded the
+ * same way (in-process group: its barriers; IPC and create_world: the MPI collectives; a bare
+ * ncclComm_t: the synchronization of the agreement's ncclAllGather, polled with
+ * cudaStreamQuery). Work already enqueued on a stream is the stream's: a peer that dies after
+ * a call's exchange leaves NCCL kernels or event waits pending on the device, which no host
+ * deadline ends; w8a8_comm_destroy of a broken communicator calls ncclCommAbort (not
+ * ncclCommDestroy) on an ncclComm_t w8a8 owns (create_nccl_id, create_world), and the caller
+ * aborts its own (w8a8_comm_create_nccl). Creation: see each w8a8_comm_create_*.
  */
+
+/** Set the communicator's timeout: seconds >= 0 (fractions allowed; 0 = none), at most 1e9.
+ *  Local (this rank only; give every rank the same value). Takes effect from the next fused
+ *  call (a call in progress keeps the deadline it started with). Thread-safe: any thread, any
+ *  time (an atomic store; no MPI call). @return W8A8_ERROR_INVALID_VALUE for a negative, NaN or
+ *  too large value. */
+W8A8_API w8a8_status w8a8_comm_set_timeout(w8a8_comm *comm, double seconds);
+/** The communicator's timeout in seconds (0 = none). Thread-safe like w8a8_comm_set_timeout. */
+W8A8_API w8a8_status w8a8_comm_get_timeout(const w8a8_comm *comm, double *seconds);
+/**
+ * Abort the communicator on this rank: every fused call of it that is waiting (on any thread)
+ * returns W8A8_ERROR_ABORTED within a few milliseconds, and every later one returns
+ * W8A8_ERROR_ABORTED at once; the communicator is broken. The peers fail with
+ * W8A8_ERROR_BROKEN at their next wait (as for any break, above): at once for in-process ranks;
+ * over MPI once this rank's next or current fused call, or its w8a8_comm_destroy, has sent
+ * them the notice (sending is MPI, which only the thread making the calls does).
+ * Thread-safe: callable from any thread at any time, also while a call of the communicator
+ * runs on another thread (an atomic flag, plus the group's mutex for in-process ranks; no MPI,
+ * NCCL or CUDA call, so no MPI thread level is needed), but not concurrently with
+ * w8a8_comm_destroy of the same communicator. Idempotent. Destroy the communicator afterwards.
+ */
+W8A8_API w8a8_status w8a8_comm_abort(w8a8_comm *comm);
+/**
+ * The communicator's asynchronous error: W8A8_SUCCESS while it is healthy, else the status that
+ * broke it (W8A8_ERROR_TIMEOUT, W8A8_ERROR_ABORTED, W8A8_ERROR_COMM, W8A8_ERROR_DEVICE,
+ * W8A8_ERROR_COMM_MISMATCH, or W8A8_ERROR_BROKEN when a peer broke it), with w8a8_last_error()
+ * naming the failure and the rank where it happened. What this rank has learnt: a peer's
+ * failure over MPI is learnt at this rank's next wait on the communicator (no network is
+ * polled here); in-process ranks see the group's state at once; on an NCCL communicator
+ * ncclCommGetAsyncError is asked too. Thread-safe: any thread, any time (no MPI call), but not
+ * concurrently with w8a8_comm_destroy. @return W8A8_ERROR_INVALID_COMM for an invalid comm.
+ */
+W8A8_API w8a8_status w8a8_comm_get_async_error(const w8a8_comm *comm);
 
 /* ------------------------------------------------------------------------ */
 /* Tuning tables (Hopper fast path; `w8a8 tune`)                             */

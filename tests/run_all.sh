@@ -44,8 +44,10 @@ stage unit-noavx env W8A8_CPU_DISABLE=avx2,avx512 "$BUILD/bin/w8a8_tests" cpu_ r
 if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
   MPIRUN="mpirun --allow-run-as-root --oversubscribe"
   for np in $MPI_NPS; do
-    stage "mpi-np$np" timeout 600 $MPIRUN -np "$np" "$BUILD/bin/w8a8_tp_tests"
+    stage "mpi-np$np" timeout 300 $MPIRUN -np "$np" "$BUILD/bin/w8a8_tp_tests"
   done
+  # a rank dying mid-sequence (mpirun --enable-recovery keeps the survivors; each run is bounded by a timeout)
+  stage mpi-kill timeout 300 sh tests/mpi/run_kill.sh "$BUILD/bin/w8a8_tp_tests"
 fi
 
 # A stage whose binary is missing is skipped, unless W8A8_REQUIRE_ALL is set (CI sets it):

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -209,6 +210,18 @@ static void *rank_main(void *v) {
                                             c->has_zp ? &c->ZP : NULL, &c->O, c->has_g ? &c->G : NULL, &c->opt)
                 : w8a8_scaled_mm_reduce_scatter(c->comm, &c->A, &c->B, &c->SA, &c->SB, c->has_bias ? &c->BIAS : NULL,
                                                 c->has_zp ? &c->ZP : NULL, &c->O, &c->opt);
+  snprintf(c->msg, sizeof c->msg, "%s", w8a8_last_error());
+  return NULL;
+}
+
+/* rank_main with NULL options (the defaults). */
+static void *null_opts_main(void *v) {
+  rank_call *c = v;
+  use_dev(c->dev);
+  c->st = c->ag ? w8a8_all_gather_scaled_mm(c->comm, &c->A, &c->B, &c->SA, &c->SB, c->has_bias ? &c->BIAS : NULL,
+                                            c->has_zp ? &c->ZP : NULL, &c->O, c->has_g ? &c->G : NULL, NULL)
+                : w8a8_scaled_mm_reduce_scatter(c->comm, &c->A, &c->B, &c->SA, &c->SB, c->has_bias ? &c->BIAS : NULL,
+                                                c->has_zp ? &c->ZP : NULL, &c->O, NULL);
   snprintf(c->msg, sizeof c->msg, "%s", w8a8_last_error());
   return NULL;
 }
@@ -692,6 +705,7 @@ static int run_rs(env *e, const tcase *tc) {
     U[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mj, N, ldo, d[7]);
     U[j].opt.overlap = 0;
     F[j] = c;
+    F[j].opt.overlap = 1; /* (the default, W8A8_TP_OVERLAP_AUTO, runs these small M unfused) */
     F[j].O = w8a8_matrix_make(tc->out, W8A8_ROW_MAJOR, Mj, N, ldo, d[8]);
     free(a), free(b), free(sa), free(sb), free(azp), free(adj);
   }
@@ -1457,6 +1471,7 @@ W8A8_TEST(tp_gpu_graph_capture) {
     memset(&G[r], 0, sizeof G[r]);
     rank_call *c = &G[r].ag;
     c->comm = e.comm[r], c->dev = e.dev[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    c->opt.overlap = W8A8_TP_OVERLAP_ON;
     /* AG: this rank's rows are the first Mr[r] rows of its a buffer */
     c->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr[r], K, K, da[r]);
     c->B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, db[r]);
@@ -1621,6 +1636,7 @@ W8A8_TEST(tp_gpu_failure_joins_side_stream) {
       for (int i = 0; i < 5; i++) REQUIRE(d[r][i], "device allocation failed");
       memset(&c[r], 0, sizeof c[r]);
       c[r].comm = e.comm[r], c[r].dev = e.dev[r], c[r].ag = ag, c[r].opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+      c[r].opt.overlap = W8A8_TP_OVERLAP_ON;
       c[r].A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, ag ? Mr : M, K, K, d[r][0]);
       c[r].B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, d[r][1]);
       c[r].SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[r][2]);
@@ -1659,6 +1675,11 @@ W8A8_TEST(tp_gpu_failure_joins_side_stream) {
           ag ? "all-gather" : "reduce-scatter", c[0].msg, c[1].msg);
     CHECK(ce == cudaSuccess, "%s: the failed calls left their side streams unjoined: cudaStreamEndCapture: %s",
           ag ? "all-gather" : "reduce-scatter", cudaGetErrorString(ce));
+    /* a failure after the agreement broke the group: every rank's next call fails at once, enqueueing nothing */
+    run_ranks(c, W);
+    for (int r = 0; r < W; r++)
+      CHECK(c[r].st == W8A8_ERROR_BROKEN, "%s rank %d: a call after the failure: %s %s",
+            ag ? "all-gather" : "reduce-scatter", r, w8a8_status_name(c[r].st), c[r].msg);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
     cudaStreamDestroy(s0);
@@ -1701,6 +1722,7 @@ static int small_ag_init(small_ag *s, env *e, int64_t M, int64_t N, int64_t K) {
     if (cudaDeviceSynchronize() != cudaSuccess) return 0; /* legacy-stream memsets vs non-blocking rank streams */
     rank_call *c = &s->c[r];
     c->comm = e->comm[r], c->dev = e->dev[r], c->ag = 1, c->opt = (w8a8_tp_options)W8A8_TP_OPTIONS_INIT;
+    c->opt.overlap = W8A8_TP_OVERLAP_ON; /* (the schedule these tests were written for; AUTO: tp_gpu_overlap_auto) */
     c->A = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_ROW_MAJOR, Mr, K, K, d[0]);
     c->B = w8a8_matrix_make(W8A8_DTYPE_INT8, W8A8_COL_MAJOR, K, N, K, d[1]);
     c->SA = w8a8_vector_make(W8A8_DTYPE_FP32, 1, d[2]);
@@ -1911,22 +1933,229 @@ W8A8_TEST(tp_gpu_bad_input) {
   CHECK(y.st == W8A8_ERROR_INVALID_COMM, "destroyed comm: %s", w8a8_status_name(y.st));
 }
 
-/* A rank that never makes its call: the others fail after W8A8_TP_TIMEOUT_S instead of hanging. */
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A rank that never makes its call: the others fail after the timeout (W8A8_TP_TIMEOUT_S at creation,
+ * here 1 s) with W8A8_ERROR_TIMEOUT, within twice it, instead of hanging; the late rank's call then fails
+ * with TIMEOUT too (the group's break), and every later call with BROKEN. */
 W8A8_TEST(tp_gpu_missing_rank_times_out) {
   GPU_OR_SKIP();
-  setenv("W8A8_TP_TIMEOUT_S", "2", 1);
+  setenv("W8A8_TP_TIMEOUT_S", "1", 1);
   env e;
   int ok = env_open(&e, 2, 8, 8, 8);
   unsetenv("W8A8_TP_TIMEOUT_S");
   REQUIRE(ok, "ranks: %s", w8a8_last_error());
+  double t = 0;
+  REQUIRE_OK(w8a8_comm_get_timeout(e.comm[0], &t));
+  CHECK(t == 1.0, "the timeout from W8A8_TP_TIMEOUT_S: %g", t);
   small_ag s;
   REQUIRE(small_ag_init(&s, &e, 8, 8, 8), "device allocation failed");
+  const double t0 = now_s();
   rank_main(&s.c[0]); /* rank 1 never calls */
-  CHECK(s.c[0].st == W8A8_ERROR_COMM && strstr(s.c[0].msg, "1 of 2"), "missing rank: %s %s",
+  const double dt = now_s() - t0;
+  CHECK(s.c[0].st == W8A8_ERROR_TIMEOUT && strstr(s.c[0].msg, "1 of 2"), "missing rank: %s %s",
         w8a8_status_name(s.c[0].st), s.c[0].msg);
-  rank_main(&s.c[1]); /* the group is now unusable, for every rank */
-  CHECK(s.c[1].st == W8A8_ERROR_COMM, "after the timeout: %s", w8a8_status_name(s.c[1].st));
+  CHECK(dt >= 0.9 && dt < 2.0, "TIMEOUT after %.2f s with a 1 s timeout", dt);
+  rank_main(&s.c[1]); /* the late rank: the group is broken by a timeout */
+  CHECK(s.c[1].st == W8A8_ERROR_TIMEOUT, "the late rank: %s %s", w8a8_status_name(s.c[1].st), s.c[1].msg);
+  for (int r = 0; r < 2; r++) {
+    rank_main(&s.c[r]);
+    CHECK(s.c[r].st == W8A8_ERROR_BROKEN, "rank %d after the timeout: %s", r, w8a8_status_name(s.c[r].st));
+  }
+  CHECK(w8a8_comm_get_async_error(e.comm[0]) == W8A8_ERROR_TIMEOUT, "async error: %s", w8a8_last_error());
+  CHECK(small_untouched(&s, 2, 8, 8), "an output was written");
   small_free(&s, 2);
+  env_close(&e);
+}
+
+/* ---- failing safely: call numbers, broken groups, abort, W8A8_TP_OVERLAP_AUTO ---------------- */
+
+/* A rank thread that makes `n` calls in turn (calls[0..n)); pre[i]: what to do before call i. */
+enum { PRE_NONE, PRE_SKIP_HOOK, PRE_NULL_COMM };
+typedef struct seq_thread {
+  rank_call call;
+  int n;
+  int pre[4];
+  w8a8_status st[4];
+  char msg[4][512];
+} seq_thread;
+static void *seq_main(void *v) {
+  seq_thread *t = v;
+  for (int i = 0; i < t->n; i++) {
+    rank_call c = t->call;
+    if (t->pre[i] == PRE_SKIP_HOOK) w8a8_tp_test_inject_fault(c.comm, TP_FAULT_SKIP);
+    if (t->pre[i] == PRE_NULL_COMM) c.comm = NULL;
+    rank_main(&c);
+    t->st[i] = c.st;
+    snprintf(t->msg[i], sizeof t->msg[i], "%s", c.msg);
+  }
+  return NULL;
+}
+
+/* A rank that skipped a call (its call returned before the exchange, the hook; or it passed NULL for it)
+ * and keeps calling: the peers' call pairs with its next one, and every rank fails with COMM_MISMATCH
+ * (call numbers, or calls with an invalid communicator, differ) instead of returning rows of another
+ * call; the group is broken for every later call. */
+W8A8_TEST(tp_gpu_skipped_call_fails_every_rank) {
+  GPU_OR_SKIP();
+  for (int v = 0; v < 2; v++) {
+    env e;
+    REQUIRE(env_open(&e, 2, 8, 8, 8), "ranks: %s", w8a8_last_error());
+    for (int r = 0; r < 2; r++) REQUIRE_OK(w8a8_comm_set_timeout(e.comm[r], 30));
+    small_ag s;
+    REQUIRE(small_ag_init(&s, &e, 8, 8, 8), "device allocation failed");
+    run_ranks(s.c, 2); /* call 0 on both */
+    for (int r = 0; r < 2; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "call 0, rank %d: %s", r, s.c[r].msg);
+    sync_all();
+    for (int r = 0; r < 2; r++) {
+      use_dev(e.dev[r]);
+      cudaMemset(s.d[r][4], POISON, 2 * 8 * 8);
+    }
+    sync_all();
+    seq_thread t[2];
+    memset(t, 0, sizeof t);
+    t[0].call = s.c[0], t[0].n = 2;                                 /* calls 1 and 2 */
+    t[1].call = s.c[1], t[1].n = 2, t[1].pre[0] = v ? PRE_NULL_COMM : PRE_SKIP_HOOK; /* skips 1, makes 2 */
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, seq_main, &t[r]);
+    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    CHECK(t[1].st[0] == (v ? W8A8_ERROR_INVALID_COMM : W8A8_ERROR_INTERNAL), "v%d: the skipped call: %s", v,
+          t[1].msg[0]);
+    CHECK(t[0].st[0] == W8A8_ERROR_COMM_MISMATCH && strstr(t[0].msg[0], v ? "invalid communicator" : "at call"),
+          "v%d: rank 0's call 1: %s %s", v, w8a8_status_name(t[0].st[0]), t[0].msg[0]);
+    CHECK(t[1].st[1] == W8A8_ERROR_COMM_MISMATCH, "v%d: rank 1's call 2: %s %s", v, w8a8_status_name(t[1].st[1]),
+          t[1].msg[1]);
+    CHECK(t[0].st[1] == W8A8_ERROR_BROKEN, "v%d: rank 0's call 2: %s %s", v, w8a8_status_name(t[0].st[1]),
+          t[0].msg[1]);
+    sync_all();
+    CHECK(small_untouched(&s, 2, 8, 8), "v%d: an output was written", v);
+    small_free(&s, 2);
+    env_close(&e);
+  }
+}
+
+typedef struct abort_later_arg {
+  w8a8_comm *c;
+  double delay;
+} abort_later_arg;
+static void *abort_later(void *v) {
+  abort_later_arg *a = v;
+  struct timespec ts = {(time_t)a->delay, (long)((a->delay - (double)(time_t)a->delay) * 1e9)};
+  nanosleep(&ts, NULL);
+  w8a8_comm_abort(a->c);
+  return NULL;
+}
+
+/* w8a8_comm_abort from another thread unblocks a waiting call (timeout 60 s): rank 0 waits in the agreement
+ * for rank 1, which never calls. Aborting rank 0's communicator: its call returns ABORTED; aborting rank 1's
+ * (the one not waiting): rank 0's call returns BROKEN. Well within a second either way; later calls fail at
+ * once (ABORTED on the aborted rank, BROKEN elsewhere). */
+W8A8_TEST(tp_gpu_abort_unblocks_waiting_call) {
+  GPU_OR_SKIP();
+  for (int who = 0; who < 2; who++) {
+    env e;
+    REQUIRE(env_open(&e, 2, 8, 8, 8), "ranks: %s", w8a8_last_error());
+    for (int r = 0; r < 2; r++) REQUIRE_OK(w8a8_comm_set_timeout(e.comm[r], 60));
+    small_ag s;
+    REQUIRE(small_ag_init(&s, &e, 8, 8, 8), "device allocation failed");
+    abort_later_arg a = {e.comm[who], 0.3};
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, abort_later, &a) == 0, "pthread_create");
+    const double t0 = now_s();
+    rank_main(&s.c[0]);
+    const double dt = now_s() - t0;
+    pthread_join(th, NULL);
+    CHECK(s.c[0].st == (who == 0 ? W8A8_ERROR_ABORTED : W8A8_ERROR_BROKEN), "abort of rank %d: rank 0's call: %s %s",
+          who, w8a8_status_name(s.c[0].st), s.c[0].msg);
+    CHECK(dt < 2.0, "abort of rank %d: the waiting call took %.2f s", who, dt);
+    for (int r = 0; r < 2; r++) {
+      rank_main(&s.c[r]);
+      CHECK(s.c[r].st == (r == who ? W8A8_ERROR_ABORTED : W8A8_ERROR_BROKEN), "abort of rank %d: rank %d later: %s",
+            who, r, w8a8_status_name(s.c[r].st));
+      const w8a8_status ae = w8a8_comm_get_async_error(e.comm[r]);
+      CHECK(ae == (r == who ? W8A8_ERROR_ABORTED : W8A8_ERROR_BROKEN), "abort of rank %d: rank %d async error %s: %s",
+            who, r, w8a8_status_name(ae), w8a8_last_error());
+    }
+    sync_all();
+    CHECK(small_untouched(&s, 2, 8, 8), "an output was written");
+    small_free(&s, 2);
+    env_close(&e);
+  }
+}
+
+/* W8A8_TP_OVERLAP_AUTO on the copy-engine group: unfused below the crossover (1024 rows), fused from it (set
+ * here to the test's M), unfused on every rank where one rank's crossover is above M; the same bits every
+ * time; NULL options are AUTO. */
+W8A8_TEST(tp_gpu_overlap_auto) {
+  GPU_OR_SKIP();
+  const int W = 2;
+  const int64_t M = 40, N = 32, K = 64;
+  env e;
+  REQUIRE(env_open(&e, W, M, N, K), "ranks: %s", w8a8_last_error());
+  CHECK(w8a8_tp_crossover(e.comm[0], TP_OP_AG) == 1024 && w8a8_tp_crossover(e.comm[0], TP_OP_RS) == 1024,
+        "copy-engine crossovers %lld %lld", (long long)w8a8_tp_crossover(e.comm[0], TP_OP_AG),
+        (long long)w8a8_tp_crossover(e.comm[0], TP_OP_RS));
+  small_ag s;
+  REQUIRE(small_ag_init(&s, &e, M, N, K), "device allocation failed");
+  for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
+    uint8_t *h = malloc((size_t)(M * K));
+    REQUIRE(h, "malloc");
+    fill_q8(h, M * K, W8A8_DTYPE_INT8, mix(7, (uint64_t)r, 1));
+    cudaMemcpy(s.d[r][0], h, (size_t)(M * K), cudaMemcpyHostToDevice);
+    fill_q8(h, N * K, W8A8_DTYPE_INT8, mix(8, (uint64_t)r, 2));
+    cudaMemcpy(s.d[r][1], h, (size_t)(N * K), cudaMemcpyHostToDevice);
+    free(h);
+  }
+  use_dev(0);
+  uint16_t *want[MAXW] = {0}, *got = malloc(2 * (size_t)(M * N));
+  REQUIRE(got, "malloc");
+  const struct {
+    int overlap; /* -1: NULL options */
+    int64_t cross[MAXW];
+    int fused;
+  } runs[] = {{W8A8_TP_OVERLAP_ON, {1024, 1024}, 1},
+              {W8A8_TP_OVERLAP_AUTO, {1024, 1024}, 0},
+              {-1, {M, M}, 1},
+              {W8A8_TP_OVERLAP_AUTO, {M, M + 1}, 0},
+              {W8A8_TP_OVERLAP_OFF, {0, 0}, 0}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    small_ag t = s;
+    for (int r = 0; r < W; r++) {
+      w8a8_tp_set_crossover(e.comm[r], TP_OP_AG, runs[i].cross[r]);
+      if (runs[i].overlap >= 0) t.c[r].opt.overlap = runs[i].overlap;
+    }
+    if (runs[i].overlap < 0) { /* NULL options: run the calls without opts */
+      pthread_t th[MAXW];
+      for (int r = 0; r < W; r++) pthread_create(&th[r], NULL, null_opts_main, &t.c[r]);
+      for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+    } else {
+      run_ranks(t.c, W);
+    }
+    sync_all();
+    for (int r = 0; r < W; r++) {
+      CHECK(t.c[r].st == W8A8_SUCCESS, "run %zu rank %d: %s", i, r, t.c[r].msg);
+      CHECK(w8a8_tp_last_fuse(e.comm[r]) == runs[i].fused, "run %zu rank %d: ran %s, want %s", i, r,
+            w8a8_tp_last_fuse(e.comm[r]) ? "fused" : "unfused", runs[i].fused ? "fused" : "unfused");
+      use_dev(e.dev[r]);
+      if (i == 0) {
+        want[r] = malloc(2 * (size_t)(M * N));
+        REQUIRE(want[r], "malloc");
+        cudaMemcpy(want[r], s.d[r][4], 2 * (size_t)(M * N), cudaMemcpyDeviceToHost);
+      } else {
+        cudaMemcpy(got, s.d[r][4], 2 * (size_t)(M * N), cudaMemcpyDeviceToHost);
+        CHECK(!memcmp(got, want[r], 2 * (size_t)(M * N)), "run %zu rank %d: other bits than the fused run", i, r);
+      }
+    }
+    use_dev(0);
+  }
+  for (int r = 0; r < W; r++) free(want[r]);
+  free(got);
+  small_free(&s, W);
   env_close(&e);
 }
 

@@ -17,6 +17,8 @@
  * nccl-tests. #wrong counts output elements where fused and unfused differ in any bit,
  * plus elements far from an independent result (w8a8_scaled_mm on the gathered input;
  * MPI_Reduce_scatter of the partials). The exit code is non-zero when any is wrong.
+ * The `auto` column is the schedule one call with W8A8_TP_OVERLAP_AUTO (the default) ran for that M,
+ * as the agreement chose it (the communicator's crossover: docs/TP.md).
  *
  * CPU sizes: the real 70B shapes are too large for a 2-core machine, so -s DIV divides
  * N and K (default 8 on the CPU; -s 1 for the real shapes). */
@@ -32,6 +34,10 @@
 #include "bench.h"
 #include "cli_common.h"
 #include "w8a8.h"
+
+int w8a8_tp_last_fuse(const w8a8_comm *c); /* src/tp (hidden; static link): the last call's schedule, -1 none */
+int64_t w8a8_tp_crossover(const w8a8_comm *c, int op); /* src/tp (hidden): AUTO's crossover, op 1 AG / 2 RS */
+static int64_t w8a8_tp_crossover_rows(const w8a8_comm *c, int ag) { return w8a8_tp_crossover(c, ag ? 1 : 2); }
 
 /* GPU ranks (tools/tp_bench_gpu.c): `w8a8 tp-bench --local W` (or --gpu W), threads of this
  * process; `mpirun -np W w8a8 tp-bench --nccl`, one process per GPU. */
@@ -334,6 +340,13 @@ static int run_fused(void *v) {
   c->opt.overlap = 1;
   return run_tp(c, &c->out);
 }
+/* W8A8_TP_OVERLAP_AUTO once, after the checks: "fused" or "unfused" as the agreement chose, "failed" */
+static const char *auto_choice(tp_case *c) {
+  c->opt.overlap = W8A8_TP_OVERLAP_AUTO;
+  if (run_tp(c, &c->out)) return "failed";
+  const int f = w8a8_tp_last_fuse(c->comm);
+  return f == 1 ? "fused" : f == 0 ? "unfused" : "?";
+}
 
 /* One (shape, M, dtype) measurement; prints the row on rank 0. Returns #wrong (all ranks). */
 static long measure(w8a8_comm *comm, w8a8_handle *h, const tp_args *ar, const tp_shape *sh, int64_t M, int fp8,
@@ -426,6 +439,7 @@ static long measure(w8a8_comm *comm, w8a8_handle *h, const tp_args *ar, const tp
   long all_wrong = 0;
   MPI_Allreduce(&wrong, &all_wrong, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
   wrong = all_wrong;
+  const char *chose = auto_choice(&c); /* (collective: every rank) */
 
   if (c.r == 0) {
     /* bytes the collective moves, as nccl-tests counts them */
@@ -436,21 +450,21 @@ static long measure(w8a8_comm *comm, w8a8_handle *h, const tp_args *ar, const tp
     double eff = hidden > 0 ? (t_unf - t_fus) / hidden : 0;
     int64_t N_layer = c.ag ? c.N : c.N, K_layer = c.ag ? c.K : c.K; /* this rank's GEMM: M x N x K */
     double flops = 2.0 * (double)M * (double)N_layer * (double)K_layer;
-    printf("%-12s %-5s %6lld %6lld %6lld %-8s %2d | %10.1f %10.1f %7.3f %7.3f | %10.1f %10.1f | %7.2f %6.2fx %6ld\n",
+    printf("%-12s %-5s %6lld %6lld %6lld %-8s %2d | %10.1f %10.1f %7.3f %7.3f | %10.1f %10.1f | %7.2f %6.2fx %6ld | %s\n",
            sh->name, c.ag ? "ag" : "rs", (long long)M, (long long)N_layer, (long long)K_layer,
            fp8 ? "fp8_e4m3" : "int8", c.W, t_gemm, t_comm, algbw, busbw, t_unf, t_fus, eff,
-           t_fus > 0 ? t_unf / t_fus : 0, wrong);
+           t_fus > 0 ? t_unf / t_fus : 0, wrong, chose);
     if (json)
       fprintf(json,
               "{\"impl\":\"w8a8_cpu_tp\",\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"scales\":\"token*channel\","
               "\"world\":%d,\"M\":%lld,\"N\":%lld,\"K\":%lld,\"div\":%d,\"gemm_us\":%.3f,\"comm_us\":%.3f,"
               "\"unfused_us\":%.3f,\"fused_us\":%.3f,\"us\":%.3f,\"tflops\":%.6f,\"overlap_eff\":%.4f,"
               "\"speedup\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,\"threads\":%d,"
-              "\"device\":\"%s\",\"date\":\"%s\"}\n",
+              "\"auto\":\"%s\",\"device\":\"%s\",\"date\":\"%s\"}\n",
               c.ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", c.W,
               (long long)M, (long long)N_layer, (long long)K_layer, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus,
               t_fus > 0 ? flops / t_fus / 1e6 : 0, eff, t_fus > 0 ? t_unf / t_fus : 0, algbw, busbw, wrong,
-              ar->threads, device, date);
+              ar->threads, chose, device, date);
   }
 done:
   free(afull), free(bq), free(safull), free(sb), free(out), free(out2), free(c.counts), free(c.displs);
@@ -527,11 +541,13 @@ int w8a8_cli_tp_bench(int argc, char **argv) {
     printf("# times: median of %d iterations of the slowest rank, microseconds; bf16 out, per-token x per-channel "
            "scales\n",
            ar.iters);
-    printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
-    printf("# %-10s %-5s %6s %6s %6s %-8s %2s | %10s %10s %7s %7s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
-           "N", "K", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
-           "speedup", "#wrong");
-    printf("# %-10s %-5s %6s %6s %6s %-8s %2s | %10s %10s %7s %7s | %10s %10s | %7s %7s %6s\n", "", "", "", "(rank)",
+    printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W; auto = the schedule "
+           "W8A8_TP_OVERLAP_AUTO ran (crossover: all-gather %lld rows, reduce-scatter %lld)\n",
+           (long long)w8a8_tp_crossover_rows(comm, 1), (long long)w8a8_tp_crossover_rows(comm, 0));
+    printf("# %-10s %-5s %6s %6s %6s %-8s %2s | %10s %10s %7s %7s | %10s %10s | %7s %7s %6s | %s\n", "shape", "op",
+           "M", "N", "K", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
+           "speedup", "#wrong", "auto");
+    printf("# %-10s %-5s %6s %6s %6s %-8s %2s | %10s %10s %7s %7s | %10s %10s | %7s %7s %6s |\n", "", "", "", "(rank)",
            "(rank)", "", "", "", "", "GB/s", "GB/s", "", "", "", "", "");
   }
   long wrong = 0;

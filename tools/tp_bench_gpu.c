@@ -22,6 +22,7 @@
  *            ncclSend/ncclRecv per step, on a communicator of the bench's own;
  *   unfused  the library call with overlap = 0 (communication, then the GEMMs);
  *   fused    the library call with overlap = 1;
+ *   auto     the schedule one call with W8A8_TP_OVERLAP_AUTO (the default) ran, as the agreement chose it;
  * and overlap = (unfused - fused) / min(gemm, comm). Timing: each rank records a CUDA event
  * pair around every iteration on its stream (iterations back to back after warm-up, a host
  * barrier and a stream sync); an iteration's time is the slowest rank's, and each reported time
@@ -221,6 +222,8 @@ const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (
 int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_TP_TRACE) */
 int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max);          /* the marks' enqueue times */
 int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v);                         /* --graph: (hidden) */
+int w8a8_tp_last_fuse(const w8a8_comm *c); /* (hidden) the schedule of the last call: 1 fused, 0 unfused, -1 none */
+int64_t w8a8_tp_crossover(const w8a8_comm *c, int op); /* (hidden) AUTO's crossover in rows, op 1 AG / 2 RS */
 const char *w8a8_sm90_last_config(int *split); /* src/cuda/sm90_gemm.cu (hidden): the process's last sm90 launch */
 
 typedef cli_tp_shape shape;
@@ -412,11 +415,12 @@ static int one(group *g, int r) {
       return 0;
     case 2:
     case 3:
-      o.overlap = g->op == 3;
+    case 4: /* 4: W8A8_TP_OVERLAP_AUTO, once (auto_choice) */
+      o.overlap = g->op == 4 ? W8A8_TP_OVERLAP_AUTO : g->op == 3;
       s = g->ag ? w8a8_all_gather_scaled_mm(d->comm, &d->A, &d->B, &d->SA, &d->SB, NULL, NULL,
-                                            g->op == 3 ? &d->OF : &d->OU, NULL, &o)
+                                            g->op >= 3 ? &d->OF : &d->OU, NULL, &o)
                 : w8a8_scaled_mm_reduce_scatter(d->comm, &d->A, &d->B, &d->SA, &d->SB, NULL, NULL,
-                                                g->op == 3 ? &d->OF : &d->OU, &o);
+                                                g->op >= 3 ? &d->OF : &d->OU, &o);
       break;
   }
   if (s != W8A8_SUCCESS) {
@@ -501,6 +505,24 @@ static int run_ranks(group *g, int phase) {
     if (started[r]) pthread_join(th[r], NULL);
   for (int r = 0; r < g->W; r++) bad |= jb[r].bad;
   return bad;
+}
+
+/* One call with W8A8_TP_OVERLAP_AUTO on every rank (after the checks: it writes the fused output): "fused" or
+ * "unfused", the schedule the agreement chose (the same on every rank), or "failed". */
+static const char *auto_choice(group *g) {
+  g->op = 4;
+  int bad = 0;
+  if (g->nccl) {
+    bad = one(g, g->me);
+  } else {
+    bad = run_ranks(g, 2);
+  }
+  for (int r = lo_rank(g); r < hi_rank(g); r++) {
+    cudaSetDevice(g->r[r].dev);
+    bad |= cudaStreamSynchronize(g->r[r].st) != cudaSuccess;
+  }
+  const int f = w8a8_tp_last_fuse(g->r[lo_rank(g)].comm);
+  return bad ? "failed" : f == 1 ? "fused" : f == 0 ? "unfused" : "?";
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -762,6 +784,7 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
 #endif
   long wrong = 0;
   double t_gemm = 0, t_comm = 0, t_unf = 0, t_fus = 0;
+  const char *chose = "-";
   if (!ok) {
     if (print) fprintf(stderr, "tp-bench: out of GPU memory for %s M=%lld\n", sh->name, (long long)M);
     g->failed = 1;
@@ -845,6 +868,7 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
       }
       free(f), free(u), free(gm);
     }
+    chose = auto_choice(g);
   }
 #ifdef TPB_NCCL
   if (g->nccl) {
@@ -862,23 +886,23 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
   /* the shard sizes of rank 0 (this process's first rank under --nccl prints only on rank 0) */
   const rank_data *d0 = &g->r[lo_rank(g)];
   if (print) {
-    printf("%-12s %-3s %6lld %6lld %6lld %-8s %d | %10.1f %10.1f %8.1f %8.1f | %10.1f %10.1f | %7.2f %6.2fx %6ld%s\n",
+    printf("%-12s %-3s %6lld %6lld %6lld %-8s %d | %10.1f %10.1f %8.1f %8.1f | %10.1f %10.1f | %7.2f %6.2fx %6ld | %-7s%s\n",
            sh->name, sh->ag ? "ag" : "rs", (long long)M, (long long)d0->Nr, (long long)d0->Kr,
            fp8 ? "fp8_e4m3" : "int8", W, t_gemm, t_comm, algbw, busbw, t_unf, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
-           wrong, g->failed ? " FAILED" : "");
+           wrong, chose, g->failed ? " FAILED" : "");
     if (json)
       fprintf(json,
               "{\"impl\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"scales\":\"token*channel\","
               "\"world\":%d,\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,"
               "\"div\":%d,\"gemm_us\":%.3f,\"comm_us\":%.3f,\"unfused_us\":%.3f,\"fused_us\":%.3f,\"us\":%.3f,"
-              "\"overlap_eff\":%.4f,\"speedup\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,"
+              "\"overlap_eff\":%.4f,\"speedup\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,\"auto\":\"%s\","
               "\"failed\":%d,\"partials\":\"%s\",\"timing\":\"median of 3 interleaved rounds' medians, %d iterations in "
               "all, %s\",\"device\":\"%s\",\"date\":\"%s\"}\n",
               g->nccl ? "w8a8_gpu_tp_nccl" : "w8a8_gpu_tp_local",
               sh->ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", W,
               gpus, gpus < W ? "true" : "false", w8a8_tp_transport(d0->comm, NULL), (long long)M, (long long)d0->Nr,
               (long long)d0->Kr, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
-              algbw, busbw, wrong, g->failed, g->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32", g->iters,
+              algbw, busbw, wrong, chose, g->failed, g->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32", g->iters,
               g->graph ? "replays of one captured CUDA graph of every rank's call (--graph)"
                        : "of the slowest rank (CUDA events)",
               devname, date);
@@ -972,6 +996,9 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
     printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
     const char *why = NULL, *tr = w8a8_tp_transport(g->r[lo_rank(g)].comm, &why);
     printf("# library transport: %s%s%s\n", tr, why && why[0] ? " -- " : "", why ? why : "");
+    printf("# auto = the schedule one call with W8A8_TP_OVERLAP_AUTO (the default) ran: fused from %lld rows "
+           "(all-gather) and %lld (reduce-scatter) on this transport; docs/TP.md\n",
+           (long long)w8a8_tp_crossover(g->r[lo_rank(g)].comm, 1), (long long)w8a8_tp_crossover(g->r[lo_rank(g)].comm, 2));
     /* the all-gather's tuning switches as this process sees them (the library reads them per call) */
     const char *pieces = getenv("W8A8_TP_AG_PIECES"), *group = getenv("W8A8_SM90_TP_GROUP");
     printf("# all-gather: W8A8_TP_AG_PIECES=%s W8A8_SM90_TP_GROUP=%s\n", pieces ? pieces : "(unset: 1)",
@@ -985,9 +1012,9 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
              "K own rows packed: before F, negative; RS: G peer piece GEMM done, P its push done, O own GEMM done, "
              "A peers' partials in, R reduced; AG: W a peer's rows seen packed by the side stream (its copy starts), C "
              "chunk copied, L the one GEMM's launch reached (fused with ready flags), G GEMM done, J joined)\n");
-    printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s\n", "shape", "op", "M",
-           "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
-           "speedup", "#wrong");
+    printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s | %s\n", "shape", "op",
+           "M", "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
+           "speedup", "#wrong", "auto");
   }
   long wrong = 0;
   for (int i = 0; i < CLI_TP_NSHAPES; i++) {

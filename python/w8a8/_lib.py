@@ -44,6 +44,9 @@ class Status(enum.IntEnum):
     ERROR_INVALID_FILE = 22
     ERROR_INTERNAL = 23
     ERROR_STALE_TUNING = 24
+    ERROR_BROKEN = 25
+    ERROR_TIMEOUT = 26
+    ERROR_ABORTED = 27
 
 
 class DType(enum.IntEnum):
@@ -131,14 +134,26 @@ class Gathered(ctypes.Structure):
 TP_PARTIALS = {"fp32": 0, "out": 1}
 
 
-def tp_options(overlap=True, partials="fp32", fn="w8a8"):
-    """W8A8_TP_OPTIONS_INIT with the overlap switch and the reduce-scatter's partials set: "fp32" (the
-    default: fp32 partials, one rounding after the sum) or "out" (each rank's partial rounded to out's
-    dtype before it travels: half the bytes for bf16/fp16 out)."""
+# w8a8_tp_options.overlap: W8A8_TP_OVERLAP_OFF / _ON / _AUTO
+TP_OVERLAP = {"off": 0, "on": 1, "auto": 2}
+
+
+def tp_options(overlap="auto", partials="fp32", fn="w8a8"):
+    """W8A8_TP_OPTIONS_INIT with the overlap choice and the reduce-scatter's partials set. overlap: "auto" (the
+    default: fused or unfused per call, the same on every rank), True / "on" (fused), False / "off" (unfused).
+    partials: "fp32" (the default: fp32 partials, one rounding after the sum) or "out" (each rank's partial
+    rounded to out's dtype before it travels: half the bytes for bf16/fp16 out)."""
+    if isinstance(overlap, bool):
+        ov = TP_OVERLAP["on" if overlap else "off"]
+    else:
+        ov = TP_OVERLAP.get(overlap.lower()) if isinstance(overlap, str) else None
+    if ov is None:
+        raise make_error(Status.ERROR_INVALID_VALUE, "%s: overlap is %r; expected True, False, \"on\", \"off\" or "
+                         "\"auto\"" % (fn, overlap))
     mode = TP_PARTIALS.get(partials.lower()) if isinstance(partials, str) else None
     if mode is None:
         raise make_error(Status.ERROR_INVALID_VALUE, "%s: partials is %r; expected \"fp32\" or \"out\"" % (fn, partials))
-    return TpOptions(ctypes.sizeof(TpOptions), 1 if overlap else 0, 0, mode)
+    return TpOptions(ctypes.sizeof(TpOptions), ov, 0, mode)
 
 
 # --------------------------------------------------------------------------- errors
@@ -173,6 +188,7 @@ _EXTRA_BASE = {
     Status.ERROR_INVALID_ZERO_POINT: ValueError, Status.ERROR_OVERLAP: ValueError,
     Status.ERROR_INVALID_POINTER: ValueError, Status.ERROR_MISALIGNED: ValueError,
     Status.ERROR_OUT_OF_MEMORY: MemoryError, Status.ERROR_NOT_BUILT: NotImplementedError,
+    Status.ERROR_TIMEOUT: TimeoutError,  # the builtin: w8a8.TimeoutError is also one
 }
 ERROR_CLASSES = {}
 for _s in Status:
@@ -268,6 +284,10 @@ def _declare(lib):
         "w8a8_comm_size": (c_int, [C, P(c_int)]),
         "w8a8_comm_reserve": (c_int, [C, c_i64, c_i64, c_i64]),
         "w8a8_comm_workspace_bytes": (c_int, [C, P(ctypes.c_size_t)]),
+        "w8a8_comm_set_timeout": (c_int, [C, ctypes.c_double]),
+        "w8a8_comm_get_timeout": (c_int, [C, P(ctypes.c_double)]),
+        "w8a8_comm_abort": (c_int, [C]),
+        "w8a8_comm_get_async_error": (c_int, [C]),
         "w8a8_tp_shard_rows": (c_int, [c_i64, c_int, c_int, P(c_i64), P(c_i64)]),
         "w8a8_all_gather_scaled_mm": (c_int, [C, P(Matrix), P(Matrix), P(Vector), P(Vector), P(Vector),
                                               P(ZeroPoint), P(Matrix), P(Gathered), P(TpOptions)]),

@@ -142,6 +142,25 @@ class Comm:
         check(load().w8a8_comm_workspace_bytes(self.ptr, ctypes.byref(n)), "w8a8_comm_workspace_bytes")
         return n.value
 
+    def set_timeout(self, seconds):
+        """The deadline of each later call's waits (w8a8_comm_set_timeout; 0: none). A call past it returns
+        W8A8_ERROR_TIMEOUT and breaks the communicator. Any thread, any time."""
+        check(load().w8a8_comm_set_timeout(self.ptr, float(seconds)), "w8a8_comm_set_timeout")
+
+    def timeout(self):
+        t = ctypes.c_double()
+        check(load().w8a8_comm_get_timeout(self.ptr, ctypes.byref(t)), "w8a8_comm_get_timeout")
+        return t.value
+
+    def abort(self):
+        """Unblock every waiting call of this communicator (they raise the ABORTED status) and break it
+        (w8a8_comm_abort). Any thread, any time."""
+        check(load().w8a8_comm_abort(self.ptr), "w8a8_comm_abort")
+
+    def async_error(self):
+        """The status that broke the communicator, or Status.SUCCESS (w8a8_comm_get_async_error)."""
+        return Status(load().w8a8_comm_get_async_error(self.ptr))
+
     def close(self):
         """Collective: destroy the communicator on every rank (after this rank's GPU work: the header asks that
         every rank's calls have finished; the peers' are their own close's to wait for)."""
@@ -234,7 +253,7 @@ def _scalar(x, like_torch, dtype_np, device):
 
 
 def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None, out=None,
-                         m_total=None, return_gathered=False, overlap=True):
+                         m_total=None, return_gathered=False, overlap="auto"):
     """Column-parallel linear: out[M, N_r] = all_gather(a)[M, K] . b. M = m_total (default: a.shape[0] *
     comm.size, even shards). With return_gathered, returns (out, (a_gathered, scale_a_gathered[, azp]))."""
     fn = "w8a8.all_gather_scaled_mm"
@@ -281,7 +300,7 @@ def _all_gather(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj, out
 
 
 def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None,
-                             out=None, overlap=True, partials="fp32"):
+                             out=None, overlap="auto", partials="fp32"):
     """Row-parallel linear: this rank's rows (w8a8_tp_shard_rows of M = a.shape[0]) of sum_j a_j . b_j.
     partials: "fp32" (default: fp32 partials summed in rank order, + bias, rounded once) or "out" (each
     rank's partial rounded to out's dtype before it travels, then the same sum: half the bytes for

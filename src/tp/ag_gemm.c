@@ -13,9 +13,11 @@
  * of w8a8_tp_block_rows rows and MPI_Testall between blocks drives progress (Open
  * MPI moves rendezvous messages only inside MPI calls: without the polls a large
  * chunk would sit until the next wait).
- * Unfused (overlap = 0): MPI_Allgatherv of rows, scales and zero points, then the
+ * Unfused (overlap = 0): MPI_Iallgatherv of rows, scales and zero points, then the
  * same GEMM blocks in rank order. Each output row depends only on its own input row
- * and the same block GEMM runs on it in both paths, so the results are identical. */
+ * and the same block GEMM runs on it in both paths, so the results are identical.
+ * Every wait polls (w8a8_tp_mpi_wait: deadline, abort, the peers' break notices); a failure
+ * after the agreement breaks the communicator. */
 #include <string.h>
 
 #include "tp_internal.h"
@@ -76,6 +78,7 @@ static w8a8_status ag_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *
       int done = 0;
       int rc = MPI_Testall(nreq, reqs, &done, MPI_STATUSES_IGNORE);
       if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Testall", rc);
+      W8A8_CHECK(w8a8_tp_poll_faults(fn, c, "the all-gather's messages"));
     }
   }
   return W8A8_SUCCESS;
@@ -101,6 +104,8 @@ static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
   if (W == 1) {
     W8A8_CHECK(ag_rows(fn, c, p, &g, 0, cnt[0], 0, NULL));
   } else if (!p->overlap) {
+    MPI_Request *req = c->reqs;
+    for (int i = 0; i < 3; i++) req[i] = MPI_REQUEST_NULL;
     /* The collective, then the GEMM: what a framework does without fusion. */
     for (int j = 0; j < W; j++) {
       c->counts[j] = (int)(cnt[j] * K);
@@ -108,20 +113,24 @@ static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
       c->counts2[j] = (int)cnt[j];
       c->displs2[j] = (int)off[j];
     }
-    what = "MPI_Allgatherv (rows)";
-    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.a, c->counts, c->displs, MPI_BYTE, c->mpi);
+    what = "MPI_Iallgatherv (rows)";
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.a, c->counts, c->displs, MPI_BYTE, c->mpi, &req[0]);
     if (rc == MPI_SUCCESS) {
-      what = "MPI_Allgatherv (scales)";
-      rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.scale, c->counts2, c->displs2, MPI_FLOAT, c->mpi);
+      what = "MPI_Iallgatherv (scales)";
+      rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.scale, c->counts2, c->displs2, MPI_FLOAT, c->mpi,
+                           &req[1]);
     }
     if (rc == MPI_SUCCESS && zp) {
-      what = "MPI_Allgatherv (zero points)";
-      rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.azp, c->counts2, c->displs2, MPI_INT32_T, c->mpi);
+      what = "MPI_Iallgatherv (zero points)";
+      rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.azp, c->counts2, c->displs2, MPI_INT32_T, c->mpi,
+                           &req[2]);
     }
     if (rc != MPI_SUCCESS) {
-      c->broken = true;
-      return w8a8_tp_mpi_err(fn, what, rc);
+      c->mpi_pending = true; /* (the collectives started before it) */
+      w8a8_tp_mpi_err(fn, what, rc);
+      return w8a8_tp_break(fn, c, W8A8_ERROR_COMM, true);
     }
+    W8A8_CHECK(w8a8_tp_mpi_wait(fn, c, 3, req, "the all-gather (MPI_Iallgatherv)"));
     for (int j = 0; j < W; j++) {
       w8a8_status s = ag_rows(fn, c, p, &g, off[j], cnt[j], 0, NULL);
       if (s != W8A8_SUCCESS) return s;
@@ -150,25 +159,21 @@ static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
         rc = MPI_Isend(g.azp + m0, (int)cnt[r], MPI_INT32_T, j, TAG_AZP, c->mpi, &send[3 * j + 2]);
     }
     if (rc != MPI_SUCCESS) {
-      c->broken = true;
-      return w8a8_tp_mpi_err(fn, what, rc);
+      c->mpi_pending = true;
+      w8a8_tp_mpi_err(fn, what, rc);
+      return w8a8_tp_break(fn, c, W8A8_ERROR_COMM, true);
     }
     w8a8_status st = ag_rows(fn, c, p, &g, m0, cnt[r], 6 * W, c->reqs);
     for (int s = 1; s < W && st == W8A8_SUCCESS; s++) {
       const int j = (r - s + W) % W;
-      rc = MPI_Waitall(3, &recv[3 * j], MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) {
-        st = w8a8_tp_mpi_err(fn, "MPI_Waitall (receives)", rc);
-        break;
-      }
-      st = ag_rows(fn, c, p, &g, off[j], cnt[j], 6 * W, c->reqs);
+      st = w8a8_tp_mpi_wait(fn, c, 3, &recv[3 * j], "a peer's rows (receives)");
+      if (st == W8A8_SUCCESS) st = ag_rows(fn, c, p, &g, off[j], cnt[j], 6 * W, c->reqs);
     }
-    if (st == W8A8_SUCCESS) {
-      rc = MPI_Waitall(3 * W, send, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) st = w8a8_tp_mpi_err(fn, "MPI_Waitall (sends)", rc);
-    }
+    if (st == W8A8_SUCCESS) st = w8a8_tp_mpi_wait(fn, c, 3 * W, send, "the sends of this rank's rows");
     if (st != W8A8_SUCCESS) {
-      c->broken = true;
+      /* messages may be in flight into or out of the workspace: it stays (comm_free) */
+      c->mpi_pending = true;
+      if (!w8a8_tp_is_broken(c)) w8a8_tp_break(fn, c, st, true);
       return st;
     }
   }
@@ -189,8 +194,13 @@ w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matrix *a, con
                                       const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_all_gather_scaled_mm";
   w8a8_clear_error();
-  /* A rank that cannot name its communicator cannot join the agreement: fail here. */
-  W8A8_CHECK(w8a8_tp_check_comm(fn, comm));
+  /* A rank that cannot name its communicator cannot join the agreement: fail here (counted: the
+   * next agreement of this thread's communicators compares the counts). */
+  w8a8_status s0 = w8a8_tp_check_comm(fn, comm);
+  if (s0 != W8A8_SUCCESS) {
+    w8a8_tp_count_invalid_comm();
+    return s0;
+  }
   /* GPU communicators: src/tp/tp_gpu.c */
   if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_all_gather_scaled_mm(fn, comm, a, b, scale_a, scale_b, bias, zp, out, gathered, opts);
 #ifndef W8A8_HAVE_MPI
@@ -198,16 +208,23 @@ w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matrix *a, con
       (void)opts;
   return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
 #else
-  /* A rank that cannot name its communicator cannot join the agreement: fail here. */
-  W8A8_CHECK(w8a8_tp_check_comm(fn, comm));
+  W8A8_CHECK(w8a8_tp_call_enter(fn, comm));
   w8a8_tp_problem p;
   memset(&p, 0, sizeof p);
   w8a8_status s =
       w8a8_tp_local_checks(fn, comm, TP_OP_AG, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, &p);
   int64_t sig[TP_SIG_COUNT];
-  w8a8_tp_signature(&p, TP_OP_AG, s, sig);
+  w8a8_tp_signature(comm, &p, TP_OP_AG, s, sig);
   W8A8_CHECK(w8a8_tp_agree(fn, comm, sig));
+  w8a8_tp_test_after_agree(comm);
+  p.overlap = comm->agreed_fuse;
+  comm->last_fuse = p.overlap;
   if (p.M_total == 0) return W8A8_SUCCESS;
-  return ag_run(fn, comm, &p);
+  s = ag_run(fn, comm, &p);
+  if (s != W8A8_SUCCESS) { /* after the agreement: the peers may have run their part */
+    comm->last_fuse = -1;
+    if (!w8a8_tp_is_broken(comm)) w8a8_tp_break(fn, comm, s, true);
+  }
+  return s;
 #endif
 }

@@ -1,8 +1,10 @@
 /* comm.c — the communicator: creation over MPI, lookup, workspace, the agreement
- * collective, and small helpers shared by the fused operations.
+ * exchange and its decision, and small helpers shared by the fused operations. How a
+ * communicator fails (broken state, deadlines, abort) is in tp_fault.c.
  *
  * Without MPI (no -DW8A8_HAVE_MPI) every creation call returns W8A8_ERROR_NOT_BUILT,
  * so no communicator can exist and every other call fails its lookup. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +120,10 @@ w8a8_status w8a8_comm_reserve(w8a8_comm *c, int64_t max_m, int64_t max_n, int64_
   static const char fn[] = "w8a8_comm_reserve";
   w8a8_clear_error();
   W8A8_CHECK(w8a8_tp_check_comm(fn, c));
+  /* (MPI may still write into a broken communicator's workspace: it is never replaced) */
+  if (w8a8_tp_is_broken(c))
+    return w8a8_err(W8A8_ERROR_BROKEN, "%s: the communicator is broken (see w8a8_comm_get_async_error); destroy it",
+                    fn);
   const int64_t lim = (int64_t)1 << 31;
   if (max_m < 0 || max_n < 0 || max_k < 0 || max_m >= lim || max_n >= lim || max_k >= lim)
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: max_m, max_n, max_k = %lld, %lld, %lld; each must be in 0..2^31-1",
@@ -146,9 +152,7 @@ w8a8_status w8a8_comm_reserve(w8a8_comm *c, int64_t max_m, int64_t max_n, int64_
   return W8A8_SUCCESS;
 }
 
-void w8a8_tp_test_inject_mpi_fault(w8a8_comm *c) {
-  if (c) c->fault_inject = 1;
-}
+void w8a8_tp_test_inject_mpi_fault(w8a8_comm *c) { w8a8_tp_test_inject_fault(c, TP_FAULT_MPI); }
 
 #ifndef W8A8_HAVE_MPI
 
@@ -199,8 +203,13 @@ static bool g_we_initialized;
 
 static void comm_free(w8a8_comm *c) {
   if (!c) return;
-  free(c->ws);
-  free(c->sig_all);
+  /* An operation left pending in MPI (a collective that never completed, a message of a schedule
+   * still in flight) may still read or write the tables and the workspace: those stay allocated. */
+  if (!c->mpi_pending) {
+    free(c->ws);
+    free(c->sig_all);
+    free(c->sig_mine);
+  }
   free(c->m_count);
   free(c->m_offset);
   free(c->counts);
@@ -208,6 +217,7 @@ static void comm_free(w8a8_comm *c) {
   free(c->counts2);
   free(c->displs2);
   free(c->reqs);
+  w8a8_tp_fault_fini(c);
   c->magic = 0;
   free(c);
 }
@@ -217,6 +227,7 @@ static w8a8_comm *comm_alloc(int size) {
   if (!c) return NULL;
   size_t n = (size_t)size;
   c->sig_all = calloc(n * TP_SIG_COUNT, sizeof *c->sig_all);
+  c->sig_mine = calloc(TP_SIG_COUNT + 2, sizeof *c->sig_mine);
   c->m_count = calloc(n, sizeof *c->m_count);
   c->m_offset = calloc(n + 1, sizeof *c->m_offset);
   c->counts = calloc(n, sizeof(int));
@@ -224,18 +235,19 @@ static w8a8_comm *comm_alloc(int size) {
   c->counts2 = calloc(n, sizeof(int));
   c->displs2 = calloc(n, sizeof(int));
   c->reqs = calloc(6 * n, sizeof *c->reqs);
-  if (!c->sig_all || !c->m_count || !c->m_offset || !c->counts || !c->displs || !c->counts2 || !c->displs2 ||
-      !c->reqs) {
+  c->mpi = MPI_COMM_NULL;
+  c->coll_req = MPI_REQUEST_NULL;
+  c->notice_req = MPI_REQUEST_NULL;
+  if (!c->sig_all || !c->sig_mine || !c->m_count || !c->m_offset || !c->counts || !c->displs || !c->counts2 ||
+      !c->displs2 || !c->reqs || !w8a8_tp_fault_init(c)) {
     comm_free(c);
     return NULL;
   }
   return c;
 }
 
-w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
-  static const char fn[] = "w8a8_comm_create_mpi";
-  w8a8_clear_error();
-  /* Errors that keep this rank out of the collective: it has no communicator to use. */
+/* Why *mpi_comm cannot be used (NULL: it can): a rank with no communicator cannot join its peers. */
+static w8a8_status unusable_mpi_comm(const char *fn, const void *mpi_comm) {
   if (!mpi_comm)
     return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: mpi_comm is NULL; expected a pointer to an MPI_Comm", fn);
   int flag = 0;
@@ -253,9 +265,26 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
   if (flag)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: *mpi_comm is an intercommunicator; expected an intracommunicator",
                     fn);
+  return W8A8_SUCCESS;
+}
+
+/* The creation's exchange buffers: on the heap, since a collective that times out keeps them for ever. */
+typedef struct create_bufs {
+  MPI_Comm dup;
+  int64_t v[7], r[7];
+} create_bufs;
+
+w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
+  static const char fn[] = "w8a8_comm_create_mpi";
+  w8a8_clear_error();
+  /* Errors that keep this rank out of the collective: it has no communicator to use (the header
+   * says what its peers see). */
+  W8A8_CHECK(unusable_mpi_comm(fn, mpi_comm));
+  MPI_Comm user = *(const MPI_Comm *)mpi_comm;
+  const double deadline = w8a8_tp_deadline_in(w8a8_tp_env_timeout_us());
 
   /* Local checks: a failure here still joins the collective below, so that every
-   * rank learns of it and fails too (no rank is left waiting in MPI_Comm_dup). */
+   * rank learns of it and fails too (no rank is left waiting in MPI_Comm_idup). */
   w8a8_status local = W8A8_SUCCESS;
   if (!comm)
     local = w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL; expected a w8a8_comm** to fill", fn);
@@ -268,9 +297,18 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
   char saved[512];
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
 
-  MPI_Comm dup = MPI_COMM_NULL;
-  rc = MPI_Comm_dup(user, &dup);
-  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Comm_dup", rc);
+  create_bufs *cb = calloc(1, sizeof *cb);
+  if (!cb) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn); /* (before any collective) */
+  /* MPI_Comm_idup, polled: a peer that never joins (its mpi_comm was unusable) costs the timeout. */
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Comm_idup(user, &cb->dup, &req);
+  if (rc != MPI_SUCCESS) {
+    free(cb);
+    return w8a8_tp_mpi_err(fn, "MPI_Comm_idup", rc);
+  }
+  w8a8_status s = w8a8_tp_mpi_wait_until(fn, &req, deadline, "MPI_Comm_idup (creation)");
+  if (s != W8A8_SUCCESS) return s; /* (cb stays: the duplication may still write cb->dup) */
+  MPI_Comm dup = cb->dup;
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   int rank = 0, size = 1;
   MPI_Comm_rank(dup, &rank);
@@ -286,15 +324,26 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
   }
 
   /* Agreement at creation: MAX over (failed, version, device) and over their negations
-   * gives every rank the max and the min of each field in one small allreduce. */
-  int64_t mine[3] = {local != W8A8_SUCCESS ? 1 : 0, W8A8_VERSION, handle && local == W8A8_SUCCESS ? (int64_t)handle->kind : 0};
-  int64_t v[6] = {mine[0], mine[1], mine[2], -mine[0], -mine[1], -mine[2]}, r[6];
-  rc = MPI_Allreduce(v, r, 6, MPI_INT64_T, MPI_MAX, dup);
-  w8a8_status s = local;
-  if (rc != MPI_SUCCESS) {
-    s = w8a8_tp_mpi_err(fn, "MPI_Allreduce (agreement)", rc);
+   * gives every rank the max and the min of each field in one small allreduce; and the
+   * largest of the ranks' random numbers is the communicator's instance (tp_fault.c). */
+  int64_t mine[3] = {local != W8A8_SUCCESS ? 1 : 0, W8A8_VERSION,
+                     handle && local == W8A8_SUCCESS ? (int64_t)handle->kind : 0};
+  for (int i = 0; i < 3; i++) cb->v[i] = mine[i], cb->v[3 + i] = -mine[i];
+  cb->v[6] = (int64_t)w8a8_tp_random64();
+  rc = MPI_Iallreduce(cb->v, cb->r, 7, MPI_INT64_T, MPI_MAX, dup, &req);
+  if (rc == MPI_SUCCESS) {
+    s = w8a8_tp_mpi_wait_until(fn, &req, deadline, "MPI_Iallreduce (creation agreement)");
+    if (s == W8A8_ERROR_TIMEOUT) {
+      comm_free(c); /* (cb and dup stay: the allreduce may still use them) */
+      return s;
+    }
+  } else {
+    s = w8a8_tp_mpi_err(fn, "MPI_Iallreduce (creation agreement)", rc);
+  }
+  const int64_t *r = cb->r;
+  if (s != W8A8_SUCCESS) {
   } else if (local != W8A8_SUCCESS) {
-    w8a8_err(local, "%s", saved); /* keep this rank's own message */
+    s = w8a8_err(local, "%s", saved); /* keep this rank's own message */
   } else if (r[0] != 0) {
     s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: another rank's arguments were rejected; see its error", fn);
   } else if (r[1] != -r[4]) {
@@ -303,6 +352,8 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
   } else if (r[2] != -r[5]) {
     s = w8a8_err(W8A8_ERROR_COMM_MISMATCH, "%s: ranks use handles of different device kinds", fn);
   }
+  const int64_t instance = r[6];
+  free(cb);
   if (s != W8A8_SUCCESS) {
     MPI_Comm_free(&dup);
     comm_free(c);
@@ -314,6 +365,8 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
   c->rank = rank;
   c->size = size;
   c->mpi = dup;
+  c->instance = (uint64_t)instance;
+  w8a8_tp_set_crossovers(c);
   const char *br = getenv("W8A8_TP_BLOCK_ROWS");
   if (br && atoll(br) > 0) c->block_rows = atoll(br);
   if (!w8a8_registry_add(c)) {
@@ -323,6 +376,7 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
     comm_free(c);
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the communicator registry", fn);
   }
+  w8a8_tp_notice_post(c);
   *comm = c;
   return W8A8_SUCCESS;
 }
@@ -336,8 +390,10 @@ w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle) {
   MPI_Initialized(&flag);
   bool init_here = false;
   if (!flag) {
+    /* What the header promises: communicators on several threads need MPI_THREAD_MULTIPLE. Whatever
+     * level MPI provides is accepted (one thread making the calls needs no more than FUNNELED). */
     int provided = 0;
-    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
     if (rc != MPI_SUCCESS) return w8a8_err(W8A8_ERROR_COMM, "%s: MPI_Init_thread failed (code %d)", fn, rc);
     g_we_initialized = true;
     init_here = true;
@@ -345,13 +401,24 @@ w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle) {
   MPI_Comm world = MPI_COMM_WORLD;
   w8a8_status s;
   /* CPU and GPU ranks take different collectives below: agree on the handle kind first
-   * (-1 = this rank's arguments are bad), so that a mixed world fails on every rank. */
+   * (-1 = this rank's arguments are bad), so that a mixed world fails on every rank. Heap buffers:
+   * an allreduce that times out keeps them. */
+  int *kv = calloc(4, sizeof *kv);
+  if (!kv) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn);
   int kind = comm && w8a8_check_handle(fn, handle) == W8A8_SUCCESS ? (int)handle->kind : -1;
-  int kv[2] = {kind, -kind}, kr[2] = {0, 0};
-  int rc = MPI_Allreduce(kv, kr, 2, MPI_INT, MPI_MAX, world);
-  if (rc != MPI_SUCCESS) {
-    s = w8a8_tp_mpi_err(fn, "MPI_Allreduce (handle kinds)", rc);
-  } else if (kr[0] != -kr[1]) {
+  kv[0] = kind, kv[1] = -kind;
+  MPI_Request req = MPI_REQUEST_NULL;
+  int rc = MPI_Iallreduce(kv, kv + 2, 2, MPI_INT, MPI_MAX, world, &req);
+  if (rc == MPI_SUCCESS)
+    s = w8a8_tp_mpi_wait_until(fn, &req, w8a8_tp_deadline_in(w8a8_tp_env_timeout_us()),
+                               "MPI_Iallreduce (handle kinds, over MPI_COMM_WORLD)");
+  else
+    s = w8a8_tp_mpi_err(fn, "MPI_Iallreduce (handle kinds)", rc);
+  if (s == W8A8_ERROR_TIMEOUT) return s; /* (kv stays; MPI stays initialised: a peer may be gone) */
+  const int k0 = kv[2], k1 = kv[3];
+  free(kv);
+  if (s != W8A8_SUCCESS) {
+  } else if (k0 != -k1) {
     if (!comm)
       s = w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: comm is NULL", fn);
     else if (kind < 0)
@@ -367,9 +434,10 @@ w8a8_status w8a8_comm_create_world(w8a8_comm **comm, w8a8_handle *handle) {
     s = w8a8_comm_create_mpi(comm, handle, &world);
   }
   if (s != W8A8_SUCCESS) {
-    if (init_here && g_world_refs == 0) {
+    if (init_here && g_world_refs == 0 && s != W8A8_ERROR_TIMEOUT) {
       /* Every rank failed together (the creation is collective), so every rank
-       * finalises: an initialised-but-never-finalised MPI makes mpirun report an error. */
+       * finalises: an initialised-but-never-finalised MPI makes mpirun report an error.
+       * Not after a timeout: a peer may be gone, and MPI_Finalize could wait for it. */
       MPI_Finalize();
       g_we_initialized = false;
     }
@@ -386,22 +454,28 @@ w8a8_status w8a8_comm_destroy(w8a8_comm *c) {
   w8a8_clear_error();
   if (!c) return W8A8_SUCCESS;
   W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_destroy", c));
+  /* A communicator aborted on this rank whose thread made no call since: its peers learn it now. */
+  if (c->mpi != MPI_COMM_NULL && __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) w8a8_tp_notice_send(c);
+  /* A broken communicator's MPI duplicate is not freed (tp_fault.c: messages of it may still arrive, and
+   * a freed context is reused); nor is MPI finalised for it (create_world), since a peer may be gone
+   * and MPI_Finalize could wait for it: the application decides. */
+  const bool healthy = c->mpi == MPI_COMM_NULL || w8a8_tp_notice_close(c);
   if (w8a8_tp_is_gpu(c)) {
     /* GPU state first (comm_gpu.c frees c); then its MPI side (agreement communicator,
      * MPI_Finalize for w8a8_comm_create_world), as for an MPI communicator. */
     MPI_Comm mpi = c->mpi;
     bool owns = c->owns_mpi_init;
     w8a8_status s = w8a8_tp_gpu_comm_destroy(c);
-    if (mpi != MPI_COMM_NULL) MPI_Comm_free(&mpi);
-    if (owns && --g_world_refs == 0) {
+    if (mpi != MPI_COMM_NULL && healthy) MPI_Comm_free(&mpi);
+    if (owns && --g_world_refs == 0 && healthy) {
       MPI_Finalize();
       g_we_initialized = false;
     }
     return s;
   }
   w8a8_registry_remove(c);
-  MPI_Comm_free(&c->mpi);
-  bool fin = c->owns_mpi_init && --g_world_refs == 0;
+  if (healthy) MPI_Comm_free(&c->mpi);
+  bool fin = c->owns_mpi_init && --g_world_refs == 0 && healthy;
   comm_free(c);
   if (fin) {
     MPI_Finalize();
@@ -415,12 +489,14 @@ w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT
   char saved[512];
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   int count = TP_SIG_COUNT;
-  if (c->fault_inject) { /* tests: a count MPI must reject, on every rank */
-    c->fault_inject = 0;
+  if (c->fault_inject == TP_FAULT_MPI) { /* tests: a count MPI must reject */
+    c->fault_inject = TP_FAULT_NONE;
     count = -1;
   }
-  int rc = MPI_Allgather(sig, count, MPI_INT64_T, c->sig_all, count, MPI_INT64_T, c->mpi);
-  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
+  /* The send buffer lives in the communicator: an exchange left pending (a peer never came) still reads it. */
+  memcpy(c->sig_mine, sig, sizeof(int64_t) * TP_SIG_COUNT);
+  int rc = MPI_Iallgather(c->sig_mine, count, MPI_INT64_T, c->sig_all, count, MPI_INT64_T, c->mpi, &c->coll_req);
+  W8A8_CHECK(w8a8_tp_mpi_coll(fn, c, rc, &c->coll_req, "the agreement (MPI_Iallgather)"));
   return w8a8_tp_agree_table(fn, c, local, saved);
 }
 
@@ -442,9 +518,39 @@ static const char *sig_name(int f) {
   }
 }
 
+/* Ranks out of step: every rank breaks the communicator (each sees the same table; no notice). */
+static w8a8_status out_of_step(const char *fn, w8a8_comm *c) { return w8a8_tp_break(fn, c, W8A8_ERROR_COMM_MISMATCH, false); }
+
 w8a8_status w8a8_tp_agree_table(const char *fn, w8a8_comm *c, w8a8_status local, const char *saved) {
-  if (local != W8A8_SUCCESS) return w8a8_err(local, "%s", saved);
   const int W = c->size;
+  /* The call numbers first: ranks at different calls paired calls that are not the same, and
+   * nothing else in the table can be trusted (a rank that skipped a call, or whose exchange failed,
+   * would otherwise meet its peers' previous call, shapes alike, and return their rows). */
+  for (int j = 1; j < W; j++) {
+    const int64_t *sj = c->sig_all + (size_t)j * TP_SIG_COUNT;
+    if (sj[TP_SIG_SEQ] != c->sig_all[TP_SIG_SEQ]) {
+      w8a8_err(W8A8_ERROR_COMM_MISMATCH,
+               "%s: the ranks are at different calls of this communicator: rank 0 at call %lld, rank %d at call %lld "
+               "(a rank skipped or repeated a fused call, or one returned before its exchange); the communicator is "
+               "now broken",
+               fn, LL(c->sig_all[TP_SIG_SEQ]), j, LL(sj[TP_SIG_SEQ]));
+      return out_of_step(fn, c);
+    }
+  }
+  /* Calls with an invalid communicator: a rank that made one where its peers made this call is a call
+   * behind them, though its count of calls here is the same. */
+  for (int j = 1; j < W; j++) {
+    const int64_t k0 = c->sig_all[TP_SIG_SKIPS], kj = c->sig_all[(size_t)j * TP_SIG_COUNT + TP_SIG_SKIPS];
+    if (kj != k0) {
+      w8a8_err(W8A8_ERROR_COMM_MISMATCH,
+               "%s: just before this call, rank 0 made %lld fused call(s) with an invalid communicator (NULL, "
+               "destroyed, or not a communicator) and rank %d made %lld: a call some ranks made here was not made "
+               "here by the others, so the ranks are out of step; the communicator is now broken",
+               fn, LL(k0), j, LL(kj));
+      return out_of_step(fn, c);
+    }
+  }
+  if (local != W8A8_SUCCESS) return w8a8_err(local, "%s", saved);
   for (int j = 0; j < W; j++) {
     const int64_t *sj = c->sig_all + (size_t)j * TP_SIG_COUNT;
     if (sj[TP_SIG_STATUS] != 0)
@@ -480,5 +586,11 @@ w8a8_status w8a8_tp_agree_table(const char *fn, w8a8_comm *c, w8a8_status local,
                     "must add up to M",
                     fn, LL(off), LL(s0[TP_SIG_M_TOTAL]),
                     op == TP_OP_AG ? "out->rows; shards are each rank's a->rows" : "a->rows; shards are each rank's out->rows");
+  /* The schedule: each rank's choice (W8A8_TP_OVERLAP_AUTO resolved with its own crossover, or the
+   * requested one, the same on every rank by the check above); fused only where every rank chose it,
+   * so that a rank whose crossover differs (another W8A8_TP_OVERLAP_MIN_M) still runs what its peers run. */
+  int fuse = 1;
+  for (int j = 0; j < W; j++) fuse &= c->sig_all[(size_t)j * TP_SIG_COUNT + TP_SIG_FUSE] == 1;
+  c->agreed_fuse = fuse;
   return W8A8_SUCCESS;
 }

@@ -3,6 +3,7 @@
  * ranks, the device workspace, destruction. The schedules are in tp_gpu.c. Builds without CUDA
  * get stubs returning W8A8_ERROR_NOT_BUILT. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,16 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   (void)c, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)opts;
   return no_cuda(fn);
 }
+void w8a8_tp_gpu_on_break(w8a8_comm *c, w8a8_status s, const char *msg) { (void)c, (void)s, (void)msg; }
+void w8a8_tp_gpu_on_abort(w8a8_comm *c) { (void)c; }
+bool w8a8_tp_gpu_group_broken(const w8a8_comm *c, int *status, char *msg, size_t n) {
+  (void)c, (void)status, (void)msg, (void)n;
+  return false;
+}
+w8a8_status w8a8_tp_gpu_async_error(const char *fn, const w8a8_comm *c) {
+  (void)fn, (void)c;
+  return W8A8_SUCCESS;
+}
 
 #else /* W8A8_HAVE_CUDA */
 
@@ -121,6 +132,35 @@ static void dev_exit(int prev, int dev) {
   if (prev >= 0 && prev != dev) cudaSetDevice(prev);
 }
 
+/* A host wait for stream st, polled (cudaStreamQuery) until `deadline`, and an abort of c (NULL: none):
+ * cudaErrorNotReady when it gave up (*why: "timeout" or "abort"), else what the stream reported. Where NCCL
+ * work on the stream waits for a peer, a synchronization would wait for ever. */
+static cudaError_t sync_until(cudaStream_t st, double deadline, const w8a8_comm *c, const char **why) {
+  const double t0 = w8a8_tp_now();
+  for (int it = 0;; it++) {
+    cudaError_t e = cudaStreamQuery(st);
+    if (e != cudaErrorNotReady) return e;
+    if (c && __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE)) {
+      *why = "abort";
+      return cudaErrorNotReady;
+    }
+    if (w8a8_tp_now() > deadline) {
+      *why = "timeout";
+      return cudaErrorNotReady;
+    }
+    w8a8_tp_backoff(it, t0);
+  }
+}
+
+#ifdef W8A8_HAVE_MPI
+/* A collective of the creation (started: rc), polled until `deadline`. Its buffers must be on the heap:
+ * one left pending by W8A8_ERROR_TIMEOUT keeps them. */
+static w8a8_status coll_until(const char *fn, int rc, MPI_Request *req, double deadline, const char *what) {
+  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, what, rc);
+  return w8a8_tp_mpi_wait_until(fn, req, deadline, what);
+}
+#endif
+
 /* ---- the in-process group: host barrier with a timeout --------------------------------- */
 
 static tp_group *group_new(int W) {
@@ -131,8 +171,6 @@ static tp_group *group_new(int W) {
   g->sig = calloc((size_t)2 * W * TP_SIG_COUNT, sizeof *g->sig);
   g->capture = calloc((size_t)2 * W, sizeof *g->capture);
   g->comm = calloc((size_t)W, sizeof *g->comm);
-  const char *t = getenv("W8A8_TP_TIMEOUT_S");
-  g->timeout_s = t && atoi(t) > 0 ? atoi(t) : 300;
   if (!g->sig || !g->capture || !g->comm || pthread_mutex_init(&g->mu, NULL)) {
     free(g->sig), free(g->capture), free(g->comm), free(g);
     return NULL;
@@ -156,12 +194,32 @@ static void group_free(tp_group *g) {
   free(g->sig), free(g->capture), free(g->comm), free(g);
 }
 
-w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g) {
+/* The group's break as this rank's error (g->mu held by the caller; c may be NULL). */
+static w8a8_status group_error(const char *fn, tp_group *g, const w8a8_comm *c) {
+  if (c && __atomic_load_n(&c->aborted, __ATOMIC_ACQUIRE))
+    return w8a8_err(W8A8_ERROR_ABORTED, "%s: the communicator was aborted on this rank (w8a8_comm_abort)", fn);
+  /* a peer's timeout is this call's timeout too (the same collective did not complete in time) */
+  const w8a8_status s = g->cause == W8A8_ERROR_TIMEOUT ? W8A8_ERROR_TIMEOUT : W8A8_ERROR_BROKEN;
+  return w8a8_err(s, "%s: the rank group is broken (%s, %s); destroy the communicators", fn,
+                  w8a8_status_name((w8a8_status)g->cause), g->why);
+}
+
+static void group_break_locked(tp_group *g, int rank, int s, const char *msg) {
+  if (!g->broken) {
+    g->broken = true;
+    g->cause = s;
+    snprintf(g->why, sizeof g->why, "rank %d: %s", rank, msg);
+  }
+  pthread_cond_broadcast(&g->cv);
+}
+
+w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g, w8a8_comm *c, double deadline) {
   pthread_mutex_lock(&g->mu);
+  w8a8_status s = W8A8_SUCCESS;
   if (g->broken) {
+    s = group_error(fn, g, c);
     pthread_mutex_unlock(&g->mu);
-    return w8a8_err(W8A8_ERROR_COMM, "%s: an earlier barrier of this rank group timed out; destroy the communicators",
-                    fn);
+    return c ? w8a8_tp_break(fn, c, s, false) : s;
   }
   uint64_t gen = g->gen;
   if (++g->arrived == g->W) {
@@ -172,37 +230,85 @@ w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g) {
     return W8A8_SUCCESS;
   }
   struct timespec dl;
-  clock_gettime(CLOCK_MONOTONIC, &dl);
-  dl.tv_sec += g->timeout_s;
+  if (isfinite(deadline)) {
+    dl.tv_sec = (time_t)deadline;
+    dl.tv_nsec = (long)((deadline - (double)dl.tv_sec) * 1e9);
+    if (dl.tv_nsec >= 1000000000L) dl.tv_sec++, dl.tv_nsec -= 1000000000L;
+  }
+  bool mine = false; /* this rank's deadline broke the group */
   while (g->gen == gen && !g->broken) {
-    if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen) {
+    if (!isfinite(deadline)) {
+      pthread_cond_wait(&g->cv, &g->mu);
+    } else if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == gen && !g->broken) {
       /* A rank that never arrives (it skipped a collective call, or failed before it) would
        * otherwise hang the others for ever: fail instead, and mark the group unusable. */
-      g->broken = true;
-      g->timed_out = true;
-      pthread_cond_broadcast(&g->cv);
+      char msg[200];
+      snprintf(msg, sizeof msg, "only %d of %d ranks reached the collective within the timeout", g->arrived, g->W);
+      group_break_locked(g, c ? c->rank : -1, W8A8_ERROR_TIMEOUT, msg);
+      mine = true;
     }
   }
-  bool ok = g->gen != gen, timed_out = g->timed_out;
-  int arrived = g->arrived;
+  const bool ok = g->gen != gen;
+  const int arrived = g->arrived;
+  if (!ok && !mine) s = group_error(fn, g, c);
   pthread_mutex_unlock(&g->mu);
   if (ok) return W8A8_SUCCESS;
-  if (!timed_out)
-    return w8a8_err(W8A8_ERROR_COMM,
-                    "%s: another rank of this group failed after the ranks had agreed (see its error); the rank group "
-                    "is now unusable",
-                    fn);
-  return w8a8_err(W8A8_ERROR_COMM,
-                  "%s: only %d of %d ranks reached the collective within %d s (W8A8_TP_TIMEOUT_S); every rank must "
-                  "make the same calls in the same order. The rank group is now unusable",
-                  fn, arrived, g->W, g->timeout_s);
+  if (mine) {
+    const double t = c ? (double)__atomic_load_n(&c->timeout_us, __ATOMIC_RELAXED) * 1e-6 : 0.0;
+    s = w8a8_err(W8A8_ERROR_TIMEOUT,
+                 "%s: only %d of %d ranks reached the collective within the timeout (%g s; w8a8_comm_set_timeout, "
+                 "W8A8_TP_TIMEOUT_S); every rank must make the same calls in the same order. The rank group is now "
+                 "broken",
+                 fn, arrived, g->W, t);
+  }
+  return c ? w8a8_tp_break(fn, c, s, false) : s;
 }
 
-void w8a8_tp_group_break(tp_group *g) {
+void w8a8_tp_group_break(tp_group *g, int rank, int s, const char *msg) {
   pthread_mutex_lock(&g->mu);
-  g->broken = true;
-  pthread_cond_broadcast(&g->cv);
+  group_break_locked(g, rank, s, msg);
   pthread_mutex_unlock(&g->mu);
+}
+
+/* ---- the failure state of GPU communicators (tp_fault.c asks) --------------------------------- */
+
+void w8a8_tp_gpu_on_break(w8a8_comm *c, w8a8_status s, const char *msg) {
+  w8a8_tp_gpu *gs = c->gpu;
+  if (gs && gs->mode == TP_GPU_GROUP && gs->group) w8a8_tp_group_break(gs->group, c->rank, s, msg);
+}
+
+void w8a8_tp_gpu_on_abort(w8a8_comm *c) {
+  w8a8_tp_gpu *gs = c->gpu;
+  if (gs && gs->mode == TP_GPU_GROUP && gs->group)
+    w8a8_tp_group_break(gs->group, c->rank, W8A8_ERROR_ABORTED, "w8a8_comm_abort was called");
+}
+
+bool w8a8_tp_gpu_group_broken(const w8a8_comm *c, int *status, char *msg, size_t n) {
+  const w8a8_tp_gpu *gs = c->gpu;
+  if (!gs || gs->mode != TP_GPU_GROUP || !gs->group) return false;
+  tp_group *g = gs->group;
+  pthread_mutex_lock(&g->mu);
+  const bool broken = g->broken;
+  if (broken) {
+    *status = g->cause;
+    if (msg) snprintf(msg, n, "%s", g->why);
+  }
+  pthread_mutex_unlock(&g->mu);
+  return broken;
+}
+
+w8a8_status w8a8_tp_gpu_async_error(const char *fn, const w8a8_comm *c) {
+#ifdef W8A8_HAVE_NCCL
+  const w8a8_tp_gpu *gs = c->gpu;
+  if (gs && gs->nccl && gs->mode != TP_GPU_GROUP) {
+    ncclResult_t r = ncclSuccess;
+    if (ncclCommGetAsyncError((ncclComm_t)gs->nccl, &r) == ncclSuccess && r != ncclSuccess && r != ncclInProgress)
+      return w8a8_tp_nccl_err(fn, "ncclCommGetAsyncError", r);
+  }
+#else
+  (void)fn, (void)c;
+#endif
+  return W8A8_SUCCESS;
 }
 
 /* ---- creation -------------------------------------------------------------------------------- */
@@ -210,8 +316,32 @@ void w8a8_tp_group_break(tp_group *g) {
 static void gpu_comm_free(w8a8_comm *c) {
   if (!c) return;
   w8a8_tp_gpu *gs = c->gpu;
+  /* (MPI may still use a pending collective's buffers: the tables stay, as comm.c's comm_free does) */
+#ifdef W8A8_HAVE_MPI
+  const bool pending = c->mpi_pending;
+#else
+  const bool pending = false;
+#endif
+  if (gs && gs->leak_device) {
+    /* (a broken IPC communicator: its device memory and events stay, see w8a8_tp_gpu_comm_destroy) */
+#ifdef W8A8_HAVE_NCCL
+    if (gs->owns_nccl && gs->nccl) ncclCommAbort((ncclComm_t)gs->nccl);
+#endif
+    free(gs->ev_step);
+    free(gs->peer_ws), free(gs->peer_ready), free(gs->peer_done), free(gs->peer_gen), free(gs->xgen);
+    free(gs);
+    gs = NULL;
+  }
   if (gs) {
     int prev = dev_enter(gs->device);
+#ifdef W8A8_HAVE_NCCL
+    /* A broken communicator's NCCL work may wait for ever on the device (a dead peer), and every cudaFree
+     * below waits for the device: NCCL's abort ends that work first. */
+    if (gs->owns_nccl && gs->nccl && w8a8_tp_is_broken(c)) {
+      ncclCommAbort((ncclComm_t)gs->nccl);
+      gs->nccl = NULL;
+    }
+#endif
     if (gs->ws) cudaFree(gs->ws);
     if (gs->side) cudaStreamDestroy(gs->side);
     if (gs->ev_fork) cudaEventDestroy(gs->ev_fork);
@@ -235,7 +365,9 @@ static void gpu_comm_free(w8a8_comm *c) {
       if (gs->peer_done && gs->peer_done[i]) cudaEventDestroy(gs->peer_done[i]);
     }
     free(gs->peer_ws), free(gs->peer_ready), free(gs->peer_done), free(gs->peer_gen), free(gs->xgen);
-    free(gs->ipc_tab), free(gs->ipc_mem);
+    if (!pending) {
+      free(gs->ipc_tab), free(gs->ipc_mem), free(gs->ipc_row), free(gs->ipc_mine);
+    }
     if (gs->ipc_ready) cudaEventDestroy(gs->ipc_ready);
     if (gs->ipc_done) cudaEventDestroy(gs->ipc_done);
     if (gs->ws_cap) cudaFree(gs->ws_cap);
@@ -247,7 +379,12 @@ static void gpu_comm_free(w8a8_comm *c) {
     dev_exit(prev, gs->device);
     free(gs);
   }
-  free(c->sig_all), free(c->m_count), free(c->m_offset);
+  if (!pending) free(c->sig_all);
+#ifdef W8A8_HAVE_MPI
+  if (!pending) free(c->sig_mine);
+#endif
+  free(c->m_count), free(c->m_offset);
+  w8a8_tp_fault_fini(c);
   c->magic = 0;
   free(c);
 }
@@ -276,14 +413,19 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   c->handle = h;
   c->rank = rank;
   c->size = W;
+  bool ok = w8a8_tp_fault_init(c);
 #ifdef W8A8_HAVE_MPI
   c->mpi = MPI_COMM_NULL;
+  c->coll_req = MPI_REQUEST_NULL;
+  c->notice_req = MPI_REQUEST_NULL;
+  c->sig_mine = calloc(TP_SIG_COUNT + 2, sizeof *c->sig_mine);
+  ok = ok && c->sig_mine;
 #endif
   c->sig_all = calloc((size_t)W * TP_SIG_COUNT, sizeof *c->sig_all);
   c->m_count = calloc((size_t)W, sizeof *c->m_count);
   c->m_offset = calloc((size_t)W + 1, sizeof *c->m_offset);
   gs->ev_step = calloc((size_t)W, sizeof *gs->ev_step);
-  if (!c->sig_all || !c->m_count || !c->m_offset || !gs->ev_step) {
+  if (!ok || !c->sig_all || !c->m_count || !c->m_offset || !gs->ev_step) {
     gpu_comm_free(c);
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not allocate the communicator's tables", fn);
   }
@@ -398,6 +540,7 @@ w8a8_status w8a8_comm_create_local(w8a8_comm **comms, w8a8_handle **handles, int
     return s;
   }
   for (int j = 0; j < nranks; j++) w8a8_tp_gpu_probe_push(made[j]);
+  for (int j = 0; j < nranks; j++) w8a8_tp_set_crossovers(made[j]);
   for (int j = 0; j < nranks; j++) comms[j] = made[j];
   return W8A8_SUCCESS;
 }
@@ -487,7 +630,22 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
   }
   if (e == cudaSuccess && s == W8A8_SUCCESS && all)
     e = cudaMemcpyAsync(all, d, sizeof(nccl_hello) * (size_t)W, cudaMemcpyDeviceToHost, st);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  const char *why = "";
+  if (e == cudaSuccess) e = sync_until(st, w8a8_tp_deadline_in(w8a8_tp_env_timeout_us()), NULL, &why);
+  if (e == cudaErrorNotReady) {
+    /* A rank never joined: the exchange stays on the stream (its buffers with it) until NCCL's abort. */
+    dev_exit(prev, dev);
+    if (mine) group_free(mine);
+    if (c) {
+      gs->owns_nccl = false;
+      c->magic = 0; /* (its stream, events and tables are left: the stuck exchange may still use them) */
+    }
+    return w8a8_err(W8A8_ERROR_TIMEOUT,
+                    "%s: the creation's exchange (ncclAllGather) did not complete within W8A8_TP_TIMEOUT_S: a rank "
+                    "did not join or is late. The NCCL communicator has that collective pending: abort it "
+                    "(ncclCommAbort)",
+                    fn);
+  }
   if (e != cudaSuccess && s == W8A8_SUCCESS) s = w8a8_cuda_error(fn, "the creation exchange", e);
   if (d) cudaFree(d);
   if (tmp) cudaStreamDestroy(tmp);
@@ -529,7 +687,7 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
     pthread_mutex_unlock(&g->mu);
     free(all);
     /* Nobody uses a peer's entry before every rank has registered. */
-    s = w8a8_tp_group_barrier(fn, g);
+    s = w8a8_tp_group_barrier(fn, g, c, w8a8_tp_deadline_in(w8a8_tp_env_timeout_us()));
     if (s == W8A8_SUCCESS) w8a8_tp_gpu_probe_push(c);
   } else {
     if (mine) group_free(mine);
@@ -541,6 +699,7 @@ static w8a8_status nccl_comm_setup(const char *fn, w8a8_comm **comm, w8a8_handle
     dev_exit(prev, dev);
     if (e != cudaSuccess) s = w8a8_cuda_error(fn, "allocating the agreement tables", e);
   }
+  if (s == W8A8_SUCCESS) w8a8_tp_set_crossovers(c);
   if (s == W8A8_SUCCESS && !w8a8_registry_add(c))
     s = w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: could not grow the communicator registry", fn);
   if (s != W8A8_SUCCESS) {
@@ -619,7 +778,10 @@ w8a8_status w8a8_comm_create_nccl_id(w8a8_comm **comm, w8a8_handle *handle, cons
   dev_exit(prev, dev);
   if (nr != ncclSuccess) return local != W8A8_SUCCESS ? w8a8_err(local, "%s", saved) : w8a8_tp_nccl_err(fn, "ncclCommInitRank", nr);
   w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, local);
-  if (s != W8A8_SUCCESS) ncclCommDestroy(nc);
+  if (s == W8A8_ERROR_TIMEOUT)
+    ncclCommAbort(nc); /* (its creation exchange is stuck: ncclCommDestroy would wait for it) */
+  else if (s != W8A8_SUCCESS)
+    ncclCommDestroy(nc);
   return s;
 }
 
@@ -637,23 +799,27 @@ typedef struct ipc_hello {
 
 /* Free what ipc_setup made when IPC is not chosen. Collective: the peers' copies of this rank's
  * event handles are closed before the barrier, its own events destroyed after it (an imported
- * event must not outlive the exporter's). */
-static void ipc_undo(w8a8_comm *c) {
+ * event must not outlive the exporter's; a barrier that times out leaves them). */
+static void ipc_undo(const char *fn, w8a8_comm *c, double deadline) {
   w8a8_tp_gpu *gs = c->gpu;
   int prev = dev_enter(gs->device);
   for (int j = 0; j < c->size; j++) {
     if (gs->peer_ready && gs->peer_ready[j]) cudaEventDestroy(gs->peer_ready[j]);
     if (gs->peer_done && gs->peer_done[j]) cudaEventDestroy(gs->peer_done[j]);
   }
-  MPI_Barrier(c->mpi);
+  MPI_Request req = MPI_REQUEST_NULL;
+  const bool met = coll_until(fn, MPI_Ibarrier(c->mpi, &req), &req, deadline, "MPI_Ibarrier (IPC set-up)") ==
+                   W8A8_SUCCESS;
+  if (!met) gs->ipc_ready = gs->ipc_done = NULL; /* (left to the peers that may still hold them) */
   if (gs->ipc_ready) cudaEventDestroy(gs->ipc_ready);
   if (gs->ipc_done) cudaEventDestroy(gs->ipc_done);
   cudaGetLastError();
   dev_exit(prev, gs->device);
   free(gs->peer_ws), free(gs->peer_ready), free(gs->peer_done), free(gs->peer_gen), free(gs->xgen);
-  free(gs->ipc_tab), free(gs->ipc_mem);
+  free(gs->ipc_tab), free(gs->ipc_mem), free(gs->ipc_row), free(gs->ipc_mine);
   gs->peer_ws = NULL, gs->peer_ready = gs->peer_done = NULL, gs->peer_gen = gs->xgen = NULL;
   gs->ipc_tab = NULL, gs->ipc_mem = NULL, gs->ipc_ready = gs->ipc_done = NULL;
+  gs->ipc_row = NULL, gs->ipc_mine = NULL;
 }
 
 /* Collective over c->mpi (every rank of a multi-process NCCL communicator calls it when every rank
@@ -661,14 +827,20 @@ static void ipc_undo(w8a8_comm *c) {
  * host with a GPU visible here and reachable by peer access, open the peers' events; IPC is
  * chosen only when every rank says yes (one MPI_Allreduce), else NCCL stays and ipc_note says
  * why. Only MPI failures are errors. */
-static w8a8_status ipc_setup(const char *fn, w8a8_comm *c) {
+static w8a8_status ipc_setup(const char *fn, w8a8_comm *c, double deadline) {
   w8a8_tp_gpu *gs = c->gpu;
   const int W = c->size, r = c->rank;
-  ipc_hello mine, all[W8A8_TP_GPU_MAX_RANKS];
-  memset(&mine, 0, sizeof mine);
-  memset(all, 0, sizeof all);
+  /* heap: a collective that times out keeps its buffers (coll_until) */
+  ipc_hello *hello = calloc((size_t)W + 1, sizeof *hello);
+  int *dec = calloc(2, sizeof *dec);
+  char *note = calloc(160, 1);
+  if (!hello || !dec || !note) {
+    free(hello), free(dec), free(note);
+    return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: out of memory (IPC set-up)", fn);
+  }
+  ipc_hello *all = hello, *pmine = hello + W;
+#define mine (*pmine)
   mine.host = host_hash();
-  char note[160] = "";
   gs->peer_ws = calloc((size_t)W, sizeof *gs->peer_ws);
   gs->peer_ready = calloc((size_t)W, sizeof *gs->peer_ready);
   gs->peer_done = calloc((size_t)W, sizeof *gs->peer_done);
@@ -676,8 +848,10 @@ static w8a8_status ipc_setup(const char *fn, w8a8_comm *c) {
   gs->xgen = calloc((size_t)W, sizeof *gs->xgen);
   gs->ipc_tab = calloc((size_t)W * TP_IPC_ROW, sizeof *gs->ipc_tab);
   gs->ipc_mem = calloc((size_t)W, sizeof(ipc_mem_rec));
+  gs->ipc_row = calloc(TP_IPC_ROW + 4, sizeof *gs->ipc_row);
+  gs->ipc_mine = calloc(1, sizeof(ipc_mem_rec));
   const bool mem = gs->peer_ws && gs->peer_ready && gs->peer_done && gs->peer_gen && gs->xgen && gs->ipc_tab &&
-                   gs->ipc_mem;
+                   gs->ipc_mem && gs->ipc_row && gs->ipc_mine;
   int prev = dev_enter(gs->device);
   cudaError_t e = mem ? cudaDeviceGetPCIBusId(mine.bus, (int)sizeof mine.bus, gs->device) : cudaErrorMemoryAllocation;
   const unsigned fl = cudaEventDisableTiming | cudaEventInterprocess;
@@ -686,21 +860,24 @@ static w8a8_status ipc_setup(const char *fn, w8a8_comm *c) {
   if (e == cudaSuccess) e = cudaIpcGetEventHandle(&mine.ev[0], gs->ipc_ready);
   if (e == cudaSuccess) e = cudaIpcGetEventHandle(&mine.ev[1], gs->ipc_done);
   mine.ok = e == cudaSuccess;
-  if (e != cudaSuccess) snprintf(note, sizeof note, "rank %d: interprocess events: %s", r, cudaGetErrorString(e));
+  if (e != cudaSuccess) snprintf(note, 160, "rank %d: interprocess events: %s", r, cudaGetErrorString(e));
   cudaGetLastError();
-  int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi);
-  if (rc != MPI_SUCCESS) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  w8a8_status s = coll_until(
+      fn, MPI_Iallgather(pmine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi, &req), &req,
+      deadline, "MPI_Iallgather (IPC set-up)");
+  if (s != W8A8_SUCCESS) {
     dev_exit(prev, gs->device);
-    return w8a8_tp_mpi_err(fn, "MPI_Allgather (IPC set-up)", rc);
+    return s; /* (hello, dec and note stay: see coll_until) */
   }
   int ok = 1;
   for (int j = 0; j < W && ok; j++) {
     if (!all[j].ok) {
       ok = 0;
-      if (!note[0]) snprintf(note, sizeof note, "rank %d could not make interprocess events", j);
+      if (!note[0]) snprintf(note, 160, "rank %d could not make interprocess events", j);
     } else if (all[j].host != mine.host) {
       ok = 0;
-      snprintf(note, sizeof note, "ranks %d and %d are on different hosts", r, j);
+      snprintf(note, 160, "ranks %d and %d are on different hosts", r, j);
     }
   }
   for (int j = 0; j < W && ok; j++) {
@@ -709,37 +886,44 @@ static w8a8_status ipc_setup(const char *fn, w8a8_comm *c) {
     all[j].bus[sizeof all[j].bus - 1] = 0;
     if (cudaDeviceGetByPCIBusId(&dj, all[j].bus) != cudaSuccess) {
       ok = 0;
-      snprintf(note, sizeof note, "rank %d's GPU (%s) is not visible to rank %d", j, all[j].bus, r);
+      snprintf(note, 160, "rank %d's GPU (%s) is not visible to rank %d", j, all[j].bus, r);
     } else if (dj == gs->device) {
       ok = 0;
-      snprintf(note, sizeof note, "ranks %d and %d share GPU %s", r, j, all[j].bus);
+      snprintf(note, 160, "ranks %d and %d share GPU %s", r, j, all[j].bus);
     } else if (cudaDeviceCanAccessPeer(&can, gs->device, dj) != cudaSuccess || !can) {
       ok = 0;
-      snprintf(note, sizeof note, "no peer access from rank %d's GPU %s to rank %d's GPU %s", r, mine.bus, j,
+      snprintf(note, 160, "no peer access from rank %d's GPU %s to rank %d's GPU %s", r, mine.bus, j,
                all[j].bus);
     } else if ((e = cudaIpcOpenEventHandle(&gs->peer_ready[j], all[j].ev[0])) != cudaSuccess ||
                (e = cudaIpcOpenEventHandle(&gs->peer_done[j], all[j].ev[1])) != cudaSuccess) {
       ok = 0;
-      snprintf(note, sizeof note, "rank %d: cudaIpcOpenEventHandle of rank %d's events: %s", r, j,
+      snprintf(note, 160, "rank %d: cudaIpcOpenEventHandle of rank %d's events: %s", r, j,
                cudaGetErrorString(e));
     }
     cudaGetLastError();
   }
   dev_exit(prev, gs->device);
   /* The decision (the same on every rank), and the first refusing rank's reason for all. */
-  int who = ok ? W : r, first = W;
-  rc = MPI_Allreduce(&who, &first, 1, MPI_INT, MPI_MIN, c->mpi);
-  if (rc == MPI_SUCCESS && first < W) rc = MPI_Bcast(note, (int)sizeof note, MPI_CHAR, first, c->mpi);
-  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allreduce (IPC set-up)", rc);
+  dec[0] = ok ? W : r;
+  s = coll_until(fn, MPI_Iallreduce(dec, dec + 1, 1, MPI_INT, MPI_MIN, c->mpi, &req), &req, deadline,
+                 "MPI_Iallreduce (IPC set-up)");
+  const int first = dec[1];
+  if (s == W8A8_SUCCESS && first < W)
+    s = coll_until(fn, MPI_Ibcast(note, 160, MPI_CHAR, first, c->mpi, &req), &req, deadline, "MPI_Ibcast (IPC set-up)");
+  if (s != W8A8_SUCCESS) return s;
+  free(hello), free(dec);
   if (first == W) {
+    free(note);
     gs->mode = TP_GPU_IPC;
     gs->ipc_note[0] = 0;
     return W8A8_SUCCESS;
   }
-  ipc_undo(c);
-  note[sizeof note - 1] = 0;
+  ipc_undo(fn, c, deadline);
+  note[159] = 0;
   snprintf(gs->ipc_note, sizeof gs->ipc_note, "W8A8_TP_IPC=1 but NCCL kept: %s", note);
+  free(note);
   return W8A8_SUCCESS;
+#undef mine
 }
 
 static bool ipc_wanted(void) {
@@ -747,60 +931,93 @@ static bool ipc_wanted(void) {
   return v && v[0] == '1' && v[1] == 0;
 }
 
+/* What create_world's ranks exchange before NCCL's initialisation (heap: see coll_until). */
+typedef struct world_bufs {
+  MPI_Comm dup;
+  int bv[2], br[2], fin[2];
+  ncclUniqueId u;
+} world_bufs;
+
 w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_handle *handle, const void *mpi_comm) {
-  MPI_Comm dup = MPI_COMM_NULL;
-  int rc = MPI_Comm_dup(*(const MPI_Comm *)mpi_comm, &dup);
-  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Comm_dup", rc);
+  const double deadline = w8a8_tp_deadline_in(w8a8_tp_env_timeout_us());
+  world_bufs *wb = calloc(1, sizeof *wb);
+  if (!wb) return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  MPI_Request req = MPI_REQUEST_NULL;
+  w8a8_status s = coll_until(fn, MPI_Comm_idup(*(const MPI_Comm *)mpi_comm, &wb->dup, &req), &req, deadline,
+                             "MPI_Comm_idup (creation)");
+  if (s != W8A8_SUCCESS) return s; /* (wb stays: see coll_until) */
+  MPI_Comm dup = wb->dup;
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
   int rank = 0, size = 1;
   MPI_Comm_rank(dup, &rank);
   MPI_Comm_size(dup, &size);
-  ncclUniqueId u;
-  memset(&u, 0, sizeof u);
-  /* One MPI_Allreduce tells every rank whether rank 0 made the id and whether every rank asked
+  /* One allreduce tells every rank whether rank 0 made the id and whether every rank asked
    * for the IPC transport (W8A8_TP_IPC=1): the IPC set-up below is collective, so it runs on
    * every rank or none, whatever each rank's environment says. */
   const bool want_ipc = ipc_wanted();
-  int bad = rank == 0 && ncclGetUniqueId(&u) != ncclSuccess, anybad = 0;
-  int bv[2] = {bad, want_ipc ? 0 : 1}, br[2] = {0, 0};
-  rc = MPI_Allreduce(bv, br, 2, MPI_INT, MPI_MAX, dup);
-  anybad = br[0];
-  const bool all_ipc = br[1] == 0;
-  if (rc == MPI_SUCCESS && !anybad) rc = MPI_Bcast(&u, (int)sizeof u, MPI_BYTE, 0, dup);
-  if (rc != MPI_SUCCESS || anybad) {
+  wb->bv[0] = rank == 0 && ncclGetUniqueId(&wb->u) != ncclSuccess;
+  wb->bv[1] = want_ipc ? 0 : 1;
+  s = coll_until(fn, MPI_Iallreduce(wb->bv, wb->br, 2, MPI_INT, MPI_MAX, dup, &req), &req, deadline,
+                 "MPI_Iallreduce (creation)");
+  const bool anybad = wb->br[0] != 0, all_ipc = wb->br[1] == 0;
+  if (s == W8A8_SUCCESS && !anybad)
+    s = coll_until(fn, MPI_Ibcast(&wb->u, (int)sizeof wb->u, MPI_BYTE, 0, dup, &req), &req, deadline,
+                   "MPI_Ibcast (NCCL id)");
+  if (s == W8A8_ERROR_TIMEOUT) return s;
+  if (s != W8A8_SUCCESS || anybad) {
     MPI_Comm_free(&dup);
-    return rc != MPI_SUCCESS ? w8a8_tp_mpi_err(fn, "MPI_Bcast (NCCL id)", rc)
-                             : w8a8_err(W8A8_ERROR_COMM, "%s: ncclGetUniqueId failed on rank 0", fn);
+    free(wb);
+    return s != W8A8_SUCCESS ? s : w8a8_err(W8A8_ERROR_COMM, "%s: ncclGetUniqueId failed on rank 0", fn);
   }
+  /* NCCL's initialisation: not bounded here (see w8a8.h). */
   ncclComm_t nc = NULL;
   int prev = dev_enter(handle->device_index);
-  ncclResult_t nr = ncclCommInitRank(&nc, size, u, rank);
+  ncclResult_t nr = ncclCommInitRank(&nc, size, wb->u, rank);
   dev_exit(prev, handle->device_index);
   if (nr != ncclSuccess) {
     MPI_Comm_free(&dup);
+    free(wb);
     return w8a8_tp_nccl_err(fn, "ncclCommInitRank", nr);
   }
+  /* The communicator's instance (tp_fault.c): every rank has the same NCCL id. */
+  uint64_t instance = 1469598103934665603ull;
+  for (size_t i = 0; i < sizeof wb->u.internal; i++) instance = (instance ^ (uint8_t)wb->u.internal[i]) * 1099511628211ull;
   w8a8_comm *const caller_comm = *comm;
-  w8a8_status s = nccl_comm_setup(fn, comm, handle, nc, true, W8A8_SUCCESS);
+  s = nccl_comm_setup(fn, comm, handle, nc, true, W8A8_SUCCESS);
+  if (s == W8A8_ERROR_TIMEOUT) { /* (NCCL's exchange is stuck: its abort, not ncclCommDestroy, ends it) */
+    ncclCommAbort(nc);
+    MPI_Comm_free(&dup);
+    free(wb);
+    return s;
+  }
   /* The IPC set-up below is collective over dup: a rank that failed alone at the end of
    * nccl_comm_setup (its agreement tables or the registry) must not leave its peers waiting in
    * it. Only when every rank asked for IPC: the default path makes no extra collective. */
   if (all_ipc) {
-    int mine = s == W8A8_SUCCESS, every = 0;
-    if (MPI_Allreduce(&mine, &every, 1, MPI_INT, MPI_MIN, dup) != MPI_SUCCESS) every = 0;
+    wb->fin[0] = s == W8A8_SUCCESS;
+    w8a8_status sf = coll_until(fn, MPI_Iallreduce(wb->fin, wb->fin + 1, 1, MPI_INT, MPI_MIN, dup, &req), &req,
+                                deadline, "MPI_Iallreduce (creation)");
+    const bool every = sf == W8A8_SUCCESS && wb->fin[1];
+    if (sf == W8A8_ERROR_TIMEOUT) wb = NULL; /* (left to the pending collective) */
     if (s == W8A8_SUCCESS && !every) {
       w8a8_tp_gpu_comm_destroy(*comm); /* not IPC yet: no collective inside; destroys nc */
       *comm = caller_comm;
-      MPI_Comm_free(&dup);
-      return w8a8_err(W8A8_ERROR_COMM, "%s: another rank could not create its communicator (see its error)", fn);
+      if (sf != W8A8_ERROR_TIMEOUT) MPI_Comm_free(&dup);
+      free(wb);
+      return sf != W8A8_SUCCESS ? sf
+                                : w8a8_err(W8A8_ERROR_COMM, "%s: another rank could not create its communicator (see "
+                                                            "its error)",
+                                           fn);
     }
   }
+  free(wb);
   if (s != W8A8_SUCCESS) {
     ncclCommDestroy(nc);
     MPI_Comm_free(&dup);
     return s;
   }
   (*comm)->mpi = dup;
+  (*comm)->instance = instance;
   w8a8_tp_gpu *gs = (*comm)->gpu;
   gs->agree_mpi = true; /* host-side agreement: no stream sync per call */
   if (want_ipc && !all_ipc)
@@ -810,16 +1027,23 @@ w8a8_status w8a8_tp_gpu_create_world(const char *fn, w8a8_comm **comm, w8a8_hand
              "W8A8_TP_IPC=1 not needed: every rank is a thread of this process (in-process copy engine)");
   /* gs->mode is the same on every rank (nccl_comm_setup decided it from one gathered table). */
   if (all_ipc && gs->mode == TP_GPU_NCCL) {
-    s = ipc_setup(fn, *comm);
+    s = ipc_setup(fn, *comm, deadline);
     if (s != W8A8_SUCCESS) {
       char saved[512];
       snprintf(saved, sizeof saved, "%s", w8a8_last_error());
+      if (s == W8A8_ERROR_TIMEOUT) {
+        /* a collective of the set-up is pending over dup: it and the tables it uses stay */
+        (*comm)->mpi_pending = true;
+        w8a8_tp_break(fn, *comm, s, false);
+      }
       w8a8_tp_gpu_comm_destroy(*comm); /* mode is still NCCL here: no collective inside */
-      MPI_Comm_free(&dup);
+      if (s != W8A8_ERROR_TIMEOUT) MPI_Comm_free(&dup);
       *comm = caller_comm;
       return w8a8_err(s, "%s", saved);
     }
   }
+  w8a8_tp_set_crossovers(*comm); /* (the transport is final now) */
+  w8a8_tp_notice_post(*comm);
   return W8A8_SUCCESS;
 }
 #endif
@@ -899,15 +1123,18 @@ w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m
 #ifdef W8A8_HAVE_MPI
 w8a8_status w8a8_tp_ipc_barrier(const char *fn, w8a8_comm *c, bool ok) {
   w8a8_tp_gpu *gs = c->gpu;
-  gs->ipc_barrier_due = false;
-  int mine = ok ? 1 : 0, all = 0;
-  int rc = MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c->mpi);
-  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allreduce (IPC barrier)", rc);
-  if (!all)
-    return w8a8_err(W8A8_ERROR_COMM,
-                    "%s: another rank failed after the ranks had agreed (see its error); the communicator is now "
-                    "unusable",
-                    fn);
+  int64_t *b = gs->ipc_row + TP_IPC_ROW; /* (heap: a collective left pending keeps its buffers) */
+  b[0] = ok ? 1 : 0;
+  b[1] = 0;
+  MPI_Request *req = &c->coll_req;
+  W8A8_CHECK(w8a8_tp_mpi_coll(fn, c, MPI_Iallreduce(b, b + 1, 1, MPI_INT64_T, MPI_MIN, c->mpi, req), req,
+                              "the IPC barrier (MPI_Iallreduce)"));
+  if (!b[1]) {
+    w8a8_err(W8A8_ERROR_BROKEN, "%s: another rank failed after the ranks had agreed (see its error); the "
+                                "communicator is now broken",
+             fn);
+    return w8a8_tp_break(fn, c, W8A8_ERROR_BROKEN, false);
+  }
   return W8A8_SUCCESS;
 }
 
@@ -918,7 +1145,8 @@ w8a8_status w8a8_tp_ipc_barrier(const char *fn, w8a8_comm *c, bool ok) {
 static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
   w8a8_tp_gpu *gs = c->gpu;
   const int W = c->size, r = c->rank;
-  ipc_mem_rec mine, *all = gs->ipc_mem;
+  ipc_mem_rec *pm = gs->ipc_mine, *all = gs->ipc_mem; /* (heap: as in w8a8_tp_ipc_barrier) */
+#define mine (*pm)
   memset(&mine, 0, sizeof mine);
   int prev = dev_enter(gs->device);
   cudaError_t e = gs->ws ? cudaIpcGetMemHandle(&mine.h, gs->ws) : cudaSuccess;
@@ -927,11 +1155,13 @@ static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
   char note[200] = "";
   if (e != cudaSuccess) snprintf(note, sizeof note, "rank %d: cudaIpcGetMemHandle: %s", r, cudaGetErrorString(e));
   cudaGetLastError();
-  int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi);
-  if (rc != MPI_SUCCESS) {
+  MPI_Request *req = &c->coll_req;
+  w8a8_status st = w8a8_tp_mpi_coll(
+      fn, c, MPI_Iallgather(pm, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, c->mpi, req), req,
+      "MPI_Iallgather (IPC workspace handles)");
+  if (st != W8A8_SUCCESS) {
     dev_exit(prev, gs->device);
-    c->broken = true;
-    return w8a8_tp_mpi_err(fn, "MPI_Allgather (IPC workspace handles)", rc);
+    return st;
   }
   int ok = mine.ok;
   bool synced = false;
@@ -971,14 +1201,16 @@ static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
     gs->peer_gen[j] = (uint64_t)all[j].gen;
   }
   dev_exit(prev, gs->device);
-  int allok = 0;
-  rc = MPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, c->mpi);
-  if (rc != MPI_SUCCESS || !allok) {
-    c->broken = true;
-    if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allreduce (IPC workspace handles)", rc);
-    return w8a8_err(W8A8_ERROR_COMM, "%s: exchanging the workspaces' CUDA IPC handles failed (%s); the communicator is "
-                                     "now unusable",
-                    fn, note[0] ? note : "on another rank: see its error");
+  int64_t *b = gs->ipc_row + TP_IPC_ROW + 2;
+  b[0] = ok;
+  b[1] = 0;
+  W8A8_CHECK(w8a8_tp_mpi_coll(fn, c, MPI_Iallreduce(b, b + 1, 1, MPI_INT64_T, MPI_MIN, c->mpi, req), req,
+                              "MPI_Iallreduce (IPC workspace handles)"));
+  if (!b[1]) {
+    w8a8_err(W8A8_ERROR_COMM, "%s: exchanging the workspaces' CUDA IPC handles failed (%s); the communicator is now "
+                              "broken",
+             fn, note[0] ? note : "on another rank: see its error");
+    return w8a8_tp_break(fn, c, W8A8_ERROR_COMM, false); /* (every rank takes this branch) */
   }
   for (int j = 0; j < W; j++) gs->xgen[j] = (uint64_t)all[j].gen;
   /* Every peer closed its mapping of this rank's replaced workspace before the MPI_Allreduce
@@ -991,6 +1223,7 @@ static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
     gs->ws_retired = NULL;
   }
   return W8A8_SUCCESS;
+#undef mine
 }
 
 /* The agreement of the IPC transport: the MPI path's MPI_Allgather, with two more fields per
@@ -1002,12 +1235,14 @@ static w8a8_status ipc_agree(const char *fn, w8a8_comm *c, const int64_t sig[TP_
                              unsigned long long capture_id, w8a8_status local, const char *saved) {
   w8a8_tp_gpu *gs = c->gpu;
   const int W = c->size;
-  int64_t row[TP_IPC_ROW];
+  int64_t *row = gs->ipc_row; /* (heap: an exchange left pending still reads it) */
   memcpy(row, sig, sizeof(int64_t) * TP_SIG_COUNT);
   row[TP_IPC_GEN] = (int64_t)gs->ws_gen;
   row[TP_IPC_CAPTURE] = capture_id != 0;
-  int rc = MPI_Allgather(row, TP_IPC_ROW, MPI_INT64_T, gs->ipc_tab, TP_IPC_ROW, MPI_INT64_T, c->mpi);
-  if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
+  MPI_Request *req = &c->coll_req;
+  W8A8_CHECK(w8a8_tp_mpi_coll(
+      fn, c, MPI_Iallgather(row, TP_IPC_ROW, MPI_INT64_T, gs->ipc_tab, TP_IPC_ROW, MPI_INT64_T, c->mpi, req), req,
+      "the agreement (MPI_Iallgather)"));
   for (int j = 0; j < W; j++)
     memcpy(c->sig_all + (size_t)j * TP_SIG_COUNT, gs->ipc_tab + (size_t)j * TP_IPC_ROW, sizeof(int64_t) * TP_SIG_COUNT);
   w8a8_status s = w8a8_tp_agree_table(fn, c, local, saved);
@@ -1040,10 +1275,10 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
   snprintf(saved, sizeof saved, "%s", w8a8_last_error());
   if (gs->mode == TP_GPU_GROUP) {
     tp_group *g = gs->group;
-    const size_t par = (size_t)(gs->seq++ & 1);
+    const size_t par = (size_t)(gs->agreements++ & 1);
     memcpy(g->sig + (par * W + r) * TP_SIG_COUNT, sig, sizeof(int64_t) * TP_SIG_COUNT);
     g->capture[par * W + r] = capture_id;
-    W8A8_CHECK(w8a8_tp_group_barrier(fn, g));
+    W8A8_CHECK(w8a8_tp_group_barrier(fn, g, c, c->deadline));
     /* The table of parity par is rewritten two calls from now, after every rank has passed
      * the next call's barrier, i.e. after every rank has read it here. */
     memcpy(c->sig_all, g->sig + par * W * TP_SIG_COUNT, sizeof(int64_t) * TP_SIG_COUNT * (size_t)W);
@@ -1060,11 +1295,7 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
   }
 #ifdef W8A8_HAVE_MPI
   if (gs->mode == TP_GPU_IPC) return ipc_agree(fn, c, sig, capture_id, local, saved);
-  if (gs->agree_mpi) {
-    int rc = MPI_Allgather(sig, TP_SIG_COUNT, MPI_INT64_T, c->sig_all, TP_SIG_COUNT, MPI_INT64_T, c->mpi);
-    if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Allgather (agreement)", rc);
-    return w8a8_tp_agree_table(fn, c, local, saved);
-  }
+  if (gs->agree_mpi) return w8a8_tp_agree(fn, c, sig); /* (comm.c: the MPI transport's exchange, polled) */
 #endif
 #ifdef W8A8_HAVE_NCCL
   /* A bare ncclComm_t across processes: the table goes through NCCL and back to the host,
@@ -1096,16 +1327,30 @@ w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_C
   if (e == cudaSuccess && nr == ncclSuccess)
     e = cudaMemcpyAsync(gs->h_sig, gs->d_sig, sizeof(int64_t) * TP_SIG_COUNT * (size_t)W, cudaMemcpyDeviceToHost,
                         gs->side);
-  if (e == cudaSuccess && nr == ncclSuccess) e = cudaStreamSynchronize(gs->side);
+  /* polled: a peer that never joins the ncclAllGather costs the timeout, and an abort ends the wait */
+  const char *why = "";
+  if (e == cudaSuccess && nr == ncclSuccess) e = sync_until(gs->side, c->deadline, c, &why);
   dev_exit(prev, gs->device);
   if (relaxed && cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError(); /* restored */
   if (nr != ncclSuccess) {
-    c->broken = true;
-    return w8a8_tp_nccl_err(fn, "ncclAllGather (agreement)", nr);
+    w8a8_tp_nccl_err(fn, "ncclAllGather (agreement)", nr);
+    return w8a8_tp_break(fn, c, W8A8_ERROR_COMM, true);
+  }
+  if (e == cudaErrorNotReady) {
+    if (!strcmp(why, "abort")) {
+      w8a8_err(W8A8_ERROR_ABORTED, "%s: aborted (w8a8_comm_abort) while waiting for the agreement (ncclAllGather)", fn);
+      return w8a8_tp_break(fn, c, W8A8_ERROR_ABORTED, true);
+    }
+    w8a8_err(W8A8_ERROR_TIMEOUT,
+             "%s: the agreement (ncclAllGather) did not complete within the communicator's timeout: a peer is missing "
+             "or late; the communicator is now broken (its ncclAllGather stays on the side stream until the NCCL "
+             "communicator is aborted: w8a8_comm_destroy does that where w8a8 owns it)",
+             fn);
+    return w8a8_tp_break(fn, c, W8A8_ERROR_TIMEOUT, true);
   }
   if (e != cudaSuccess) {
-    c->broken = true;
-    return w8a8_cuda_error(fn, "the agreement exchange", e);
+    w8a8_cuda_error(fn, "the agreement exchange", e);
+    return w8a8_tp_break(fn, c, W8A8_ERROR_DEVICE, true);
   }
   memcpy(c->sig_all, gs->h_sig, sizeof(int64_t) * TP_SIG_COUNT * (size_t)W);
   return w8a8_tp_agree_table(fn, c, local, saved);
@@ -1124,19 +1369,35 @@ w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c) {
      * side stream, and its last eager call on the compute stream: ipc_done, as in ipc_exchange);
      * barrier; every rank closes what it opened of its peers;
      * barrier; only then may each rank free its own workspace and destroy its exported events
-     * (gpu_comm_free), which no peer uses any more. */
+     * (gpu_comm_free), which no peer uses any more. A broken communicator meets nobody (a peer may
+     * be gone, and its device work may wait for ever on that peer's events): it closes its mappings
+     * and leaves its device memory and events (freeing them would wait for the device, and a peer may
+     * still map them). So does a healthy one whose barrier times out. */
     int prev = dev_enter(gs->device);
-    cudaStreamSynchronize(gs->side);
-    cudaEventSynchronize(gs->ipc_done);
-    MPI_Barrier(c->mpi);
+    const double deadline = w8a8_tp_deadline_in(__atomic_load_n(&c->timeout_us, __ATOMIC_RELAXED));
+    bool met = !w8a8_tp_is_broken(c);
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (met) {
+      cudaStreamSynchronize(gs->side);
+      cudaEventSynchronize(gs->ipc_done);
+      met = coll_until("w8a8_comm_destroy", MPI_Ibarrier(c->mpi, &req), &req, deadline, "MPI_Ibarrier (IPC teardown)") ==
+            W8A8_SUCCESS;
+    }
     for (int j = 0; j < c->size; j++) {
       if (gs->peer_ws[j]) cudaIpcCloseMemHandle(gs->peer_ws[j]);
-      if (gs->peer_ready[j]) cudaEventDestroy(gs->peer_ready[j]);
-      if (gs->peer_done[j]) cudaEventDestroy(gs->peer_done[j]);
+      if (met && gs->peer_ready[j]) cudaEventDestroy(gs->peer_ready[j]);
+      if (met && gs->peer_done[j]) cudaEventDestroy(gs->peer_done[j]);
       gs->peer_ws[j] = NULL, gs->peer_ready[j] = gs->peer_done[j] = NULL;
     }
     cudaGetLastError();
-    MPI_Barrier(c->mpi);
+    if (met)
+      met = coll_until("w8a8_comm_destroy", MPI_Ibarrier(c->mpi, &req), &req, deadline, "MPI_Ibarrier (IPC teardown)") ==
+            W8A8_SUCCESS;
+    if (!met) {
+      gs->leak_device = true;
+      c->mpi_pending = true;
+    }
+    w8a8_clear_error();
     dev_exit(prev, gs->device);
   }
 #endif

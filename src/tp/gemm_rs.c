@@ -19,9 +19,9 @@
  * peer's rows are computed; the own rows come last (they are needed last), then
  * the wait and the sum. The GEMM runs in blocks with MPI_Testall between them (see
  * ag_gemm.c for why).
- * Unfused (overlap = 0): every partial row in rank order, MPI_Alltoallv, the same
+ * Unfused (overlap = 0): every partial row in rank order, MPI_Ialltoallv, the same
  * sum. MPI_Reduce_scatter is not used: its summation order is up to the MPI library
- * and would make the two paths differ in the last bits. */
+ * and would make the two paths differ in the last bits. Waits poll as in ag_gemm.c. */
 #include <string.h>
 
 #include "tp_internal.h"
@@ -88,6 +88,7 @@ static w8a8_status rs_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *
       int done = 0;
       int rc = MPI_Testall(nreq, reqs, &done, MPI_STATUSES_IGNORE);
       if (rc != MPI_SUCCESS) return w8a8_tp_mpi_err(fn, "MPI_Testall", rc);
+      W8A8_CHECK(w8a8_tp_poll_faults(fn, c, "the reduce-scatter's messages"));
     }
   }
   return W8A8_SUCCESS;
@@ -133,11 +134,11 @@ static w8a8_status rs_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
       c->counts2[j] = j == r ? 0 : recv_count;
       c->displs2[j] = j == r ? 0 : rs_slot(j, r) * recv_count;
     }
-    int rc = MPI_Alltoallv(g.part, c->counts, c->displs, MPI_FLOAT, g.recv, c->counts2, c->displs2, MPI_FLOAT, c->mpi);
-    if (rc != MPI_SUCCESS) {
-      c->broken = true;
-      return w8a8_tp_mpi_err(fn, "MPI_Alltoallv (partials)", rc);
-    }
+    MPI_Request *req = c->reqs;
+    *req = MPI_REQUEST_NULL;
+    int rc = MPI_Ialltoallv(g.part, c->counts, c->displs, MPI_FLOAT, g.recv, c->counts2, c->displs2, MPI_FLOAT, c->mpi,
+                            req);
+    W8A8_CHECK(w8a8_tp_mpi_coll(fn, c, rc, req, "the partials' exchange (MPI_Ialltoallv)"));
   } else {
     MPI_Request *recv = c->reqs, *send = c->reqs + W;
     for (int i = 0; i < 2 * W; i++) c->reqs[i] = MPI_REQUEST_NULL;
@@ -147,7 +148,7 @@ static w8a8_status rs_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
         rc = MPI_Irecv(g.recv + (size_t)rs_slot(j, r) * (size_t)recv_count, recv_count, MPI_FLOAT, j, TAG_PARTIAL,
                        c->mpi, &recv[j]);
     if (rc != MPI_SUCCESS) {
-      c->broken = true;
+      c->mpi_pending = true;
       return w8a8_tp_mpi_err(fn, "MPI_Irecv", rc);
     }
     w8a8_status st = W8A8_SUCCESS;
@@ -159,17 +160,11 @@ static w8a8_status rs_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
       if (rc != MPI_SUCCESS) st = w8a8_tp_mpi_err(fn, "MPI_Isend", rc);
     }
     if (st == W8A8_SUCCESS) st = rs_rows(fn, c, p, &g, off[r], cnt[r], 2 * W, c->reqs);
-    if (st == W8A8_SUCCESS) {
-      rc = MPI_Waitall(W, recv, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) st = w8a8_tp_mpi_err(fn, "MPI_Waitall (receives)", rc);
-    }
+    if (st == W8A8_SUCCESS) st = w8a8_tp_mpi_wait(fn, c, W, recv, "the peers' partials (receives)");
     /* The sum needs only the receives; the sends finish while it runs. */
     if (st == W8A8_SUCCESS) rs_reduce(c, p, &g);
-    if (st == W8A8_SUCCESS) {
-      rc = MPI_Waitall(W, send, MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) st = w8a8_tp_mpi_err(fn, "MPI_Waitall (sends)", rc);
-    }
-    if (st != W8A8_SUCCESS) c->broken = true;
+    if (st == W8A8_SUCCESS) st = w8a8_tp_mpi_wait(fn, c, W, send, "the sends of this rank's partials");
+    if (st != W8A8_SUCCESS) c->mpi_pending = true; /* messages may be in flight: the workspace stays */
     return st;
   }
   rs_reduce(c, p, &g);
@@ -184,22 +179,34 @@ w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_matrix *a,
                                           const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_scaled_mm_reduce_scatter";
   w8a8_clear_error();
-  /* A rank that cannot name its communicator cannot join the agreement: fail here. */
-  W8A8_CHECK(w8a8_tp_check_comm(fn, comm));
+  /* A rank that cannot name its communicator cannot join the agreement: fail here (counted). */
+  w8a8_status s0 = w8a8_tp_check_comm(fn, comm);
+  if (s0 != W8A8_SUCCESS) {
+    w8a8_tp_count_invalid_comm();
+    return s0;
+  }
   /* GPU communicators: src/tp/tp_gpu.c */
   if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_scaled_mm_reduce_scatter(fn, comm, a, b, scale_a, scale_b, bias, zp, out, opts);
 #ifndef W8A8_HAVE_MPI
   (void)comm, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)opts;
   return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
 #else
-  W8A8_CHECK(w8a8_tp_check_comm(fn, comm));
+  W8A8_CHECK(w8a8_tp_call_enter(fn, comm));
   w8a8_tp_problem p;
   memset(&p, 0, sizeof p);
   w8a8_status s = w8a8_tp_local_checks(fn, comm, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p);
   int64_t sig[TP_SIG_COUNT];
-  w8a8_tp_signature(&p, TP_OP_RS, s, sig);
+  w8a8_tp_signature(comm, &p, TP_OP_RS, s, sig);
   W8A8_CHECK(w8a8_tp_agree(fn, comm, sig));
+  w8a8_tp_test_after_agree(comm);
+  p.overlap = comm->agreed_fuse;
+  comm->last_fuse = p.overlap;
   if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
-  return rs_run(fn, comm, &p);
+  s = rs_run(fn, comm, &p);
+  if (s != W8A8_SUCCESS) { /* after the agreement: the peers may have run their part */
+    comm->last_fuse = -1;
+    if (!w8a8_tp_is_broken(comm)) w8a8_tp_break(fn, comm, s, true);
+  }
+  return s;
 #endif
 }

@@ -48,8 +48,8 @@
  *   run the GROUP schedule, the same copies in the same order (not the scale push: GROUP only), with
  *   the peers' workspaces opened through CUDA IPC (peer_ws), the peers' ev_ready / ev_done replaced
  *   by interprocess events (ipc_ready / ipc_done, opened by every peer at creation as peer_ready /
- *   peer_done), and an MPI_Allreduce (w8a8_tp_ipc_barrier) where GROUP has its host barrier. The agreement
- *   (an MPI_Allgather) plays the role of GROUP's agreement barrier. Why the events bind right:
+ *   peer_done), and an MPI_Iallreduce (w8a8_tp_ipc_barrier) where GROUP has its host barrier. The agreement
+ *   (an MPI_Iallgather) plays the role of GROUP's agreement barrier. Why the events bind right:
  *   cudaStreamWaitEvent binds to the event's latest record when it is called; every record a
  *   peer waits on (ipc_ready of this call, ipc_done of the previous one) is made before that
  *   rank enters a host collective the waiter leaves before it waits, and the next record of the
@@ -186,13 +186,19 @@ static w8a8_status front(const char *fn, w8a8_comm *c, int op, const w8a8_matrix
                          const w8a8_tp_options *opts, w8a8_tp_problem *p, unsigned long long *capture) {
   memset(p, 0, sizeof *p);
   *capture = 0;
+  /* numbered, with its deadline; a broken or aborted communicator returns here (tp_fault.c) */
+  W8A8_CHECK(w8a8_tp_call_enter(fn, c));
   w8a8_status s = w8a8_tp_local_checks(fn, c, op, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, p);
   if (s == W8A8_SUCCESS) s = gpu_local_checks(fn, c, p);
   if (s == W8A8_SUCCESS) s = forced_kernel_checks(fn, c, p);
   if (s == W8A8_SUCCESS) s = capture_of(fn, (cudaStream_t)c->handle->stream, capture);
   int64_t sig[TP_SIG_COUNT];
-  w8a8_tp_signature(p, op, s, sig);
-  return w8a8_tp_gpu_agree(fn, c, sig, *capture);
+  w8a8_tp_signature(c, p, op, s, sig);
+  W8A8_CHECK(w8a8_tp_gpu_agree(fn, c, sig, *capture));
+  w8a8_tp_test_after_agree(c);
+  p->overlap = c->agreed_fuse; /* W8A8_TP_OVERLAP_AUTO resolved, the same on every rank */
+  c->last_fuse = p->overlap;
+  return W8A8_SUCCESS;
 }
 
 /* One chunk's GEMM: rows [r0, r0 + n) of the gathered rows (AG) into out, or of this rank's
@@ -290,7 +296,7 @@ static cudaEvent_t own_ready(const w8a8_tp_gpu *gs, xport xp) { return xp == XP_
 /* The host collective between "record ev_ready" and "peers wait on it". */
 static w8a8_status ready_barrier(const char *fn, w8a8_comm *c, xport xp) {
   if (xp == XP_IPC) return w8a8_tp_ipc_barrier(fn, c, true);
-  return w8a8_tp_group_barrier(fn, ((w8a8_tp_gpu *)c->gpu)->group);
+  return w8a8_tp_group_barrier(fn, ((w8a8_tp_gpu *)c->gpu)->group, c, c->deadline);
 }
 
 /* S waits until every peer's previous call has ended (GROUP transport). Eager calls wait on the
@@ -331,23 +337,12 @@ static w8a8_status finish(const char *fn, w8a8_comm *c, xport xp, cudaStream_t S
 }
 
 /* After the agreement every rank runs the schedule and meets the others at its host barrier. A
- * rank that fails in between (a CUDA error) never gets there: break the group so that the peers
- * fail at once with W8A8_ERROR_COMM instead of waiting W8A8_TP_TIMEOUT_S (300 s by default). */
-static void fail_after_agreement(w8a8_comm *c) {
-  w8a8_tp_gpu *gs = c->gpu;
-  c->broken = true;
-  if (gs->mode == TP_GPU_GROUP && gs->group) w8a8_tp_group_break(gs->group);
-}
-
-/* IPC: a rank that fails before its call's barrier still takes part in it, with "failed": its
- * peers then fail with W8A8_ERROR_COMM instead of waiting in MPI for ever. Keeps the error. */
-static void ipc_release_peers(const char *fn, w8a8_comm *c, w8a8_status s) {
-  w8a8_tp_gpu *gs = c->gpu;
-  if (!gs->ipc_barrier_due) return;
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", w8a8_last_error());
-  w8a8_tp_ipc_barrier(fn, c, false);
-  w8a8_err(s, "%s", saved);
+ * rank that fails in between (a CUDA error) never gets there: break the communicator, which breaks
+ * an in-process group (the peers fail at once with W8A8_ERROR_BROKEN instead of waiting for the
+ * timeout) and sends the notice over MPI (create_world's transports). The call's error is kept. */
+static void fail_after_agreement(const char *fn, w8a8_comm *c, w8a8_status s) {
+  c->last_fuse = -1;
+  if (!w8a8_tp_is_broken(c)) w8a8_tp_break(fn, c, s, true);
 }
 
 /* ---- all-gather + GEMM -------------------------------------------------------------------------- */
@@ -879,10 +874,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       }
       ncclResult_t ne = ncclGroupEnd();
       if (nr == ncclSuccess) nr = ne;
-      if (nr != ncclSuccess) {
-        c->broken = true;
-        return w8a8_tp_nccl_err(fn, "ncclSend/ncclRecv (rows)", nr);
-      }
+      if (nr != ncclSuccess) return w8a8_tp_nccl_err(fn, "ncclSend/ncclRecv (rows)", nr); /* (breaks: the caller) */
 #endif
     }
     CU(cudaEventRecord(gs->ev_step[s], C), "cudaEventRecord (chunk arrived)");
@@ -945,7 +937,6 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   ((w8a8_tp_gpu *)c->gpu)->last_copy2d = 0; /* (before the M = 0 return: that call made none) */
   if (p.M_total == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
-  gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
@@ -956,8 +947,7 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
   }
   /* A failure after the agreement leaves the peers' view of this rank unknown. */
   if (s != W8A8_SUCCESS) {
-    ipc_release_peers(fn, c, s);
-    fail_after_agreement(c);
+    fail_after_agreement(fn, c, s); /* (its notice releases IPC peers waiting in the call's barrier) */
   }
   return s;
 }
@@ -1136,10 +1126,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
                       C);
       ncclResult_t ne = ncclGroupEnd();
       if (nr == ncclSuccess) nr = ne;
-      if (nr != ncclSuccess) {
-        c->broken = true;
-        return w8a8_tp_nccl_err(fn, "ncclSend/ncclRecv (partials)", nr);
-      }
+      if (nr != ncclSuccess) return w8a8_tp_nccl_err(fn, "ncclSend/ncclRecv (partials)", nr); /* (breaks: the caller) */
       trace(gs, C, 'P', capture);
 #endif
     }
@@ -1189,7 +1176,6 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
   gs->last_rs_pushes = 0;
   gs->last_rs_own = 0;
   if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
-  gs->ipc_barrier_due = transport_of(gs, capture) == XP_IPC && c->size > 1;
   dev_guard g;
   w8a8_status s = enter(fn, gs->device, &g);
   if (s == W8A8_SUCCESS) {
@@ -1199,8 +1185,7 @@ w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, c
     leave(&g, gs->device);
   }
   if (s != W8A8_SUCCESS) {
-    ipc_release_peers(fn, c, s);
-    fail_after_agreement(c);
+    fail_after_agreement(fn, c, s); /* (its notice releases IPC peers waiting in the call's barrier) */
   }
   return s;
 }

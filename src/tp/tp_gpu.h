@@ -90,9 +90,9 @@ typedef struct tp_group {
   int arrived;
   uint64_t gen;   /* barrier generation */
   int refs;       /* communicators not yet destroyed */
-  bool broken;    /* a barrier timed out, or a rank failed mid-call: every later call fails */
-  bool timed_out; /* broken by a timeout (the message differs) */
-  int timeout_s;  /* barrier timeout (W8A8_TP_TIMEOUT_S, default 300) */
+  bool broken;    /* a barrier timed out, a rank failed mid-call or was aborted: every later call fails */
+  int cause;      /* the status that broke it (W8A8_ERROR_TIMEOUT, _ABORTED, _DEVICE, ...) */
+  char why[320];  /* "rank r: <that rank's message>" */
   int64_t *sig;   /* [2][W][TP_SIG_COUNT]: agreement tables by call parity */
   unsigned long long *capture; /* [2][W]: capture id of each rank's stream (0 = not capturing) */
   struct w8a8_comm **comm;     /* [W] */
@@ -104,7 +104,7 @@ typedef struct w8a8_tp_gpu {
   int device, num_sms, cc;
   int64_t max_pitch; /* cudaDevAttrMaxPitch: cudaMemcpy2DAsync's largest row stride (tp_copy2d past it) */
   tp_group *group;
-  uint64_t seq; /* calls made (host): the agreement table's parity */
+  uint64_t agreements; /* agreements made (GROUP): the agreement table's parity */
   cudaStream_t side;
   cudaEvent_t ev_fork;  /* compute -> side stream */
   cudaEvent_t ev_ready; /* AG: own rows packed; RS: pushes to every peer done */
@@ -158,6 +158,9 @@ typedef struct w8a8_tp_gpu {
   uint64_t *peer_gen;      /* [W]: the ws_gen of peer_ws[j] as opened here */
   uint64_t *xgen;          /* [W]: every rank's ws_gen at the last exchange (the same on every rank) */
   int64_t *ipc_tab;        /* [W][TP_IPC_ROW]: the agreement table with the IPC fields */
+  int64_t *ipc_row;        /* [TP_IPC_ROW + 4]: this rank's row and the IPC collectives' small buffers (heap:
+                            * a collective left pending by a timeout still uses them) */
+  void *ipc_mine;          /* this rank's exchange record (ipc_exchange), for the same reason */
   void *ipc_mem;           /* [W] exchange records (comm_gpu.c) */
   uint64_t ws_gen;         /* bumped whenever reserve replaces ws */
   void *ws_cap;            /* the captured calls' workspace (ws_bytes) */
@@ -165,7 +168,7 @@ typedef struct w8a8_tp_gpu {
                             * peer closed its mapping (the next exchange, or destroy). cudaFree of
                             * an exported block before the importers' cudaIpcCloseMemHandle is
                             * undefined behaviour (CUDA runtime API docs) */
-  bool ipc_barrier_due;    /* an eager IPC call has not yet reached its in-call barrier */
+  bool leak_device;        /* destroy leaves the device memory and events (a broken IPC communicator) */
   /* W8A8_TP_TRACE (set when the communicator is created; a development aid, off by default): timing
    * events recorded at the steps of each eager call (tp_gpu.c trace()), read by w8a8_tp_gpu_trace. */
   cudaEvent_t tr_ev[TP_TRACE_MAX];
@@ -255,14 +258,18 @@ W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K);
  * the call fails on every rank when the ranks' streams are not all in one capture (or all outside one). */
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT],
                                           unsigned long long capture_id);
-/* Host barrier of an in-process group (timeout -> W8A8_ERROR_COMM, the group broken). */
-W8A8_HIDDEN w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g);
-/* Mark the group broken and wake every rank waiting in its barrier (a rank that failed after the
- * agreement will not reach the call's barrier: its peers fail now instead of after the timeout). */
-W8A8_HIDDEN void w8a8_tp_group_break(tp_group *g);
-/* IPC transport: the host collective that stands where GROUP has its barrier (an MPI_Allreduce of
- * `ok` over c->mpi: a rank that failed after the agreement passes false and releases its peers,
- * which then fail with W8A8_ERROR_COMM, instead of leaving them in an MPI_Barrier for ever). */
+/* Host barrier of an in-process group for c (NULL: none) until `deadline` (w8a8_tp_now() seconds, INFINITY
+ * none). A rank missing at the deadline: W8A8_ERROR_TIMEOUT here, the group broken (its waiting ranks then
+ * fail with it). A broken group: W8A8_ERROR_TIMEOUT where the break was a timeout, W8A8_ERROR_ABORTED on
+ * an aborted rank, W8A8_ERROR_BROKEN otherwise. c is broken with it. */
+W8A8_HIDDEN w8a8_status w8a8_tp_group_barrier(const char *fn, tp_group *g, w8a8_comm *c, double deadline);
+/* Mark the group broken (cause: status s, "rank r: msg") and wake every rank waiting in its barrier (a rank
+ * that failed after the agreement will not reach the call's barrier: its peers fail now instead of after
+ * the timeout). The first cause stays. Any thread. */
+W8A8_HIDDEN void w8a8_tp_group_break(tp_group *g, int rank, int s, const char *msg);
+/* IPC transport: the host collective that stands where GROUP has its barrier (an MPI_Iallreduce of
+ * `ok` over c->mpi, polled: a rank that fails before it breaks the communicator, and its notice
+ * releases the peers waiting here with W8A8_ERROR_BROKEN; `ok` false fails every rank). */
 W8A8_HIDDEN w8a8_status w8a8_tp_ipc_barrier(const char *fn, w8a8_comm *c, bool ok);
 /* Map an NCCL result to W8A8_ERROR_COMM. */
 W8A8_HIDDEN w8a8_status w8a8_tp_nccl_err(const char *fn, const char *what, int result);

@@ -99,7 +99,7 @@ static w8a8_status check_vector(const char *fn, const char *arg, const w8a8_vect
 }
 
 static w8a8_status check_options(const char *fn, const w8a8_tp_options *opts, int *overlap, int *partials) {
-  *overlap = 1;
+  *overlap = W8A8_TP_OVERLAP_AUTO;
   *partials = W8A8_TP_PARTIALS_FP32;
   if (!opts) return W8A8_SUCCESS;
   size_t min_size = offsetof(w8a8_tp_options, overlap) + sizeof(int);
@@ -107,9 +107,12 @@ static w8a8_status check_options(const char *fn, const w8a8_tp_options *opts, in
     return w8a8_err(W8A8_ERROR_INVALID_VALUE,
                     "%s: opts->struct_size is %zu; initialise the options with W8A8_TP_OPTIONS_INIT (%zu)", fn,
                     opts->struct_size, sizeof(w8a8_tp_options));
-  if (opts->overlap != 0 && opts->overlap != 1)
-    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: opts->overlap is %d; expected 0 (unfused) or 1 (fused)", fn,
-                    opts->overlap);
+  if (opts->overlap != W8A8_TP_OVERLAP_OFF && opts->overlap != W8A8_TP_OVERLAP_ON &&
+      opts->overlap != W8A8_TP_OVERLAP_AUTO)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE,
+                    "%s: opts->overlap is %d; expected W8A8_TP_OVERLAP_OFF (0, unfused), W8A8_TP_OVERLAP_ON (1, fused) "
+                    "or W8A8_TP_OVERLAP_AUTO (2, the default)",
+                    fn, opts->overlap);
   /* Members past the caller's struct_size are not read: a caller built against an older
    * header (struct_size 16, ending at reserved0, the old padding) gets the default. */
   if (opts->struct_size >= offsetof(w8a8_tp_options, partials) + sizeof(int)) {
@@ -128,7 +131,7 @@ w8a8_status w8a8_tp_validate(const char *fn, const w8a8_comm *c, int op, const w
                              const w8a8_zero_point *zp, const w8a8_matrix *out, const w8a8_gathered *gathered,
                              const w8a8_tp_options *opts, w8a8_tp_problem *p) {
   const bool ag = op == TP_OP_AG;
-  int overlap = 1, partials = W8A8_TP_PARTIALS_FP32;
+  int overlap = W8A8_TP_OVERLAP_AUTO, partials = W8A8_TP_PARTIALS_FP32;
   W8A8_CHECK(check_options(fn, opts, &overlap, &partials));
   W8A8_CHECK(check_matrix(fn, "a", a));
   W8A8_CHECK(check_matrix(fn, "b", b));
@@ -299,10 +302,13 @@ w8a8_status w8a8_tp_validate(const char *fn, const w8a8_comm *c, int op, const w
   return W8A8_SUCCESS;
 }
 
-void w8a8_tp_signature(const w8a8_tp_problem *p, int op, w8a8_status s, int64_t sig[TP_SIG_COUNT]) {
+void w8a8_tp_signature(const w8a8_comm *c, const w8a8_tp_problem *p, int op, w8a8_status s,
+                       int64_t sig[TP_SIG_COUNT]) {
   for (int i = 0; i < TP_SIG_COUNT; i++) sig[i] = -1;
   sig[TP_SIG_STATUS] = (int64_t)s;
   sig[TP_SIG_OP] = op;
+  sig[TP_SIG_SEQ] = (int64_t)c->cur_seq;
+  sig[TP_SIG_SKIPS] = c->cur_skips;
   if (s != W8A8_SUCCESS) return;
   sig[TP_SIG_M_LOCAL] = p->M_local;
   sig[TP_SIG_M_TOTAL] = p->M_total;
@@ -314,17 +320,13 @@ void w8a8_tp_signature(const w8a8_tp_problem *p, int op, w8a8_status s, int64_t 
   sig[TP_SIG_ZP_KIND] = p->zp_kind;
   sig[TP_SIG_OVERLAP] = p->overlap;
   sig[TP_SIG_PARTIALS] = p->partials;
+  sig[TP_SIG_FUSE] = p->overlap == W8A8_TP_OVERLAP_AUTO ? p->M_total >= w8a8_tp_crossover(c, op) : p->overlap;
 }
 
 w8a8_status w8a8_tp_local_checks(const char *fn, const w8a8_comm *c, int op, const w8a8_matrix *a,
                                  const w8a8_matrix *b, const w8a8_vector *scale_a, const w8a8_vector *scale_b,
                                  const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
                                  const w8a8_gathered *gathered, const w8a8_tp_options *opts, w8a8_tp_problem *p) {
-  if (c->broken)
-    return w8a8_err(W8A8_ERROR_COMM,
-                    "%s: an earlier call on this communicator failed after the ranks' agreement (in MPI, NCCL or "
-                    "CUDA); its state is unknown: destroy it and create a new one",
-                    fn);
   W8A8_CHECK(w8a8_check_handle(fn, c->handle));
   W8A8_CHECK(w8a8_tp_validate(fn, c, op, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, p));
   /* A CPU handle forcing a kernel that refuses the block GEMMs would fail after the agreement, with the all-gather's

@@ -24,6 +24,8 @@ void w8a8_test_main_begin(int *argc, char ***argv) {
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+  const char *kill_mode = getenv("W8A8_TP_KILL_TEST");
+  if (kill_mode && *kill_mode) tp_kill_main(kill_mode); /* (exits) */
   w8a8_status s;
   if ((s = w8a8_create(&g_h, W8A8_DEVICE_CPU, 0))) die("w8a8_create", s);
   /* Oversubscribed ranks on 2 cores: one thread each keeps the run fast and fair. */

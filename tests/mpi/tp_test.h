@@ -24,6 +24,8 @@ extern w8a8_handle *g_ref; /* CPU handle forced to the scalar reference */
 extern w8a8_comm *g_comm;  /* over MPI_COMM_WORLD, reserved for the tests' sizes */
 
 void tp_sync_result(const char *name);
+/* W8A8_TP_KILL_TEST=agree|schedule (tests/mpi/run_kill.sh): a rank dies mid-sequence; never returns. */
+void tp_kill_main(const char *mode);
 /* Has the running test failed on any rank? Collective: use it to leave a loop early. */
 bool tp_any_failed(void);
 
