@@ -997,7 +997,7 @@ static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
  * instead of into this rank's partial buffer followed by a copy-engine push once the whole piece is done. It lost
  * everywhere, 0.82-0.95x (70b-o int8 at 1024 tokens 138-140 -> 145-147 us; h200x2-tp-rsdirect-2026-11-30.txt),
  * we think because the SMs' stores across NVLink slow the GEMM's epilogues more than the push costs (not profiled).
- * Those figures are of the epilogue's 8-byte stores; aligned fp32 partials take TMA stores (W8A8_SM90_STAGED32),
+ * Those figures are of the epilogue's 8-byte stores; aligned fp32 partials take the staged TMA stores,
  * into the peer's buffer as well, which no A/B has timed (the test sweep_rs_direct covers them).
  * The same GEMMs on the same pieces: the same bits as the unfused pair. Only where this GPU's kernels can store
  * into the peer's memory (the same GPU, peer access in this process, or an IPC mapping: IPC requires peer access),
