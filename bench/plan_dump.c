@@ -21,6 +21,7 @@
 
 #include "core/internal.h"
 #include "w8a8.h"
+#include "../tests/plan_variants.h"
 
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 const char *w8a8_sm90_config_name(int config);
@@ -41,18 +42,6 @@ static const shape SHAPES[] = {
     {"dsv3-dense-down", 7168, 18432}, {"small-n", 512, 7168},    {"square-1k", 1024, 1024},
 };
 
-typedef struct variant {
-  const char *name;
-  int fp8_only, int8_only;
-  w8a8_dtype out;
-  int azp, wconst, fast, ready_w;
-} variant;
-static const variant VARIANTS[] = {
-    {"bf16", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 0},  {"fp32", 0, 0, W8A8_DTYPE_FP32, 0, 0, 0, 0},
-    {"azp", 0, 1, W8A8_DTYPE_BF16, 1, 0, 0, 0},   {"wconst", 0, 0, W8A8_DTYPE_BF16, 0, 1, 0, 0},
-    {"fast", 1, 0, W8A8_DTYPE_BF16, 0, 0, 1, 0},  {"ready2", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 2},
-    {"ready4", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 4}, {"ready8", 0, 0, W8A8_DTYPE_BF16, 0, 0, 0, 8},
-};
 
 int main(int argc, char **argv) {
   int64_t max_m = 16384;
@@ -83,10 +72,8 @@ int main(int argc, char **argv) {
     }
   printf("# variant\tdtype\tshape\tN\tK\tm_lo\tm_hi\tpath\tconfig\tsplit\n");
   /* fake, suitably aligned operand addresses: the planner reads alignments, never the memory */
-  static unsigned int flags[W8A8_MM_MAX_READY];
-  const uintptr_t base = (uintptr_t)1 << 32;
-  for (size_t v = 0; v < sizeof VARIANTS / sizeof *VARIANTS; v++) {
-    const variant *var = &VARIANTS[v];
+  for (size_t v = 0; v < PLAN_NUM_VARIANTS; v++) {
+    const plan_variant *var = &PLAN_VARIANTS[v];
     w8a8_set_weights_constant(h, var->wconst);
     w8a8_set_fp8_accum(h, var->fast ? W8A8_FP8_ACCUM_FAST : W8A8_FP8_ACCUM_PRECISE);
     for (int d = 0; d < 2; d++) {
@@ -101,25 +88,7 @@ int main(int argc, char **argv) {
           if (m <= max_m) {
             w8a8_mm_ready ready;
             w8a8_mm_problem p;
-            memset(&p, 0, sizeof p);
-            p.M = m, p.N = sh->N, p.K = sh->K;
-            p.in_dtype = int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-            p.out_dtype = var->out;
-            p.a = (const void *)base, p.lda = sh->K;
-            p.b = (const void *)(base << 4), p.ldb = sh->K;
-            p.out = (void *)(base << 8), p.ldo = sh->N;
-            p.scale_a = (const float *)(base << 12), p.scale_a_per_token = true;
-            p.scale_b = (const float *)(base << 13), p.scale_b_per_channel = true;
-            p.azp_mode = var->azp ? W8A8_AZP_PER_TOKEN : W8A8_AZP_NONE;
-            if (var->azp) p.azp = (const int32_t *)(base << 14), p.azp_adj = (const int32_t *)(base << 15);
-            if (var->ready_w) {
-              memset(&ready, 0, sizeof ready);
-              ready.flags = flags;
-              ready.n = var->ready_w < m ? var->ready_w : (int)m;
-              for (int c = 0; c < ready.n; c++) ready.end[c] = m * (c + 1) / ready.n;
-              ready.first_row = 0;
-              p.ready = &ready;
-            }
+            plan_variant_problem(var, int8, sh->N, sh->K, m, &p, &ready);
             if (h->kernel == W8A8_KERNEL_AUTO && w8a8_cuda_gemv_wanted(&p, cc)) {
               snprintf(cur, sizeof cur, "gemv\t-\t1");
             } else {

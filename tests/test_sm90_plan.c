@@ -14,6 +14,7 @@
 #include "core/internal.h"
 #include "cuda/sm90_plan.h"
 #include "harness.h"
+#include "plan_variants.h"
 
 /* The planner's test hooks (sm90_plan.c) and the dispatcher's GEMV rule: back to their defaults. */
 void w8a8_sm90_set_tail(int mode);
@@ -120,18 +121,6 @@ W8A8_TEST(sm90_plan_caps_estimate) {
 
 /* ---- the golden plans ------------------------------------------------------------------------------------ */
 
-/* bench/plan_dump.c's variants: the problem fields and handle settings the planner reads. */
-typedef struct plan_variant {
-  const char *name;
-  w8a8_dtype out;
-  int azp, wconst, fast, ready_w;
-} plan_variant;
-static const plan_variant VARIANTS[] = {
-    {"bf16", W8A8_DTYPE_BF16, 0, 0, 0, 0},   {"fp32", W8A8_DTYPE_FP32, 0, 0, 0, 0},
-    {"azp", W8A8_DTYPE_BF16, 1, 0, 0, 0},    {"wconst", W8A8_DTYPE_BF16, 0, 1, 0, 0},
-    {"fast", W8A8_DTYPE_BF16, 0, 0, 1, 0},   {"ready2", W8A8_DTYPE_BF16, 0, 0, 0, 2},
-    {"ready4", W8A8_DTYPE_BF16, 0, 0, 0, 4}, {"ready8", W8A8_DTYPE_BF16, 0, 0, 0, 8},
-};
 
 typedef struct golden {
   const char *file;
@@ -158,8 +147,8 @@ static void check_row(golden *g, char *row) {
     return;
   }
   const plan_variant *var = NULL;
-  for (size_t i = 0; i < sizeof VARIANTS / sizeof *VARIANTS; i++)
-    if (!strcmp(f[0], VARIANTS[i].name)) var = &VARIANTS[i];
+  for (size_t i = 0; i < PLAN_NUM_VARIANTS; i++)
+    if (!strcmp(f[0], PLAN_VARIANTS[i].name)) var = &PLAN_VARIANTS[i];
   const int int8 = !strcmp(f[1], "int8");
   const int64_t N = atoll(f[3]), K = atoll(f[4]), lo = atoll(f[5]), hi = atoll(f[6]);
   const int gemv = !strcmp(f[7], "gemv");
@@ -182,31 +171,10 @@ static void check_row(golden *g, char *row) {
   g->key_hi = hi;
   const sm90_plan_opts opts = {var->wconst, var->fast ? W8A8_FP8_ACCUM_FAST : W8A8_FP8_ACCUM_PRECISE, NULL, 1,
                                (size_t)16 << 20}; /* a CUDA handle's workspace (dispatch.c) */
-  /* plan_dump's fake, suitably aligned operand addresses: the planner reads alignments, never the memory */
-  static unsigned int flags[W8A8_MM_MAX_READY];
-  const uintptr_t base = (uintptr_t)1 << 32;
   for (int64_t m = lo; m <= hi; m++) {
     w8a8_mm_ready ready;
     w8a8_mm_problem p;
-    memset(&p, 0, sizeof p);
-    p.M = m, p.N = N, p.K = K;
-    p.in_dtype = int8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3;
-    p.out_dtype = var->out;
-    p.a = (const void *)base, p.lda = K;
-    p.b = (const void *)(base << 4), p.ldb = K;
-    p.out = (void *)(base << 8), p.ldo = N;
-    p.scale_a = (const float *)(base << 12), p.scale_a_per_token = true;
-    p.scale_b = (const float *)(base << 13), p.scale_b_per_channel = true;
-    p.azp_mode = var->azp ? W8A8_AZP_PER_TOKEN : W8A8_AZP_NONE;
-    if (var->azp) p.azp = (const int32_t *)(base << 14), p.azp_adj = (const int32_t *)(base << 15);
-    if (var->ready_w) {
-      memset(&ready, 0, sizeof ready);
-      ready.flags = flags;
-      ready.n = var->ready_w < m ? var->ready_w : (int)m;
-      for (int c = 0; c < ready.n; c++) ready.end[c] = m * (c + 1) / ready.n;
-      ready.first_row = 0;
-      p.ready = &ready;
-    }
+    plan_variant_problem(var, int8, N, K, m, &p, &ready);
     g->plans++;
     const int got_gemv = w8a8_cuda_gemv_wanted(&p, 90);
     sm90_plan pl = {-1, 1};
