@@ -564,17 +564,7 @@ typedef struct nccl_hello {
 static pthread_once_t g_token_once = PTHREAD_ONCE_INIT;
 static int64_t g_token;
 static void token_init(void) {
-  uint64_t t = 0;
-  FILE *f = fopen("/dev/urandom", "rb");
-  if (f) {
-    if (fread(&t, sizeof t, 1, f) != 1) t = 0;
-    fclose(f);
-  }
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  t ^= (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 32) ^
-       (uint64_t)(uintptr_t)&g_token;
-  g_token = (int64_t)(t >> 1);
+  g_token = (int64_t)(w8a8_tp_random64() ^ ((uint64_t)(uintptr_t)&g_token >> 2)); /* 62 bits: non-negative */
 }
 static int64_t process_token(void) {
   pthread_once(&g_token_once, token_init);
