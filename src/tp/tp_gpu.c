@@ -247,12 +247,21 @@ static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, char *part
   }
   *out = q;
 }
+/* Every GEMM of a schedule goes through here (tests: TP_FAULT_GEMM makes the first one fail, after the fork). */
+static w8a8_status run_gemm(w8a8_comm *c, const w8a8_mm_problem *q) {
+  if (c->fault_inject == TP_FAULT_GEMM) {
+    c->fault_inject = TP_FAULT_NONE;
+    return w8a8_err(W8A8_ERROR_DEVICE, "w8a8_cuda_scaled_mm: an injected failure (w8a8_tp_test_inject_fault)");
+  }
+  return w8a8_cuda_scaled_mm(c->handle, q);
+}
+
 static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_bufs *g, char *part, int64_t r0,
                               int64_t n) {
   if (n <= 0 || p->N <= 0) return W8A8_SUCCESS;
   w8a8_mm_problem q;
   chunk_problem(p, g, part, r0, n, &q);
-  return w8a8_cuda_scaled_mm(c->handle, &q);
+  return run_gemm(c, &q);
 }
 
 /* Make the handle's device current for the schedule. */
@@ -804,7 +813,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     w8a8_mm_problem q;
     chunk_problem(p, &g, NULL, 0, M, &q);
     q.ready = &rd;
-    W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
+    W8A8_CHECK(run_gemm(c, &q));
     st->flags_launched = 1;
     st->flags_n = nch;
     trace(gs, S, 'G', capture);
@@ -1088,7 +1097,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
           w8a8_mm_problem q;
           chunk_problem(p, NULL, part, off[j] + b0, b1 - b0, &q);
           q.out = dst;
-          if (q.M > 0 && q.N > 0) W8A8_CHECK(w8a8_cuda_scaled_mm(c->handle, &q));
+          if (q.M > 0 && q.N > 0) W8A8_CHECK(run_gemm(c, &q));
           trace(gs, S, 'G', capture);
           gs->last_rs_direct++;
           continue;

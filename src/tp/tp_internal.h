@@ -162,7 +162,8 @@ enum {
   TP_FAULT_NONE = 0,
   TP_FAULT_MPI = 1,  /* the agreement's MPI call gets an invalid count, so MPI itself rejects it */
   TP_FAULT_SKIP = 2, /* the call is numbered but returns before its exchange (as a rank returning early) */
-  TP_FAULT_EXIT = 3  /* the process exits (_exit(0)) right after the call's agreement: a rank dying mid-call */
+  TP_FAULT_EXIT = 3, /* the process exits (_exit(0)) right after the call's agreement: a rank dying mid-call */
+  TP_FAULT_GEMM = 4  /* GPU transports: the call's first GEMM (after the side stream's fork) fails, enqueueing nothing */
 };
 W8A8_HIDDEN void w8a8_tp_test_inject_fault(w8a8_comm *c, int kind);
 /* Where TP_FAULT_EXIT acts: after the agreement of every fused call. */
