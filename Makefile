@@ -86,7 +86,7 @@ SM90_PLAN_C := src/cuda/sm90_plan.c
 LIB_C  := $(wildcard src/core/*.c src/cpu/*.c src/tp/*.c) $(SM90_PLAN_C)
 ifneq ($(NVCC),)
   LIB_C  += $(filter-out $(SM90_PLAN_C),$(wildcard src/cuda/*.c))
-  LIB_CU := $(wildcard src/cuda/*.cu)
+  LIB_CU := $(wildcard src/cuda/*.cu src/tp/*.cu)
 endif
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
 CLI_C   := $(wildcard tools/*.c)

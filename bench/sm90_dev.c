@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/knobs.h"
 #include "w8a8.h"
 
 w8a8_status w8a8_sm90_scaled_mm_config(w8a8_handle *h, const w8a8_mm_problem *p, int config, int split);
@@ -62,8 +63,6 @@ int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
 void w8a8_sm90_set_timeline(unsigned long long *dev_buf, int max_tiles_per_cta, int max_ctas);
 int w8a8_sm90_timeline_built(void);
-void w8a8_sm90_set_pad_tokens(int on);
-void w8a8_sm90_set_tail(int mode);
 
 #define MAX_CFGS 24 /* -c names */
 #define CK(x)                                                                               \
@@ -210,7 +209,7 @@ int main(int argc, char **argv) {
       }
     }
     else if (!strcmp(argv[i], "-P")) {
-      w8a8_sm90_set_pad_tokens(1);
+      w8a8_dev_set_int("SM90_PAD_TOKENS", 1);
       printf("# -P: A's tensor map covers whole token tiles (rows past M read from the buffer, not filled by TMA)\n");
     } else if (!strcmp(argv[i], "-T")) {
       tl_on = w8a8_sm90_timeline_built();
@@ -343,7 +342,7 @@ int main(int argc, char **argv) {
           const int nk = nks && max_split > 1 ? nks : 1, nr = nrs ? nrs : 1;
           for (int kx = 0; kx < nk * nr; kx++) {
           int split = nk > 1 ? ks[kx / nr] : split0;
-          if (nrs) w8a8_sm90_set_tail(rs[kx % nr]);
+          if (nrs) w8a8_dev_set_int("SM90_TAIL", rs[kx % nr]);
           if (split > max_split) continue;
           /* correctness: one call on copy 0, 256 sampled outputs against the host */
           CK(cudaMemsetAsync(dOut, 0xff, (size_t)(M * N * 2), st));

@@ -284,6 +284,46 @@ typedef struct w8a8_handle_info {
 } w8a8_handle_info;
 W8A8_API w8a8_status w8a8_get_info(const w8a8_handle *handle, w8a8_handle_info *info);
 
+/**
+ * What the handle's last w8a8_scaled_mm ran (also the GEMMs of the fused TP calls made with it):
+ * which kernel W8A8_KERNEL_AUTO (or a forced kernel) took, and its plan. Written by each call that
+ * launches a GEMM; a handle is used by one thread at a time, so it is that thread's last call.
+ * W8A8_LOG=info prints the same whenever the plan changes.
+ */
+typedef struct w8a8_launch_info {
+  const char *kernel;  /* "sm90" (Hopper), "mma" (portable CUDA), "gemv" (CUDA cores), "cpu-amx",
+                          "cpu-avx512vnni", "cpu-avx2", "cpu-reference"; "" before any GEMM */
+  const char *config;  /* the sm90 configuration's name (docs/HOPPER.md), else "" */
+  int split_k;         /* K split this many ways (1: none) */
+  int64_t m, n, k;     /* the problem */
+} w8a8_launch_info;
+W8A8_API w8a8_status w8a8_get_last_launch(const w8a8_handle *handle, w8a8_launch_info *info);
+
+/**
+ * Settings. The library reads its environment once, at the first use of any setting:
+ *   W8A8_LOG               off | warn (default: settings ignored as invalid) | info (also each new plan)
+ *   W8A8_CPU_DISABLE       CPU instruction sets to leave alone: a comma list of avx2, avx512, amx
+ *   W8A8_TUNE_FILE         a tuning table (w8a8 tune) that each new CUDA handle loads
+ *   W8A8_TP_TIMEOUT_S      a new communicator's timeout in seconds (default 300; 0 = none)
+ *   W8A8_TP_OVERLAP_MIN_M  overlap = auto fuses from this many rows (default -1: measured per transport)
+ *   W8A8_TP_IPC            1: w8a8_comm_create_world's GPU ranks use CUDA IPC instead of NCCL
+ *   W8A8_TP_AG_SCALES      0: the all-gather copies scales (see w8a8_comm_create_local)
+ * Development switches (kept for A/B measurements and tests) are set only as
+ * W8A8_DEV="NAME=value,..."; an invalid value is ignored with a warning. `w8a8 info` lists every
+ * setting with its value; w8a8_setting_count / w8a8_get_setting do so programmatically (strings
+ * owned by the library, valid for the process).
+ */
+typedef struct w8a8_setting {
+  const char *name;           /* "W8A8_LOG"; a development switch's bare NAME (set through W8A8_DEV) */
+  const char *value;          /* the value in effect, as text */
+  const char *default_value;
+  const char *doc;            /* one line */
+  int for_users;              /* 1: a documented environment variable; 0: a development switch */
+  int is_set;                 /* 1: set by the environment */
+} w8a8_setting;
+W8A8_API int w8a8_setting_count(void);
+W8A8_API w8a8_status w8a8_get_setting(int index, w8a8_setting *setting);
+
 /** @return the number of usable CUDA devices (0 in a CPU-only build or without a driver). */
 W8A8_API int w8a8_cuda_device_count(void);
 

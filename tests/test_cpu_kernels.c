@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "core/knobs.h"
 #include "cpu/gemm_kernels.h" /* w8a8_cpu_amx{,_bf16}_runs, W8A8_CPU_AMX{,BF16}_MMIN; handle->cpu */
 
 /* ---- random numbers (seeded per run; the seed is printed with every failure) ---- */
@@ -355,9 +356,9 @@ static void without_avx512(void (*fn)(w8a8_dtype), w8a8_dtype in) {
     fn(in);
     return;
   }
-  setenv("W8A8_CPU_DISABLE", "avx512", 1);
+  w8a8_dev_set("CPU_DISABLE", "avx512");
   fn(in);
-  unsetenv("W8A8_CPU_DISABLE");
+  w8a8_dev_set("CPU_DISABLE", NULL);
 }
 W8A8_TEST(cpu_gemm_int8_outer_shapes_avx2) { without_avx512(outer_shapes, W8A8_DTYPE_INT8); }
 W8A8_TEST(cpu_gemm_int8_all_modes_avx2) { without_avx512(all_modes, W8A8_DTYPE_INT8); }
@@ -371,9 +372,9 @@ static void without_amx(void (*fn)(w8a8_dtype), w8a8_dtype in) {
     fn(in);
     return;
   }
-  setenv("W8A8_CPU_DISABLE", "amx", 1);
+  w8a8_dev_set("CPU_DISABLE", "amx");
   fn(in);
-  unsetenv("W8A8_CPU_DISABLE");
+  w8a8_dev_set("CPU_DISABLE", NULL);
 }
 W8A8_TEST(cpu_gemm_int8_outer_shapes_vnni) { without_amx(outer_shapes, W8A8_DTYPE_INT8); }
 W8A8_TEST(cpu_gemm_int8_all_modes_vnni) { without_amx(all_modes, W8A8_DTYPE_INT8); }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "core/knobs.h"
 
 #ifndef W8A8_HAVE_CUDA
 W8A8_TEST(cuda_not_built) { SKIP("built without CUDA"); }
@@ -452,8 +453,6 @@ W8A8_TEST(cuda_kernel_selection) {
 }
 
 /* Hooks of src/cuda/gemv.cu (hidden symbols, reachable from the static library). */
-void w8a8_cuda_set_gemv(int on);
-void w8a8_cuda_set_gemv_fp8(int on);
 unsigned long long w8a8_cuda_gemv_launches(void);
 
 /* The CUDA-core kernel for the fewest tokens (gemv.cu; switched on everywhere it takes here, through its hook):
@@ -475,7 +474,7 @@ W8A8_TEST(cuda_gemv_matches_reference) {
   const int nk = (int)(sizeof NK / sizeof NK[0]);
   double worst = 0;
   int n = 0;
-  w8a8_cuda_set_gemv(1);
+  w8a8_dev_set_int("GEMV", 1);
   for (int dt = 0; dt < 2 && !w8a8_test_failed(); dt++) {
     const w8a8_dtype in = dt ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
     if (dt && cc < 89) break;
@@ -504,9 +503,9 @@ W8A8_TEST(cuda_gemv_matches_reference) {
   }
   /* the default rule (w8a8_cuda_gemv_wanted): on sm_90, one token of int8; fp8 (one token, N <= 4096) only with
    * W8A8_GEMV_FP8=1 (off by default) */
-  w8a8_cuda_set_gemv(2);
+  w8a8_dev_set_int("GEMV", 2);
   for (int fp8_rule = 0; fp8_rule < 2 && !w8a8_test_failed(); fp8_rule++) {
-    w8a8_cuda_set_gemv_fp8(fp8_rule);
+    w8a8_dev_set_int("GEMV_FP8", fp8_rule);
     mm_case a1 = {1, 5000, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     mm_case a2 = {2, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     mm_case a3 = {1, 4096, 64, W8A8_DTYPE_FP8_E4M3, W8A8_DTYPE_BF16, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -523,8 +522,8 @@ W8A8_TEST(cuda_gemv_matches_reference) {
             (long long)as[i]->N, w8a8_dtype_name(as[i]->in), fp8_rule, w ? "did not run" : "ran");
     }
   }
-  w8a8_cuda_set_gemv_fp8(-1);
-  w8a8_cuda_set_gemv(1);
+  w8a8_dev_set_int("GEMV_FP8", -1);
+  w8a8_dev_set_int("GEMV", 1);
   /* a forced kernel is what it names, never this one */
   if (!w8a8_test_failed()) {
     mm_case f = {1, 33, 64, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -533,7 +532,7 @@ W8A8_TEST(cuda_gemv_matches_reference) {
     CHECK(run_mm(g, r, &f, &worst) == 0, "GENERIC kernel, M = 1");
     CHECK(w8a8_cuda_gemv_launches() == before, "W8A8_KERNEL_GENERIC ran on the CUDA-core kernel");
   }
-  w8a8_cuda_set_gemv(-1);
+  w8a8_dev_set_int("GEMV", -1);
   printf("    %d cases on the CUDA-core kernel, worst fp8 err/sum|ab| %.2e\n", n, worst);
   w8a8_destroy(g);
   w8a8_destroy(r);
@@ -697,7 +696,6 @@ static int run_q(w8a8_handle *g, w8a8_handle *r, const q_case *c) {
 
 /* Hooks of src/cuda/quant.cu: the vectorized per-token kernel (1 where it takes the problem, 0 never, -1 the
  * environment's W8A8_QUANT_VEC) and its launch counter. */
-void w8a8_cuda_set_quant_vec(int on);
 unsigned long long w8a8_cuda_quant_vec_launches(void);
 
 /* Every mode, dtype and zero-point / bound option against the scalar reference, bit for bit, over shapes with
@@ -716,7 +714,7 @@ W8A8_TEST(cuda_quantize_all_modes) {
   static const w8a8_dtype ins[3] = {W8A8_DTYPE_FP32, W8A8_DTYPE_BF16, W8A8_DTYPE_FP16};
   int n = 0, failed = 0;
   for (int vec = 0; vec < 2; vec++) { /* 0: the scalar kernel, 1: the vectorized one */
-    w8a8_cuda_set_quant_vec(vec);
+    w8a8_dev_set_int("QUANT_VEC", vec);
     const unsigned long long vec_before = w8a8_cuda_quant_vec_launches();
     for (int i = 0; i < 3; i++)
       for (int o = 0; o < 2; o++) {
@@ -742,7 +740,7 @@ W8A8_TEST(cuda_quantize_all_modes) {
           vec_runs, vec);
   }
 done:
-  w8a8_cuda_set_quant_vec(-1);
+  w8a8_dev_set_int("QUANT_VEC", -1);
   printf("    %d quantize cases, %d failed\n", n, failed);
   w8a8_destroy(g);
   w8a8_destroy(r);
@@ -810,7 +808,7 @@ W8A8_TEST(cuda_quantize_azp_extremes) {
       w8a8_vector sv = w8a8_vector_make(W8A8_DTYPE_FP32, R, sc[0]), zv = w8a8_vector_make(W8A8_DTYPE_INT32, R, zp[0]);
       REQUIRE_OK(w8a8_quantize(r, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
       for (int vec = 0; vec < 2; vec++) { /* the scalar kernel, the vectorized one */
-        w8a8_cuda_set_quant_vec(vec);
+        w8a8_dev_set_int("QUANT_VEC", vec);
         xm.data = dx, qm.data = dq, sv.data = ds, zv.data = dz;
         REQUIRE_OK(w8a8_quantize(g, &xm, &qm, W8A8_QUANT_DYNAMIC_PER_TOKEN, &sv, &zv, NULL));
         xm.data = x, qm.data = q[0], sv.data = sc[0], zv.data = zp[0];
@@ -823,7 +821,7 @@ W8A8_TEST(cuda_quantize_azp_extremes) {
           CHECK(0, "dynamic asymmetric K %lld %s rows, kernel %d: outputs differ from the reference", (long long)K,
                 near ? "near-constant" : "constant", vec);
       }
-      w8a8_cuda_set_quant_vec(-1);
+      w8a8_dev_set_int("QUANT_VEC", -1);
       for (int rr = 0; rr < R && !near; rr++) {
         const float deq = (float)((int64_t)q[1][rr * K] - zp[1][rr]) * sc[1][rr];
         CHECK(deq == cs[rr], "constant row %a dequantizes to %a on the GPU", (double)cs[rr], (double)deq);
@@ -968,11 +966,11 @@ W8A8_TEST(cuda_graph_quantize_scaled_mm) {
   graph_test(W8A8_KERNEL_AUTO, 96);
   graph_test(W8A8_KERNEL_AUTO, 20); /* on sm_90: plan_deep (swap-AB n32, deep ring; its occupancy query may run here first) */
   /* the CUDA-core kernel of the fewest tokens at M = 4 (not its default there: forced through its hook) */
-  w8a8_cuda_set_gemv(1);
+  w8a8_dev_set_int("GEMV", 1);
   const unsigned long long before = w8a8_cuda_gemv_launches();
   graph_test(W8A8_KERNEL_AUTO, 4);
   CHECK(w8a8_cuda_gemv_launches() > before, "the M = 4 capture did not use the CUDA-core kernel");
-  w8a8_cuda_set_gemv(-1);
+  w8a8_dev_set_int("GEMV", -1);
 }
 
 /* The dynamic per-tensor quantizers (w8a8_quantize and w8a8_silu_mul_quantize) reduce their amax in the handle's

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "core/knobs.h"
 
 #ifdef W8A8_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -28,13 +29,19 @@ int w8a8_sm90_config_swap_bn(int config);
 int w8a8_sm90_config_fast_accum(int config);
 int w8a8_sm90_plan(w8a8_handle *h, const w8a8_mm_problem *p, int *split);
 int w8a8_sm90_config_lookup(const char *name, int *int8, int *swap_bn, int *max_split);
-void w8a8_sm90_set_lean(int on);
-void w8a8_sm90_set_tail(int mode);
-int w8a8_sm90_last_tail(void);
-int w8a8_sm90_last_shift(void);
-const char *w8a8_sm90_last_config(int *split);
-int w8a8_sm90_last_tma_out(void);
-void w8a8_cuda_set_gemv(int on);
+int w8a8_sm90_last_tail(const w8a8_handle *h);
+int w8a8_sm90_last_shift(const w8a8_handle *h);
+int w8a8_sm90_last_tma_out(const w8a8_handle *h);
+/* The last run_case's launch record (its handle is gone when the tests read it). */
+static int g_last_tail, g_last_shift, g_last_tma_out, g_last_split;
+static char g_last_config[64];
+static int last_tail(void) { return g_last_tail; }
+static int last_shift(void) { return g_last_shift; }
+static int last_tma_out(void) { return g_last_tma_out; }
+static const char *last_config(int *split) {
+  *split = g_last_split;
+  return g_last_config;
+}
 int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte);
 int w8a8_sm90_config_max_ctas(w8a8_handle *h, int config, int split);
 
@@ -331,6 +338,14 @@ static void run_case(const mm_case *c, uint64_t seed) {
     if (st) cudaStreamDestroy(st);
   }
   cudaMemcpy(got, d.out, es * out_elems, cudaMemcpyDeviceToHost);
+  /* the handle's launch record outlives the handle here (the tests below read it) */
+  g_last_tail = w8a8_sm90_last_tail(gpu), g_last_shift = w8a8_sm90_last_shift(gpu);
+  g_last_tma_out = w8a8_sm90_last_tma_out(gpu);
+  {
+    w8a8_launch_info li;
+    if (w8a8_get_last_launch(gpu, &li) == W8A8_SUCCESS)
+      snprintf(g_last_config, sizeof g_last_config, "%s", li.config), g_last_split = li.split_k;
+  }
   if (first) /* the same grid sums in the same order: the same bits on every launch */
     CHECK(memcmp(first, got, es * out_elems) == 0, "%s: the first launch's output differs from the graph replays'", what);
   if (g_capture_on) {
@@ -758,6 +773,7 @@ W8A8_TEST(sm90_fp8_fast_accum) {
  * against the reference; returns 1 when both ran and their outputs are byte for byte the same, 0 when
  * they differ, -1 when there is nothing to compare (a run failed, or the public API is not wired).
  * The switch is left at 1. */
+static void set_lean(int on) { w8a8_dev_set_int("SM90_LEAN", on); }
 static int run_ab_same_bits(const mm_case *c, uint64_t seed, void (*set)(int)) {
   g_capture_on = 1;
   set(0);
@@ -803,14 +819,14 @@ W8A8_TEST(sm90_lean_matches_staged) {
         c.sa_per_token = v / 2;
         c.sb_per_channel = (v + si) % 2;
         c.bias = (v + si + dt) % 2;
-        CHECK(run_ab_same_bits(&c, 1000 + (uint64_t)n, w8a8_sm90_set_lean) != 0,
+        CHECK(run_ab_same_bits(&c, 1000 + (uint64_t)n, set_lean) != 0,
               "%s M=%lld N=%lld K=%lld v=%d: the lean epilogue's output differs from the staged one's",
               dt ? "int8" : "fp8", (long long)c.M, (long long)c.N, (long long)c.K, v);
         n++;
       }
     }
   }
-  w8a8_sm90_set_lean(-1); /* back to the lean epilogues */
+  w8a8_dev_set_int("SM90_LEAN", 1); /* back to the lean epilogues */
   g_capture_on = 0;
   PUBLIC_OR_SKIP();
 }
@@ -821,7 +837,7 @@ W8A8_TEST(sm90_lean_matches_staged) {
  * N = 520 (a partial N tile of every BN), row strides N and N + 4 (a submatrix: still a multiple of 16 bytes), bias on
  * and off, per-tensor and per-token / per-channel scales. Each case runs twice on the same data,
  * lean off (direct) then on, both checked against the reference, the outputs compared byte for byte,
- * and the second launch must have taken the fp32 staged path (w8a8_sm90_last_tma_out() == 2: the host's
+ * and the second launch must have taken the fp32 staged path (last_tma_out() == 2: the host's
  * account of the path, the kernel's condition mirrored; the kernel itself cannot say). One more case for
  * the heuristic and the 128 x 64 tiles, M = 2048 x N = 2560: more tiles than CTAs, so each CTA's later
  * tiles reuse the staging buffers (the wait_read<1> protocol across tiles). */
@@ -847,8 +863,8 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
         c.sa_per_token = (v / 2) % 2;
         c.sb_per_channel = (v + dt) % 2;
         c.bias = (v + ci + 2) % 2;
-        const int same = run_ab_same_bits(&c, 2000 + (uint64_t)n, w8a8_sm90_set_lean);
-        const int got = w8a8_sm90_last_tma_out();
+        const int same = run_ab_same_bits(&c, 2000 + (uint64_t)n, set_lean);
+        const int got = last_tma_out();
         CHECK(same != 0, "%s cfg=%s M=%lld ldo_pad=%lld v=%d: the lean fp32 output differs from the direct one's",
               dt ? "int8" : "fp8", ci < 0 ? "auto" : w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.ldo_pad, v);
         if (ci >= 0 && same > 0)
@@ -859,7 +875,7 @@ W8A8_TEST(sm90_lean_fp32_matches_direct) {
       }
     }
   }
-  w8a8_sm90_set_lean(-1); /* back to the lean epilogues */
+  w8a8_dev_set_int("SM90_LEAN", 1); /* back to the lean epilogues */
   g_capture_on = 0;
   PUBLIC_OR_SKIP();
   CHECK(engaged > 0, "no case took the fp32 staged epilogue (%d cases)", n);
@@ -893,7 +909,7 @@ W8A8_TEST(sm90_split_quads) {
 /* The token tail (the *_tail configurations, the kernel's TAIL): the partial token tile
  * loaded in boxes of an eighth of the token tile (16 rows; 8 swapped) through the fourth tensor map,
  * its full barrier expecting only those bytes, its rows past M left as the stage held them, against
- * TMA's out-of-bounds fill of the whole box in the same kernel (w8a8_sm90_set_tail(0)): the same bits.
+ * TMA's out-of-bounds fill of the whole box in the same kernel (w8a8_dev_set_int("SM90_TAIL", 0)): the same bits.
  * Each *_tail configuration: the library's rule (mode 1: M = box + 1, one box; mode 3's box of the same
  * rows on the unswapped unsplit twins, where mode 1 takes the shift instead) and the valid rows in
  * boxes wherever a token tile is partial (mode 2: box / 2 + 1 rows in one tile; box - 3 rows after a
@@ -934,7 +950,7 @@ static void poison_smem(int config, w8a8_dtype in) {
   w8a8_destroy(h);
 }
 static void tail_switch(int on) {
-  w8a8_sm90_set_tail(on ? g_tail_test_mode : 0);
+  w8a8_dev_set_int("SM90_TAIL", on ? g_tail_test_mode : 0);
   if (on) poison_smem(g_tail_test_config, w8a8_sm90_config_int8(g_tail_test_config) ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3);
 }
 static int is_tail_config(int ci) {
@@ -981,11 +997,11 @@ W8A8_TEST(sm90_skinny_shift_matches_fill) {
       CHECK(run_ab_same_bits(&c, 2100 + (uint64_t)v, tail_switch) != 0,
             "%s M=%lld N=%lld: the shifted last token tile's output differs from the filled box's",
             w8a8_sm90_config_name(ci), (long long)c.M, (long long)c.N);
-      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1000, "%s M=%lld: the launch did not shift (%d)",
-            w8a8_sm90_config_name(ci), (long long)c.M, w8a8_sm90_last_tail());
+      CHECK(w8a8_test_failed() || last_tail() == 1000, "%s M=%lld: the launch did not shift (%d)",
+            w8a8_sm90_config_name(ci), (long long)c.M, last_tail());
     }
   }
-  w8a8_sm90_set_tail(-1);
+  w8a8_dev_set_int("SM90_TAIL", -1);
   CHECK(n >= 20, "only %d skinny configurations", n);
 }
 
@@ -1022,7 +1038,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
             "%s M=%lld N=%lld tail mode %d: the token tail's output differs from the filled box's", name,
             (long long)c.M, (long long)c.N, g_tail_test_mode);
       /* the tail engaged in the second run (every case here has a partial token tile that its mode takes) */
-      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() > 0, "%s M=%lld tail mode %d: the launch loaded the whole box",
+      CHECK(w8a8_test_failed() || last_tail() > 0, "%s M=%lld tail mode %d: the launch loaded the whole box",
             name, (long long)c.M, g_tail_test_mode);
     }
   }
@@ -1047,24 +1063,24 @@ W8A8_TEST(sm90_tail_matches_fill) {
       const int64_t M = big ? 100 : fms[vv % 4];
       const int64_t N = big ? (int64_t)bn * 136 + 8 : 200 + 72 * (vv % 3), K = big ? 1200 : 128 * 3 + 16;
       mm_case c = rotate(i8 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, M, N, K, 12 * nfold + vv % 12, ci, 1);
-      w8a8_sm90_set_lean(vv < 12 || big);
+      w8a8_dev_set_int("SM90_LEAN", ((vv < 12 || big) == 0 ? 0 : 1));
       g_weights_constant = vv % 2;
       g_tail_test_config = ci;
       CHECK(run_ab_same_bits(&c, 1900 + (uint64_t)(100 * nfold + vv), tail_switch) != 0,
             "%s M=%lld N=%lld K=%lld lean %d, the fold: the output differs from the filled box's", name, (long long)c.M,
             (long long)c.N, (long long)c.K, vv < 12 || big);
       /* 1128: one 3-D box; 2064: the two 2-D boxes the host falls back to where the driver refuses the 3-D map */
-      CHECK(w8a8_test_failed() || w8a8_sm90_last_tail() == 1128 || w8a8_sm90_last_tail() == 2064,
-            "%s M=%lld: the launch did not take the fold (%d)", name, (long long)c.M, w8a8_sm90_last_tail());
+      CHECK(w8a8_test_failed() || last_tail() == 1128 || last_tail() == 2064,
+            "%s M=%lld: the launch did not take the fold (%d)", name, (long long)c.M, last_tail());
       if (vv == 0 && nfold == 0)
-        printf("  the fold took %s\n", w8a8_sm90_last_tail() == 1128 ? "one 3-D box" : "two 2-D boxes (3-D map refused)");
+        printf("  the fold took %s\n", last_tail() == 1128 ? "one 3-D box" : "two 2-D boxes (3-D map refused)");
     }
     nfold++;
   }
-  w8a8_sm90_set_lean(-1);
+  w8a8_dev_set_int("SM90_LEAN", 1);
   CHECK(nfold == 3, "%d fold-capable *_tail configurations, expected 3", nfold);
   g_weights_constant = 0;
-  w8a8_sm90_set_tail(-1);
+  w8a8_dev_set_int("SM90_TAIL", -1);
   g_capture_on = 0;
   CHECK(ntail == 11, "%d *_tail configurations, expected 11", ntail);
   /* the heuristic's twins (plan_problem's buffer) */
@@ -1114,7 +1130,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
     g_weights_constant = hcases[i].wc;
     run_case(&c, 1980 + (uint64_t)v); /* through the public API, the tail twin where planned */
     g_weights_constant = 0;
-    const int lt = w8a8_sm90_last_tail(), folded = lt == 1128 || lt == 2064;
+    const int lt = last_tail(), folded = lt == 1128 || lt == 2064;
     const int ok = hcases[i].want == 2 ? folded : hcases[i].want == 1 ? lt == 1000 + (M + 7) / 8 * 8 : lt == 0;
     CHECK(w8a8_test_failed() || ok, "%s M=%lld N=%lld%s: the launch's token tail %d (planned %s)",
           hcases[i].int8 ? "int8" : "fp8", (long long)M, (long long)N, hcases[i].wc ? " weights constant" : "", lt,
@@ -1134,7 +1150,7 @@ W8A8_TEST(sm90_tail_matches_fill) {
  * (rotate's v), the weights-constant hint on every other one; the shifted launch took the shift. Then the
  * heuristic: M = 385 x 4096 x 1024 shifts, 384 (no partial tile) and 100 (one token tile) do not, nor with
  * the token tail off (tail mode 0). */
-static void shift_switch(int on) { w8a8_sm90_set_tail(on ? 1 : 0); }
+static void shift_switch(int on) { w8a8_dev_set_int("SM90_TAIL", on ? 1 : 0); }
 W8A8_TEST(sm90_shift_matches_fill) {
   NEED_SM90();
   int v = 0, n = 0;
@@ -1151,23 +1167,23 @@ W8A8_TEST(sm90_shift_matches_fill) {
       CHECK(run_ab_same_bits(&c, 2700 + (uint64_t)v, shift_switch) != 0,
             "%s M=%lld N=%lld: the shifted last token tile's output differs from the filled box's", name,
             (long long)c.M, (long long)c.N);
-      CHECK(w8a8_test_failed() || w8a8_sm90_last_shift() == 1, "%s M=%lld: the launch did not shift", name,
+      CHECK(w8a8_test_failed() || last_shift() == 1, "%s M=%lld: the launch did not shift", name,
             (long long)c.M);
     }
   }
   g_weights_constant = 0;
-  w8a8_sm90_set_tail(-1);
+  w8a8_dev_set_int("SM90_TAIL", -1);
   CHECK(n >= 12, "only %d configurations take the shift", n);
   /* the heuristic, through the public API */
   static const int64_t hm[4] = {385, 384, 100, 385};
   for (int i = 0; i < 4 && !w8a8_test_failed(); i++, v++) {
-    if (i == 3) w8a8_sm90_set_tail(0);
+    if (i == 3) w8a8_dev_set_int("SM90_TAIL", 0);
     mm_case c = rotate(i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, hm[i], 4096, 1024, v, -1, 0);
     run_case(&c, 2800 + (uint64_t)v);
-    CHECK(w8a8_test_failed() || w8a8_sm90_last_shift() == (i == 0), "M=%lld%s: last_shift %d, expected %d",
-          (long long)hm[i], i == 3 ? " (tail mode 0)" : "", w8a8_sm90_last_shift(), i == 0);
+    CHECK(w8a8_test_failed() || last_shift() == (i == 0), "M=%lld%s: last_shift %d, expected %d",
+          (long long)hm[i], i == 3 ? " (tail mode 0)" : "", last_shift(), i == 0);
   }
-  w8a8_sm90_set_tail(-1);
+  w8a8_dev_set_int("SM90_TAIL", -1);
 }
 
 /* Two rules at 33..64 tokens. (1) Where the weight tiles outnumber the SMs (plan_deep declines)
@@ -1291,12 +1307,12 @@ W8A8_TEST(sm90_wide160_plan) {
       c.sa_per_token = (v / 2) % 2;
       c.sb_per_channel = (v + dt) % 2;
       c.bias = (v + dt + v / 4) % 2;
-      CHECK(run_ab_same_bits(&c, 2900 + (uint64_t)n, w8a8_sm90_set_lean) != 0,
+      CHECK(run_ab_same_bits(&c, 2900 + (uint64_t)n, set_lean) != 0,
             "%s M=%lld N=%lld out %d v=%d: the lean epilogue's output differs from the direct one's", dt ? "int8" : "fp8",
             (long long)c.M, (long long)c.N, (int)c.out, v);
     }
   }
-  w8a8_sm90_set_lean(-1);
+  w8a8_dev_set_int("SM90_LEAN", 1);
   g_capture_on = 0;
   if (w8a8_test_failed() || getenv("W8A8_TUNE_FILE")) return;
   w8a8_handle *h = NULL;
@@ -1758,8 +1774,8 @@ W8A8_TEST(sm90_single_swap_plan) {
       c.azp = 0;
       run_case(&c, 2600 + (uint64_t)v);
       /* the launch took the twin's one box of the valid rows (136 / 152 of 160) at 129 / 150, none at 160 */
-      CHECK(w8a8_test_failed() || (i < 2 ? w8a8_sm90_last_tail() == 1000 + (ms[i] + 7) / 8 * 8 : w8a8_sm90_last_tail() == 0),
-            "%s M=%lld: the launch's token tail %d", dt ? "int8" : "fp8", (long long)ms[i], w8a8_sm90_last_tail());
+      CHECK(w8a8_test_failed() || (i < 2 ? last_tail() == 1000 + (ms[i] + 7) / 8 * 8 : last_tail() == 0),
+            "%s M=%lld: the launch's token tail %d", dt ? "int8" : "fp8", (long long)ms[i], last_tail());
     }
   }
   plan_rig_close(h, dbuf);
@@ -1851,12 +1867,12 @@ W8A8_TEST(sm90_deep16_plan) {
     }
   }
   static const int64_t ms[3] = {1, 5, 16};
-  w8a8_cuda_set_gemv(0); /* one token would run the CUDA-core kernel */
+  w8a8_dev_set_int("GEMV", 0); /* one token would run the CUDA-core kernel */
   for (int i = 0; i < 6 && !w8a8_test_failed(); i++) {
     mm_case c = rotate(i % 2 ? W8A8_DTYPE_INT8 : W8A8_DTYPE_FP8_E4M3, ms[i / 2], 1000, 4096, i + 6, -1, 0);
     run_case(&c, 2900 + (uint64_t)(i + 6));
   }
-  w8a8_cuda_set_gemv(-1);
+  w8a8_dev_set_int("GEMV", -1);
   plan_rig_close(h, dbuf);
 }
 
@@ -1903,7 +1919,7 @@ W8A8_TEST(sm90_deep3_plan) {
     run_case(&c, 3100 + (uint64_t)i);
     if (sms == 132) {
       int split = 0;
-      const char *got = w8a8_sm90_last_config(&split);
+      const char *got = last_config(&split);
       CHECK(split == 3 && strstr(got, "_swap_n64_deep") != NULL, "%s M=%lld N=4000 K=8208: ran %s split %d, expected "
             "the n64 deep tile at split 3", i % 2 ? "int8" : "fp8", (long long)ms[i / 2], got, split);
     }
@@ -2019,7 +2035,7 @@ W8A8_TEST(sm90_skinny_plan) {
     mm_case c = rotate(in, m4run[i / 2], 4096, 2000, i + 13, -1, 0);
     run_case(&c, 3450 + (uint64_t)i);
     int split = 0;
-    const char *got = w8a8_sm90_last_config(&split);
+    const char *got = last_config(&split);
     CHECK(strstr(got, "_skinny_n") && strstr(got, "_mc2"), "%s M=%lld N=4096 K=2000: ran %s, expected a pair",
           i % 2 ? "int8" : "fp8", (long long)m4run[i / 2], got);
   }
@@ -2030,7 +2046,7 @@ W8A8_TEST(sm90_skinny_plan) {
     mm_case c = rotate(W8A8_DTYPE_FP8_E4M3, wide_run[i][0], wide_run[i][1], 2000, i + 19, -1, 0);
     run_case(&c, 3460 + (uint64_t)i);
     int split = 0;
-    const char *got = w8a8_sm90_last_config(&split);
+    const char *got = last_config(&split);
     CHECK(!strcmp(got, "fp8_skinny_n88_k2"), "fp8 M=%lld N=%lld K=2000 skinny wide: ran %s, expected fp8_skinny_n88_k2",
           (long long)wide_run[i][0], (long long)wide_run[i][1], got);
   }
@@ -2041,7 +2057,7 @@ W8A8_TEST(sm90_skinny_plan) {
     run_case(&c, 3400 + (uint64_t)i);
     if (sms == 132) {
       int split = 0;
-      const char *got = w8a8_sm90_last_config(&split);
+      const char *got = last_config(&split);
       CHECK(strstr(got, "_skinny_n") != NULL, "%s M=%lld N=7700 K=2032: ran %s, expected a skinny tile",
             i % 2 ? "int8" : "fp8", (long long)ms[i / 2], got);
     }
@@ -2096,12 +2112,12 @@ W8A8_TEST(sm90_deep_swap_ring) {
       e.ldo_pad = 4 * o; /* ldo = N, N + 4, N + 8, N + 12 */
       e.out_offset = 0;
       e.azp = 0;
-      /* lean off, then on (w8a8_sm90_set_lean): the same bits */
-      CHECK(run_ab_same_bits(&e, 1600 + (uint64_t)(4 * v + o), w8a8_sm90_set_lean) != 0,
+      /* lean off, then on (set_lean): the same bits */
+      CHECK(run_ab_same_bits(&e, 1600 + (uint64_t)(4 * v + o), set_lean) != 0,
             "%s M=%lld N=%lld out %d: the lean swapped epilogue's output differs from the general one's",
             persistent[ni], (long long)e.M, (long long)e.N, o);
     }
-    w8a8_sm90_set_lean(-1);
+    w8a8_dev_set_int("SM90_LEAN", 1);
     g_capture_on = 0;
   }
 }
@@ -2136,12 +2152,12 @@ W8A8_TEST(sm90_many_tiles_per_cta) {
         c.azp = i8 && si == 1 ? 2 : 0; /* int8 fp16 with a zero point: the staged epilogue */
       }
       const int staged = x192 && si == 1 && !i8; /* fp8's staged epilogue: the lean one off */
-      if (staged) w8a8_sm90_set_lean(0);
+      if (staged) w8a8_dev_set_int("SM90_LEAN", 0);
       run_case(&c, 700 + (uint64_t)v);
-      if (staged) w8a8_sm90_set_lean(-1);
+      if (staged) w8a8_dev_set_int("SM90_LEAN", 1);
       if (x192 && !w8a8_test_failed())
-        CHECK(w8a8_sm90_last_tma_out() == (si == 2 ? 2 : 1), "%s M=%lld N=%lld: the launch's staged output was %d, "
-              "expected %d", names[ni], (long long)sh[0], (long long)sh[1], w8a8_sm90_last_tma_out(), si == 2 ? 2 : 1);
+        CHECK(last_tma_out() == (si == 2 ? 2 : 1), "%s M=%lld N=%lld: the launch's staged output was %d, "
+              "expected %d", names[ni], (long long)sh[0], (long long)sh[1], last_tma_out(), si == 2 ? 2 : 1);
     }
   }
 }

@@ -12,21 +12,18 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/knobs.h"
 #include "cuda/sm90_plan.h"
 #include "harness.h"
 #include "plan_variants.h"
 
 /* The planner's test hooks (sm90_plan.c) and the dispatcher's GEMV rule: back to their defaults. */
-void w8a8_sm90_set_tail(int mode);
-void w8a8_sm90_set_pad_tokens(int on);
-void w8a8_cuda_set_gemv(int on);
-void w8a8_cuda_set_gemv_fp8(int on);
 
 static void planner_defaults(void) {
-  w8a8_sm90_set_tail(-1);
-  w8a8_sm90_set_pad_tokens(0);
-  w8a8_cuda_set_gemv(-1);
-  w8a8_cuda_set_gemv_fp8(-1);
+  w8a8_dev_set_int("SM90_TAIL", -1);
+  w8a8_dev_set_int("SM90_PAD_TOKENS", 0);
+  w8a8_dev_set_int("GEMV", -1);
+  w8a8_dev_set_int("GEMV_FP8", -1);
 }
 
 /* A set W8A8_GEMV* variable selects another rule than the one the golden plans were dumped with. */

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "harness.h"
+#include "core/knobs.h"
 
 #ifndef W8A8_HAVE_CUDA
 W8A8_TEST(tp_gpu_not_built) { SKIP("built without CUDA"); }
@@ -503,17 +504,15 @@ static int run_ag(env *e, const tcase *tc) {
         CHECK(w8a8_tp_gpu_last_ag_one_gemm(e->comm[j]) == 1, "W=%d rank %d: the fused all-gather ran per chunk, "
               "not as one GEMM with ready flags", W, j);
       { /* the own rows' pack: the kernel where a, lda and K are 16-byte multiples (and there is something to
-         * pack or flags to reset), unless W8A8_TP_AG_PACK=0; else the copy engine's path */
-        const char *pe = getenv("W8A8_TP_AG_PACK");
+         * pack or flags to reset), unless TP_AG_PACK=0; else the copy engine's path */
         const int aligned = K > 0 && K % 16 == 0 && lda % 16 == 0;
-        const int want = !(pe && pe[0] == '0') && aligned && (R[j].Mj > 0 || w8a8_tp_gpu_last_ag_one_gemm(e->comm[j]) == 1);
+        const int want = w8a8_knob_int(W8A8_KNOB_TP_AG_PACK) != 0 && aligned && (R[j].Mj > 0 || w8a8_tp_gpu_last_ag_one_gemm(e->comm[j]) == 1);
         CHECK(w8a8_tp_gpu_last_ag_pack(e->comm[j]) == want, "W=%d rank %d (K %lld lda %lld rows %lld): the pack %s, "
               "expected %s", W, j, (long long)K, (long long)lda, (long long)R[j].Mj,
               w8a8_tp_gpu_last_ag_pack(e->comm[j]) ? "kernel ran" : "kernel did not run", want ? "the kernel" : "the old path");
-        /* W8A8_TP_COPY2D=1: the strided copies (own rows where the pack did not run, the gathered rows out) on
+        /* TP_COPY2D=1: the strided copies (own rows where the pack did not run, the gathered rows out) on
          * the SMs, as where a stride is past the copy engine's pitch limit */
-        const char *ce2 = getenv("W8A8_TP_COPY2D");
-        const int copies = ce2 && ce2[0] == '1' && K > 0 ? (!want && R[j].Mj > 0) + (tc->gathered && M > 0) : 0;
+        const int copies = w8a8_knob_int(W8A8_KNOB_TP_COPY2D) && K > 0 ? (!want && R[j].Mj > 0) + (tc->gathered && M > 0) : 0;
         CHECK(w8a8_tp_gpu_last_copy2d(e->comm[j]) == copies, "W=%d rank %d (K %lld lda %lld rows %lld, gathered %d): "
               "%d copies on the SMs, expected %d", W, j, (long long)K, (long long)lda, (long long)R[j].Mj, tc->gathered,
               w8a8_tp_gpu_last_copy2d(e->comm[j]), copies);
@@ -872,11 +871,11 @@ static void sweep(int W, int ag) {
  * that path at every size and W8A8_TP_AG_PACK=0 sends the own rows through it too: the sweep's padded, odd-K
  * (byte path) and aligned (16-byte path) cases, every result checked and the copies counted. */
 W8A8_TEST(tp_gpu_ag_copy2d_w2) {
-  setenv("W8A8_TP_AG_PACK", "0", 1);
-  setenv("W8A8_TP_COPY2D", "1", 1);
+  w8a8_dev_set("TP_AG_PACK", "0");
+  w8a8_dev_set("TP_COPY2D", "1");
   sweep(2, 1);
-  unsetenv("W8A8_TP_COPY2D");
-  unsetenv("W8A8_TP_AG_PACK");
+  w8a8_dev_set("TP_COPY2D", NULL);
+  w8a8_dev_set("TP_AG_PACK", NULL);
 }
 W8A8_TEST(tp_gpu_ag_w1) { sweep(1, 1); }
 W8A8_TEST(tp_gpu_ag_w2) { sweep(2, 1); }
@@ -886,38 +885,37 @@ W8A8_TEST(tp_gpu_ag_w4) { sweep(4, 1); }
  * (W8A8_TP_RS_DIRECT): the same sweep, the fused results against the reference and
  * bit-identical to the unfused pair, the direct stores counted per rank. */
 static void sweep_rs_direct(int W) {
-  w8a8_tp_set_rs_direct(1);
-  w8a8_tp_set_rs_min_rows(1 << 30); /* one piece per peer (its count below), whatever the rows and K */
+  w8a8_dev_set_int("TP_RS_DIRECT", 1);
+  w8a8_dev_set_int("TP_RS_MIN_ROWS", ((1 << 30) < 1 ? -1 : (1 << 30))); /* one piece per peer (its count below), whatever the rows and K */
   g_rs_direct = 1;
   sweep(W, 0);
   g_rs_direct = 0;
-  w8a8_tp_set_rs_min_rows(-1);
-  w8a8_tp_set_rs_direct(-1);
+  w8a8_dev_set_int("TP_RS_MIN_ROWS", -1);
+  w8a8_dev_set_int("TP_RS_DIRECT", -1);
 }
 /* The reduce-scatter in small pieces (W8A8_TP_RS_MIN_ROWS): the sweep's chunks (up to a few
  * hundred rows) cut into up to 4 pieces of >= 16 rows at unaligned row offsets, the pushes counted per
  * rank, the results against the reference and bit-identical to the unfused pair (the same pieces); the
  * own rows in one launch, then (second pass) cut like the peers', the launches counted per rank. */
 static void sweep_rs_small_pieces(int W) {
-  w8a8_tp_set_rs_own_whole(1); /* (whatever W8A8_TP_RS_OWN_WHOLE says) */
-  w8a8_tp_set_rs_min_rows(16);
+  w8a8_dev_set_int("TP_RS_OWN_WHOLE", 1); /* (whatever W8A8_TP_RS_OWN_WHOLE says) */
+  w8a8_dev_set_int("TP_RS_MIN_ROWS", 16);
   g_rs_min_rows = 16;
   sweep(W, 0);
   /* and with the own rows cut into pieces as well (W8A8_TP_RS_OWN_WHOLE=0; one launch of them is the
    * default): the peers' pushes the same, fused and unfused the same GEMMs again */
-  w8a8_tp_set_rs_own_whole(0);
+  w8a8_dev_set_int("TP_RS_OWN_WHOLE", 0);
   g_rs_own_cut = 1;
   if (!w8a8_test_failed()) sweep(W, 0);
   g_rs_own_cut = 0;
-  w8a8_tp_set_rs_own_whole(-1);
+  w8a8_dev_set_int("TP_RS_OWN_WHOLE", -1);
   g_rs_min_rows = 0;
-  w8a8_tp_set_rs_min_rows(-1);
+  w8a8_dev_set_int("TP_RS_MIN_ROWS", -1);
 }
 /* The reduce-scatter's pieces by rule (no GPU needed): >= 256 rows where the rank's K is at
- * most 4096, >= 1024 above, at most 4, at least 1; W8A8_TP_RS_MIN_ROWS (here the hook) overrides. */
+ * most 4096, >= 1024 above, at most 4, at least 1; TP_RS_MIN_ROWS overrides. */
 W8A8_TEST(tp_gpu_rs_pieces_rule) {
-  if (getenv("W8A8_TP_RS_MIN_ROWS")) SKIP("W8A8_TP_RS_MIN_ROWS is set");
-  w8a8_tp_set_rs_min_rows(-1);
+  w8a8_dev_set_int("TP_RS_MIN_ROWS", -1);
   /* rows, K, pieces */
   static const int64_t cases[][3] = {{512, 4096, 2},   {511, 4096, 1},   {1024, 4096, 4},  {4096, 4096, 4},
                                      {100, 4096, 1},   {512, 4097, 1},   {512, 14336, 1},  {2048, 14336, 2},
@@ -926,11 +924,11 @@ W8A8_TEST(tp_gpu_rs_pieces_rule) {
     CHECK(w8a8_tp_rs_pieces(cases[i][0], cases[i][1]) == cases[i][2], "rows %lld K %lld: %d pieces, expected %lld",
           (long long)cases[i][0], (long long)cases[i][1], w8a8_tp_rs_pieces(cases[i][0], cases[i][1]),
           (long long)cases[i][2]);
-  w8a8_tp_set_rs_min_rows(100);
+  w8a8_dev_set_int("TP_RS_MIN_ROWS", 100);
   CHECK(w8a8_tp_rs_pieces(512, 14336) == 4 && w8a8_tp_rs_pieces(250, 4096) == 2,
         "forced 100 rows: %d and %d pieces, expected 4 and 2", w8a8_tp_rs_pieces(512, 14336),
         w8a8_tp_rs_pieces(250, 4096));
-  w8a8_tp_set_rs_min_rows(-1);
+  w8a8_dev_set_int("TP_RS_MIN_ROWS", -1);
 }
 W8A8_TEST(tp_gpu_rs_small_pieces_w2) { sweep_rs_small_pieces(2); }
 W8A8_TEST(tp_gpu_rs_small_pieces_w3) { sweep_rs_small_pieces(3); }
@@ -995,15 +993,15 @@ W8A8_TEST(tp_gpu_rs_partials_out_w4) { sweep_partials_out(4); }
  * forced on (whatever the environment says). */
 W8A8_TEST(tp_gpu_rs_reduce_kernels) {
   for (int v = 0; v <= 1 && !w8a8_test_failed(); v++) {
-    w8a8_tp_set_reduce_vec(v);
+    w8a8_dev_set_int("TP_REDUCE_VEC", v);
     sweep(2, 0);
     if (!w8a8_test_failed()) sweep(3, 0);
     if (!w8a8_test_failed()) sweep_partials_out(2);
   }
-  w8a8_tp_set_reduce_vec(-1);
+  w8a8_dev_set_int("TP_REDUCE_VEC", -1);
 }
 
-/* The all-gather's own-row pack kernel (tp_pack in src/cuda/tp_kernels.cu), on its own:
+/* The all-gather's own-row pack kernel (tp_pack in src/tp/tp_kernels.cu), on its own:
  * rows of random bytes with a row stride to a dense buffer whose neighbours are poisoned, the per-row
  * scales and zero points (per-tensor values repeated), the ready flags (all 0 but the own one, which
  * were poisoned), every byte checked. Shapes reach its four-load loop (K >= 4 x 256 x 16 bytes), its
@@ -1126,14 +1124,10 @@ W8A8_TEST(tp_gpu_pack_kernel) {
 W8A8_TEST(tp_gpu_trace) {
   GPU_OR_SKIP();
   REQUIRE(ref(), "no reference handle");
-  const char *was = getenv("W8A8_TP_TRACE");
-  char saved[64] = "";
-  if (was) snprintf(saved, sizeof saved, "%s", was);
-  setenv("W8A8_TP_TRACE", "1", 1);
+  w8a8_dev_set("TP_TRACE", "1");
   env e;
   const int opened = env_open(&e, 2, 600, 400, 600);
-  if (was) setenv("W8A8_TP_TRACE", saved, 1);
-  else unsetenv("W8A8_TP_TRACE");
+  w8a8_dev_set("TP_TRACE", NULL);
   REQUIRE(opened, "could not create 2 ranks: %s", w8a8_last_error());
   tcase tc;
   memset(&tc, 0, sizeof tc);
@@ -1187,11 +1181,11 @@ W8A8_TEST(tp_gpu_trace) {
             k[n - 1], has_g, has_p, has_o, has_a);
   }
   env_close(&e);
-  /* without the variable (unless the environment sets it): no marks */
-  if (!was) {
+  /* without the switch (unless W8A8_DEV sets it): no marks */
+  if (!w8a8_knob_int(W8A8_KNOB_TP_TRACE)) {
     env e2;
     REQUIRE(env_open(&e2, 2, 64, 64, 64), "could not create 2 ranks: %s", w8a8_last_error());
-    CHECK(w8a8_tp_gpu_trace(e2.comm[0], us, k, 64) == 0, "marks without W8A8_TP_TRACE");
+    CHECK(w8a8_tp_gpu_trace(e2.comm[0], us, k, 64) == 0, "marks without TP_TRACE");
     env_close(&e2);
   }
 }
@@ -1299,7 +1293,7 @@ W8A8_TEST(tp_gpu_ag_one_gemm_scales_w2) { one_gemm_with("W8A8_TP_AG_SCALES", "1"
 /* The scale push is the default: with the variable unset the packs push (checked), and with it at 0 nobody
  * does (checked) and the peers' scales are copied instead. */
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_default_w2) {
-  unsetenv("W8A8_TP_AG_SCALES");
+  w8a8_dev_set("TP_AG_SCALES", NULL);
   g_scales = 1;
   one_gemm_cases(2);
   g_scales = 0;
@@ -1309,18 +1303,18 @@ W8A8_TEST(tp_gpu_ag_one_gemm_scales_w3) { one_gemm_with("W8A8_TP_AG_SCALES", "1"
 /* The per-chunk schedule (W8A8_TP_ONE_GEMM=0, any architecture) with the scale push: the fused calls' chunk GEMMs
  * wait on the side stream's events, which waited on the peers' packs; the unfused ones as before. */
 W8A8_TEST(tp_gpu_ag_scales_chunks_w3) {
-  setenv("W8A8_TP_ONE_GEMM", "0", 1);
-  setenv("W8A8_TP_AG_SCALES", "1", 1);
+  w8a8_dev_set("TP_ONE_GEMM", "0");
+  w8a8_dev_set("TP_AG_SCALES", "1");
   sweep(3, 1);
-  unsetenv("W8A8_TP_AG_SCALES");
-  unsetenv("W8A8_TP_ONE_GEMM");
+  w8a8_dev_set("TP_AG_SCALES", NULL);
+  w8a8_dev_set("TP_ONE_GEMM", NULL);
 }
 W8A8_TEST(tp_gpu_ag_one_gemm_scales_push2_w2) {
-  setenv("W8A8_TP_AG_PUSH", "2", 1);
+  w8a8_dev_set("TP_AG_PUSH", "2");
   g_push = 2;
   one_gemm_with("W8A8_TP_AG_SCALES", "1", &g_scales, 2);
   g_push = 0;
-  unsetenv("W8A8_TP_AG_PUSH");
+  w8a8_dev_set("TP_AG_PUSH", NULL);
 }
 /* Push mode 2: the push's copies wait for the compute stream's pre-launch work (the peers'
  * packs, their scales), the same protocol otherwise. */
@@ -1344,8 +1338,8 @@ W8A8_TEST(tp_gpu_ag_push_transitions) {
   static const struct { const char *env; int push; } seq[] = {{NULL, 0}, {"1", 0}, {"1", 1}, {"1", 1}, {NULL, 0},
                                                               {"1", 0},  {"1", 1}, {"2", 2}, {"1", 1}, {"2", 2}};
   for (int i = 0; i < (int)(sizeof seq / sizeof seq[0]) && !w8a8_test_failed(); i++) {
-    if (seq[i].env) setenv("W8A8_TP_AG_PUSH", seq[i].env, 1);
-    else unsetenv("W8A8_TP_AG_PUSH");
+    if (seq[i].env) w8a8_dev_set("TP_AG_PUSH", seq[i].env);
+    else w8a8_dev_set("TP_AG_PUSH", NULL);
     t.seed = 7100u + (uint64_t)i;
     run_ag(&e, &t);
     for (int j = 0; j < 2; j++)
@@ -1353,7 +1347,7 @@ W8A8_TEST(tp_gpu_ag_push_transitions) {
             i, seq[i].env ? seq[i].env : "unset", j, w8a8_tp_gpu_last_ag_push(e.comm[j]) ? "pushed" : "pulled",
             seq[i].push ? "a push" : "a pull");
   }
-  unsetenv("W8A8_TP_AG_PUSH");
+  w8a8_dev_set("TP_AG_PUSH", NULL);
   env_close(&e);
 }
 W8A8_TEST(tp_gpu_ag_one_gemm_pieces_w2) { one_gemm_pieces(2); }
@@ -1594,11 +1588,11 @@ W8A8_TEST(tp_gpu_graph_capture) {
  * peers' scales (ag_scales_push is for eager calls only), with the same results. */
 /* tp_gpu_graph_capture with W8A8_TP_AG_SCALES=val at creation and the captured push checked (check: g_graph_scales2) */
 static void graph_capture_scales(const char *val, int check) {
-  setenv("W8A8_TP_AG_SCALES", val, 1);
+  w8a8_dev_set("TP_AG_SCALES", val);
   g_graph_scales2 = check;
   test_tp_gpu_graph_capture();
   g_graph_scales2 = 0;
-  unsetenv("W8A8_TP_AG_SCALES");
+  w8a8_dev_set("TP_AG_SCALES", NULL);
 }
 W8A8_TEST(tp_gpu_graph_capture_scales) { graph_capture_scales("1", 1); }
 /* W8A8_TP_AG_SCALES=2 (opt-in): captured calls push the scales too. Every replay has new
@@ -1941,10 +1935,10 @@ static double now_s(void) {
  * with TIMEOUT too (the group's break), and every later call with BROKEN. */
 W8A8_TEST(tp_gpu_missing_rank_times_out) {
   GPU_OR_SKIP();
-  setenv("W8A8_TP_TIMEOUT_S", "1", 1);
+  w8a8_dev_set("TP_TIMEOUT_S", "1");
   env e;
   int ok = env_open(&e, 2, 8, 8, 8);
-  unsetenv("W8A8_TP_TIMEOUT_S");
+  w8a8_dev_set("TP_TIMEOUT_S", NULL);
   REQUIRE(ok, "ranks: %s", w8a8_last_error());
   double t = 0;
   REQUIRE_OK(w8a8_comm_get_timeout(e.comm[0], &t));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "knobs.h"
 #include "tune.h"
 #include "../cpu/cpu_kernels.h"
 
@@ -186,6 +187,34 @@ w8a8_status w8a8_set_fp8_accum(w8a8_handle *h, w8a8_fp8_accum accum) {
                     "%s: accum is %d; expected W8A8_FP8_ACCUM_PRECISE (0) or W8A8_FP8_ACCUM_FAST (1)", fn, (int)accum);
   h->fp8_accum = (int)accum;
   return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_get_last_launch(const w8a8_handle *h, w8a8_launch_info *info) {
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_check_handle("w8a8_get_last_launch", h));
+  if (!info) return w8a8_err(W8A8_ERROR_NULL_POINTER, "w8a8_get_last_launch: info is NULL");
+  info->kernel = h->last.kernel ? h->last.kernel : "";
+  info->config = h->last.config ? h->last.config : "";
+  info->split_k = h->last.split > 0 ? h->last.split : 1;
+  info->m = h->last.M;
+  info->n = h->last.N;
+  info->k = h->last.K;
+  return W8A8_SUCCESS;
+}
+
+void w8a8_note_launch(w8a8_handle *h, const char *kernel, const char *config, int split, int64_t M, int64_t N,
+                      int64_t K) {
+  w8a8_launch_record *r = &h->last;
+  const bool same = r->kernel == kernel && r->config == config && r->split == split && r->M == M && r->N == N &&
+                    r->K == K;
+  r->kernel = kernel;
+  r->config = config;
+  r->split = split;
+  r->M = M, r->N = N, r->K = K;
+  r->tail = r->shift = r->tma_out = 0;
+  if (!same && w8a8_log_level() >= W8A8_LOG_INFO)
+    w8a8_log(W8A8_LOG_INFO, "handle %p: M=%lld N=%lld K=%lld -> %s%s%s split %d", (const void *)h, (long long)M,
+             (long long)N, (long long)K, kernel, config[0] ? " " : "", config, split);
 }
 
 w8a8_status w8a8_get_info(const w8a8_handle *h, w8a8_handle_info *info) {

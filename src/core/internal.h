@@ -36,16 +36,7 @@ W8A8_HIDDEN w8a8_status w8a8_verr(w8a8_status status, const char *fmt, va_list a
 /* Clear the last error (called at the start of each public call). */
 W8A8_HIDDEN void w8a8_clear_error(void);
 
-/* An on/off switch from the environment (A/B and opt-in settings such as W8A8_GEMV_FP8), read once
- * and kept in *cache (-1: not read yet; a caller may store 0 / 1 there to override it). Default on
- * (dflt = 1): on unless the value starts with '0'; default off: on only if it starts with '1'. */
-W8A8_HIDDEN int w8a8_env_flag(int *cache, const char *name, int dflt);
-/* A non-negative integer setting from the environment, read once into *cache (-1: not read yet), clamped
- * to [lo, hi] (lo >= 0); unset or not a whole decimal number: dflt. A value a hook stores meanwhile wins. */
-W8A8_HIDDEN int w8a8_env_int(int *cache, const char *name, int dflt, int lo, int hi);
-/* A three-way switch: 0 if the value starts with '0', 1 if with '1', otherwise (unset too) `other`;
- * read once into *cache (-1: not read yet). A value a hook stores meanwhile wins over the read. */
-W8A8_HIDDEN int w8a8_env_mode(int *cache, const char *name, int other);
+/* Runtime settings (the environment, W8A8_DEV): knobs.h. */
 
 /* Propagate a non-success status. */
 #define W8A8_CHECK(expr)                      \
@@ -71,6 +62,15 @@ typedef struct w8a8_cpu_features {
   bool amx_bf16; /* amx and AMX-BF16 in CPUID */
 } w8a8_cpu_features;
 
+typedef struct w8a8_launch_record {
+  const char *kernel, *config; /* w8a8_launch_info's */
+  int split;
+  int64_t M, N, K;
+  int tail;    /* sm90: token-tail boxes * 1000 + rows, 0 for the whole box */
+  int shift;   /* sm90: sm90_args.shift_x */
+  int tma_out; /* sm90: staged output, 0 none, 1 16-bit, 2 fp32 */
+} w8a8_launch_record;
+
 struct w8a8_handle {
   uint32_t magic;
   w8a8_device_kind kind;
@@ -90,7 +90,14 @@ struct w8a8_handle {
   int weights_constant;
   /* w8a8_set_fp8_accum: W8A8_FP8_ACCUM_FAST lets the sm90 heuristic take fast-accumulation tiles. */
   int fp8_accum;
+  /* What the last GEMM ran (w8a8_get_last_launch; tests read the sm90 kernel's own fields). */
+  w8a8_launch_record last;
 };
+
+/* Record a GEMM's kernel and plan in h->last (static strings); W8A8_LOG=info prints it when the plan
+ * differs from the previous one. tail / shift / tma_out: the sm90 kernel's (sm90_gemm.cu), else 0. */
+W8A8_HIDDEN void w8a8_note_launch(w8a8_handle *h, const char *kernel, const char *config, int split, int64_t M,
+                                  int64_t N, int64_t K);
 
 /* Registry of live handles and communicators: lookups never dereference an
  * unknown pointer, so a destroyed or foreign handle is an error, not a crash. */

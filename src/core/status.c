@@ -37,43 +37,6 @@ const char *w8a8_last_error(void) { return tls_error; }
 
 void w8a8_clear_error(void) { tls_error[0] = '\0'; }
 
-int w8a8_env_flag(int *cache, const char *name, int dflt) {
-  int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv(name);
-    v = dflt ? !(e && e[0] == '0') : (e && e[0] == '1');
-    __atomic_store_n(cache, v, __ATOMIC_RELAXED);
-  }
-  return v;
-}
-
-int w8a8_env_int(int *cache, const char *name, int dflt, int lo, int hi) {
-  int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv(name);
-    char *end = NULL;
-    long x = e && *e ? strtol(e, &end, 10) : dflt;
-    if (!e || !*e || end == e || *end != '\0') x = dflt; /* unset or not a number: the default */
-    int want = (int)(x < lo ? lo : x > hi ? hi : x), unread = -1;
-    /* only over "not read yet": a hook's value stored meanwhile wins */
-    if (!__atomic_compare_exchange_n(cache, &unread, want, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return unread;
-    v = want;
-  }
-  return v;
-}
-
-int w8a8_env_mode(int *cache, const char *name, int other) {
-  int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv(name);
-    int want = e && e[0] == '0' ? 0 : e && e[0] == '1' ? 1 : other, unread = -1;
-    /* only over "not read yet": a hook's value stored meanwhile wins */
-    if (!__atomic_compare_exchange_n(cache, &unread, want, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return unread;
-    v = want;
-  }
-  return v;
-}
-
 w8a8_status w8a8_verr(w8a8_status status, const char *fmt, va_list ap) {
   vsnprintf(tls_error, sizeof tls_error, fmt, ap);
   return status;

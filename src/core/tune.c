@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "knobs.h"
 #include "tune.h"
 
 /* ---- small parsing helpers --------------------------------------------------------------- */
@@ -457,7 +458,7 @@ w8a8_status w8a8_load_tuning(w8a8_handle *h, const char *path) {
 }
 
 void w8a8_tune_load_env(const char *fn, w8a8_handle *h) {
-  const char *path = getenv("W8A8_TUNE_FILE");
+  const char *path = w8a8_knob_str(W8A8_KNOB_TUNE_FILE);
   if (!path || !path[0]) return;
   if (load(fn, h, path) != W8A8_SUCCESS)
     fprintf(stderr, "w8a8: warning: W8A8_TUNE_FILE ignored: %s\n", w8a8_last_error());

@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "../core/knobs.h"
 #include "../core/internal.h"
 #include "cpu_kernels.h"
 
@@ -69,7 +70,7 @@ void w8a8_cpu_detect(w8a8_cpu_features *f) {
    * =avx512 the AVX2 kernels (CI's ISA: AMX goes too, it needs AVX-512 around it); =amx
    * only the AMX path (the VNNI kernel then runs as on a Cascade Lake). The permission is
    * asked for only when AMX may be used. */
-  const char *dis = getenv("W8A8_CPU_DISABLE");
+  const char *dis = w8a8_knob_str(W8A8_KNOB_CPU_DISABLE);
   if (dis && strstr(dis, "avx2")) f->avx2 = f->fma = false;
   if (dis && strstr(dis, "avx512")) f->avx512f = f->avx512bw = f->avx512vnni = false;
   bool bf16 = false;
@@ -111,6 +112,7 @@ w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   }
   w8a8_clear_error(); /* the fast path's "cannot take this" is not the caller's error */
   w8a8_ref_scaled_mm(p);
+  w8a8_note_launch(h, "cpu-reference", "", 1, p->M, p->N, p->K);
   return W8A8_SUCCESS;
 }
 

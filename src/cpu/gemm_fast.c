@@ -63,17 +63,22 @@ w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
   /* AMX CPUs (Sapphire Rapids on): int8 with tdpbssd (exact s8 x s8), fp8 decoded to bf16 for
    * tdpbf16ps (fp32 accumulation like the FMA paths) where AMX-BF16 is there too;
    * W8A8_CPU_DISABLE=amx (or avx512) turns both off. Below W8A8_CPU_AMX_MMIN (int8 M = 1, 2) the
-   * raw decode path is as fast or faster (measured, NOTES.md). */
+   * raw decode path is as fast or faster (measured: docs/CPU.md). */
   const bool int8 = p->in_dtype == W8A8_DTYPE_INT8;
   if (f->amx && (int8 ? p->M >= W8A8_CPU_AMX_MMIN : f->amx_bf16 && p->M >= W8A8_CPU_AMXBF16_MMIN) &&
       w8a8_gemm_amx(p, &ws, threads) == W8A8_SUCCESS) {
     __atomic_fetch_add(int8 ? &amx_runs : &amx_bf16_runs, 1, __ATOMIC_RELAXED);
+    w8a8_note_launch(h, "cpu-amx", "", 1, p->M, p->N, p->K);
     return W8A8_SUCCESS;
   }
   /* int8 on AVX-512 VNNI CPUs (not CI's): vpdpbusd, 4x the products per instruction of the
    * AVX2 kernel; W8A8_CPU_DISABLE=avx512 turns it off. It declines K % 4 != 0. */
   if (f->avx512f && f->avx512bw && f->avx512vnni && p->in_dtype == W8A8_DTYPE_INT8 &&
-      p->M >= W8A8_CPU_VNNI_MMIN && w8a8_gemm_avx512vnni(p, &ws, threads) == W8A8_SUCCESS)
+      p->M >= W8A8_CPU_VNNI_MMIN && w8a8_gemm_avx512vnni(p, &ws, threads) == W8A8_SUCCESS) {
+    w8a8_note_launch(h, "cpu-avx512vnni", "", 1, p->M, p->N, p->K);
     return W8A8_SUCCESS;
-  return w8a8_gemm_avx2(p, &ws, threads, f->avx512f);
+  }
+  const w8a8_status s = w8a8_gemm_avx2(p, &ws, threads, f->avx512f);
+  if (s == W8A8_SUCCESS) w8a8_note_launch(h, "cpu-avx2", "", 1, p->M, p->N, p->K);
+  return s;
 }

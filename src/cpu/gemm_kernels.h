@@ -1,7 +1,7 @@
 /* gemm_kernels.h — what the CPU GEMM dispatcher (gemm_fast.c) shares with the
  * ISA-specific driver (gemm_avx2.c) and the quantizers (quant_fast.c).
  *
- * Blocking (the same for every ISA; see NOTES.md "CPU kernels"):
+ * Blocking (the same for every ISA; see docs/CPU.md):
  *   - A is converted once per block of up to MC rows into the shared workspace
  *     (int8 -> int16, fp8 -> fp32), each row zero-padded to Kp = K rounded up to 64.
  *   - The N columns are cut into panels of NB; a work item is (panel, slice of the

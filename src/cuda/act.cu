@@ -29,7 +29,7 @@ static_assert(AQ_VEC == 8, "w8a8d_store_q8 stores runs of 8");
 // ---- arithmetic: the same operations as src/cpu/act_cpu.c, each one IEEE operation -----------
 
 /* w8a8_act_expf (src/cpu/act_cpu.c): change both or neither. */
-W8A8_DEV float act_expf(float x) {
+W8A8_DEVFN float act_expf(float x) {
   if (x != x) return x;
   double xd = (double)x;
   if (xd > 100.0) xd = 100.0;
@@ -57,7 +57,7 @@ W8A8_DEV float act_expf(float x) {
   return __double2float_rn(__dmul_rn(p, two_k));
 }
 
-W8A8_DEV float silu_mul(float g, float u) {
+W8A8_DEVFN float silu_mul(float g, float u) {
   const float e = act_expf(-g);
   const float s = __fdiv_rn(g, __fadd_rn(1.0f, e));
   const float y = __fmul_rn(s, u);
@@ -70,7 +70,7 @@ W8A8_DEV float silu_mul(float g, float u) {
 /* y of columns k0 .. k0+7 of row m (values past K are 0 and must not be used). VEC: the run is
  * whole (K % 8 == 0) and 16-byte aligned in gate and up. */
 template <int IN_DT, bool VEC>
-W8A8_DEV void act_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, float *y) {
+W8A8_DEVFN void act_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, float *y) {
   const int64_t row = m * p.ldx;
   if (VEC) {
     float g[AQ_VEC], u[AQ_VEC];
@@ -88,7 +88,7 @@ W8A8_DEV void act_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, float 
 }
 
 template <bool VEC>
-W8A8_DEV void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, const float *y, float s, float rcp,
+W8A8_DEVFN void store_run(const w8a8_quant_problem &p, int64_t m, int64_t k0, const float *y, float s, float rcp,
                         int32_t azp) {
   const bool fp8 = p.out_dtype == W8A8_DTYPE_FP8_E4M3;
   uint8_t *q = (uint8_t *)p.q + m * p.ldq + k0;

@@ -135,6 +135,7 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
    * stay what they name) */
   if (h->kernel == W8A8_KERNEL_AUTO && w8a8_cuda_gemv_wanted(p, st->cc)) {
     s = w8a8_cuda_launch_gemv(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
+    if (s == W8A8_SUCCESS) w8a8_note_launch(h, "gemv", "", 1, p->M, p->N, p->K);
     guard_exit(&g);
     return s;
   }
@@ -151,6 +152,7 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
     return w8a8_err(W8A8_ERROR_INTERNAL, "%s: arriving chunks of A need the sm_90a kernel", fn);
   }
   s = w8a8_cuda_launch_gemm(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->ws, st->ws_bytes);
+  if (s == W8A8_SUCCESS) w8a8_note_launch(h, "mma", "", 1, p->M, p->N, p->K);
   guard_exit(&g);
   return s;
 }

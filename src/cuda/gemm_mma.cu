@@ -41,37 +41,37 @@ typedef struct gemm_params {
 
 /* ---- PTX wrappers -------------------------------------------------------------- */
 
-W8A8_DEV uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+W8A8_DEVFN uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* Copy `bytes` (0..16) bytes from src to dst and zero the rest of the 16. */
-W8A8_DEV void cp_async16(uint32_t dst, const void *src, int bytes) {
+W8A8_DEVFN void cp_async16(uint32_t dst, const void *src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-W8A8_DEV void cp_async4(uint32_t dst, const void *src, int bytes) {
+W8A8_DEVFN void cp_async4(uint32_t dst, const void *src, int bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-W8A8_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+W8A8_DEVFN void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
-W8A8_DEV void cp_async_wait() {
+W8A8_DEVFN void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
-W8A8_DEV void st_shared_v4(uint32_t dst, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+W8A8_DEVFN void st_shared_v4(uint32_t dst, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(a), "r"(b), "r"(c), "r"(d));
 }
-W8A8_DEV void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+W8A8_DEVFN void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
 
-W8A8_DEV void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+W8A8_DEVFN void mma_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-W8A8_DEV void mma_k32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+W8A8_DEVFN void mma_k32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -97,7 +97,7 @@ struct acc_type<true> {
 
 /* One 16-byte chunk of a shared-memory row from global memory: `bytes` valid bytes
  * (0..16) at src, the rest zero. src is the operand base when bytes == 0. */
-W8A8_DEV void load_chunk(uint32_t dst, const uint8_t *src, int bytes, int align) {
+W8A8_DEVFN void load_chunk(uint32_t dst, const uint8_t *src, int bytes, int align) {
   if (align == 16) {
     cp_async16(dst, src, bytes);
   } else if (align == 4) {
@@ -119,7 +119,7 @@ W8A8_DEV void load_chunk(uint32_t dst, const uint8_t *src, int bytes, int align)
 /* Stage `rows` rows (starting at global row r0 of an operand with `nrows` rows) of the
  * K slice starting at k0 into shared memory at s. */
 template <int ROWS, int THREADS>
-W8A8_DEV void load_tile(uint32_t s, const uint8_t *base, int64_t ld, int64_t nrows, int64_t r0, int64_t K, int64_t k0,
+W8A8_DEVFN void load_tile(uint32_t s, const uint8_t *base, int64_t ld, int64_t nrows, int64_t r0, int64_t K, int64_t k0,
                         int align) {
   constexpr int CHUNKS = ROWS * (GEMM_BK / 16);
 #pragma unroll

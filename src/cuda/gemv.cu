@@ -30,7 +30,7 @@
 #define GEMV_UNROLL 4    // 16-byte weight pieces in flight per lane (one token; see gemv_kernel U)
 
 // 16 bytes of a weight row, streamed: read once, so no L1 allocation.
-W8A8_DEV uint4 gemv_ld_stream(const void *p) {
+W8A8_DEVFN uint4 gemv_ld_stream(const void *p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -39,7 +39,7 @@ W8A8_DEV uint4 gemv_ld_stream(const void *p) {
 }
 
 // Two e4m3 values (low byte first) as floats, exactly (e4m3 fits in f16).
-W8A8_DEV float2 gemv_fp8x2(uint32_t two) {
+W8A8_DEVFN float2 gemv_fp8x2(uint32_t two) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), __NV_E4M3);
   __half2 hh;
   memcpy(&hh, &h, sizeof hh);
@@ -48,7 +48,7 @@ W8A8_DEV float2 gemv_fp8x2(uint32_t two) {
 
 // acc += w . x over one 16-byte piece (4 words).
 template <bool INT8>
-W8A8_DEV void gemv_piece(const uint4 &w, const uint4 &x, int32_t &iacc, float &facc) {
+W8A8_DEVFN void gemv_piece(const uint4 &w, const uint4 &x, int32_t &iacc, float &facc) {
   if constexpr (INT8) {
     iacc = __dp4a((int)w.x, (int)x.x, iacc);
     iacc = __dp4a((int)w.y, (int)x.y, iacc);

@@ -19,12 +19,13 @@
 //                     runs of 8 (K % 8 == 0, x and its row pitch 16-byte aligned, q and ldq 8-byte):
 //                     one 16-byte load (two for fp32) and one 8-byte store per run, 256 threads a
 //                     row, rows up to 8192 held in registers. Same operations in the same order per
-//                     element as quant_per_token, so the same bits. W8A8_QUANT_VEC=0 (hook
-//                     w8a8_cuda_set_quant_vec) keeps the scalar kernel.
+//                     element as quant_per_token, so the same bits. W8A8_DEV QUANT_VEC=0 keeps the
+//                     scalar kernel.
 // The int8 rules (the zero point added exactly, the asymmetric scale and zero point of a row) are
 // src/core/internal.h's w8a8_f32_to_int8_rne and w8a8_asym_params, the host's own code.
 #include <stdint.h>
 
+#include "../core/knobs.h"
 #include "common.cuh"
 #include "cuda_backend.h"
 
@@ -177,19 +178,14 @@ extern "C" W8A8_HIDDEN int w8a8_cuda_quant_math_check(int which, const float *s_
   return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-/* W8A8_QUANT_VEC: 0 keeps the scalar per-token kernel everywhere; the tests' hook overrides it (-1: the
- * variable again). */
-static int g_quant_vec = -1;
-extern "C" W8A8_HIDDEN void w8a8_cuda_set_quant_vec(int on) {
-  __atomic_store_n(&g_quant_vec, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
+/* W8A8_DEV QUANT_VEC=0 keeps the scalar per-token kernel everywhere (tests compare the two). */
 static unsigned long long g_quant_vec_launches; /* for the tests: proof that the vectorized kernel ran */
 extern "C" W8A8_HIDDEN unsigned long long w8a8_cuda_quant_vec_launches(void) {
   return __atomic_load_n(&g_quant_vec_launches, __ATOMIC_RELAXED);
 }
 static bool quant_vec_takes(const w8a8_quant_problem *p) {
   const size_t es = w8a8_dtype_size(p->in_dtype);
-  return w8a8_env_mode(&g_quant_vec, "W8A8_QUANT_VEC", 1) != 0 && p->K % QV_VEC == 0 && (uintptr_t)p->x % 16 == 0 &&
+  return w8a8_knob_int(W8A8_KNOB_QUANT_VEC) != 0 && p->K % QV_VEC == 0 && (uintptr_t)p->x % 16 == 0 &&
          ((size_t)p->ldx * es) % 16 == 0 && (uintptr_t)p->q % 8 == 0 && p->ldq % 8 == 0;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/knobs.h"
 #include "../core/tune.h"
 #include "cuda_backend.h"
 #include "sm90_gemm_kernel.cuh"
@@ -255,10 +256,9 @@ extern "C" W8A8_HIDDEN void w8a8_sm90_set_timeline(unsigned long long *dev_buf, 
 }
 
 #if defined(W8A8_HAVE_SM90A)
-// The lean epilogues (sm90_epi_lean, sm90_epi_swap_lean) where they apply; the tests' hook w8a8_sm90_set_lean(0)
+// The lean epilogues (sm90_epi_lean, sm90_epi_swap_lean) apply where they can; the tests' W8A8_DEV SM90_LEAN=0
 // sends those calls through the general paths (sm90_epi_staged, sm90_epi_direct, the swapped quads), which other
 // calls take anyway, to compare the bits.
-static int g_lean_off;
 
 // Everything before the launch that can refuse the problem: the input checks, the plan, the
 // configuration's attributes, the two tensor maps. w8a8_sm90_accepts runs it too, so that the TP
@@ -309,7 +309,7 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
   const void *yp = c->swap ? p->a : p->b;
   int64_t rows_x = c->swap ? p->N : p->M, rows_y = c->swap ? p->M : p->N;
   int64_t ldx = c->swap ? p->ldb : p->lda, ldy = c->swap ? p->lda : p->ldb;
-  if (w8a8_sm90_pad_tokens()) {  // development only (w8a8_sm90_set_pad_tokens): A's map covers whole token tiles
+  if (w8a8_sm90_pad_tokens()) {  // development only (W8A8_DEV SM90_PAD_TOKENS): A's map covers whole token tiles
     if (c->swap)
       rows_y = (rows_y + c->bn - 1) / c->bn * c->bn;
     else
@@ -373,43 +373,14 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
 
 #endif
 
-// The tests' hooks and records of the launch. set_lean: the lean epilogues where they apply (1, or -1: the
-// default) or the general paths (0), whose bits a test compares. The planner's hooks: sm90_plan.c.
-#if defined(W8A8_HAVE_SM90A)
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { __atomic_store_n(&g_lean_off, on == 0, __ATOMIC_RELAXED); }
-// The last launch's token tail (tests: that the tail engaged): boxes * 1000 + rows, 0 for the whole box.
-static int g_last_tail;
-extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return __atomic_load_n(&g_last_tail, __ATOMIC_RELAXED); }
-static int g_last_shift;  // the last launch's sm90_args.shift_x (tests)
-extern "C" W8A8_HIDDEN int w8a8_sm90_last_shift(void) { return __atomic_load_n(&g_last_shift, __ATOMIC_RELAXED); }
-// The last launch's configuration and split (tp-bench's W8A8_TP_TRACE lines: which tile a fused call's GEMM
-// ran): its name, "" before any launch; *split its split-K factor. The process's last launch, any thread's.
-static int g_last_config = -1;
-extern "C" W8A8_HIDDEN const char *w8a8_sm90_last_config(int *split) {
-  const int v = __atomic_load_n(&g_last_config, __ATOMIC_RELAXED);
-  if (split) *split = v < 0 ? 0 : v % 16;
-  return v < 0 ? "" : CONFIGS[v / 16].name;
-}
-// The last launch's staged output (tests: that the fp32 one engaged): 0 none (direct epilogue), 1
-// 16-bit (lean or staged), 2 fp32 (lean).
-static int g_last_tma_out;
-extern "C" W8A8_HIDDEN int w8a8_sm90_last_tma_out(void) { return __atomic_load_n(&g_last_tma_out, __ATOMIC_RELAXED); }
-#else
-extern "C" W8A8_HIDDEN void w8a8_sm90_set_lean(int on) { (void)on; }
-extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(void) { return 0; }
-extern "C" W8A8_HIDDEN int w8a8_sm90_last_shift(void) { return 0; }
-extern "C" W8A8_HIDDEN int w8a8_sm90_last_tma_out(void) { return 0; }
-extern "C" W8A8_HIDDEN const char *w8a8_sm90_last_config(int *split) {
-  if (split) *split = 0;
-  return "";
-}
-#endif
+// The sm90 fields of the handle's launch record (tests: that a tail, shift or staged output engaged).
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_tail(const w8a8_handle *h) { return h->last.tail; }
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_shift(const w8a8_handle *h) { return h->last.shift; }
+extern "C" W8A8_HIDDEN int w8a8_sm90_last_tma_out(const w8a8_handle *h) { return h->last.tma_out; }
 
 #if defined(W8A8_HAVE_SM90A)
 // A ready launch's tile-order group (sm90_args.group): the whole X tiles of the own rows (the chunk
-// that starts at first_row), 1..SM90_GROUP. W8A8_SM90_TP_GROUP=0 keeps SM90_GROUP (A/B runs).
-static int g_tp_group = -1;
-static int tp_group_enabled(void) { return w8a8_env_flag(&g_tp_group, "W8A8_SM90_TP_GROUP", 1); }
+// that starts at first_row), 1..SM90_GROUP. W8A8_DEV SM90_TP_GROUP=0 keeps SM90_GROUP (A/B runs).
 static int ready_group(const w8a8_mm_ready *r) {
   int64_t end = r->first_row;
   for (int j = 0; j < r->n; j++)
@@ -465,17 +436,17 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.weights_constant = h->weights_constant && c->mcast != 2;
   a.tma_out = tma_out;
   a.prm = !c->swap && !c->splitk;
-  a.lean = !__atomic_load_n(&g_lean_off, __ATOMIC_RELAXED);
+  a.lean = (int)w8a8_knob_int(W8A8_KNOB_SM90_LEAN);
   a.split_quad = 1;
   a.tail_n = tail.n;
   a.tail_rows = tail.rows;
   a.shift_x = !tail.n && w8a8_sm90_shift_applies(c, rows_x, p->ready != NULL);
-  __atomic_store_n(&g_last_shift, a.shift_x, __ATOMIC_RELAXED);
-  __atomic_store_n(&g_last_tail, tail.n * 1000 + tail.rows, __ATOMIC_RELAXED);
+  w8a8_note_launch(h, "sm90", c->name, pl.split, p->M, p->N, p->K);
+  h->last.shift = a.shift_x;
+  h->last.tail = tail.n * 1000 + tail.rows;
   // (an fp32 map serves the lean epilogue only: with the scale slot and without an int8 zero point)
   const int lean32 = a.prm && a.lean && !(p->in_dtype == W8A8_DTYPE_INT8 && a.azp_mode != 0);
-  __atomic_store_n(&g_last_tma_out, tma_out == 2 && !lean32 ? 0 : tma_out, __ATOMIC_RELAXED);
-  __atomic_store_n(&g_last_config, pl.config * 16 + pl.split, __ATOMIC_RELAXED);
+  h->last.tma_out = tma_out == 2 && !lean32 ? 0 : tma_out;
   a.group = SM90_GROUP;
   if (c->sk) {  // (prepare checked that the schedule's partial tiles fit)
     a.sk_ws = st->ws;
@@ -501,7 +472,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
     // SM90_GROUP tiles (TP = 2 at 1024 tokens: 4), a group of 8 mixed own and peer tiles, so half the CTAs began on
     // a peer tile and spun on its flag with their own tiles queued behind it. 1.04-1.11x fused at 1024 tokens
     // (h200x2-tp-group-2026-11-30.txt; sm90_args.group).
-    if (!c->swap && c->mcast != 2 && tp_group_enabled()) a.group = ready_group(p->ready);
+    if (!c->swap && c->mcast != 2 && w8a8_knob_int(W8A8_KNOB_SM90_TP_GROUP)) a.group = ready_group(p->ready);
   }
 
   // Split-K configs: one tile per cluster (not persistent). A cluster's CTAs meet at two cluster
@@ -597,7 +568,7 @@ extern "C" W8A8_HIDDEN int w8a8_sm90_config_int8(int config) {
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_fast_accum(int config) {
   return config >= 0 && config < SM90_NUM_CONFIGS ? CONFIGS[config].fast_accum : 0;
 }
-// Configurations the tuner skips unless W8A8_TUNE_EXPERIMENTAL=1 (the tests run every configuration): the token-tail
+// Configurations the tuner skips unless W8A8_DEV TUNE_EXPERIMENTAL=1 (the tests run every configuration): the token-tail
 // and stream-K twins (apply_tail and apply_sk take them after the plan, tuned plans included, so the tuner times
 // the plain tiles).
 extern "C" W8A8_HIDDEN int w8a8_sm90_config_experimental(int config) {

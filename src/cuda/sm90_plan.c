@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+#include "../core/knobs.h"
 #include "../core/tune.h"
 
 /* ---- the configuration table ----------------------------------------------------------------------------- */
@@ -500,16 +501,12 @@ static void apply_mc2m(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_p
     }
 }
 
-/* The token tail's boxes in the configurations with it (sm90_config.tail): w8a8_sm90_set_tail(mode)
+/* The token tail's boxes in the configurations with it (sm90_config.tail): W8A8_DEV SM90_TAIL
  * 1 (default) tail_plan's rule, 0 never (TMA fills the whole box), 2 the valid rows in small boxes
  * wherever a token tile is partial, 3 one box of the valid rows rounded up to 8 wherever a token tile
  * is partial, 4 the fold where tail_plan can take it (else as 1). Modes 0 and 2..4 are for tests and
  * measurements (sm90_dev -R). Whether the heuristic takes those configurations at all: apply_tail. */
-static int g_tail = -1;
-int w8a8_sm90_tail_mode(void) {
-  const int v = __atomic_load_n(&g_tail, __ATOMIC_RELAXED);
-  return v < 0 ? 1 : v;
-}
+int w8a8_sm90_tail_mode(void) { return (int)w8a8_knob_int(W8A8_KNOB_SM90_TAIL); }
 /* The rule (h200-sm90-tail-twins-2026-11-30.txt): ONE box of the partial tile's valid rows rounded up to 8, where
  * there are exactly two token tiles (129 tokens: int8 1.31-1.64x, fp8 1.25-1.43x); fp8 (but see fp8_tail_box) and
  * int8's 128 x 256 tile only where that box is at most an eighth of the tile (16 rows unswapped, 8 swapped): larger
@@ -547,9 +544,7 @@ static int fold_measured(const sm90_config *c, int64_t token_rows, int fp8_box) 
  * when swapped), so a partial tile's rows past M are read from memory instead of being filled by TMA. This READS
  * PAST THE CALLER'S A: only for a caller whose A buffer has those rows (sm90_dev allocates 16384); the outputs past
  * M are still not stored. No shift under it (its rows are what -P measures). */
-static int g_pad_tokens;
-W8A8_HIDDEN void w8a8_sm90_set_pad_tokens(int on) { __atomic_store_n(&g_pad_tokens, on != 0, __ATOMIC_RELAXED); }
-int w8a8_sm90_pad_tokens(void) { return __atomic_load_n(&g_pad_tokens, __ATOMIC_RELAXED); }
+int w8a8_sm90_pad_tokens(void) { return (int)w8a8_knob_int(W8A8_KNOB_SM90_PAD_TOKENS); }
 /* The kernel's shift (sm90_args.shift_x, sm90_x0): on the unswapped tiles without split-K or stream-K (a unit's K
  * range differs: other fp8 sums for the shared rows) (plain, multicast and tail twins alike), where the last of two
  * or more token tiles is partial, that tile loads the LAST 128 tokens through the kernel's own map instead of a box
@@ -701,27 +696,11 @@ sm90_plan w8a8_sm90_choose_plan(const w8a8_mm_problem *p, const sm90_plan_opts *
   return pl;
 }
 
-/* ---- the tests' hooks -------------------------------------------------------------------------------------- */
-
-/* mode: 0 never, 1 tail_plan's rule, 2 small boxes / 3 one box of the valid rows wherever a token tile is
- * partial, 4 the fold where it applies (else 1), -1 the default (1). Modes other than 1 also turn off the main
- * kernel's shift, mode 0 the skinny kernel's too: the fill the tests compare the shifts and boxes with. */
-W8A8_HIDDEN void w8a8_sm90_set_tail(int mode) {
-  __atomic_store_n(&g_tail, mode < 0 ? -1 : mode > 4 ? 1 : mode, __ATOMIC_RELAXED);
-}
-
 /* ---- the CUDA-core kernel's rule (gemv.cu) ------------------------------------------------------------------ */
 
-/* W8A8_GEMV: 0 never, 1 wherever the kernel takes the problem, unset (or anything else) the measured
- * rule of w8a8_cuda_gemv_wanted; the tests' hook overrides it. */
+/* W8A8_DEV GEMV: 0 never, 1 wherever the kernel takes the problem, 2 (default) the measured rule of
+ * w8a8_cuda_gemv_wanted. */
 enum { GEMV_OFF = 0, GEMV_ON = 1, GEMV_AUTO = 2 };
-static int g_gemv = -1; /* -1: W8A8_GEMV not read yet */
-/* Tests: 1 wherever it takes the problem, 0 never, 2 the default rule, -1 back to W8A8_GEMV (read
- * again on the next call). */
-W8A8_HIDDEN void w8a8_cuda_set_gemv(int on) {
-  __atomic_store_n(&g_gemv, on < 0 ? -1 : on == 1 ? GEMV_ON : on == 2 ? GEMV_AUTO : GEMV_OFF, __ATOMIC_RELAXED);
-}
-static int gemv_mode(void) { return w8a8_env_mode(&g_gemv, "W8A8_GEMV", GEMV_AUTO); }
 
 #define GEMV_MAX_M_I8 8  /* tokens per launch, int8 */
 #define GEMV_MAX_M_FP8 1 /* fp8 */
@@ -733,17 +712,13 @@ int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p) {
 }
 
 /* Whether the dispatcher should run this kernel for p. Default rule, sm_90 only (measured there against
- * the Hopper kernels; elsewhere W8A8_GEMV=1 asks for it): one int8 token (1.01-1.48x on all 8 shapes,
+ * the Hopper kernels; elsewhere W8A8_DEV GEMV=1 asks for it): one int8 token (1.01-1.48x on all 8 shapes,
  * h200-gemv-ab-2026-11-30.txt). fp8 is out by default: the Hopper deep n8 tile is 2-3% faster at one
- * token (h200-session21-2026-12-01.txt); W8A8_GEMV_FP8=1 (hook w8a8_cuda_set_gemv_fp8) adds fp8 at N <= 4096. */
-static int g_gemv_fp8 = -1;
-W8A8_HIDDEN void w8a8_cuda_set_gemv_fp8(int on) {
-  __atomic_store_n(&g_gemv_fp8, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
+ * token (h200-session21-2026-12-01.txt); W8A8_DEV GEMV_FP8=1 adds fp8 at N <= 4096. */
 int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc) {
-  const int mode = gemv_mode();
+  const int mode = (int)w8a8_knob_int(W8A8_KNOB_GEMV);
   if (mode == GEMV_OFF || !w8a8_cuda_gemv_takes(p)) return 0;
-  const int fp8_rule = w8a8_env_flag(&g_gemv_fp8, "W8A8_GEMV_FP8", 0);
+  const int fp8_rule = (int)w8a8_knob_int(W8A8_KNOB_GEMV_FP8);
   return mode == GEMV_ON ||
          (cc == 90 && p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || (fp8_rule && p->N <= 4096)));
 }

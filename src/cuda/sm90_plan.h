@@ -80,7 +80,7 @@ typedef struct tail_boxes {
   int n, rows;
 } tail_boxes;
 W8A8_HIDDEN tail_boxes w8a8_sm90_tail_plan(const sm90_config *c, int64_t token_rows, int mode, int fp8_box, int ready);
-/* The token tail's mode (w8a8_sm90_set_tail): 1 (default) the rule, 0 never, 2..4 test modes. */
+/* The token tail's mode (W8A8_DEV SM90_TAIL): 1 (default) the rule, 0 never, 2..4 test modes. */
 W8A8_HIDDEN int w8a8_sm90_tail_mode(void);
 /* fp8's token-tail box cap for the handle: 2 half the tile, 0 an eighth (with the weights-constant hint). */
 W8A8_HIDDEN int w8a8_sm90_fp8_tail_box(const sm90_plan_opts *o);
@@ -88,7 +88,7 @@ W8A8_HIDDEN int w8a8_sm90_fp8_tail_box(const sm90_plan_opts *o);
 W8A8_HIDDEN int w8a8_sm90_tail_is_fold(const sm90_config *c, tail_boxes t);
 /* Whether the kernel's shift loads a partial last token tile of c (sm90_args.shift_x). */
 W8A8_HIDDEN int w8a8_sm90_shift_applies(const sm90_config *c, int64_t token_rows, int ready);
-/* bench/sm90_dev -P: A's tensor map covers whole token tiles (w8a8_sm90_set_pad_tokens). */
+/* bench/sm90_dev -P: A's tensor map covers whole token tiles (W8A8_DEV SM90_PAD_TOKENS). */
 W8A8_HIDDEN int w8a8_sm90_pad_tokens(void);
 /* Whether out and ldo allow 4-element stores along n (sm90_args.quad_store). */
 W8A8_HIDDEN int w8a8_sm90_quad_store_ok(const w8a8_mm_problem *p);
@@ -100,7 +100,7 @@ W8A8_HIDDEN int w8a8_sm90_sk_fits(const sm90_plan_opts *o, const sm90_caps *caps
 W8A8_HIDDEN int w8a8_sm90_sk_plain(int ci);
 
 /* The CUDA-core kernel (gemv.cu): whether it takes p (M <= 8 int8 / M = 1 fp8, no ready flags, 16-byte aligned
- * operands), and whether the dispatcher should run it there (W8A8_GEMV and the measured rule; cc: the GPU's
+ * operands), and whether the dispatcher should run it there (W8A8_DEV GEMV and the measured rule; cc: the GPU's
  * compute capability, 90 for 9.0). */
 W8A8_HIDDEN int w8a8_cuda_gemv_takes(const w8a8_mm_problem *p);
 W8A8_HIDDEN int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc);

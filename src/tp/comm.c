@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/knobs.h"
 #include "tp_internal.h"
 
 #define LL(x) ((long long)(x))
@@ -367,8 +368,7 @@ w8a8_status w8a8_comm_create_mpi(w8a8_comm **comm, w8a8_handle *handle, const vo
   c->mpi = dup;
   c->instance = (uint64_t)instance;
   w8a8_tp_set_crossovers(c);
-  const char *br = getenv("W8A8_TP_BLOCK_ROWS");
-  if (br && atoll(br) > 0) c->block_rows = atoll(br);
+  if (w8a8_knob_int(W8A8_KNOB_TP_BLOCK_ROWS) > 0) c->block_rows = w8a8_knob_int(W8A8_KNOB_TP_BLOCK_ROWS);
   if (!w8a8_registry_add(c)) {
     /* Only this rank fails here (a few bytes of realloc); its peers hold a communicator they
      * must destroy. Reported rather than returning an object every later call would refuse. */

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/knobs.h"
 #include "tp_internal.h"
 
 #define LL(x) ((long long)(x))
@@ -445,8 +446,7 @@ static w8a8_status gpu_comm_new(const char *fn, w8a8_handle *h, int W, int rank,
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done, cudaEventDisableTiming);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&gs->ev_done_cap, cudaEventDisableTiming);
   for (int i = 0; i < W && e == cudaSuccess; i++) e = cudaEventCreateWithFlags(&gs->ev_step[i], cudaEventDisableTiming);
-  const char *tr = getenv("W8A8_TP_TRACE");
-  gs->tr_on = tr && tr[0] && strcmp(tr, "0") != 0;
+  gs->tr_on = w8a8_knob_int(W8A8_KNOB_TP_TRACE) != 0;
   for (int i = 0; gs->tr_on && i < TP_TRACE_MAX && e == cudaSuccess; i++) e = cudaEventCreate(&gs->tr_ev[i]);
   /* The one-GEMM all-gather's ready flags (one per chunk, at most W8A8_MM_MAX_READY: a peer's rows may
    * come in pieces, ag_pieces): reset at the start of each pulling call that uses them, and at the end of
@@ -917,8 +917,7 @@ static w8a8_status ipc_setup(const char *fn, w8a8_comm *c, double deadline) {
 }
 
 static bool ipc_wanted(void) {
-  const char *v = getenv("W8A8_TP_IPC");
-  return v && v[0] == '1' && v[1] == 0;
+  return w8a8_knob_int(W8A8_KNOB_TP_IPC) == 1;
 }
 
 /* What create_world's ranks exchange before NCCL's initialisation (heap: see coll_until). */
@@ -1166,7 +1165,7 @@ static w8a8_status ipc_exchange(const char *fn, w8a8_comm *c) {
       /* The peer replaced its workspace: let every access of this rank to peer memory drain before
        * the old mapping goes (once, and only here). They run on the side stream, and on the compute
        * stream before the last eager call's end (ipc_done): the one-GEMM all-gather's peer scale
-       * copies, W8A8_TP_RS_DIRECT's GEMMs. A failed call joined its compute-stream work into the
+       * copies, W8A8_DEV TP_RS_DIRECT's GEMMs. A failed call joined its compute-stream work into the
        * side stream (tp_gpu.c clean_up_after_error). */
       if (!synced) {
         cudaStreamSynchronize(gs->side);

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../core/knobs.h"
 #include "tp_internal.h"
 
 #define TAG_NOTICE 32000 /* below the smallest MPI_TAG_UB the standard allows (32767); the schedules use 101..201 */
@@ -49,13 +50,8 @@ double w8a8_tp_now(void) {
 }
 
 int64_t w8a8_tp_env_timeout_us(void) {
-  const char *e = getenv("W8A8_TP_TIMEOUT_S");
-  if (e && *e) {
-    char *end = NULL;
-    double v = strtod(e, &end);
-    if (end != e && *end == '\0' && v >= 0.0 && v <= 1e9) return (int64_t)(v * 1e6 + 0.5);
-  }
-  return (int64_t)300 * 1000000; /* as the in-process barrier always had: generous for a layer call */
+  /* default 300 s (knobs.h): generous for a layer call */
+  return (int64_t)(w8a8_knob_num(W8A8_KNOB_TP_TIMEOUT_S) * 1e6 + 0.5);
 }
 
 double w8a8_tp_deadline_in(int64_t us) { return us > 0 ? w8a8_tp_now() + (double)us * 1e-6 : INFINITY; }
@@ -115,12 +111,8 @@ static void crossovers_of(const char *transport, int64_t *ag, int64_t *rs) {
 
 void w8a8_tp_set_crossovers(w8a8_comm *c) {
   crossovers_of(w8a8_tp_transport(c, NULL), &c->fuse_min_m[0], &c->fuse_min_m[1]);
-  const char *e = getenv("W8A8_TP_OVERLAP_MIN_M");
-  if (e && *e) {
-    char *end = NULL;
-    long long v = strtoll(e, &end, 10);
-    if (end != e && *end == '\0' && v >= 0) c->fuse_min_m[0] = c->fuse_min_m[1] = v;
-  }
+  const int64_t v = w8a8_knob_int(W8A8_KNOB_TP_OVERLAP_MIN_M);
+  if (v >= 0) c->fuse_min_m[0] = c->fuse_min_m[1] = v;
 }
 
 int64_t w8a8_tp_crossover(const w8a8_comm *c, int op) { return c->fuse_min_m[op == TP_OP_RS ? 1 : 0]; }

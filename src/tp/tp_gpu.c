@@ -71,6 +71,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/knobs.h"
 #include "tp_internal.h"
 
 #ifdef W8A8_HAVE_CUDA
@@ -361,7 +362,7 @@ static void fail_after_agreement(const char *fn, w8a8_comm *c, w8a8_status s) {
  * on the copy engine (GROUP, IPC): NCCL's receive kernels need SMs that a waiting persistent GEMM
  * would hold. The choice depends on the problem alone, not on `overlap`, so fused and unfused run
  * the same GEMM(s) and give the same bits; with one launch both equal w8a8_scaled_mm on the
- * gathered rows. W8A8_TP_ONE_GEMM=0 turns it off (per-chunk launches). */
+ * gathered rows. W8A8_DEV TP_ONE_GEMM=0 turns it off (per-chunk launches). */
 static bool ag_same_gpu(const w8a8_comm *c, xport xp, int j) {
   return xp == XP_GROUP && peer(c, j)->device == ((const w8a8_tp_gpu *)c->gpu)->device; /* IPC: distinct GPUs */
 }
@@ -387,12 +388,12 @@ W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c) {
   write_value_fn f = get_write_value();
   gs->push_ok = 0;
   /* the scale push (ag_scales_push): the environment at creation, and stores into every peer's memory */
-  const char *se = getenv("W8A8_TP_AG_SCALES");
-  int sok = !(se && se[0] == '0') && gs->mode == TP_GPU_GROUP && gs->group;
+  const int scales = (int)w8a8_knob_int(W8A8_KNOB_TP_AG_SCALES);
+  int sok = scales != 0 && gs->mode == TP_GPU_GROUP && gs->group;
   for (int j = 0; j < c->size && sok; j++)
     sok = j == c->rank || (peer(c, j) && w8a8_tp_gpu_peer_on(gs->device, peer(c, j)->device));
   gs->scales_ok = sok;
-  gs->scales_capture = sok && se && se[0] == '2';
+  gs->scales_capture = sok && scales == 2;
   if (!f || gs->mode != TP_GPU_GROUP || !gs->group || !gs->flags) return;
   int prev = -1;
   if (cudaGetDevice(&prev) != cudaSuccess || cudaSetDevice(gs->device) != cudaSuccess) {
@@ -449,7 +450,7 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
   }
   if (st->flags_launched)
     for (int j = 0; j < st->flags_n; j++) (void)w8a8_tp_write_flag(fn, gs->side, gs->flags + j);
-  /* C also waits for what S enqueued (W8A8_TP_RS_DIRECT's GEMMs store into peers' memory, the one-GEMM
+  /* C also waits for what S enqueued (W8A8_DEV TP_RS_DIRECT's GEMMs store into peers' memory, the one-GEMM
    * all-gather reads peers' scales, the scale push's pack stores into them), so that draining C (the IPC
    * teardown, the workspace re-exchange) covers every access this rank makes to peer memory; then S joins C. */
   if (cudaEventRecord(gs->ev_fork, S) == cudaSuccess) cudaStreamWaitEvent(gs->side, gs->ev_fork, 0);
@@ -461,12 +462,11 @@ static void clean_up_after_error(const char *fn, w8a8_comm *c, const sched_state
 /* rows x width bytes between strided buffers of this GPU on stream st: the copy engine (cudaMemcpy2DAsync), or
  * tp_copy2d on the SMs where a stride is past the copy engine's pitch limit (the API admits strides up to 2^32
  * bytes, cudaMemcpy2DAsync refuses past cudaDevAttrMaxPitch, 2^31 - 1; a refusal after the agreement would leave
- * the NCCL peers waiting for ever). W8A8_TP_COPY2D=1 (read per call, for tests): tp_copy2d always. */
+ * the NCCL peers waiting for ever). W8A8_DEV TP_COPY2D=1 (tests): tp_copy2d always. */
 static w8a8_status copy_rows(const char *fn, w8a8_tp_gpu *gs, void *dst, int64_t ldd, const void *src, int64_t lds,
                              int64_t width, int64_t rows, cudaStream_t st, const char *what) {
   if (rows <= 0 || width <= 0) return W8A8_SUCCESS;
-  const char *e = getenv("W8A8_TP_COPY2D");
-  if (ldd > gs->max_pitch || lds > gs->max_pitch || (e && e[0] == '1')) {
+  if (ldd > gs->max_pitch || lds > gs->max_pitch || w8a8_knob_int(W8A8_KNOB_TP_COPY2D)) {
     gs->last_copy2d++;
     return w8a8_tp_launch_copy2d(dst, ldd, src, lds, width, rows, gs->num_sms, st);
   }
@@ -478,8 +478,7 @@ static w8a8_status copy_rows(const char *fn, w8a8_tp_gpu *gs, void *dst, int64_t
 static bool ag_one_gemm(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, const ag_bufs *g) {
   if (xp == XP_NCCL || c->size < 2 || c->size > W8A8_MM_MAX_READY || p->N <= 0 || p->K <= 0) return false;
   if (!get_write_value()) return false;
-  const char *env = getenv("W8A8_TP_ONE_GEMM");
-  if (env && env[0] == '0') return false;
+  if (!w8a8_knob_int(W8A8_KNOB_TP_ONE_GEMM)) return false;
   w8a8_mm_problem q;
   chunk_problem(p, g, NULL, 0, p->M_total, &q);
   return w8a8_cuda_takes_ready(c->handle, &q) != 0;
@@ -506,19 +505,14 @@ int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt, const int *
   return n;
 }
 
-/* W8A8_TP_AG_PACK: the own-row pack as one kernel (default) or, =0, as the copy engine's 2D copy
- * (read per call, so tests may set it). */
-static bool ag_pack_env(void) {
-  const char *e = getenv("W8A8_TP_AG_PACK");
-  return !(e && e[0] == '0');
-}
+/* W8A8_DEV TP_AG_PACK: the own-row pack as one kernel (default) or, =0, as the copy engine's 2D copy. */
+static bool ag_pack_env(void) { return w8a8_knob_int(W8A8_KNOB_TP_AG_PACK) != 0; }
 
-/* W8A8_TP_AG_PIECES=P: the one-GEMM all-gather pulls each peer's rows (on other GPUs) in up to P pieces of whole
+/* W8A8_DEV TP_AG_PIECES=P: the one-GEMM all-gather pulls each peer's rows (on other GPUs) in up to P pieces of whole
  * token tiles, each with its own ready flag, so that the first peer tiles can start before the whole copy lands.
  * Default 1: P = 2 gained nothing and P = 4 lost, 0.85-0.96x (h200x2-tp-pieces-2026-11-30.txt). */
 static int ag_pieces_env(void) {
-  const char *e = getenv("W8A8_TP_AG_PIECES");
-  const int v = e ? atoi(e) : 1;
+  const int v = (int)w8a8_knob_int(W8A8_KNOB_TP_AG_PIECES);
   return v < 1 ? 1 : v > W8A8_MM_MAX_READY ? W8A8_MM_MAX_READY : v;
 }
 
@@ -554,7 +548,7 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
   return e == cudaSuccess && e2 == cudaSuccess ? 0 : -1;
 }
 
-/* W8A8_TP_AG_PUSH (default 0, the pull: the side stream waits for each peer's pack event, copies its rows in and
+/* W8A8_DEV TP_AG_PUSH (default 0, the pull: the side stream waits for each peer's pack event, copies its rows in and
  * sets this rank's flag for them). 1: the one-GEMM all-gather PUSHES this rank's packed rows into every peer's
  * gathered buffer from its side stream right after its own pack, and sets the peer's ready flag with a stream memory
  * operation on the peer's memory; 2: the same, the copies after the compute stream's pre-launch work (the waits for
@@ -564,7 +558,7 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
  * ag_push takes a call only where no further host barrier is needed: eager calls of the in-process group
  * (XP_GROUP), every rank on a GPU of its own, the peers' flags writable from every rank (push_ok, probed at
  * creation; read after the call's agreement, so every rank sees the same), one chunk per rank
- * (W8A8_TP_AG_PIECES = 1: rank j's chunk is flags[j] on every rank), and every rank with rows: then every flag a
+ * (W8A8_DEV TP_AG_PIECES = 1: rank j's chunk is flags[j] on every rank), and every rank with rows: then every flag a
  * peer sets is waited on by some tile of this call's GEMM, so it has landed before the reset at the end of the call.
  * The flags with push: zero at creation and after every call with flags (reset on S after the join, before
  * ev_done, which a peer's next push waits for through its entry waits: neither a push nor its flag can land before
@@ -573,10 +567,7 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v) {
  * peers' push_wish after the ready barrier), since `flags` rests on each rank's own handle and pointers. Never after
  * a capture without the end-of-call reset (capture_noreset). A failed push call sets its flag in every peer
  * (clean_up_after_error). */
-static int ag_push_env(void) {
-  const char *e = getenv("W8A8_TP_AG_PUSH");
-  return e && e[0] == '1' ? 1 : e && e[0] == '2' ? 2 : 0;
-}
+static int ag_push_env(void) { return (int)w8a8_knob_int(W8A8_KNOB_TP_AG_PUSH); }
 /* mode: ag_push_env's, read once per call */
 static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bool flags, int mode) {
   if (!flags || mode == 0 || xp != XP_GROUP || capture || c->size < 2 || ag_pieces_env() != 1) return false;
@@ -606,7 +597,7 @@ static bool ag_push(const w8a8_comm *c, xport xp, unsigned long long capture, bo
  * Every rank decides the same: eager calls (captured ones too with W8A8_TP_AG_SCALES=2, below) of an in-process
  * group (XP_GROUP, W > 1) where every rank's scales_ok holds (set at creation: the variable, and this GPU's kernels
  * can store into every peer's memory); read after the agreement, which every rank's creation precedes. At most
- * W8A8_TP_SCALE_PEERS + 1 ranks (the kernels' parameter block). As with W8A8_TP_RS_DIRECT: peer access as enabled
+ * W8A8_TP_SCALE_PEERS + 1 ranks (the kernels' parameter block). As with W8A8_DEV TP_RS_DIRECT: peer access as enabled
  * when the group was created; an application that later disables it, or resets a device under a live
  * communicator, must set W8A8_TP_AG_SCALES=0 before creating it (the pack's stores would fault where the copies
  * only became slower). */
@@ -622,7 +613,7 @@ static bool ag_scales_push(const w8a8_comm *c, xport xp, unsigned long long capt
   return true;
 }
 
-/* W8A8_TP_TRACE: a mark of kind k on stream st (eager calls only; a failed record ends the trace). */
+/* W8A8_DEV TP_TRACE: a mark of kind k on stream st (eager calls only; a failed record ends the trace). */
 static void trace(w8a8_tp_gpu *gs, cudaStream_t st, char k, unsigned long long capture) {
   if (!gs->tr_on || capture || gs->tr_n < 0 || gs->tr_n >= TP_TRACE_MAX) return;
   if (cudaEventRecord(gs->tr_ev[gs->tr_n], st) != cudaSuccess) {
@@ -686,7 +677,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   w8a8_mm_ready rd;
   memset(&rd, 0, sizeof rd);
   /* The chunks of the one-GEMM launch (w8a8_tp_ag_pieces): a rank's rows, or pieces of a peer's rows on
-   * another GPU (W8A8_TP_AG_PIECES); first[j]: rank j's first chunk. */
+   * another GPU (W8A8_DEV TP_AG_PIECES); first[j]: rank j's first chunk. */
   int nch = 0, split[W8A8_MM_MAX_READY], chrank[W8A8_MM_MAX_READY], first[W8A8_MM_MAX_READY];
   int64_t chend[W8A8_MM_MAX_READY];
   if (flags) {
@@ -697,7 +688,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   }
   /* Own rows, one scale and zero point per row, into the gathered buffer; and the ready flags (one
    * GEMM, fused), reset before the fork so that the side stream's writes come after. One kernel
-   * (tp_pack) where the rows are 16-byte aligned (else, or with W8A8_TP_AG_PACK=0: the copy engine's 2D copy,
+   * (tp_pack) where the rows are 16-byte aligned (else, or with W8A8_DEV TP_AG_PACK=0: the copy engine's 2D copy,
    * the expand kernel and two memsets). */
   const uint8_t *asrc = (const uint8_t *)p->a;
   /* push: the peers set this rank's flags for their rows (maybe before this point); only the own one here.
@@ -909,7 +900,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   CU(cudaStreamWaitEvent(S, gs->ev_step[0], 0), "cudaStreamWaitEvent (join)");
   trace(gs, S, 'J', capture);
   /* The ready flags back to zero for a push (ag_push): after a push (its peers may push the next call's
-   * rows as soon as this call's end is recorded), and after a pull while W8A8_TP_AG_PUSH is set; a pull
+   * rows as soon as this call's end is recorded), and after a pull while W8A8_DEV TP_AG_PUSH is set; a pull
    * without it leaves them set (flags_dirty: no push until a call resets them). */
   if (flags) {
     const bool want = push || push_mode != 0;
@@ -972,25 +963,14 @@ w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const
  * the rate with both directions busy, 297 GB/s per direction against 336 (h200x2-copy-engine-bw-2026-11-29.txt),
  * and both directions are busy in a reduce-scatter. */
 #define RS_MAX_PIECES 4
-/* W8A8_TP_RS_MIN_ROWS=R: a piece's least rows; unset, the rule below. Rule: pieces of >= 256 rows where this
+/* W8A8_DEV TP_RS_MIN_ROWS=R: a piece's least rows; unset, the rule below. Rule: pieces of >= 256 rows where this
  * rank's K is at most 4096 (the push takes about as long as the GEMM: 70b-o int8 at 1024 tokens on 2 GPUs, 139 us with
  * 1024-row pieces, 101 with 256), >= 1024 otherwise (70b-down: its GEMM is 3.7x its push, and smaller pieces only
  * cost GEMM efficiency); h200x2-tp-rspieces-2026-11-30.txt; K between 4096 and 14336 is unmeasured. Any R >= 1 is
  * correct (the pieces only cut the sender's rows; the receiver reduces whole chunks once they have all landed). */
-static int g_rs_min_rows = -1; /* -1 not read yet, 0 the rule, >= 1 forced */
 static int64_t rs_min_rows(int64_t K) {
-  int v = __atomic_load_n(&g_rs_min_rows, __ATOMIC_RELAXED);
-  if (v < 0) {
-    const char *e = getenv("W8A8_TP_RS_MIN_ROWS");
-    const long r = e ? strtol(e, NULL, 10) : 0;
-    v = r < 1 ? 0 : r > (1L << 30) ? (1 << 30) : (int)r;
-    __atomic_store_n(&g_rs_min_rows, v, __ATOMIC_RELAXED);
-  }
+  const int64_t v = w8a8_knob_int(W8A8_KNOB_TP_RS_MIN_ROWS);
   return v > 0 ? v : K <= 4096 ? 256 : 1024;
-}
-/* Tests: R >= 1 the pieces' least rows, -1 back to W8A8_TP_RS_MIN_ROWS (read on the next call). */
-W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows) {
-  __atomic_store_n(&g_rs_min_rows, rows < 1 ? -1 : rows, __ATOMIC_RELAXED);
 }
 static int rs_pieces(xport xp, int64_t rows, int64_t K) {
   if (xp == XP_NCCL) return 1;
@@ -1001,7 +981,7 @@ static int rs_pieces(xport xp, int64_t rows, int64_t K) {
 W8A8_HIDDEN int w8a8_tp_rs_pieces(int64_t rows, int64_t K) { return rs_pieces(XP_IPC, rows, K); }
 static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
 
-/* W8A8_TP_RS_DIRECT=1 (default 0): the fused reduce-scatter's GEMM of a piece of a peer's rows stores its fp32
+/* W8A8_DEV TP_RS_DIRECT=1 (default 0): the fused reduce-scatter's GEMM of a piece of a peer's rows stores its fp32
  * partials straight into that peer's receive buffer (the epilogue's stores cross NVLink as the tiles finish)
  * instead of into this rank's partial buffer followed by a copy-engine push once the whole piece is done. It lost
  * everywhere, 0.82-0.95x (70b-o int8 at 1024 tokens 138-140 -> 145-147 us; h200x2-tp-rsdirect-2026-11-30.txt),
@@ -1012,17 +992,12 @@ static int64_t piece_begin(int64_t rows, int P, int k) { return rows * k / P; }
  * into the peer's memory (the same GPU, peer access in this process, or an IPC mapping: IPC requires peer access),
  * only fp32 partials (16-bit ones untested on peer memory), only fused calls (the unfused baseline keeps its
  * GEMMs then copies). */
-static int g_rs_direct = -1;
 /* (Peer access as enabled when the group was created: an application that later disables it, or resets
- * the device under a live communicator, must turn W8A8_TP_RS_DIRECT off; the copy-engine push would only
+ * the device under a live communicator, must turn W8A8_DEV TP_RS_DIRECT off; the copy-engine push would only
  * have become slower.) */
 static bool rs_direct_to(const w8a8_comm *c, xport xp, int j, size_t es) {
-  if (es != 4 || xp == XP_NCCL || !w8a8_env_flag(&g_rs_direct, "W8A8_TP_RS_DIRECT", 0)) return false;
+  if (es != 4 || xp == XP_NCCL || !w8a8_knob_int(W8A8_KNOB_TP_RS_DIRECT)) return false;
   return xp == XP_IPC || w8a8_tp_gpu_peer_on(((const w8a8_tp_gpu *)c->gpu)->device, peer(c, j)->device);
-}
-/* Tests: 1 on, 0 off, -1 back to W8A8_TP_RS_DIRECT (read on the next call). */
-W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on) {
-  __atomic_store_n(&g_rs_direct, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
 }
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_direct(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_direct : -1;
@@ -1031,17 +1006,12 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_pushes : -1;
 }
 
-/* W8A8_TP_RS_OWN_WHOLE (default 1): this rank's own rows in ONE GEMM launch, fused and unfused alike (the same
+/* W8A8_DEV TP_RS_OWN_WHOLE (default 1): this rank's own rows in ONE GEMM launch, fused and unfused alike (the same
  * GEMMs: the same bits). The pieces exist so that a peer's partial leaves early; the own rows are not pushed, and
  * cutting them only costs GEMM efficiency (rs_o int8 at 8192 tokens on 2 H200s: fused 580-586 us with 4 own pieces,
  * 542-543 with one launch; h200x2-tp-rsown-2026-11-30.txt). 0: the own rows in pieces as the peers'. */
-static int g_rs_own_whole = -1;
 static int rs_own_pieces(xport xp, int64_t rows, int64_t K) {
-  return w8a8_env_flag(&g_rs_own_whole, "W8A8_TP_RS_OWN_WHOLE", 1) ? 1 : rs_pieces(xp, rows, K);
-}
-/* Tests: 1 on, 0 off, -1 back to W8A8_TP_RS_OWN_WHOLE (read on the next call). */
-W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on) {
-  __atomic_store_n(&g_rs_own_whole, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+  return w8a8_knob_int(W8A8_KNOB_TP_RS_OWN_WHOLE) ? 1 : rs_pieces(xp, rows, K);
 }
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c) {
   return c && c->gpu ? ((const w8a8_tp_gpu *)c->gpu)->last_rs_own : -1;
@@ -1093,7 +1063,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       for (int k = 0; k < P && cnt[j] > 0; k++) {
         const int64_t b0 = piece_begin(cnt[j], P, k), b1 = piece_begin(cnt[j], P, k + 1);
         char *dst = rs_recv(pws, M, N, es) + ((size_t)rs_slot(r, j) * (size_t)(cnt[j] * N) + (size_t)(b0 * N)) * es;
-        if (to_peer) { /* W8A8_TP_RS_DIRECT: the GEMM's epilogue writes the peer's buffer; nothing to push */
+        if (to_peer) { /* W8A8_DEV TP_RS_DIRECT: the GEMM's epilogue writes the peer's buffer; nothing to push */
           w8a8_mm_problem q;
           chunk_problem(p, NULL, part, off[j] + b0, b1 - b0, &q);
           q.out = dst;
@@ -1140,7 +1110,7 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
 #endif
     }
   }
-  /* Stores made by S's GEMMs into peers (W8A8_TP_RS_DIRECT): C waits for them, so that own_ready, recorded
+  /* Stores made by S's GEMMs into peers (W8A8_DEV TP_RS_DIRECT): C waits for them, so that own_ready, recorded
    * on C, covers them as it covers C's pushes (ev_step[0]: the reduce-scatter uses 1..W-1). */
   if (gs->last_rs_direct > 0) {
     CU(cudaEventRecord(gs->ev_step[0], S), "cudaEventRecord (partials stored into peers)");

@@ -1,5 +1,5 @@
 /* tp_gpu.h — GPU tensor parallelism: the GPU state of a communicator, the
- * in-process rank group, and the launchers of src/cuda/tp_kernels.cu.
+ * in-process rank group, and the launchers of src/tp/tp_kernels.cu.
  *
  * Three transports (see docs/TP.md):
  *   GROUP: every rank lives in this process (w8a8_comm_create_local, or an ncclComm_t whose
@@ -46,7 +46,7 @@ typedef struct w8a8_tp_scale_dsts {
   int n;
 } w8a8_tp_scale_dsts;
 
-/* src/cuda/tp_kernels.cu (peers: NULL, or the peers' destinations as above) */
+/* src/tp/tp_kernels.cu (peers: NULL, or the peers' destinations as above) */
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
                                               int32_t *dst_azp, const int32_t *azp, int azp_per_row, int64_t rows,
                                               const w8a8_tp_scale_dsts *peers, cudaStream_t stream);
@@ -65,8 +65,6 @@ W8A8_HIDDEN w8a8_status w8a8_tp_launch_copy2d(void *dst, int64_t ldd, const void
                                               int64_t rows, int num_sms, cudaStream_t stream);
 /* out = round(((q_0 + q_1) + ... + q_{W-1}) + bias) with q_j = (float)srcs->p[j][e]: src_dtype is
  * fp32 (W8A8_TP_PARTIALS_FP32) or out's bf16/fp16 (W8A8_TP_PARTIALS_OUT). */
-/* Test and benchmark hook: the 8-wide reduce kernel on (1), off (0), or as W8A8_TP_REDUCE_VEC says (-1: on unless it is 0). */
-W8A8_HIDDEN void w8a8_tp_set_reduce_vec(int on);
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_reduce(const w8a8_tp_reduce_srcs *srcs, w8a8_dtype src_dtype, int W,
                                               int64_t rows, int64_t N, void *out, int64_t ldo, w8a8_dtype out_dtype,
                                               const void *bias, int num_sms, cudaStream_t stream);
@@ -126,11 +124,11 @@ typedef struct w8a8_tp_gpu {
   unsigned int *flags;
   int last_one_gemm; /* the last all-gather's schedule (w8a8_tp_gpu_last_ag_one_gemm) */
   int last_chunks;   /* its ready table's chunks (one GEMM with flags; else 0) */
-  int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_TP_RS_DIRECT) */
+  int last_rs_direct; /* the last reduce-scatter's pieces stored straight into peers (W8A8_DEV TP_RS_DIRECT) */
   int last_rs_pushes; /* the last reduce-scatter's pieces pushed to peers by the copy engine (direct transports) */
   int last_ag_pack;   /* the last all-gather packed its own rows with tp_pack (w8a8_tp_gpu_last_ag_pack) */
   int last_copy2d;    /* strided copies the last all-gather made with tp_copy2d (w8a8_tp_gpu_last_copy2d) */
-  int last_ag_push;   /* the last all-gather pushed its rows into the peers: W8A8_TP_AG_PUSH's mode (1 / 2), else 0 */
+  int last_ag_push;   /* the last all-gather pushed its rows into the peers: W8A8_DEV TP_AG_PUSH's mode (1 / 2), else 0 */
   bool flags_dirty;   /* flags may be set (a pull call without the end-of-call reset, a failed call): no push */
   bool capture_noreset; /* a captured flags call without the end-of-call reset: its replays may leave flags set */
   bool push_wish;     /* this call's ag_push (read by the peers after the ready barrier: all wish, or none pushes) */
@@ -169,7 +167,7 @@ typedef struct w8a8_tp_gpu {
                             * an exported block before the importers' cudaIpcCloseMemHandle is
                             * undefined behaviour (CUDA runtime API docs) */
   bool leak_device;        /* destroy leaves the device memory and events (a broken IPC communicator) */
-  /* W8A8_TP_TRACE (set when the communicator is created; a development aid, off by default): timing
+  /* W8A8_DEV TP_TRACE (set when the communicator is created; a development aid, off by default): timing
    * events recorded at the steps of each eager call (tp_gpu.c trace()), read by w8a8_tp_gpu_trace. */
   cudaEvent_t tr_ev[TP_TRACE_MAX];
   double tr_host[TP_TRACE_MAX]; /* the host's clock (s) when each mark's record was enqueued */
@@ -197,7 +195,7 @@ W8A8_HIDDEN int w8a8_tp_ag_pieces(int W, const int64_t *off, const int64_t *cnt,
                                   int64_t *end, int *rank);
 /* 1 if the last all-gather of c ran as one GEMM launch with ready flags, 0 per chunk, -1 none. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_one_gemm(const w8a8_comm *c);
-/* Tests: the chunks of the last all-gather's ready table (W, or more with W8A8_TP_AG_PIECES; 0 without
+/* Tests: the chunks of the last all-gather's ready table (W, or more with W8A8_DEV TP_AG_PIECES; 0 without
  * flags), and a poisoned workspace (every byte = v, synchronously on the legacy stream), so that a fused
  * call after an unfused one cannot pass on rows the unfused call left in the gathered buffer. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_chunks(const w8a8_comm *c);
@@ -205,24 +203,20 @@ W8A8_HIDDEN int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v);
 /* Whether a kernel on GPU di may store into GPU dj's memory (comm_gpu.c). */
 W8A8_HIDDEN int w8a8_tp_gpu_peer_on(int di, int dj);
 /* The peers' partials the last reduce-scatter of c stored straight into their receive buffers from its
- * GEMMs' epilogues (W8A8_TP_RS_DIRECT); for the tests. */
+ * GEMMs' epilogues (W8A8_DEV TP_RS_DIRECT); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_direct(const w8a8_comm *c);
-W8A8_HIDDEN void w8a8_tp_set_rs_direct(int on);
-/* The pieces the last reduce-scatter of c pushed to peers with cudaMemcpyAsync (GROUP / IPC transports),
- * and the pieces' least rows (W8A8_TP_RS_MIN_ROWS; rows < 1: back to the variable); for the tests. */
+/* The pieces the last reduce-scatter of c pushed to peers with cudaMemcpyAsync (GROUP / IPC transports;
+ * their least rows: W8A8_DEV TP_RS_MIN_ROWS); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_pushes(const w8a8_comm *c);
-W8A8_HIDDEN void w8a8_tp_set_rs_min_rows(int rows);
-/* The own rows in one GEMM launch (W8A8_TP_RS_OWN_WHOLE, default) or in pieces as the peers' (0); 1 / 0,
- * -1 back to the variable; for the tests. */
-W8A8_HIDDEN void w8a8_tp_set_rs_own_whole(int on);
+/* The own rows' GEMM launches of the last reduce-scatter (one unless W8A8_DEV TP_RS_OWN_WHOLE=0); for the tests. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_rs_own(const w8a8_comm *c);
 /* Tests: 1 if the last all-gather packed its own rows (and reset the ready flags) with the tp_pack kernel, 0
  * if it took the copy engine's path or packed nothing, -1 without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_pack(const w8a8_comm *c);
 /* Tests: how many strided copies the last all-gather made on the SMs (tp_copy2d: a stride past the copy engine's
- * pitch limit, or W8A8_TP_COPY2D=1), -1 without a GPU communicator. */
+ * pitch limit, or W8A8_DEV TP_COPY2D=1), -1 without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_copy2d(const w8a8_comm *c);
-/* Tests: W8A8_TP_AG_PUSH's mode (1 or 2) if the last all-gather pushed this rank's rows into its peers' buffers
+/* Tests: W8A8_DEV TP_AG_PUSH's mode (1 or 2) if the last all-gather pushed this rank's rows into its peers' buffers
  * and set their ready flags (where tp_gpu.c's ag_push takes the call), 0 if it pulled or gathered otherwise, -1
  * without a GPU communicator. */
 W8A8_HIDDEN int w8a8_tp_gpu_last_ag_push(const w8a8_comm *c);
@@ -237,13 +231,13 @@ W8A8_HIDDEN int w8a8_tp_gpu_last_ag_scales(const w8a8_comm *c);
  * (W8A8_TP_AG_SCALES not 0 now, and this GPU's kernels can store into every peer's memory) and scales_capture
  * (scales_ok and the value 2). */
 W8A8_HIDDEN void w8a8_tp_gpu_probe_push(w8a8_comm *c);
-/* W8A8_TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i] and
+/* W8A8_DEV TP_TRACE=1 when c was created: the marks of c's last eager call, in the order recorded: kinds[i] and
  * us[i], microseconds from F (the fork). Both: E the call reached the compute stream (before the wait for the
  * peers' previous calls; before F, so negative), F the fork. AG: K own rows packed and the ready flags reset
  * (negative too), W the side stream starts a peer's copy or push, C a peer chunk (or piece) copied (side stream;
  * a same-GPU peer's on the compute stream before a one-GEMM launch), L the one GEMM's launch is next, G a GEMM
  * done, J joined. RS: G a peer piece's GEMM done (compute stream), P its push done (side stream; none with
- * W8A8_TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the reduction
+ * W8A8_DEV TP_RS_DIRECT's direct stores), O an own piece's GEMM done, A the peers' partials arrived, R the reduction
  * done. Waits for the events (for benchmarks, after the call). Returns the count (0: tracing off or no eager call
  * yet), -1 on a CUDA error. */
 W8A8_HIDDEN int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max);

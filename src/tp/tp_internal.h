@@ -67,7 +67,7 @@ struct w8a8_comm {
   int rank, size;
   bool owns_mpi_init; /* created by w8a8_comm_create_world after it called MPI_Init */
   int fault_inject;   /* tests: TP_FAULT_* for the next fused call (w8a8_tp_test_inject_fault) */
-  int64_t block_rows; /* GEMM rows between progress polls; 0 = auto (env W8A8_TP_BLOCK_ROWS at creation) */
+  int64_t block_rows; /* GEMM rows between progress polls; 0 = auto (env W8A8_DEV TP_BLOCK_ROWS at creation) */
   /* Failure state (tp_fault.c). err_status / err_msg are read by w8a8_comm_get_async_error on any
    * thread, hence the mutex; aborted and timeout_us are set from any thread (atomics). */
   pthread_mutex_t err_mu;

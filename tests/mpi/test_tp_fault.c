@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tp_test.h"
+#include "core/knobs.h"
 
 static double now_s(void) {
   struct timespec t;
@@ -115,11 +116,11 @@ TP_TEST(tp_fault_api) {
     double want;
   } env[] = {{"2.5", 2.5}, {"0", 0.0}, {"abc", 300.0}, {"-3", 300.0}};
   for (size_t i = 0; i < sizeof env / sizeof env[0]; i++) {
-    setenv("W8A8_TP_TIMEOUT_S", env[i].v, 1);
+    w8a8_dev_set("TP_TIMEOUT_S", env[i].v);
     MPI_Comm world = MPI_COMM_WORLD;
     w8a8_comm *d = NULL;
     w8a8_status st = w8a8_comm_create_mpi(&d, g_h, &world);
-    unsetenv("W8A8_TP_TIMEOUT_S");
+    w8a8_dev_set("TP_TIMEOUT_S", NULL);
     REQUIRE(st == W8A8_SUCCESS, "create: %s", w8a8_last_error());
     REQUIRE_OK(w8a8_comm_get_timeout(d, &t));
     CHECK(t == env[i].want, "W8A8_TP_TIMEOUT_S=%s: timeout %g, want %g", env[i].v, t, env[i].want);
@@ -349,12 +350,12 @@ TP_TEST(tp_fault_create_with_bad_comm) {
   for (int v = 0; v < 2; v++) {
     MPI_Comm tmp = MPI_COMM_NULL, null = MPI_COMM_NULL;
     REQUIRE(MPI_Comm_dup(MPI_COMM_WORLD, &tmp) == MPI_SUCCESS, "MPI_Comm_dup");
-    setenv("W8A8_TP_TIMEOUT_S", "1", 1);
+    w8a8_dev_set("TP_TIMEOUT_S", "1");
     w8a8_comm *c = (w8a8_comm *)(uintptr_t)1;
     const double t0 = now_s();
     w8a8_status st = w8a8_comm_create_mpi(&c, g_h, g_rank == bad ? (v ? NULL : &null) : &tmp);
     const double dt = now_s() - t0;
-    unsetenv("W8A8_TP_TIMEOUT_S");
+    w8a8_dev_set("TP_TIMEOUT_S", NULL);
     if (g_rank == bad)
       CHECK(st == (v ? W8A8_ERROR_NULL_POINTER : W8A8_ERROR_INVALID_VALUE) && dt < 0.5, "bad rank: %s after %.2f s",
             w8a8_status_name(st), dt);
@@ -412,10 +413,10 @@ TP_TEST(tp_fault_overlap_auto) {
     CHECK(w8a8_tp_last_fuse(c) == -1, "a failed call ran a schedule");
   }
   /* W8A8_TP_OVERLAP_MIN_M at creation sets every crossover */
-  setenv("W8A8_TP_OVERLAP_MIN_M", "0", 1);
+  w8a8_dev_set("TP_OVERLAP_MIN_M", "0");
   w8a8_comm *d = NULL;
   w8a8_status st = w8a8_comm_create_mpi(&d, g_h, &world);
-  unsetenv("W8A8_TP_OVERLAP_MIN_M");
+  w8a8_dev_set("TP_OVERLAP_MIN_M", NULL);
   REQUIRE(st == W8A8_SUCCESS, "create: %s", w8a8_last_error());
   CHECK(w8a8_tp_crossover(d, TP_OP_AG) == 0 && w8a8_tp_crossover(d, TP_OP_RS) == 0, "W8A8_TP_OVERLAP_MIN_M=0");
   REQUIRE_OK(w8a8_comm_destroy(d));

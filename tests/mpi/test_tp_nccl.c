@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "tp_test.h"
+#include "core/knobs.h"
 
 #if !defined(W8A8_HAVE_CUDA) || !defined(W8A8_HAVE_NCCL)
 TP_TEST(tp_nccl_not_built) { SKIP("built without CUDA or NCCL"); }
@@ -59,18 +60,14 @@ typedef struct genv {
   w8a8_comm *comm;
 } genv;
 
-/* Set W8A8_TP_IPC for the creation only (ipc: "1", else "0"); the caller's value comes back after. */
+/* TP_IPC for the creation only (ipc: 1, else 0); the environment's value comes back after. */
 static void ipc_env(int ipc, char *saved, size_t n, bool *had) {
-  const char *v = getenv("W8A8_TP_IPC");
-  *had = v != NULL;
-  snprintf(saved, n, "%s", v ? v : "");
-  setenv("W8A8_TP_IPC", ipc ? "1" : "0", 1);
+  (void)saved, (void)n, (void)had;
+  w8a8_dev_set_int("TP_IPC", ipc ? 1 : 0);
 }
 static void ipc_env_restore(const char *saved, bool had) {
-  if (had)
-    setenv("W8A8_TP_IPC", saved, 1);
-  else
-    unsetenv("W8A8_TP_IPC");
+  (void)saved, (void)had;
+  w8a8_dev_set("TP_IPC", NULL);
 }
 
 /* 1: ready; 0: skip (why set, same decision on every rank); -1: failed (every rank). */

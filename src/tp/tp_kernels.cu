@@ -17,9 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.cuh"
-#include "cuda_backend.h"
-#include "tp/tp_gpu.h"
+#include "../core/knobs.h"
+#include "../cuda/common.cuh"
+#include "../cuda/cuda_backend.h"
+#include "tp_gpu.h"
 
 // One scale (and zero point) per row, grid-stride: tp_expand's body, and tp_pack's. Each row's values go to
 // the own gathered buffer and, where the all-gather pushes its scales (W8A8_TP_AG_SCALES, tp_gpu.c), to every
@@ -166,7 +167,7 @@ __global__ void tp_reduce_kernel(w8a8_tp_reduce_srcs srcs, int src_dtype, int W,
 }
 
 // The same sum, 8 consecutive elements of a row per thread; the default (rs_o -12%, rs_down -5% in the
-// TP = 2 layer stack at 8192 tokens, h200x2-tp-stack-2026-11-29-s5-reduce-vec.txt; W8A8_TP_REDUCE_VEC=0
+// TP = 2 layer stack at 8192 tokens, h200x2-tp-stack-2026-11-29-s5-reduce-vec.txt; W8A8_DEV TP_REDUCE_VEC=0
 // keeps the scalar kernel). The scalar kernel above divides a 64-bit
 // index per element and branches on the dtypes per element; this one divides once per 8 elements,
 // has the dtypes as template constants, and moves 16 or 32 bytes per load and 16 per 16-bit store.
@@ -214,11 +215,8 @@ __global__ void tp_reduce8_kernel(w8a8_tp_reduce_srcs srcs, int W, int64_t rows,
   }
 }
 
-static int g_reduce_vec = -1;  // -1: not read yet (W8A8_TP_REDUCE_VEC), 0 scalar kernel, 1 the 8-wide one
-extern "C" W8A8_HIDDEN void w8a8_tp_set_reduce_vec(int on) {
-  __atomic_store_n(&g_reduce_vec, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
-static int reduce_vec(void) { return w8a8_env_flag(&g_reduce_vec, "W8A8_TP_REDUCE_VEC", 1); }
+// W8A8_DEV TP_REDUCE_VEC: 1 (default) the 8-wide kernel where it applies, 0 the scalar one
+static int reduce_vec(void) { return (int)w8a8_knob_int(W8A8_KNOB_TP_REDUCE_VEC); }
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 template <int SRC, int OUT>
