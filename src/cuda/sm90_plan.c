@@ -226,7 +226,7 @@ static sm90_plan plan_deep80(const w8a8_mm_problem *p, const sm90_caps *caps) {
  * 128 x 64 tile stays faster; h200-session21-2026-12-01.txt). */
 static sm90_plan plan_deep256(const w8a8_mm_problem *p, const sm90_caps *caps) {
   sm90_plan none = {-1, 1};
-  if (p->M <= 96 || p->M > 192 || p->ready) return none;
+  if (p->M <= 96 || p->M > 192) return none;
   const int kblocks = kblocks_of(p);
   if (kblocks < 32 || (p->M <= 128 && p->in_dtype == W8A8_DTYPE_INT8 && kblocks < 64)) return none;
   const long long tiles = weight_tiles(p), token_tiles = (p->M + 63) / 64;
@@ -241,7 +241,7 @@ static sm90_plan plan_deep256(const w8a8_mm_problem *p, const sm90_caps *caps) {
  * 1, at K = 2048 and at 81..96 tokens with K = 4096 it lost (h200-session18-2026-11-30.txt). */
 static sm90_plan plan_wide_swap(const w8a8_mm_problem *p, const sm90_caps *caps) {
   sm90_plan none = {-1, 1};
-  if (p->ready || p->M <= 64 || (p->M > 96 && p->M <= 128) || p->M > 192) return none;
+  if (p->M <= 64 || (p->M > 96 && p->M <= 128) || p->M > 192) return none;
   const int kblocks = kblocks_of(p);
   if (kblocks < (p->M > 80 && p->M <= 96 ? 56 : 32)) return none;
   const long long token_tiles = p->M <= 96 ? 1 : 2, rows = (p->M + token_tiles - 1) / token_tiles;
@@ -260,7 +260,7 @@ static sm90_plan plan_wide_swap(const w8a8_mm_problem *p, const sm90_caps *caps)
  * Unmeasured under W8A8_FP8_ACCUM_FAST. */
 static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->ready || p->M <= SM90_BM || p->M > 160) return none;
+  if (p->M <= SM90_BM || p->M > 160) return none;
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t wtiles = weight_tiles(p);
   if ((int8 && p->azp_mode != W8A8_AZP_NONE) || !w8a8_sm90_quad_store_ok(p) || 4 * wtiles < 3 * (int64_t)num_sms ||
@@ -279,7 +279,7 @@ static sm90_plan plan_single_swap(const w8a8_mm_problem *p, int num_sms) {
  * W8A8_FP8_ACCUM_FAST. */
 static sm90_plan plan_pair_swap(const w8a8_mm_problem *p, int num_sms) {
   sm90_plan none = {-1, 1};
-  if (p->in_dtype == W8A8_DTYPE_INT8 || p->ready || p->M <= SM90_BM || p->M > 192) return none;
+  if (p->in_dtype == W8A8_DTYPE_INT8 || p->M <= SM90_BM || p->M > 192) return none;
   const int64_t wtiles = weight_tiles(p);
   if (!w8a8_sm90_quad_store_ok(p) || 2 * wtiles > (int64_t)num_sms || kblocks_of(p) < 32) return none;
   sm90_plan pl = {p->M <= 160 ? SM90_CFG_FP8_SWAP_N80_PS : SM90_CFG_FP8_SWAP_N96_PS, 1};
@@ -322,7 +322,6 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   static const int wide2r[] = {112, 128, 144, 160, 176};
 #define SKINNY_TILE(L, M) smallest_tile(L, (int)(sizeof L / sizeof L[0]), M)
   sm90_plan pl = {-1, 1};
-  if (p->ready) return pl;
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t wt = (p->N + SM90_SKINNY_BM - 1) / SM90_SKINNY_BM;
   const int64_t kblocks = kblocks_of(p);
@@ -363,122 +362,173 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   return pl;
 }
 
-static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
-  const int num_sms = caps->num_sms;
+/* The 128 x 128 tile with K split over a cluster until one wave fills the SMs, where few weight tiles meet a long
+ * K: up to 128 tokens on <= 32 weight tiles with >= 64 K-blocks (8b-down 42.9 -> 33.8 us; with a shorter K the
+ * split's fixed cost lost, h200-torch-compare-2026-11-29-v3.md), and at 129..256 tokens on <= 64 weight tiles with
+ * >= 96 K-blocks (8b-down 1.03-1.34x; with 64 K-blocks it lost, h200-sm90-tail-twins-2026-11-30.txt). The partial
+ * token tile then goes to the twin (apply_tail). */
+static sm90_plan rule_split_k(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1};
   const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  const int narrow = int8 ? SM90_CFG_INT8_128X64 : SM90_CFG_FP8_128X64_PROMOTE; /* the 128 x 64 tile */
-  /* The rules in order: plan_skinny (1..144 tokens; the wide tiles up to 528), the deep ring at 1..64 tokens
-   * (plan_deep16, plan_deep), plan_small where those decline up to 32 tokens or where the weight tiles outnumber the
-   * SMs (up to SWAP64_MAX), the rules for 65..256 tokens, then the 128 x 256 / 192 / 160 / 128 pick by wave fill.
-   * What none of them takes at 33..128 tokens gets one 128-row token tile: no step at 64 -> 65
-   * (h200-sm90-2026-11-29.md, h200x2-sm90-ab-2026-11-29-s4.txt). */
   const int64_t tiles128 = ((p->M + 127) / 128) * ((p->N + 127) / 128);
   const int kblocks_all = kblocks_of(p);
-  if (p->M <= 528) { /* (above 144 tokens only the wide fp8 tiles) */
-    const sm90_plan pl = plan_skinny(p, num_sms);
-    if (pl.config >= 0) return pl;
-  }
-  if (p->M <= 16) {
-    const sm90_plan pl = plan_deep16(p, caps);
-    return pl.config >= 0 ? pl : plan_small(p, num_sms);
-  }
-  if (p->M <= 64) {
-    const sm90_plan pl = plan_deep(p, caps);
-    if (pl.config >= 0) return pl;
-  }
-  if (p->M <= 32) return plan_small(p, num_sms);
-  if (p->M <= SWAP64_MAX && !p->ready && kblocks_all >= 16 && weight_tiles(p) > num_sms &&
-      weight_tiles(p) <= 2 * (int64_t)num_sms)
-    return plan_small(p, num_sms);
-  if (p->M <= 96) {
-    const sm90_plan pl = plan_wide_swap(p, caps);
-    if (pl.config >= 0) return pl;
-  }
-  {
-    const sm90_plan pl = plan_deep80(p, caps);
-    if (pl.config >= 0) return pl;
-  }
-  {
-    const sm90_plan pl = plan_deep256(p, caps);
-    if (pl.config >= 0) return pl;
-  }
-  if (p->M > 128) {
-    const sm90_plan pl = plan_wide_swap(p, caps);
-    if (pl.config >= 0) return pl;
-  }
-  {
-    const sm90_plan pl = plan_single_swap(p, num_sms);
-    if (pl.config >= 0) return pl;
-  }
-  {
-    const sm90_plan pl = plan_pair_swap(p, num_sms);
-    if (pl.config >= 0) return pl;
-  }
-  /* The 128 x 128 tile with K split over a cluster until one wave fills the SMs, where few weight tiles meet a long
-   * K: up to 128 tokens on <= 32 weight tiles with >= 64 K-blocks (8b-down 42.9 -> 33.8 us; with a shorter K the
-   * split's fixed cost lost, h200-torch-compare-2026-11-29-v3.md), and at 129..256 tokens on <= 64 weight tiles with
-   * >= 96 K-blocks (8b-down 1.03-1.34x; with 64 K-blocks it lost, h200-sm90-tail-twins-2026-11-30.txt). The partial
-   * token tile then goes to the twin (apply_tail). */
   const int split256 = p->M > 128 && p->M <= 256 && tiles128 <= 64 && kblocks_all >= 96;
-  if (((p->M <= 128 && tiles128 <= 32) || split256) && kblocks_all >= 64) {
-    sm90_plan pl = {int8 ? SM90_CFG_INT8_128X128_SPLITK : SM90_CFG_FP8_128X128_PROMOTE_SPLITK, 1};
-    for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
-      if (kblocks_all / s < 4) break; /* keep each CTA's share of K worth its fixed cost */
-      long long slots = (long long)w8a8_sm90_clusters(caps, pl.config, s) * s;
-      if (tiles128 * s > slots) break; /* one wave */
-      pl.split = s;
-    }
-    if (pl.split > 1) return pl;
+  if (!((p->M <= 128 && tiles128 <= 32) || split256) || kblocks_all < 64) return none;
+  sm90_plan pl = {int8 ? SM90_CFG_INT8_128X128_SPLITK : SM90_CFG_FP8_128X128_PROMOTE_SPLITK, 1};
+  for (int s = 2; s <= SM90_MAX_SPLIT; s++) {
+    if (kblocks_all / s < 4) break; /* keep each CTA's share of K worth its fixed cost */
+    long long slots = (long long)w8a8_sm90_clusters(caps, pl.config, s) * s;
+    if (tiles128 * s > slots) break; /* one wave */
+    pl.split = s;
   }
-  /* 89..128 tokens (one 128-row tile, at most 39 rows out of bounds) with at most SMs / 2 weight tiles of 128: the
-   * 128 x 64 tile (twice the CTAs, still one wave), with K <= 4096 (1.3x at 128 tokens,
-   * h200-sm90-timeline-2026-11-29.txt) and from 104 tokens with any K (70b-down-tp4 1.12-1.19x at 104..128; it lost
-   * at 96..101, h200-sm90-session13-2026-11-30.txt). Unmeasured at 89..95 tokens, and with K above 4096 where the
-   * split-K rule above declined. */
-  if (p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= num_sms && (kblocks_all <= 32 || p->M >= 104)) {
-    const sm90_plan pl = {narrow, 1};
-    return pl;
-  }
-  /* 193..256 tokens: the same 128 x 64 tile where its two token tiles still fit one wave (2 x N / 64 <= SMs) with
-   * <= 32 K-blocks, where the second token tile holds more than 64 rows: 1.21-1.24x at 256 tokens, even at 192,
-   * 0.95-0.99x at 129 (h200-sm90-rules-2026-11-30.txt). */
-  if (p->M > 192 && p->M <= 256 && 2 * ((p->N + 63) / 64) <= num_sms && kblocks_all <= 32) {
-    const sm90_plan pl = {narrow, 1};
-    return pl;
-  }
-  /* 128 x 256 unless the 128 x 128 tile fills the SMs clearly better (few tiles); fp8 too (fp8_128x256_promote):
-   * 1.08-1.23x where this rule picks it, slower where it keeps the 128 x 128 tile (h200x2-sm90-ab-2026-11-29-s4.txt). */
+  return pl.split > 1 ? pl : none;
+}
+
+/* 89..128 tokens (one 128-row tile, at most 39 rows out of bounds) with at most SMs / 2 weight tiles of 128: the
+ * 128 x 64 tile (twice the CTAs, still one wave), with K <= 4096 (1.3x at 128 tokens,
+ * h200-sm90-timeline-2026-11-29.txt) and from 104 tokens with any K (70b-down-tp4 1.12-1.19x at 104..128; it lost
+ * at 96..101, h200-sm90-session13-2026-11-30.txt). Unmeasured at 89..95 tokens, and with K above 4096 where the
+ * split-K rule above declined. */
+static sm90_plan rule_narrow128(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1}, narrow = {p->in_dtype == W8A8_DTYPE_INT8 ? SM90_CFG_INT8_128X64
+                                                                         : SM90_CFG_FP8_128X64_PROMOTE, 1};
+  const int ok = p->M > 88 && p->M <= 128 && 2 * ((p->N + 127) / 128) <= caps->num_sms &&
+                 (kblocks_of(p) <= 32 || p->M >= 104);
+  return ok ? narrow : none;
+}
+
+/* 193..256 tokens: the same 128 x 64 tile where its two token tiles still fit one wave (2 x N / 64 <= SMs) with
+ * <= 32 K-blocks, where the second token tile holds more than 64 rows: 1.21-1.24x at 256 tokens, even at 192,
+ * 0.95-0.99x at 129 (h200-sm90-rules-2026-11-30.txt). */
+static sm90_plan rule_narrow256(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1}, narrow = {p->in_dtype == W8A8_DTYPE_INT8 ? SM90_CFG_INT8_128X64
+                                                                         : SM90_CFG_FP8_128X64_PROMOTE, 1};
+  const int ok = p->M > 192 && p->M <= 256 && 2 * ((p->N + 63) / 64) <= caps->num_sms && kblocks_of(p) <= 32;
+  return ok ? narrow : none;
+}
+
+/* 128 x 256 unless the 128 x 128 tile fills the SMs clearly better (few tiles); fp8 too (fp8_128x256_promote):
+ * 1.08-1.23x where this rule picks it, slower where it keeps the 128 x 128 tile (h200x2-sm90-ab-2026-11-29-s4.txt). */
+/* fp8 always promotes (PRECISE): QGMMA's own accumulation over the whole K range measured an error of 1.1e-3 of
+ * sum|a||b| at K = 429 on random e4m3 data (docs/HOPPER.md), growing with K, where promotion keeps it to one
+ * 128-deep block's truncation. fp8_128x256 (fast accumulation) is what W8A8_FP8_ACCUM_FAST maps the wide tile to
+ * (apply_fp8_accum). */
+static sm90_plan rule_wave_fill(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8;
   const int64_t tm = (p->M + 127) / 128;
-  const int64_t t256 = tm * ((p->N + 255) / 256), t128 = tm * ((p->N + 127) / 128);
-  const double e256 = wave_share(t256, num_sms);
-  const double e128 = wave_share(t128, num_sms);
-  const int wide = e256 >= e128 * 0.9;
-  /* fp8 always promotes (PRECISE): QGMMA's own accumulation over the whole K range measured an error of 1.1e-3 of
-   * sum|a||b| at K = 429 on random e4m3 data (docs/HOPPER.md), growing with K, where promotion keeps it to one
-   * 128-deep block's truncation. fp8_128x256 (fast accumulation) is what W8A8_FP8_ACCUM_FAST maps the wide tile to
-   * (apply_fp8_accum). */
-  int ci = int8 ? (wide ? SM90_CFG_INT8_128X256 : SM90_CFG_INT8_128X128)
-                : (wide ? SM90_CFG_FP8_128X256_PROMOTE : SM90_CFG_FP8_128X128_PROMOTE);
-  /* WIDE192: the 128 x 192 tile where its share of the SMs' work, counting the last column tile's empty columns,
-   * beats the pick above's by 10% (70b-qkv-tp4 at 1024 tokens: 0.81 of one wave against 0.61): 1.15-1.29x there
-   * (h200-sm90-session16-2026-11-30.txt). Not with ready flags. fp8's tile promotes its halves through alternating
-   * temporaries (fp8_128x192_promote_hdb: 1.04-1.08x over plain halves, h200-session21-2026-12-01.txt). */
-  if (!p->ready) {
-    const int64_t n192 = (p->N + 191) / 192, t192 = tm * n192;
-    const double e192 = wave_share(t192, num_sms) * ((double)p->N / (double)(n192 * 192));
-    const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
-    const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
-    if (e192 > ew * 1.1) ci = int8 ? SM90_CFG_INT8_128X192 : SM90_CFG_FP8_128X192_PROMOTE_HDB;
-    /* WIDE160: the 128 x 160 tile likewise where its share beats the pick so far by 10%, on at most two waves of
-     * its tiles (at 13 waves it lost, 70b-gateup-tp4 2400 tokens): int8 1.12-1.18x, fp8 1.04-1.06x at 70b-qkv-tp4
-     * 1024 / 2048 tokens (h200-session28-2026-12-02.txt), 1.02-1.15x on other N (h200-session29-2026-12-02.txt). */
-    const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
-    const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
-    if (t160 <= 2 * (int64_t)num_sms && e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1)
-      ci = int8 ? SM90_CFG_INT8_128X160 : SM90_CFG_FP8_128X160_PROMOTE_HDB;
-  }
-  const sm90_plan pl = {ci, 1};
+  const int wide = wave_share(tm * ((p->N + 255) / 256), caps->num_sms) >=
+                   wave_share(tm * ((p->N + 127) / 128), caps->num_sms) * 0.9;
+  const sm90_plan pl = {int8 ? (wide ? SM90_CFG_INT8_128X256 : SM90_CFG_INT8_128X128)
+                             : (wide ? SM90_CFG_FP8_128X256_PROMOTE : SM90_CFG_FP8_128X128_PROMOTE), 1};
   return pl;
+}
+
+/* WIDE192: the 128 x 192 tile where its share of the SMs' work, counting the last column tile's empty columns,
+ * beats the pick above's by 10% (70b-qkv-tp4 at 1024 tokens: 0.81 of one wave against 0.61): 1.15-1.29x there
+ * (h200-sm90-session16-2026-11-30.txt). Not with ready flags. fp8's tile promotes its halves through alternating
+ * temporaries (fp8_128x192_promote_hdb: 1.04-1.08x over plain halves, h200-session21-2026-12-01.txt). */
+/* WIDE160: the 128 x 160 tile likewise where its share beats the pick so far by 10%, on at most two waves of
+ * its tiles (at 13 waves it lost, 70b-gateup-tp4 2400 tokens): int8 1.12-1.18x, fp8 1.04-1.06x at 70b-qkv-tp4
+ * 1024 / 2048 tokens (h200-session28-2026-12-02.txt), 1.02-1.15x on other N (h200-session29-2026-12-02.txt). */
+static sm90_plan rule_wide_n(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1};
+  const int int8 = p->in_dtype == W8A8_DTYPE_INT8, num_sms = caps->num_sms;
+  const int64_t tm = (p->M + 127) / 128;
+  const double e256 = wave_share(tm * ((p->N + 255) / 256), num_sms), e128 = wave_share(tm * ((p->N + 127) / 128), num_sms);
+  const int wide = e256 >= e128 * 0.9; /* rule_wave_fill's pick, its share counting the empty columns */
+  const int64_t wn = wide ? 256 : 128, nw = (p->N + wn - 1) / wn;
+  const double ew = (wide ? e256 : e128) * ((double)p->N / (double)(nw * wn));
+  const int64_t n192 = (p->N + 191) / 192, t192 = tm * n192;
+  const double e192 = wave_share(t192, num_sms) * ((double)p->N / (double)(n192 * 192));
+  const int64_t n160 = (p->N + 159) / 160, t160 = tm * n160;
+  const double e160 = wave_share(t160, num_sms) * ((double)p->N / (double)(n160 * 160));
+  if (t160 <= 2 * (int64_t)num_sms && e160 > (e192 > ew * 1.1 ? e192 : ew) * 1.1) {
+    const sm90_plan pl = {int8 ? SM90_CFG_INT8_128X160 : SM90_CFG_FP8_128X160_PROMOTE_HDB, 1};
+    return pl;
+  }
+  if (e192 > ew * 1.1) {
+    const sm90_plan pl = {int8 ? SM90_CFG_INT8_128X192 : SM90_CFG_FP8_128X192_PROMOTE_HDB, 1};
+    return pl;
+  }
+  return none;
+}
+
+/* ---- the decision ------------------------------------------------------------------------------------------ */
+
+/* The rules' M ranges, where their functions above leave them to the order. */
+static sm90_plan rule_skinny(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1};
+  return p->M <= 528 ? plan_skinny(p, caps->num_sms) : none; /* (above 144 tokens only the wide fp8 tiles) */
+}
+static sm90_plan rule_tiny(const w8a8_mm_problem *p, const sm90_caps *caps) { /* 1..16: deep, else plain */
+  const sm90_plan none = {-1, 1};
+  if (p->M > 16) return none;
+  const sm90_plan pl = plan_deep16(p, caps);
+  return pl.config >= 0 ? pl : plan_small(p, caps->num_sms);
+}
+static sm90_plan rule_deep(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1};
+  return p->M > 16 && p->M <= 64 ? plan_deep(p, caps) : none;
+}
+static sm90_plan rule_small(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1};
+  return p->M > 16 && p->M <= 32 ? plan_small(p, caps->num_sms) : none;
+}
+static sm90_plan rule_swap64(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1};
+  const int64_t wt = weight_tiles(p);
+  const int ok = p->M > 32 && p->M <= SWAP64_MAX && kblocks_of(p) >= 16 && wt > caps->num_sms &&
+                 wt <= 2 * (int64_t)caps->num_sms;
+  return ok ? plan_small(p, caps->num_sms) : none;
+}
+static sm90_plan rule_wide_swap1(const w8a8_mm_problem *p, const sm90_caps *caps) { /* one token tile */
+  const sm90_plan none = {-1, 1};
+  return p->M <= 96 ? plan_wide_swap(p, caps) : none;
+}
+static sm90_plan rule_wide_swap2(const w8a8_mm_problem *p, const sm90_caps *caps) { /* two, after plan_deep256 */
+  const sm90_plan none = {-1, 1};
+  return p->M > 128 ? plan_wide_swap(p, caps) : none;
+}
+static sm90_plan rule_single_swap(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  return plan_single_swap(p, caps->num_sms);
+}
+static sm90_plan rule_pair_swap(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  return plan_pair_swap(p, caps->num_sms);
+}
+
+/* A rule plans p or declines (config -1); the first that plans wins. with_ready: whether the rule also plans a
+ * launch whose A rows arrive while it runs (the fused all-gather's one launch, p->ready). The others were
+ * measured without arriving rows, or their tiles cannot wait for them (the skinny kernel). */
+typedef struct plan_rule {
+  const char *name;
+  sm90_plan (*fn)(const w8a8_mm_problem *p, const sm90_caps *caps);
+  int with_ready;
+} plan_rule;
+
+/* The rules in order: plan_skinny (1..144 tokens; the wide tiles up to 528), the deep ring at 1..64 tokens
+ * (plan_deep16, plan_deep), plan_small where those decline up to 32 tokens or where the weight tiles outnumber the
+ * SMs (up to SWAP64_MAX), the rules for 65..256 tokens, then the 128 x 256 / 192 / 160 / 128 pick by wave fill.
+ * What none of them takes at 33..128 tokens gets one 128-row token tile: no step at 64 -> 65
+ * (h200-sm90-2026-11-29.md, h200x2-sm90-ab-2026-11-29-s4.txt). */
+static const plan_rule RULES[] = {
+    {"skinny", rule_skinny, 0},           {"tiny", rule_tiny, 1},
+    {"deep", rule_deep, 1},               {"small", rule_small, 1},
+    {"swap64", rule_swap64, 0},           {"wide_swap1", rule_wide_swap1, 0},
+    {"deep80", plan_deep80, 1},           {"deep256", plan_deep256, 0},
+    {"wide_swap2", rule_wide_swap2, 0},   {"single_swap", rule_single_swap, 0},
+    {"pair_swap", rule_pair_swap, 0},     {"split_k", rule_split_k, 1},
+    {"narrow128", rule_narrow128, 1},     {"narrow256", rule_narrow256, 1},
+    {"wide_n", rule_wide_n, 0},           {"wave_fill", rule_wave_fill, 1},
+};
+
+static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
+  const sm90_plan none = {-1, 1};
+  for (size_t i = 0; i < sizeof RULES / sizeof RULES[0]; i++) {
+    if (p->ready && !RULES[i].with_ready) continue;
+    const sm90_plan pl = RULES[i].fn(p, caps);
+    if (pl.config >= 0) return pl;
+  }
+  return none; /* (unreachable: rule_wave_fill always plans) */
 }
 
 /* ---- the post-passes: twins of the planned tile -------------------------------------------------------- */
@@ -488,8 +538,9 @@ static sm90_plan plan(const w8a8_mm_problem *p, const sm90_caps *caps) {
  * kept for the small gain. Not with ready flags (all-gather + GEMM keeps the plain tiles), nor with the
  * weights-constant hint (multicast tiles do not take it; unmeasured against it). Runs after apply_fp8_accum: under
  * FAST the wide fp8 tile is fp8_128x256 already, which has no twin. */
-static void apply_mc2m(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_plan *pl) {
-  if (pl->config < 0 || p->M <= 128 || p->M >= 256 || p->ready || o->weights_constant) return;
+static void apply_mc2m(const sm90_plan_opts *o, const sm90_caps *caps, const w8a8_mm_problem *p, sm90_plan *pl) {
+  (void)caps;
+  if (pl->config < 0 || p->M <= 128 || p->M >= 256 || o->weights_constant) return;
   static const int twins[][2] = {{SM90_CFG_INT8_128X128, SM90_CFG_INT8_128X128_MC2},
                                  {SM90_CFG_INT8_128X256, SM90_CFG_INT8_128X256_MC2},
                                  {SM90_CFG_FP8_128X128_PROMOTE, SM90_CFG_FP8_128X128_PROMOTE_MC2},
@@ -602,7 +653,8 @@ tail_boxes w8a8_sm90_tail_plan(const sm90_config *c, int64_t token_rows, int mod
  * Below that the TMA fill of the missing rows cost nothing measurable while the twin's extra box per stage did
  * (8b-o at 129 tokens: 13.0 -> 14.1 us); at 96 CTAs and more the tail won everywhere measured
  * (h200-sm90-tail-twins-2026-11-30.txt). */
-static void apply_tail(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_plan *pl, int num_sms) {
+static void apply_tail(const sm90_plan_opts *o, const sm90_caps *caps, const w8a8_mm_problem *p, sm90_plan *pl) {
+  const int num_sms = caps->num_sms;
   /* Only under tail_plan's rule (mode 1): with the tail off or a test mode the twin would run without it. */
   if (pl->config < 0 || w8a8_sm90_tail_mode() != 1) return;
   /* (where the plan's tile takes the shift, its twin would run without boxes, its TAIL code for nothing) */
@@ -623,7 +675,8 @@ static void apply_tail(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_p
 /* w8a8_set_fp8_accum(W8A8_FP8_ACCUM_FAST): the promoting 128 x 256 fp8 tile becomes the
  * fast-accumulation one (the same tile and pipeline without the per-K-block promotion). Other
  * configurations have no fast twin and keep promoting. */
-static void apply_fp8_accum(const sm90_plan_opts *o, sm90_plan *pl) {
+static void apply_fp8_accum(const sm90_plan_opts *o, const sm90_caps *caps, const w8a8_mm_problem *p, sm90_plan *pl) {
+  (void)caps, (void)p;
   if (o->fp8_accum != W8A8_FP8_ACCUM_FAST || pl->config < 0) return;
   if (pl->config == SM90_CFG_FP8_128X256_PROMOTE) pl->config = SM90_CFG_FP8_128X256;
 }
@@ -657,7 +710,7 @@ int w8a8_sm90_sk_plain(int ci) { return twin_of(ci, 0, SM90_STREAMK); }
  * with ready flags (the twin does not wait for arriving rows) nor the weights-constant hint (the twin does not
  * preload). */
 static void apply_sk(const sm90_plan_opts *o, const sm90_caps *caps, const w8a8_mm_problem *p, sm90_plan *pl) {
-  if (pl->config < 0 || p->ready || o->weights_constant || p->M <= 128) return;
+  if (pl->config < 0 || o->weights_constant || p->M <= 128) return;
   const int to = twin_of(pl->config, SM90_STREAMK, SM90_MC2);
   sm90_sk_plan k;
   if (to < 0 || !w8a8_sm90_sk_fits(o, caps, to, p, &k) || k.units == 0 || k.per_tile < 3) return;
@@ -685,14 +738,26 @@ static int tuned_plan(const sm90_plan_opts *o, const w8a8_mm_problem *p, sm90_pl
  * the token-tail twin where a token tile is partial (apply_tail, tuned plans included), and the stream-K
  * twin where its rule takes the plain 128 x 128 tile (apply_sk, tuned plans included: the tuner times the
  * plain tile, and the rule was measured against it). */
+/* The post-passes in order, as the rules: with_ready as plan_rule's; tuned: whether it also applies to a tuning
+ * table's plan. */
+typedef struct plan_pass {
+  const char *name;
+  void (*fn)(const sm90_plan_opts *o, const sm90_caps *caps, const w8a8_mm_problem *p, sm90_plan *pl);
+  int with_ready, tuned;
+} plan_pass;
+static const plan_pass PASSES[] = {
+    {"fp8_accum", apply_fp8_accum, 1, 1},
+    {"mc2m", apply_mc2m, 0, 0},
+    {"tail", apply_tail, 1, 1},
+    {"stream_k", apply_sk, 0, 1},
+};
+
 sm90_plan w8a8_sm90_choose_plan(const w8a8_mm_problem *p, const sm90_plan_opts *o, const sm90_caps *caps) {
   sm90_plan pl;
   const int tuned = tuned_plan(o, p, &pl);
   if (!tuned) pl = plan(p, caps);
-  apply_fp8_accum(o, &pl);
-  if (!tuned) apply_mc2m(o, p, &pl);
-  apply_tail(o, p, &pl, caps->num_sms);
-  apply_sk(o, caps, p, &pl);
+  for (size_t i = 0; i < sizeof PASSES / sizeof PASSES[0]; i++)
+    if ((!p->ready || PASSES[i].with_ready) && (!tuned || PASSES[i].tuned)) PASSES[i].fn(o, caps, p, &pl);
   return pl;
 }
 
