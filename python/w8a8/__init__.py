@@ -4,14 +4,19 @@
     q, s = w8a8.quantize_fp8(x, use_per_token_if_dynamic=True)         # x: [M, K] bf16 on cuda
     y = w8a8.scaled_mm(q, w_q.t(), s, w_scale, out_dtype=torch.bfloat16)  # w_q: [N, K] fp8, w_scale: (1, N)
 
-The same calls take NumPy arrays (CPU backend). Every function dispatches on the type of its first
-array argument: torch tensors go to w8a8.torch (custom ops torch.ops.w8a8.*, CUDA graphs,
-torch.compile), NumPy arrays to w8a8.numpy. The library is the package's own (an installed wheel
-carries it), else $W8A8_LIBRARY (a file or a directory), else the repository's build/lib, else the
-system's loader path; w8a8.library_path() tells which.
+The same calls take NumPy arrays (CPU backend) and other DLPack producers (CuPy, JAX, ...). Every
+function dispatches on the type of its first array argument: torch tensors go to w8a8.torch (custom
+ops torch.ops.w8a8.*, CUDA graphs, torch.compile), NumPy arrays to w8a8.numpy, other objects with
+__dlpack__ to w8a8.dlpack (CPU ones as NumPy arrays over their memory; CUDA ones on the CUDA backend,
+outputs passed with out=). w8a8.vllm answers to vLLM's _custom_ops names (cutlass_scaled_mm,
+scaled_fp8_quant, ...); w8a8.torch also registers the fused TP calls as torch.ops.w8a8.fused_* with
+torch.ops.symm_mem's signatures (register_group names their communicator). The library is the
+package's own (an installed wheel carries it), else $W8A8_LIBRARY (a file or a directory), else the
+repository's build/lib, else the system's loader path; w8a8.library_path() tells which.
 
 Conventions (torch._scaled_mm / vLLM cutlass_scaled_mm):
-  a [M, K] row-major int8 / fp8, b [K, N] column-major (the weights [N, K] passed as w.t()),
+  a [M, K] row-major int8 / fp8 (or [..., K]: the leading dimensions viewed as M rows, out [..., N]),
+  b [K, N] column-major (the weights [N, K] passed as w.t()),
   scale_a: 1 or M fp32 elements (shape (), (1,), (M, 1)), scale_b: 1 or N (shape (), (1,), (1, N)),
   bias: N elements of out_dtype, azp / azp_adj: int32 zero point and correction (see colsum).
 Strides are used as given; a layout w8a8 cannot describe raises InvalidLayoutError, never a copy.
@@ -22,7 +27,7 @@ from . import _lib
 from ._lib import (DeviceKind, DType, Fp8Accum, Kernel, Layout, QuantMode, Status, W8A8Error, cuda_device_count,
                    library_path, shard_rows, version, version_string)
 from ._lib import ERROR_CLASSES as _ERROR_CLASSES
-from ._tp import Comm
+from ._tp import Comm, register_group, unregister_group
 
 __version__ = "%d.%d.%d" % _lib.HEADER_VERSION
 
@@ -33,28 +38,47 @@ del _cls
 
 
 _fronts = {}
+_ndarray = None  # numpy.ndarray once w8a8.numpy is loaded: the common case's test, one identity check
+_numpy_front = None
 
 
 def _front(x):
-    """w8a8.torch for torch tensors (Tensor, Parameter, fake/functional tensors), else w8a8.numpy.
-    Decided by the type's module, with the front modules cached at first use, so that
-    torch.compile traces this without imports or sys.modules look-ups."""
-    kind = "torch" if getattr(type(x), "__module__", "").startswith("torch") else "numpy"
+    """w8a8.torch for torch tensors (Tensor, Parameter, fake/functional tensors), w8a8.numpy for NumPy
+    arrays and anything else without __dlpack__, w8a8.dlpack for other DLPack producers (CuPy, JAX, ...).
+    Decided by the type, with the front modules cached at first use, so that torch.compile traces this
+    without imports or sys.modules look-ups."""
+    global _ndarray, _numpy_front
+    t = type(x)
+    if t is _ndarray:
+        return _numpy_front
+    if getattr(t, "__module__", "").startswith("torch"):
+        kind = "torch"
+    elif hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__") and not _is_ndarray(x):
+        kind = "dlpack"
+    else:
+        kind = "numpy"
     f = _fronts.get(kind)
     if f is None:
         import importlib
         f = _fronts[kind] = importlib.import_module("w8a8." + kind)
+        if kind == "numpy":
+            import numpy
+            _ndarray, _numpy_front = numpy.ndarray, f
     return f
 
 
+def _is_ndarray(x):
+    import numpy
+    return isinstance(x, numpy.ndarray)
+
+
 def scaled_mm(a, b, scale_a, scale_b, out_dtype=None, bias=None, azp=None, azp_adj=None, out=None):
-    """out[M, N] = scale_a * scale_b * (a @ b) (+ bias); with azp_adj, the int8 zero-point correction
+    """out = scale_a * scale_b * (a @ b) (+ bias); with azp_adj, the int8 zero-point correction
     (azp per tensor / per token times azp_adj = colsum(b); azp None: azp_adj premultiplied).
+    a: [M, K] or [..., K] (the leading dimensions are viewed as M rows, never copied; out is then [..., N]).
     out_dtype: bf16 (default), fp16 or fp32 (torch dtypes, NumPy dtypes or 'bf16'/'fp16'/'fp32')."""
-    f = _front(a)
-    if out_dtype is None:
-        out_dtype = "bf16"
-    return f.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias=bias, azp=azp, azp_adj=azp_adj, out=out)
+    return _front(a).scaled_mm(a, b, scale_a, scale_b, "bf16" if out_dtype is None else out_dtype, bias, azp,
+                               azp_adj, out)
 
 
 def quantize_fp8(x, scale=None, scale_ub=None, use_per_token_if_dynamic=False, out=None):
@@ -88,9 +112,10 @@ def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_toke
                                             use_per_token_if_dynamic=use_per_token_if_dynamic, out=out)
 
 
-def colsum(b):
-    """azp_adj[n] = sum_k b[k, n] (int32) of an int8 column-major b [K, N] (pass w.t())."""
-    return _front(b).colsum(b)
+def colsum(b, out=None):
+    """azp_adj[n] = sum_k b[k, n] (int32) of an int8 column-major b [K, N] (pass w.t()); into out (N int32)
+    when given."""
+    return _front(b).colsum(b) if out is None else _front(b).colsum(b, out=out)
 
 
 def all_gather_scaled_mm(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None,
@@ -113,6 +138,7 @@ all_gather_scaled_mm.__doc__ = _tp_mod.all_gather_scaled_mm.__doc__
 scaled_mm_reduce_scatter.__doc__ = _tp_mod.scaled_mm_reduce_scatter.__doc__
 
 __all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8",
-           "colsum", "all_gather_scaled_mm", "scaled_mm_reduce_scatter", "Comm", "W8A8Error", "Status", "DType",
+           "colsum", "all_gather_scaled_mm", "scaled_mm_reduce_scatter", "Comm", "register_group", "unregister_group",
+           "W8A8Error", "Status", "DType",
            "Layout", "Kernel", "Fp8Accum", "QuantMode", "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [
     c.__name__ for c in _ERROR_CLASSES.values()]

@@ -8,8 +8,10 @@ else (dtype combinations, lengths, overlap, device pointers) is left to the libr
 so the messages users see are the C library's own.
 """
 import ctypes
+import struct
 from collections import namedtuple
 
+from . import _lib
 from ._lib import (DType, Gathered, Layout, Matrix, QuantMode, Status, Vector, ZeroPoint, check, load,
                    make_error, tp_options)
 
@@ -58,12 +60,12 @@ def as_matrix(v, fn, want):
 def as_vector(v, fn, status):
     """A w8a8_vector for a view whose elements are contiguous (any shape: (), (n,), (n,1), (1,n))."""
     n = 1
-    big = []
-    for size, stride in zip(v.shape, v.strides):
+    dense = True  # the elements in row-major order, one apart ([..., 1] per-token scales of N-D rows too)
+    for size, stride in zip(reversed(v.shape), reversed(v.strides)):
+        if size > 1 and stride != n:
+            dense = False
         n *= int(size)
-        if size > 1:
-            big.append(stride)
-    if len(big) > 1 or (big and big[0] != 1):
+    if not dense and n:
         _fail(status, fn, "%s (shape %s, strides %s) is not a contiguous vector" % (v.name, tuple(v.shape),
                                                                                    tuple(v.strides)))
     return Vector(int(v.dtype), n, v.ptr or None)
@@ -186,3 +188,75 @@ def quant_mode(scale_given, per_token):
     if scale_given:
         return QuantMode.STATIC_PER_TENSOR
     return QuantMode.DYNAMIC_PER_TOKEN if per_token else QuantMode.DYNAMIC_PER_TENSOR
+
+
+# --------------------------------------------------------------------------- the fast paths
+# The front ends' common case (2-D row-major a and out, column-major b, contiguous vectors) packs the
+# descriptors with one struct.pack_into into the handle's argument block and calls the library through
+# c_void_p prototypes (_lib.FAST): no ctypes structures, enums or layout analysis per call. Anything
+# else takes the descriptor path above, which also words the bindings' own errors; the library
+# validates every call either way.
+
+_MAT = "iiqqqQ"  # w8a8_matrix: dtype, layout, rows, cols, ld, data (40 bytes)
+_VEC = "i4xqQ"   # w8a8_vector: dtype, len, data (24 bytes)
+PACK_MM = struct.Struct("=" + _MAT * 3 + _VEC * 2)       # a, b, out, scale_a, scale_b
+PACK_MM_BIAS = struct.Struct("=" + _MAT * 3 + _VEC * 3)  # ... and bias
+PACK_Q = struct.Struct("=" + _MAT * 2 + _VEC)            # x, q, scale
+PACK_Q_AZP = struct.Struct("=" + _MAT * 2 + _VEC * 2)    # ... and azp
+FAST_OK = (ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(Matrix) == 40 and ctypes.sizeof(Vector) == 24
+           and PACK_MM_BIAS.size <= _lib.ARG_BLOCK_BYTES)
+
+
+def _closed():
+    return make_error(Status.ERROR_INVALID_HANDLE, "w8a8 handle was closed")
+
+
+def _mm_call(h, fields, bias, fn):
+    hp = h.addr
+    if hp is None:
+        raise _closed()
+    p = h.args_addr
+    if bias is None:
+        PACK_MM.pack_into(h.args, 0, *fields)
+        st = _lib.FAST["w8a8_scaled_mm"](hp, p, p + 40, p + 120, p + 144, None, None, p + 80)
+    else:
+        PACK_MM_BIAS.pack_into(h.args, 0, *fields, *bias)
+        st = _lib.FAST["w8a8_scaled_mm"](hp, p, p + 40, p + 120, p + 144, p + 168, None, p + 80)
+    if st:
+        check(st, fn)
+
+
+def mm_fast(h, fields, bias, fn="w8a8.scaled_mm", locked=True):
+    """w8a8_scaled_mm with a, b, out, scale_a, scale_b given as PACK_MM's 24 field values; bias: None or
+    (dtype, len, data). locked=False for a handle that only the calling thread uses."""
+    if locked:
+        with h.lock:
+            _mm_call(h, fields, bias, fn)
+    else:
+        _mm_call(h, fields, bias, fn)
+
+
+def _quant_call(h, fields, mode, azp, scale_ub_ptr, fn, silu_mul):
+    hp = h.addr
+    if hp is None:
+        raise _closed()
+    p = h.args_addr
+    call = _lib.FAST["w8a8_silu_mul_quantize" if silu_mul else "w8a8_quantize"]
+    if azp is None:
+        PACK_Q.pack_into(h.args, 0, *fields)
+        st = call(hp, p, p + 40, mode, p + 80, None, scale_ub_ptr)
+    else:
+        PACK_Q_AZP.pack_into(h.args, 0, *fields, *azp)
+        st = call(hp, p, p + 40, mode, p + 80, p + 104, scale_ub_ptr)
+    if st:
+        check(st, fn)
+
+
+def quantize_fast(h, fields, mode, azp, scale_ub_ptr, fn, silu_mul=False, locked=True):
+    """w8a8_quantize (or w8a8_silu_mul_quantize) with x, q, scale as PACK_Q's 15 field values; azp: None or
+    (dtype, len, data); scale_ub_ptr: None or the address of one fp32."""
+    if locked:
+        with h.lock:
+            _quant_call(h, fields, mode, azp, scale_ub_ptr, fn, silu_mul)
+    else:
+        _quant_call(h, fields, mode, azp, scale_ub_ptr, fn, silu_mul)

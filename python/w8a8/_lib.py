@@ -93,6 +93,10 @@ class QuantMode(enum.IntEnum):
 
 UNIQUE_ID_BYTES = 128
 
+# Bytes of a Handle's argument block: three matrices (40 bytes each), three vectors (24) and a zero
+# point (48), the most any one call packs (_core.py lays them out).
+ARG_BLOCK_BYTES = 256
+
 # --------------------------------------------------------------------------- structs
 
 
@@ -128,6 +132,16 @@ class TpOptions(ctypes.Structure):
 
 class Gathered(ctypes.Structure):
     _fields_ = [("a", Matrix), ("scale_a", Vector), ("azp", Vector)]
+
+
+class LaunchInfo(ctypes.Structure):
+    _fields_ = [("kernel", ctypes.c_char_p), ("config", ctypes.c_char_p), ("split_k", ctypes.c_int),
+                ("m", ctypes.c_int64), ("n", ctypes.c_int64), ("k", ctypes.c_int64)]
+
+
+class Setting(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("value", ctypes.c_char_p), ("default_value", ctypes.c_char_p),
+                ("doc", ctypes.c_char_p), ("for_users", ctypes.c_int), ("is_set", ctypes.c_int)]
 
 
 # w8a8_tp_options.partials: W8A8_TP_PARTIALS_FP32 / W8A8_TP_PARTIALS_OUT
@@ -242,7 +256,8 @@ def _candidates():
 
 
 # Entry points that a library built from an older tree may lack.
-OPTIONAL_FUNCTIONS = ("w8a8_load_tuning", "w8a8_comm_create_local")
+OPTIONAL_FUNCTIONS = ("w8a8_load_tuning", "w8a8_comm_create_local", "w8a8_get_last_launch", "w8a8_setting_count",
+                      "w8a8_get_setting")
 
 
 def _declare(lib):
@@ -300,13 +315,34 @@ def _declare(lib):
         fn.argtypes = args
     # Newer entry points: declared where the loaded library has them.
     optional = {"w8a8_load_tuning": (c_int, [H, c_cp]),
-                "w8a8_comm_create_local": (c_int, [P(C), P(H), c_int])}
+                "w8a8_comm_create_local": (c_int, [P(C), P(H), c_int]),
+                "w8a8_get_last_launch": (c_int, [H, P(LaunchInfo)]),
+                "w8a8_setting_count": (c_int, []),
+                "w8a8_get_setting": (c_int, [c_int, P(Setting)])}
     assert set(optional) == set(OPTIONAL_FUNCTIONS)
     for name, (res, args) in optional.items():
         fn = getattr(lib, name, None)
         if fn is not None:
             fn.restype = res
             fn.argtypes = args
+
+
+# Every pointer argument as c_void_p, so that the bindings' fast paths pass addresses (Python ints) into one
+# preallocated argument block per handle instead of building ctypes structures per call (_core.py).
+_FAST_PROTOS = {"w8a8_scaled_mm": 8, "w8a8_colsum": 3, "w8a8_quantize": (3, 3),
+                "w8a8_silu_mul_quantize": (3, 3)}
+FAST = {}
+
+
+def _declare_fast(lib):
+    vp = ctypes.c_void_p
+    out = {}
+    for name, n in _FAST_PROTOS.items():
+        # quantize-like: (handle, x, q, int mode, scale, azp, scale_ub)
+        args = [vp] * n[0] + [ctypes.c_int] + [vp] * n[1] if isinstance(n, tuple) else [vp] * n
+        addr = ctypes.cast(getattr(lib, name), vp).value
+        out[name] = ctypes.CFUNCTYPE(ctypes.c_int, *args)(addr)
+    return out
 
 
 def load():
@@ -344,6 +380,7 @@ def load():
                 errors.append("%s: library version %d.%d does not match the bindings' header %d.%d"
                               % (path, major, minor, HEADER_VERSION[0], HEADER_VERSION[1]))
                 continue
+            FAST.update(_declare_fast(lib))
             _lib, _lib_path = lib, path
             return lib
         how = ("install the package from the repository with `pip install --no-build-isolation .` (it builds "
@@ -385,6 +422,26 @@ def cuda_device_count():
     return load().w8a8_cuda_device_count()
 
 
+def _optional(name):
+    fn = getattr(load(), name, None)
+    if fn is None or fn.argtypes is None:
+        raise make_error(Status.ERROR_NOT_BUILT, "%s: this libw8a8 is older than the bindings and lacks it" % name)
+    return fn
+
+
+def settings():
+    """The library's settings (w8a8_setting_count / w8a8_get_setting): a list of dicts with name, value,
+    default_value, doc, for_users, is_set."""
+    count, get = _optional("w8a8_setting_count"), _optional("w8a8_get_setting")
+    out = []
+    for i in range(count()):
+        st = Setting()
+        check(get(i, ctypes.byref(st)), "w8a8_get_setting")
+        out.append({f: (getattr(st, f).decode(errors="replace") if isinstance(getattr(st, f), bytes) else
+                        getattr(st, f)) for f, _ in Setting._fields_})
+    return out
+
+
 def shard_rows(total, size, rank):
     """(offset, count) of rank's rows: w8a8_tp_shard_rows."""
     off, cnt = ctypes.c_int64(), ctypes.c_int64()
@@ -405,10 +462,15 @@ class Handle:
         h = ctypes.c_void_p()
         check(lib.w8a8_create(ctypes.byref(h), int(kind), int(index)), "w8a8_create")
         self._h = h
+        self.addr = h.value  # the w8a8_handle * as an int, for the fast paths (None once closed)
         self.kind = DeviceKind(kind)
         self.index = int(index)
         self.lock = threading.Lock()
         self._stream = None
+        # The descriptors of one call, packed in place under self.lock (a handle is one thread at a time).
+        self.args = ctypes.create_string_buffer(ARG_BLOCK_BYTES)
+        self.args_addr = ctypes.addressof(self.args)
+        self.fp8_accum = int(Fp8Accum.PRECISE)
 
     @property
     def ptr(self):
@@ -436,6 +498,7 @@ class Handle:
         Fp8Accum.FAST (the Hopper kernel's large tiles accumulate in the tensor core, as
         torch._scaled_mm(use_fast_accum=True)); w8a8.h states the precision of each."""
         check(load().w8a8_set_fp8_accum(self.ptr, int(accum)), "w8a8_set_fp8_accum")
+        self.fp8_accum = int(accum)
 
     def set_num_threads(self, n):
         check(load().w8a8_set_num_threads(self.ptr, int(n)), "w8a8_set_num_threads")
@@ -455,7 +518,15 @@ class Handle:
                 "workspace_bytes": inf.workspace_bytes, "name": inf.name.decode(errors="replace"),
                 "features": inf.features.decode(errors="replace")}
 
+    def last_launch(self):
+        """What this handle's last GEMM ran (w8a8_get_last_launch): kernel, config, split_k, m, n, k."""
+        inf = LaunchInfo()
+        check(_optional("w8a8_get_last_launch")(self.ptr, ctypes.byref(inf)), "w8a8_get_last_launch")
+        return {"kernel": (inf.kernel or b"").decode(), "config": (inf.config or b"").decode(),
+                "split_k": inf.split_k, "m": inf.m, "n": inf.n, "k": inf.k}
+
     def close(self):
+        self.addr = None
         if self._h is not None and _lib is not None:
             _lib.w8a8_destroy(self._h)
         self._h = None

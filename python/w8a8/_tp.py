@@ -111,6 +111,29 @@ class Comm:
               "w8a8_comm_create_nccl_id")
         return cls(c, h, "cuda")
 
+    @classmethod
+    def local(cls, nranks, device=None):
+        """In-process GPU ranks (w8a8_comm_create_local): nranks communicators at once, rank i on a CUDA handle
+        of its own. device: one GPU index for every rank (default 0: emulated ranks on one GPU, what single-GPU
+        tests use) or a list of nranks indices. The fused calls are collective: drive each rank from its own
+        thread, each on its own CUDA stream (torch.cuda.stream), and close them after every rank's work."""
+        fn = "Comm.local"
+        lib = load()
+        create = getattr(lib, "w8a8_comm_create_local", None)
+        if create is None or create.argtypes is None:
+            raise make_error(Status.ERROR_NOT_BUILT, "%s: this libw8a8 has no w8a8_comm_create_local" % fn)
+        if isinstance(nranks, bool) or not isinstance(nranks, numbers.Integral) or nranks < 1:
+            raise make_error(Status.ERROR_INVALID_VALUE, "%s: nranks is %r; expected a positive int" % (fn, nranks))
+        devs = list(device) if isinstance(device, (list, tuple)) else [device] * nranks
+        if len(devs) != nranks:
+            raise make_error(Status.ERROR_INVALID_VALUE, "%s: %d devices for %d ranks" % (fn, len(devs), nranks))
+        devs = [0 if d is None else int(getattr(d, "index", d) or 0) for d in devs]
+        handles = [Handle(DeviceKind.CUDA, d) for d in devs]
+        hs = (ctypes.c_void_p * nranks)(*[h.ptr.value for h in handles])
+        cs = (ctypes.c_void_p * nranks)()
+        check(create(cs, hs, nranks), "w8a8_comm_create_local")
+        return [cls(ctypes.c_void_p(cs[i]), handles[i], "cuda") for i in range(nranks)]
+
     # ---- use
 
     def reserve(self, max_m, max_n, max_k, _auto=False):
@@ -335,3 +358,46 @@ def _reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj,
                                    view(azp_adj, "azp_adj") if azp_adj is not None else None, overlap, fn=fn,
                                    partials=partials)
     return out
+
+
+# --------------------------------------------------------------------------- process-group names
+# The torch custom ops (torch.ops.w8a8.fused_*) name their communicator by a string, as
+# torch.ops.symm_mem's ops name a process group: register_group binds a name to a Comm, together
+# with the options those ops' signatures have no room for.
+
+_groups = {}
+_groups_lock = threading.Lock()
+
+
+def register_group(name, comm, overlap="auto", partials="fp32"):
+    """Bind a group name (a str, or a torch.distributed ProcessGroup: its group_name) to a Comm for the ops
+    torch.ops.w8a8.fused_all_gather_scaled_matmul / fused_scaled_matmul_reduce_scatter. overlap and partials:
+    as in all_gather_scaled_mm / scaled_mm_reduce_scatter (the same on every rank). Rebinding a name replaces it.
+    Emulated ranks in one process register one name per rank."""
+    fn = "w8a8.register_group"
+    name = getattr(name, "group_name", name)
+    if not isinstance(name, str) or not name:
+        raise make_error(Status.ERROR_INVALID_VALUE, "%s: name is %r; expected a non-empty str or a ProcessGroup"
+                         % (fn, name))
+    if not isinstance(comm, Comm):
+        raise make_error(Status.ERROR_INVALID_COMM, "%s: comm is a %s; expected a w8a8.Comm" % (fn, type(comm).__name__))
+    tp_options(overlap, partials, fn=fn)  # refuses bad values now rather than at the first call
+    with _groups_lock:
+        _groups[name] = (comm, overlap, partials)
+
+
+def unregister_group(name):
+    with _groups_lock:
+        _groups.pop(getattr(name, "group_name", name), None)
+
+
+def group(name, fn="w8a8"):
+    """(comm, overlap, partials) registered under name."""
+    g = _groups.get(name)
+    if g is None:
+        raise make_error(Status.ERROR_INVALID_COMM, "%s: no communicator is registered as group_name %r (registered: "
+                         "%s); call w8a8.torch.register_group(%r, comm) on this rank first"
+                         % (fn, name, sorted(_groups) or "none", name))
+    if g[0]._c is None:
+        raise make_error(Status.ERROR_INVALID_COMM, "%s: the communicator registered as %r was closed" % (fn, name))
+    return g

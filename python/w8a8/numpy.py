@@ -8,6 +8,7 @@ two kinds are ml_dtypes arrays when ml_dtypes is importable, else uint8 / uint16
 Arrays are used with their strides as given (strided submatrices, w.T views); nothing is copied.
 Each thread gets its own CPU handle (a handle is one thread at a time).
 """
+import ctypes
 import threading
 
 import numpy as np
@@ -24,7 +25,7 @@ _tls = threading.local()
 
 
 def cpu_handle():
-    """This thread's CPU handle (created on first use)."""
+    """This thread's CPU handle (created on first use; no other thread uses it, so its calls take no lock)."""
     h = getattr(_tls, "handle", None)
     if h is None:
         h = _tls.handle = Handle(DeviceKind.CPU, 0)
@@ -118,23 +119,37 @@ def _out_dtype(out_dtype, fn):
 
 
 def scaled_mm(a, b, scale_a, scale_b, out_dtype="bf16", bias=None, azp=None, azp_adj=None, out=None):
+    """a [..., K] (leading dimensions viewed as M rows, never copied), b [K, N] column-major: out [..., N]."""
+    if azp is None and azp_adj is None and _FAST:
+        r = _mm_fast(a, b, scale_a, scale_b, out_dtype, bias, out)
+        if r is not None:
+            return r
     fn = "w8a8.scaled_mm"
     scale_a = _scalar_or_array(scale_a, np.float32, "scale_a", fn)
     scale_b = _scalar_or_array(scale_b, np.float32, "scale_b", fn)
     azp = _scalar_or_array(azp, np.int32, "azp", fn)
+    result = out
+    if isinstance(a, np.ndarray) and a.ndim != 2:
+        # [..., K] -> [M, K]; the result keeps a's leading dimensions: [..., N]
+        lead = a.shape[:-1]
+        a = _rows2d(a, "a", fn)
+        if out is None and isinstance(b, np.ndarray) and b.ndim == 2:
+            result = out = np.empty(lead + (b.shape[1],), dtype=np_dtype_of(_out_dtype(out_dtype, fn)))
+    if isinstance(out, np.ndarray) and out.ndim != 2:
+        out = _rows2d(out, "out", fn)
     va, vb = view(a, "a", fn), view(b, "b", fn)
     if out is None:
         d = _out_dtype(out_dtype, fn)
         if len(va.shape) != 2 or len(vb.shape) != 2:
-            raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D; got %s and %s"
+            raise make_error(Status.ERROR_INVALID_SHAPE, "%s: b must be 2-D and a at least 1-D; got %s and %s"
                              % (fn, va.shape, vb.shape))
-        out = np.empty((va.shape[0], vb.shape[1]), dtype=np_dtype_of(d))
+        result = out = np.empty((va.shape[0], vb.shape[1]), dtype=np_dtype_of(d))
     vo = view(out, "out", fn, writable=True)
     _core.scaled_mm(cpu_handle(), va, vb, view(scale_a, "scale_a", fn), view(scale_b, "scale_b", fn), vo,
                     view(bias, "bias", fn) if bias is not None else None,
                     view(azp, "azp", fn) if azp is not None else None,
                     view(azp_adj, "azp_adj", fn) if azp_adj is not None else None, fn=fn)
-    return out
+    return result
 
 
 def _rows2d(x, name, fn):
@@ -184,6 +199,8 @@ def _quantize(x, qdtype, scale, azp, per_token, scale_ub, out, fn, want_azp, sil
         vu = view(ub_arr, "scale_ub", fn)
         if vu.dtype != DType.FP32 or int(np.prod(vu.shape)) != 1:
             raise make_error(Status.ERROR_INVALID_SCALE, "%s: scale_ub must be one float32" % fn)
+    if _FAST and _quant_fast(x2, q2, int(mode), scale_out, azp_out, ub_arr, scale is None, fn, silu_mul):
+        return out, scale_out, azp_out
     _core.quantize(cpu_handle(), view(x2, "x", fn), view(q2, "out", fn, writable=True), mode,
                    view(scale_out, "scale", fn, writable=scale is None),
                    view(azp_out, "azp", fn) if azp_out is not None else None,
@@ -232,6 +249,140 @@ def colsum(b, out=None):
             raise make_error(Status.ERROR_INVALID_SHAPE, "%s: b must be 2-D; got %s" % (fn, vb.shape))
         out = np.empty((vb.shape[1],), dtype=np.int32)
     _core.colsum(cpu_handle(), vb, view(out, "azp_adj", fn, writable=True), fn=fn)
+    return out
+
+
+# --------------------------------------------------------------------------- the fast path
+# A warm scaled_mm on 2-D arrays spends its host time here: dtype codes from one dict, layouts from the
+# strides, data addresses from __array_struct__ (the array interface's C struct, cheaper to read than
+# __array_interface__'s dict), then _core.mm_fast. Whatever this does not recognise returns None and
+# takes the general path above, which words the errors.
+
+_FAST_DT = {}  # numpy dtype -> (DType code, itemsize)
+for _d in (DType.INT8, DType.FP8_E4M3, DType.BF16, DType.FP16, DType.FP32, DType.INT32):
+    _FAST_DT[np_dtype_of(_d)] = (int(_d), np_dtype_of(_d).itemsize)
+_FAST_DT[np.dtype(np.uint8)] = (int(DType.FP8_E4M3), 1)
+_FAST_DT[np.dtype(np.uint16)] = (int(DType.BF16), 2)
+del _d
+_OUT_FAST = {}  # an out_dtype argument seen before -> (DType code, itemsize, numpy dtype)
+
+_read_ptr = ctypes.c_void_p.from_address
+
+
+def _pick_data_offset():
+    """Where an ndarray object holds its data pointer: PyArrayObject's `data` follows PyObject_HEAD (numpy's
+    C ABI, 1.x and 2.x alike), and in CPython id() is the object's address. Used only where a probe agrees
+    with __array_interface__ (else None: the dict is read instead)."""
+    try:
+        base = np.arange(24, dtype=np.int32).reshape(4, 6)
+        probes = [base, base[1:, 2:], base.T, np.zeros((3, 5), np.uint8)[:, 1:]]
+        off = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)  # ob_refcnt, ob_type
+        if all(_read_ptr(id(x) + off).value == x.__array_interface__["data"][0] for x in probes):
+            return off
+    except Exception:  # pragma: no cover - depends on the interpreter
+        pass
+    return None
+
+
+_DATA_OFFSET = _pick_data_offset()
+
+
+def _addr(x):
+    """The data address of an ndarray."""
+    if _DATA_OFFSET is not None:
+        return _read_ptr(id(x) + _DATA_OFFSET).value or 0
+    return x.__array_interface__["data"][0]
+
+
+_FAST = _core.FAST_OK and _DATA_OFFSET is not None
+
+
+def _out_fast(out_dtype):
+    try:
+        o = _OUT_FAST.get(out_dtype)
+    except TypeError:  # unhashable: the general path words the error
+        return None
+    if o is None:
+        try:
+            d = _out_dtype(out_dtype, "w8a8.scaled_mm")
+        except Exception:
+            return None
+        npd = np_dtype_of(d)
+        o = _OUT_FAST[out_dtype] = (int(d), npd.itemsize, npd)
+    return o
+
+
+def _quant_fast(x, q, mode, scale, azp, ub, writes_scale, fn, silu_mul):
+    """w8a8_quantize with packed descriptors for 2-D rows with unit inner strides and contiguous vectors;
+    False (nothing done) for anything else."""
+    nd = np.ndarray
+    if type(x) is not nd or type(q) is not nd or type(scale) is not nd or x.ndim != 2 or q.ndim != 2:
+        return False
+    get = _FAST_DT.get
+    tx, tq, ts = get(x.dtype), get(q.dtype), get(scale.dtype)
+    if (tx is None or tq is None or ts is None or not scale.flags.c_contiguous or not q.flags.writeable
+            or (writes_scale and not scale.flags.writeable)):
+        return False
+    M, K = x.shape
+    Mq, Kq = q.shape
+    xs0, xs1 = x.strides
+    qs0, qs1 = q.strides
+    isx, isq = tx[1], tq[1]
+    if xs1 != isx or xs0 % isx or xs0 < K * isx or qs1 != isq or qs0 < Kq * isq or not (M and K):
+        return False
+    vazp = None
+    if azp is not None:
+        ta = get(azp.dtype) if type(azp) is nd else None
+        if ta is None or not azp.flags.c_contiguous or (writes_scale and not azp.flags.writeable):
+            return False
+        vazp = (ta[0], azp.size, _addr(azp))
+    _core.quantize_fast(cpu_handle(), (tx[0], 0, M, K, xs0 // isx, _addr(x), tq[0], 0, Mq, Kq, qs0 // isq, _addr(q),
+                                       ts[0], scale.size, _addr(scale)),
+                        mode, vazp, _addr(ub) if ub is not None else None, fn, silu_mul, locked=False)
+    return True
+
+
+def _mm_fast(a, b, sa, sb, out_dtype, bias, out):
+    nd = np.ndarray
+    if type(a) is not nd or type(b) is not nd or type(sa) is not nd or type(sb) is not nd:
+        return None
+    get = _FAST_DT.get
+    ta, tb, tsa, tsb = get(a.dtype), get(b.dtype), get(sa.dtype), get(sb.dtype)
+    if (ta is None or tb is None or tsa is None or tsb is None or a.ndim != 2 or b.ndim != 2 or ta[1] != 1
+            or tb[1] != 1 or not sa.flags.c_contiguous or not sb.flags.c_contiguous):
+        return None
+    M, K = a.shape
+    Kb, N = b.shape
+    as0, as1 = a.strides  # 1-byte elements: strides in bytes are strides in elements
+    bs0, bs1 = b.strides
+    if as1 != 1 or as0 < K or bs0 != 1 or bs1 < Kb or not (M and K and N):
+        return None
+    vbias = None
+    if bias is not None:
+        tbias = get(bias.dtype) if type(bias) is nd else None
+        if tbias is None or not bias.flags.c_contiguous:
+            return None
+        vbias = (tbias[0], bias.size, _addr(bias))
+    if out is None:
+        o = _out_fast(out_dtype)
+        if o is None:
+            return None
+        out = np.empty((M, N), dtype=o[2])
+        od, ld = o[0], N
+    else:
+        to = get(out.dtype) if type(out) is nd else None
+        if to is None or out.ndim != 2 or not out.flags.writeable:
+            return None
+        isz = to[1]
+        os0, os1 = out.strides
+        if os1 != isz or os0 % isz or os0 < N * isz or out.shape[0] != M:
+            return None
+        od, ld = to[0], os0 // isz
+    rd, off = _read_ptr, _DATA_OFFSET
+    _core.mm_fast(cpu_handle(), (ta[0], 0, M, K, as0, rd(id(a) + off).value, tb[0], 1, Kb, N, bs1,
+                                 rd(id(b) + off).value, od, 0, M, N, ld, rd(id(out) + off).value, tsa[0], sa.size,
+                                 rd(id(sa) + off).value or 0, tsb[0], sb.size, rd(id(sb) + off).value or 0),
+                  vbias, locked=False)
     return out
 
 

@@ -4,7 +4,12 @@ CUDA tensors run on the CUDA backend, on the current stream of the tensors' devi
 strides as given (no hidden copies: a layout w8a8 cannot describe is an error); the calls allocate
 only their outputs (through torch's caching allocator), never synchronize, and can be captured in
 CUDA graphs. CPU tensors run on the CPU backend. The ops have fake (meta) implementations, so
-torch.compile traces them as single nodes.
+torch.compile traces them as single nodes. Eager calls on plain tensors skip the ops' dispatch (the
+same library call, packed straight into the handle's argument block; see _mm_fast). Activations may be
+[..., K]: the leading dimensions are viewed as rows (never copied), and outputs keep them.
+The fused TP calls are ops too, torch.ops.w8a8.fused_all_gather_scaled_matmul and
+fused_scaled_matmul_reduce_scatter with torch.ops.symm_mem's signatures (w8a8._torch_tp), their
+communicator named through register_group.
 
 Handles: one per (device, stream), created on first use and kept for the process. A handle owns a
 split-K workspace that its kernels use in stream order, so two streams must not share one (calls
@@ -169,6 +174,8 @@ def _opt(t, name, fn, device):
 
 
 def _mm_impl(a, b, scale_a, scale_b, out, bias, azp, azp_adj):
+    if azp is None and azp_adj is None and _FAST and _mm_fast(a, b, scale_a, scale_b, None, bias, out) is not None:
+        return
     fn = "w8a8.scaled_mm"
     dev = a.device
     vs = [view(a, "a", fn, dev), view(b, "b", fn, dev), view(scale_a, "scale_a", fn, dev),
@@ -178,6 +185,8 @@ def _mm_impl(a, b, scale_a, scale_b, out, bias, azp, azp_adj):
 
 
 def _quant_impl(x, q, mode, scale, azp, scale_ub, fn, silu_mul=False):
+    if _FAST and _quant_fast(x, q, mode, scale, azp, scale_ub, fn, silu_mul):
+        return
     dev = x.device
     ub = None
     if scale_ub is not None:
@@ -278,14 +287,22 @@ if HAVE_CUSTOM_OPS:
     def _call_mm_out(a, b, sa, sb, out, bias, azp, azp_adj):
         torch.ops.w8a8.scaled_mm_out(a, b, sa, sb, out, bias, azp, azp_adj)
 
+    # Eager calls on plain tensors skip the ops' dispatch (as scaled_mm's fast path does): the same
+    # library call on the same handle; tracing, modes and autograd still see the ops.
     def _call_quant_static(x, q, scale, azp, silu_mul=False):
-        if silu_mul:
+        if _eager_ok(x, q, scale, azp):
+            _quant_impl(x, q, 0, scale, azp, None, "w8a8.silu_mul_quantize" if silu_mul else "w8a8.quantize",
+                        silu_mul=silu_mul)
+        elif silu_mul:
             torch.ops.w8a8.silu_mul_quantize_static_(x, q, scale, azp)
         else:
             torch.ops.w8a8.quantize_static_(x, q, scale, azp)
 
     def _call_quant_dynamic(x, q, scale, azp, per_token, ub, silu_mul=False):
-        if silu_mul:
+        if _eager_ok(x, q, scale, azp, ub):
+            _quant_impl(x, q, 2 if per_token else 1, scale, azp if azp.numel() else None, ub,
+                        "w8a8.silu_mul_quantize" if silu_mul else "w8a8.quantize", silu_mul=silu_mul)
+        elif silu_mul:
             torch.ops.w8a8.silu_mul_quantize_dynamic_(x, q, scale, azp, per_token, ub)
         else:
             torch.ops.w8a8.quantize_dynamic_(x, q, scale, azp, per_token, ub)
@@ -342,20 +359,163 @@ def _const(v, dtype, device):
 
 
 def scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, azp=None, azp_adj=None, out=None):
+    """a [..., K] (leading dimensions viewed as M rows, never copied), b [K, N] column-major: out [..., N]."""
+    if azp is None and azp_adj is None and _FAST:
+        r = _mm_fast(a, b, scale_a, scale_b, out_dtype, bias, out)
+        if r is not None:
+            return r
     fn = "w8a8.scaled_mm"
     _check_tensor(a, "a", fn)
     _check_tensor(b, "b", fn)
-    if a.dim() != 2 or b.dim() != 2:
-        raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D; got %s and %s"
+    if a.dim() < 1 or b.dim() != 2:
+        raise make_error(Status.ERROR_INVALID_SHAPE, "%s: b must be 2-D and a at least 1-D ([..., K]); got %s and %s"
                          % (fn, tuple(a.shape), tuple(b.shape)))
+    lead = None
+    if a.dim() != 2:
+        lead = tuple(a.shape[:-1])
+        a = _rows(a, "a", fn)
     scale_a = _const(scale_a, torch.float32, a.device)
     scale_b = _const(scale_b, torch.float32, a.device)
     azp = _const(azp, torch.int32, a.device)
     if out is not None:
         _check_tensor(out, "out", fn)
-        _call_mm_out(a, b, scale_a, scale_b, out, bias, azp, azp_adj)
+        _call_mm_out(a, b, scale_a, scale_b, out if out.dim() == 2 else _rows(out, "out", fn), bias, azp, azp_adj)
         return out
-    return _call_mm(a, b, scale_a, scale_b, _out_dtype(out_dtype, fn), bias, azp, azp_adj)
+    y = _call_mm(a, b, scale_a, scale_b, _out_dtype(out_dtype, fn), bias, azp, azp_adj)
+    return y if lead is None else y.view(lead + (b.shape[1],))
+
+
+# ---- the eager fast path: what a warm call costs on the host (bench/host_cost.py)
+# Outside tracing (torch.compile, export, fake or functional tensors, any dispatch mode), with plain
+# tensors and nothing that needs autograd, the call packs its descriptors straight into the handle's
+# argument block (_core.mm_fast): the custom op's dispatch, which tracing needs, costs more than the
+# call itself. The op and this path run the same library call on the same handle and stream.
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+_dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_FAST = _core.FAST_OK and _is_compiling is not None and _dispatch_depth is not None
+_CODE = {k: int(v) for k, v in _DT.items()}
+_OUT_CODE = {d: (d, int(_DT[d])) for d in (torch.bfloat16, torch.float16, torch.float32)}
+for _k, _d in (("bf16", torch.bfloat16), ("bfloat16", torch.bfloat16), ("fp16", torch.float16),
+               ("float16", torch.float16), ("half", torch.float16), ("fp32", torch.float32),
+               ("float32", torch.float32)):
+    _OUT_CODE[_k] = _OUT_CODE[_d]
+del _k, _d
+
+
+def _stream_of(idx):
+    if _raw_stream is not None:
+        return _raw_stream(idx)
+    return torch.cuda.current_stream(idx).cuda_stream
+
+
+def _fast_handle(t, dev):
+    """The handle handle_for(t.device) returns, from the cache without building a torch.device."""
+    if dev < 0:
+        h = getattr(_tls, "cpu", None)
+        return h if h is not None else handle_for(t.device)
+    h = _handles.get((dev, _stream_of(dev)))
+    return h if h is not None else handle_for(t.device)
+
+
+def _eager_ok(*ts):
+    """True outside tracing and dispatch modes, for plain tensors that need no autograd (None skipped)."""
+    if not _FAST or _is_compiling() or _dispatch_depth():
+        return False
+    for t in ts:
+        if t is not None and (type(t) is not Tensor or t.requires_grad):
+            return False
+    return True
+
+
+def _quant_fast(x, q, mode, scale, azp, ub, fn, silu_mul):
+    """w8a8_quantize with packed descriptors (2-D x and q with unit inner strides, contiguous vectors);
+    False (nothing done) for anything else."""
+    if _is_compiling():
+        return False
+    T, get = Tensor, _CODE.get
+    if type(x) is not T or type(q) is not T or type(scale) is not T or x.dim() != 2 or q.dim() != 2:
+        return False
+    tx, tq, ts = get(x.dtype), get(q.dtype), get(scale.dtype)
+    dev = x.get_device()
+    if (tx is None or tq is None or ts is None or q.get_device() != dev or scale.get_device() != dev
+            or not scale.is_contiguous() or (dev < 0 and not (x.is_cpu and q.is_cpu and scale.is_cpu))):
+        return False
+    M, K = x.shape
+    Mq, Kq = q.shape
+    xs0, xs1 = x.stride()
+    qs0, qs1 = q.stride()
+    if xs1 != 1 or xs0 < K or qs1 != 1 or qs0 < Kq or not (M and K):
+        return False
+    vazp = None
+    if azp is not None:
+        ta = get(azp.dtype) if type(azp) is T else None
+        if ta is None or azp.get_device() != dev or not azp.is_contiguous() or (dev < 0 and not azp.is_cpu):
+            return False
+        vazp = (ta, azp.numel(), azp.data_ptr())
+    ubp = None
+    if ub is not None:
+        if (type(ub) is not T or ub.dtype != torch.float32 or ub.numel() != 1 or ub.get_device() != dev
+                or (dev < 0 and not ub.is_cpu)):
+            return False
+        ubp = ub.data_ptr()
+    _core.quantize_fast(_fast_handle(x, dev), (tx, 0, M, K, xs0, x.data_ptr(), tq, 0, Mq, Kq, qs0, q.data_ptr(),
+                                               ts, scale.numel(), scale.data_ptr()),
+                        mode, vazp, ubp, fn, silu_mul, locked=dev >= 0)
+    return True
+
+
+def _mm_fast(a, b, sa, sb, out_dtype, bias, out):
+    if _is_compiling():  # (first: under dynamo this folds to True and nothing below is traced)
+        return None
+    T = Tensor
+    if type(a) is not T or type(b) is not T or type(sa) is not T or type(sb) is not T or _dispatch_depth():
+        return None
+    get = _CODE.get
+    ta, tb, tsa, tsb = get(a.dtype), get(b.dtype), get(sa.dtype), get(sb.dtype)
+    if ta is None or tb is None or tsa is None or tsb is None or a.dim() != 2 or b.dim() != 2:
+        return None
+    dev = a.get_device()
+    if (b.get_device() != dev or sa.get_device() != dev or sb.get_device() != dev or sa.requires_grad
+            or sb.requires_grad or (dev < 0 and not (a.is_cpu and b.is_cpu and sa.is_cpu and sb.is_cpu))):
+        return None
+    M, K = a.shape
+    Kb, N = b.shape
+    as0, as1 = a.stride()
+    bs0, bs1 = b.stride()
+    if (as1 != 1 or as0 < K or bs0 != 1 or bs1 < Kb or not (M and K and N) or not sa.is_contiguous()
+            or not sb.is_contiguous()):
+        return None
+    vbias = None
+    if bias is not None:
+        tbias = get(bias.dtype) if type(bias) is T else None
+        if (tbias is None or bias.get_device() != dev or bias.requires_grad or not bias.is_contiguous()
+                or (dev < 0 and not bias.is_cpu)):
+            return None
+        vbias = (tbias, bias.numel(), bias.data_ptr())
+    if out is None:
+        try:
+            o = _OUT_CODE.get(out_dtype)
+        except TypeError:
+            return None
+        if o is None:
+            return None
+        h = _fast_handle(a, dev)
+        out = a.new_empty((M, N), dtype=o[0])
+        od, ld = o[1], N
+    else:
+        od = get(out.dtype) if type(out) is T else None
+        if od is None or out.dim() != 2 or out.get_device() != dev or (dev < 0 and not out.is_cpu):
+            return None
+        os0, os1 = out.stride()
+        if os1 != 1 or os0 < N or out.shape[0] != M:
+            return None
+        h = _fast_handle(a, dev)
+        ld = os0
+    _core.mm_fast(h, (ta, 0, M, K, as0, a.data_ptr(), tb, 1, Kb, N, bs1, b.data_ptr(), od, 0, M, N, ld,
+                      out.data_ptr(), tsa, sa.numel(), sa.data_ptr(), tsb, sb.numel(), sb.data_ptr()),
+                  vbias, locked=dev >= 0)
+    return out
 
 
 def _rows(x, name, fn):
@@ -431,12 +591,47 @@ def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_toke
                      "w8a8.silu_mul_quantize_int8", scale is None and not symmetric, silu_mul=True)
 
 
-def colsum(b):
+def colsum(b, out=None):
+    """azp_adj = colsum(b) (int32 [N]); into out when given (an eager call: the traceable form returns a new
+    tensor)."""
     _check_tensor(b, "b", "w8a8.colsum")
     if b.dim() != 2:
         raise make_error(Status.ERROR_INVALID_SHAPE, "w8a8.colsum: b must be 2-D; got %s" % (tuple(b.shape),))
+    if out is not None:
+        _check_tensor(out, "azp_adj", "w8a8.colsum")
+        _colsum_impl(b, out)
+        return out
     return _call_colsum(b)
 
 
+# --------------------------------------------------------------------------- tensor parallelism as custom ops
+
+from ._tp import register_group, unregister_group  # noqa: E402  (group names for the TP ops)
+
+if HAVE_CUSTOM_OPS:
+    from . import _torch_tp  # noqa: E402,F401  (registers torch.ops.w8a8.fused_*)
+
+    def fused_all_gather_scaled_matmul(A, Bs, A_scale, B_scales, gather_dim, group_name, biases=None,
+                                       result_scales=None, out_dtypes=None, use_fast_accum=None):
+        """torch.ops.w8a8.fused_all_gather_scaled_matmul, with symm_mem's Python defaults (None lists: one None
+        or False per B); see w8a8._torch_tp. Returns (A_gathered, [out per B])."""
+        n = len(Bs)
+        return torch.ops.w8a8.fused_all_gather_scaled_matmul(
+            A, Bs, A_scale, B_scales, gather_dim, group_name, biases if biases is not None else [None] * n,
+            result_scales if result_scales is not None else [None] * n,
+            out_dtypes if out_dtypes is not None else [None] * n,
+            use_fast_accum if use_fast_accum is not None else [False] * n)
+
+    def fused_scaled_matmul_reduce_scatter(A, B, A_scale, B_scale, reduce_op, orig_scatter_dim,
+                                           scatter_dim_after_maybe_reshape, group_name, output_shape=None, bias=None,
+                                           result_scale=None, out_dtype=None, use_fast_accum=False):
+        """torch.ops.w8a8.fused_scaled_matmul_reduce_scatter; see w8a8._torch_tp."""
+        return torch.ops.w8a8.fused_scaled_matmul_reduce_scatter(
+            A, B, A_scale, B_scale, reduce_op, orig_scatter_dim, scatter_dim_after_maybe_reshape, group_name,
+            output_shape, bias, result_scale, out_dtype, use_fast_accum)
+
+
 __all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8", "colsum",
-           "set_kernel", "set_weights_constant", "set_fp8_accum", "handle_for", "HAVE_CUSTOM_OPS"]
+           "set_kernel", "set_weights_constant", "set_fp8_accum", "handle_for", "HAVE_CUSTOM_OPS", "register_group",
+           "unregister_group"] + (["fused_all_gather_scaled_matmul", "fused_scaled_matmul_reduce_scatter"]
+                                  if HAVE_CUSTOM_OPS else [])

@@ -27,6 +27,14 @@ STRUCTS = {
     "w8a8_tp_options": (_lib.TpOptions, ["struct_size", "overlap", "reserved0", "partials"]),
     "w8a8_gathered": (_lib.Gathered, ["a", "scale_a", "azp"]),
 }
+# Structs that a header under concurrent edits may not have yet.
+with open(HEADER) as _f:
+    _HEADER_TEXT = _f.read()
+for _s, _py, _fields in (("w8a8_launch_info", _lib.LaunchInfo, ["kernel", "config", "split_k", "m", "n", "k"]),
+                         ("w8a8_setting", _lib.Setting, ["name", "value", "default_value", "doc", "for_users",
+                                                         "is_set"])):
+    if "typedef struct %s {" % _s in _HEADER_TEXT:
+        STRUCTS[_s] = (_py, _fields)
 ENUMS = {
     "W8A8_DTYPE_": _lib.DType, "W8A8_DEVICE_": _lib.DeviceKind, "W8A8_KERNEL_": _lib.Kernel,
     "W8A8_QUANT_": _lib.QuantMode,

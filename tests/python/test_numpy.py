@@ -575,8 +575,12 @@ class Errors(unittest.TestCase):
                               np.ones(4, np.float32), out=self.out)
         self.assertRaisesW8A8(w8a8.InvalidScaleError, "not a contiguous vector", w8a8.scaled_mm, self.a, self.w.T,
                               np.ones((4, 2), np.float32)[:, 0], 1.0, out=self.out)
-        self.assertRaisesW8A8(w8a8.InvalidShapeError, "must be 2-D", w8a8.scaled_mm, self.a.reshape(2, 2, 16),
-                              self.w.T, 1.0, 1.0, out=self.out)
+        self.assertRaisesW8A8(w8a8.InvalidShapeError, "must be 2-D", w8a8.scaled_mm, self.a, self.w.T[None],
+                              1.0, 1.0, out=self.out)
+        # [..., K] activations are viewed as rows; one whose rows are not evenly spaced cannot be
+        a3 = np.zeros((2, 3, 16), np.int8)[:, :2, :]
+        self.assertRaisesW8A8(w8a8.InvalidLayoutError, "without a copy", w8a8.scaled_mm, a3, self.w.T, 1.0, 1.0,
+                              out=self.out)
         self.assertRaisesW8A8(w8a8.InvalidZeroPointError, "azp_adj", w8a8.scaled_mm, self.a, self.w.T, 1.0, 1.0,
                               azp=3, out=self.out)
         self.assertRaisesW8A8(w8a8.InvalidZeroPointError, "azp_adj.len", w8a8.scaled_mm, self.a, self.w.T, 1.0, 1.0,
