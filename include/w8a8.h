@@ -428,7 +428,7 @@ W8A8_API w8a8_status w8a8_quantize(w8a8_handle *handle, const w8a8_matrix *x, co
                                    w8a8_quant_mode mode, const w8a8_vector *scale,
                                    const w8a8_vector *azp, const float *scale_ub);
 
-/* ---- Fused SiLU-and-mul quantizer (issue 6: the MLP activation) ------------------------- */
+/* ---- Fused SiLU-and-mul quantizer (the MLP activation) ------------------------------------ */
 
 /**
  * q = quantize(silu(gate) * up): the activation between a gated MLP's gate_up and down
@@ -461,6 +461,80 @@ W8A8_API w8a8_status w8a8_silu_mul_quantize(w8a8_handle *handle, const w8a8_matr
                                             const w8a8_vector *azp, const float *scale_ub);
 
 /* ---- end of the fused SiLU-and-mul quantizer ------------------------------------------- */
+
+/* ------------------------------------------------------------------------ */
+/* Block-scaled fp8 (DeepSeek-V3 style)                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The block of the block-scaled mode: activations carry one scale per token per W8A8_BLOCK channels, weights
+ * one per W8A8_BLOCK x W8A8_BLOCK block (the last group or block of a dimension may be partial). */
+#define W8A8_BLOCK 128
+
+/**
+ * out[M,N] = the sum over K blocks kb of sa[m,kb] * sb[n / 128, kb] * (A[m, kb] · B[kb, n]) (+ bias[N]):
+ * the GEMM of DeepSeek-V3 / Qwen3-FP8 checkpoints (their weight_scale_inv is scale_b).
+ *
+ * @param a       [M,K] row-major fp8_e4m3 (as w8a8_scaled_mm).
+ * @param b       [K,N] column-major fp8_e4m3 (the weights as N rows of K).
+ * @param scale_a fp32 matrix [M, ceil(K/128)]: one scale per token per 128 channels. Row-major (vLLM's
+ *                per_token_group_quant_fp8) or column-major (its column_major_scales option, DeepGEMM's
+ *                layout), any ld.
+ * @param scale_b fp32 matrix [ceil(N/128), ceil(K/128)]: one scale per 128 x 128 block of the weights,
+ *                row- or column-major, any ld (a checkpoint's [N/128, K/128] row-major tensor as it is).
+ * @param bias    NULL, or N elements of the output dtype.
+ * @param out     [M,N] row-major, bf16, fp16 or fp32; must not overlap any input.
+ *
+ * Arithmetic, with KB = ceil(K/128):
+ *   p_kb = sum over k in [128 kb, min(128 kb + 128, K)) of a[m,k]*b[k,n] in fp32 (products exact);
+ *   acc = 0; for kb = 0 .. KB-1 in order: acc = fmaf(sa[m,kb] * sb[n/128,kb], p_kb, acc)   (fp32);
+ *   r = bias ? acc + bias[n] : acc;  out = r rounded once to the output dtype (as w8a8_scaled_mm).
+ * The CPU reference sums each block in k order; other kernels may sum a block's products in another order
+ * (fp8's usual latitude: the tests hold |out - ref| <= 2e-3 * sum_kb |sa sb| sum_k |a b| + the output's
+ * rounding). M == 0 or N == 0 writes nothing; K == 0 writes the bias (or zeros).
+ * Backends: the CPU (every build). A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ * @return W8A8_ERROR_INVALID_DTYPE for int8 operands (block scales are fp8's); W8A8_ERROR_INVALID_SCALE for a
+ *         scale matrix of another shape or dtype; otherwise as w8a8_scaled_mm.
+ */
+W8A8_API w8a8_status w8a8_scaled_mm_blockwise(w8a8_handle *handle, const w8a8_matrix *a, const w8a8_matrix *b,
+                                              const w8a8_matrix *scale_a, const w8a8_matrix *scale_b,
+                                              const w8a8_vector *bias, const w8a8_matrix *out);
+
+/* Flags of the group quantizers. UE8M0: every scale is rounded up to a power of two (an exact e8m0 value, as
+ * DeepSeek-V3's training recipe and DeepGEMM's scale_ue8m0 path use). */
+#define W8A8_SCALE_UE8M0 1u
+
+/**
+ * Per-token-group fp8 quantization: the activations of w8a8_scaled_mm_blockwise. Each row of x is cut into
+ * groups of 128 columns (the last one partial), each with its own scale:
+ *   amax = max |x| over the group (NaN skipped); s = max(amax / 448, MIN_SCALE) (MIN_SCALE = 1 / (448 * 512));
+ *   with W8A8_SCALE_UE8M0: s = the smallest power of two >= s;
+ *   q = e4m3(clamp(x / s, -448, 448)) rounded to nearest even (x / s an IEEE fp32 division); NaN stays NaN.
+ * x: [M,K] row-major fp32, bf16 or fp16. q: [M,K] row-major fp8_e4m3; must not overlap x.
+ * scale: fp32 matrix [M, ceil(K/128)] (output), row- or column-major, any ld; must not overlap x or q.
+ * flags: 0 or W8A8_SCALE_UE8M0. M == 0 or K == 0 writes nothing.
+ * Backends: the CPU. A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ */
+W8A8_API w8a8_status w8a8_quantize_groups(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
+                                          const w8a8_matrix *scale, unsigned flags);
+
+/**
+ * 128 x 128 block fp8 quantization: the weights of w8a8_scaled_mm_blockwise, once at load time.
+ * x: [N,K] row-major fp32, bf16 or fp16 (the weights as N rows of K); q: [N,K] row-major fp8_e4m3, which is
+ * the column-major [K,N] operand b of w8a8_scaled_mm_blockwise. scale: fp32 matrix [ceil(N/128), ceil(K/128)]
+ * (output), row- or column-major, any ld. Each block's scale and q follow w8a8_quantize_groups' rules with
+ * the amax taken over the whole block. flags: 0 or W8A8_SCALE_UE8M0.
+ * Backends: the CPU. A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ */
+W8A8_API w8a8_status w8a8_quantize_blocks(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
+                                          const w8a8_matrix *scale, unsigned flags);
+
+/**
+ * w8a8_silu_mul_quantize in the per-token-group mode: y = silu(gate) * up exactly as w8a8_silu_mul_quantize
+ * computes it, then w8a8_quantize_groups' rules on y [M, I]. x: [M, 2I]; q: [M, I] fp8_e4m3; scale: fp32
+ * matrix [M, ceil(I/128)]. Backends: the CPU. A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ */
+W8A8_API w8a8_status w8a8_silu_mul_quantize_groups(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
+                                                   const w8a8_matrix *scale, unsigned flags);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor parallelism                                                        */

@@ -268,6 +268,54 @@ w8a8_status w8a8_scaled_mm(w8a8_handle *h, const w8a8_matrix *a, const w8a8_matr
   return w8a8_cpu_scaled_mm(h, &p);
 }
 
+/* The block-scaled mode has CPU kernels only so far: a CUDA handle refuses after validation (so its argument
+ * errors are reported as on the CPU). */
+static w8a8_status no_cuda_blocks(const char *fn, const w8a8_handle *h) {
+  if (h->kind != W8A8_DEVICE_CUDA) return W8A8_SUCCESS;
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                  "%s: block-scaled fp8 runs on CPU handles only in this version; this handle is CUDA device %d", fn,
+                  h->device_index);
+}
+
+w8a8_status w8a8_scaled_mm_blockwise(w8a8_handle *h, const w8a8_matrix *a, const w8a8_matrix *b,
+                                     const w8a8_matrix *scale_a, const w8a8_matrix *scale_b, const w8a8_vector *bias,
+                                     const w8a8_matrix *out) {
+  static const char fn[] = "w8a8_scaled_mm_blockwise";
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_check_handle(fn, h));
+  w8a8_mm_problem p;
+  W8A8_CHECK(w8a8_validate_scaled_mm_blockwise(fn, h, a, b, scale_a, scale_b, bias, out, &p));
+  W8A8_CHECK(no_cuda_blocks(fn, h));
+  if (p.M == 0 || p.N == 0) return W8A8_SUCCESS;
+  return w8a8_cpu_scaled_mm(h, &p);
+}
+
+static w8a8_status quantize_groups(const char *fn, w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q,
+                                   const w8a8_matrix *scale, unsigned flags, int groups, int x_per_q) {
+  w8a8_clear_error();
+  W8A8_CHECK(w8a8_check_handle(fn, h));
+  w8a8_quant_problem p;
+  W8A8_CHECK(w8a8_validate_quantize_groups(fn, h, x, q, scale, flags, groups, x_per_q, &p));
+  W8A8_CHECK(no_cuda_blocks(fn, h));
+  if (p.M == 0 || p.K == 0) return W8A8_SUCCESS;
+  return x_per_q == 2 ? w8a8_cpu_silu_mul_quantize(h, &p) : w8a8_cpu_quantize(h, &p);
+}
+
+w8a8_status w8a8_quantize_groups(w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q, const w8a8_matrix *scale,
+                                 unsigned flags) {
+  return quantize_groups("w8a8_quantize_groups", h, x, q, scale, flags, W8A8_GROUPS_TOKEN, 1);
+}
+
+w8a8_status w8a8_quantize_blocks(w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q, const w8a8_matrix *scale,
+                                 unsigned flags) {
+  return quantize_groups("w8a8_quantize_blocks", h, x, q, scale, flags, W8A8_GROUPS_BLOCK, 1);
+}
+
+w8a8_status w8a8_silu_mul_quantize_groups(w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q,
+                                          const w8a8_matrix *scale, unsigned flags) {
+  return quantize_groups("w8a8_silu_mul_quantize_groups", h, x, q, scale, flags, W8A8_GROUPS_TOKEN, 2);
+}
+
 w8a8_status w8a8_colsum(w8a8_handle *h, const w8a8_matrix *b, const w8a8_vector *azp_adj) {
   static const char fn[] = "w8a8_colsum";
   w8a8_clear_error();

@@ -146,6 +146,10 @@ typedef struct w8a8_mm_problem {
   const int32_t *azp;     /* NULL, len 1 or M */
   const int32_t *azp_adj; /* NULL or len N */
   const w8a8_mm_ready *ready; /* NULL, or A arrives in chunks (all-gather + GEMM) */
+  /* Block-scaled fp8 (w8a8_scaled_mm_blockwise): scale_a is [M, KB], scale_b [NB, KB] (KB = ceil(K/128),
+   * NB = ceil(N/128)), element (i, j) at s[i * rs + j * cs]; scale_a_per_token / scale_b_per_channel unused. */
+  bool block_scaled;
+  int64_t sa_rs, sa_cs, sb_rs, sb_cs;
 } w8a8_mm_problem;
 
 typedef struct w8a8_quant_problem {
@@ -160,7 +164,13 @@ typedef struct w8a8_quant_problem {
   float *scale;          /* static: input (len 1); dynamic: output (len 1 or M) */
   int32_t *azp;          /* NULL = symmetric; static: input len 1; per-token: output len M */
   const float *scale_ub; /* NULL or one float (per-token only) */
+  /* Group scales (w8a8_quantize_groups / _blocks / silu_mul_quantize_groups; mode unused): W8A8_GROUPS_* below;
+   * scale is then a matrix with element (i, j) at scale[i * s_rs + j * s_cs]; ue8m0: powers of two. */
+  int groups;
+  int64_t s_rs, s_cs;
+  bool ue8m0;
 } w8a8_quant_problem;
+enum { W8A8_GROUPS_NONE = 0, W8A8_GROUPS_TOKEN = 1, W8A8_GROUPS_BLOCK = 2 };
 
 typedef struct w8a8_colsum_problem {
   int64_t K, N;
@@ -192,6 +202,15 @@ W8A8_HIDDEN w8a8_status w8a8_validate_silu_mul_quantize(const char *fn, const w8
 W8A8_HIDDEN w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h,
                                              const w8a8_matrix *b, const w8a8_vector *azp_adj,
                                              w8a8_colsum_problem *p);
+/* The block-scaled GEMM and the group quantizers (w8a8_scaled_mm_blockwise, w8a8_quantize_groups,
+ * w8a8_quantize_blocks, w8a8_silu_mul_quantize_groups: groups W8A8_GROUPS_TOKEN or _BLOCK, x_per_q 1 or 2). */
+W8A8_HIDDEN w8a8_status w8a8_validate_scaled_mm_blockwise(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
+                                                          const w8a8_matrix *b, const w8a8_matrix *scale_a,
+                                                          const w8a8_matrix *scale_b, const w8a8_vector *bias,
+                                                          const w8a8_matrix *out, w8a8_mm_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_validate_quantize_groups(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
+                                                      const w8a8_matrix *q, const w8a8_matrix *scale, unsigned flags,
+                                                      int groups, int x_per_q, w8a8_quant_problem *p);
 /* dtypes and layouts of scaled_mm operands a [M,K], b [K,N], out [M,N] (descriptors already checked). */
 W8A8_HIDDEN w8a8_status w8a8_check_mm_kinds(const char *fn, const w8a8_matrix *a, const w8a8_matrix *b,
                                             const w8a8_matrix *out);
@@ -264,6 +283,11 @@ W8A8_HIDDEN void w8a8_cpu_handle_fini(w8a8_handle *h);
 W8A8_HIDDEN void w8a8_ref_scaled_mm(const w8a8_mm_problem *p);
 W8A8_HIDDEN void w8a8_ref_quantize(const w8a8_quant_problem *p);
 W8A8_HIDDEN void w8a8_ref_colsum(const w8a8_colsum_problem *p);
+/* The group quantizers (p->groups != W8A8_GROUPS_NONE) over the values value(p, m, k): x itself where value is
+ * NULL, silu(gate) * up for the fused quantizer (w8a8_silu_mul_value). */
+typedef float (*w8a8_value_fn)(const w8a8_quant_problem *p, int64_t m, int64_t k);
+W8A8_HIDDEN void w8a8_ref_quantize_groups(const w8a8_quant_problem *p, w8a8_value_fn value);
+W8A8_HIDDEN float w8a8_silu_mul_value(const w8a8_quant_problem *p, int64_t m, int64_t k);
 /* Dispatching CPU entry points (fast kernels where available, else reference). */
 W8A8_HIDDEN w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
 /* A CPU handle forcing W8A8_KERNEL_GENERIC: would its GEMM refuse in_dtype operands of depth K and up to M rows?

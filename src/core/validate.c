@@ -417,6 +417,142 @@ w8a8_status w8a8_validate_silu_mul_quantize(const char *fn, const w8a8_handle *h
   return validate_quant(fn, h, x, q, 2, mode, scale, azp, scale_ub, p);
 }
 
+/* ---- block scales ------------------------------------------------------------------------------------ */
+
+static int64_t blocks_of(int64_t n) { return (n + W8A8_BLOCK - 1) / W8A8_BLOCK; }
+
+/* A block-scale matrix: fp32, exactly rows x cols (what names the two sizes), either layout. Its element
+ * strides in *rs, *cs. */
+static w8a8_status check_scale_matrix(const char *fn, const w8a8_handle *h, const char *arg, const w8a8_matrix *s,
+                                      int64_t rows, int64_t cols, const char *what, int64_t *rs, int64_t *cs) {
+  if (!s) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL; expected a %s fp32 w8a8_matrix", fn, arg, what);
+  if (s->dtype != W8A8_DTYPE_FP32)
+    return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: %s->dtype is %s; expected fp32", fn, arg,
+                    dtype_valid(s->dtype) ? dname(s->dtype) : "not a w8a8_dtype");
+  if (s->rows != rows || s->cols != cols)
+    return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: %s is %lld x %lld; expected %s = %lld x %lld", fn, arg,
+                    LL(s->rows), LL(s->cols), what, LL(rows), LL(cols));
+  W8A8_CHECK(check_matrix(fn, h, arg, s));
+  *rs = s->layout == W8A8_ROW_MAJOR ? s->ld : 1;
+  *cs = s->layout == W8A8_ROW_MAJOR ? 1 : s->ld;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_validate_scaled_mm_blockwise(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
+                                              const w8a8_matrix *b, const w8a8_matrix *scale_a,
+                                              const w8a8_matrix *scale_b, const w8a8_vector *bias,
+                                              const w8a8_matrix *out, w8a8_mm_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_matrix(fn, h, "a", a));
+  W8A8_CHECK(check_matrix(fn, h, "b", b));
+  W8A8_CHECK(check_matrix(fn, h, "out", out));
+  W8A8_CHECK(w8a8_check_mm_kinds(fn, a, b, out));
+  if (a->dtype != W8A8_DTYPE_FP8_E4M3)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a and b are %s; block scales are for fp8_e4m3 operands", fn,
+                    dname(a->dtype));
+  const int64_t M = a->rows, K = a->cols, N = b->cols;
+  if (b->rows != K)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: a is %lld x %lld (M x K) but b is %lld x %lld; b->rows must be K = %lld",
+                    fn, LL(M), LL(K), LL(b->rows), LL(N), LL(K));
+  if (out->rows != M || out->cols != N)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: out is %lld x %lld; expected M x N = %lld x %lld", fn,
+                    LL(out->rows), LL(out->cols), LL(M), LL(N));
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: M, N, K = %lld, %lld, %lld; each must be < 2^31", fn, LL(M),
+                    LL(N), LL(K));
+  const int64_t KB = blocks_of(K), NB = blocks_of(N);
+  int64_t sa_rs, sa_cs, sb_rs, sb_cs;
+  W8A8_CHECK(check_scale_matrix(fn, h, "scale_a", scale_a, M, KB, "[M, ceil(K/128)]", &sa_rs, &sa_cs));
+  W8A8_CHECK(check_scale_matrix(fn, h, "scale_b", scale_b, NB, KB, "[ceil(N/128), ceil(K/128)]", &sb_rs, &sb_cs));
+  if (bias) {
+    if (bias->dtype != out->dtype)
+      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->dtype is %s; it must match out->dtype (%s)", fn,
+                      dname(bias->dtype), dname(out->dtype));
+    W8A8_CHECK(check_vector(fn, h, "bias", bias, out->dtype, W8A8_ERROR_INVALID_BIAS));
+    if (bias->len != N)
+      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->len is %lld; expected N = %lld", fn, LL(bias->len), LL(N));
+  }
+  span ins[5];
+  int n = 0;
+  ins[n++] = mat_span("a", a);
+  ins[n++] = mat_span("b", b);
+  ins[n++] = mat_span("scale_a", scale_a);
+  ins[n++] = mat_span("scale_b", scale_b);
+  if (bias) ins[n++] = vec_span("bias", bias, bias->len);
+  W8A8_CHECK(check_overlap(fn, mat_span("out", out), ins, n));
+
+  memset(p, 0, sizeof *p);
+  p->M = M, p->N = N, p->K = K;
+  p->in_dtype = a->dtype;
+  p->out_dtype = out->dtype;
+  p->a = nonnull(a->data);
+  p->lda = K ? a->ld : 0;
+  p->b = nonnull(b->data);
+  p->ldb = K ? b->ld : 0;
+  p->out = (void *)nonnull(out->data);
+  p->ldo = out->ld;
+  p->scale_a = (const float *)nonnull(scale_a->data);
+  p->scale_b = (const float *)nonnull(scale_b->data);
+  p->bias = bias ? bias->data : NULL;
+  p->block_scaled = true;
+  p->sa_rs = sa_rs, p->sa_cs = sa_cs, p->sb_rs = sb_rs, p->sb_cs = sb_cs;
+  return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_validate_quantize_groups(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
+                                          const w8a8_matrix *q, const w8a8_matrix *scale, unsigned flags, int groups,
+                                          int x_per_q, w8a8_quant_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_matrix(fn, h, "x", x));
+  W8A8_CHECK(check_matrix(fn, h, "q", q));
+  if (x->dtype != W8A8_DTYPE_FP32 && x->dtype != W8A8_DTYPE_BF16 && x->dtype != W8A8_DTYPE_FP16)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: x->dtype is %s; expected fp32, bf16 or fp16", fn, dname(x->dtype));
+  if (q->dtype != W8A8_DTYPE_FP8_E4M3)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: q->dtype is %s; group and block scales are for fp8_e4m3", fn,
+                    dname(q->dtype));
+  if (x->layout != W8A8_ROW_MAJOR || q->layout != W8A8_ROW_MAJOR)
+    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: %s must be row-major", fn, x->layout != W8A8_ROW_MAJOR ? "x" : "q");
+  if (x_per_q == 2 && x->cols % 2)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
+                    "%s: x is %lld x %lld; x->cols must be even (gate = the first half of the columns, up = the "
+                    "second half)",
+                    fn, LL(x->rows), LL(x->cols));
+  if (q->rows != x->rows || q->cols != x->cols / x_per_q)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; x is %lld x %lld, so q must be %lld x %lld", fn,
+                    LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols), LL(x->rows), LL(x->cols / x_per_q));
+  if (flags & ~W8A8_SCALE_UE8M0)
+    return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: flags is 0x%x; expected 0 or W8A8_SCALE_UE8M0 (0x%x)", fn, flags,
+                    W8A8_SCALE_UE8M0);
+  const int64_t M = q->rows, K = q->cols;
+  if (M > INT32_MAX || x->cols > INT32_MAX)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: x is %lld x %lld; each size must be < 2^31", fn, LL(x->rows),
+                    LL(x->cols));
+  const int block = groups == W8A8_GROUPS_BLOCK;
+  int64_t rs, cs;
+  W8A8_CHECK(check_scale_matrix(fn, h, "scale", scale, block ? blocks_of(M) : M, blocks_of(K),
+                                block ? "[ceil(N/128), ceil(K/128)]" : "[M, ceil(K/128)]", &rs, &cs));
+  span sx = mat_span("x", x), sq = mat_span("q", q), ss = mat_span("scale", scale);
+  {
+    span ins[2] = {sx, ss};
+    W8A8_CHECK(check_overlap(fn, sq, ins, 2));
+    span ins2[1] = {sx};
+    W8A8_CHECK(check_overlap(fn, ss, ins2, 1));
+  }
+  memset(p, 0, sizeof *p);
+  p->M = M, p->K = K;
+  p->in_dtype = x->dtype;
+  p->out_dtype = q->dtype;
+  p->x = nonnull(x->data);
+  p->ldx = K ? x->ld : 0;
+  p->q = (void *)nonnull(q->data);
+  p->ldq = K ? q->ld : 0;
+  p->scale = (float *)nonnull(scale->data);
+  p->groups = groups;
+  p->s_rs = rs, p->s_cs = cs;
+  p->ue8m0 = (flags & W8A8_SCALE_UE8M0) != 0;
+  return W8A8_SUCCESS;
+}
+
 w8a8_status w8a8_validate_colsum(const char *fn, const w8a8_handle *h, const w8a8_matrix *b,
                                  const w8a8_vector *azp_adj, w8a8_colsum_problem *p) {
   if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);

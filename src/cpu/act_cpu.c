@@ -105,7 +105,13 @@ static void quantize_row(const w8a8_quant_problem *p, int64_t m, float s, int32_
   }
 }
 
+float w8a8_silu_mul_value(const w8a8_quant_problem *p, int64_t m, int64_t k) { return act_y(p, m, k); }
+
 w8a8_status w8a8_cpu_silu_mul_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
+  if (p->groups != W8A8_GROUPS_NONE) {
+    w8a8_ref_quantize_groups(p, w8a8_silu_mul_value);
+    return W8A8_SUCCESS;
+  }
   const float qmax = p->out_dtype == W8A8_DTYPE_FP8_E4M3 ? 448.0f : 127.0f;
   const int nt = w8a8_cpu_threads(h);
   /* Threads only for enough work: each element costs an exp (about 30 flops). */

@@ -106,6 +106,11 @@ void w8a8_cpu_handle_fini(w8a8_handle *h) {
 }
 
 w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
+  if (p->block_scaled) { /* (only the reference has block scales so far, whatever the handle's kernel) */
+    w8a8_ref_scaled_mm(p);
+    w8a8_note_launch(h, "cpu-reference", "", 1, p->M, p->N, p->K);
+    return W8A8_SUCCESS;
+  }
   if (h->kernel != W8A8_KERNEL_REFERENCE) {
     w8a8_status s = w8a8_cpu_gemm_fast(h, p);
     if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_GENERIC) return s;
@@ -117,6 +122,10 @@ w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
 }
 
 w8a8_status w8a8_cpu_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
+  if (p->groups != W8A8_GROUPS_NONE) {
+    w8a8_ref_quantize_groups(p, NULL);
+    return W8A8_SUCCESS;
+  }
   if (h->kernel != W8A8_KERNEL_REFERENCE) {
     w8a8_status s = w8a8_cpu_quantize_fast(h, p);
     if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_GENERIC) return s;

@@ -31,7 +31,37 @@ static int32_t wrap_sub_mul(int32_t acc, int32_t azp, int32_t adj) {
   return (int32_t)((uint32_t)acc - (uint32_t)azp * (uint32_t)adj);
 }
 
+/* Block-scaled fp8 (w8a8_scaled_mm_blockwise): each 128-deep block summed in k order, then added into acc with
+ * the product of its two scales, in block order. */
+static void ref_blockwise(const w8a8_mm_problem *p) {
+  const int64_t MN = p->M * p->N;
+  const int par = (double)MN * (double)(p->K + 1) > 4e6;
+  float fp8[256];
+  for (int i = 0; i < 256; i++) fp8[i] = w8a8_fp8_to_f32((uint8_t)i);
+  const int64_t KB = (p->K + W8A8_BLOCK - 1) / W8A8_BLOCK;
+#pragma omp parallel for schedule(static, 64) if (par)
+  for (int64_t mn = 0; mn < MN; mn++) {
+    const int64_t m = mn / p->N, n = mn % p->N;
+    const uint8_t *a = (const uint8_t *)p->a + m * p->lda;
+    const uint8_t *b = (const uint8_t *)p->b + n * p->ldb;
+    float acc = 0.0f;
+    for (int64_t kb = 0; kb < KB; kb++) {
+      const int64_t k1 = (kb + 1) * W8A8_BLOCK < p->K ? (kb + 1) * W8A8_BLOCK : p->K;
+      float part = 0.0f;
+      for (int64_t k = kb * W8A8_BLOCK; k < k1; k++) part += fp8[a[k]] * fp8[b[k]];
+      const float s = p->scale_a[m * p->sa_rs + kb * p->sa_cs] * p->scale_b[(n / W8A8_BLOCK) * p->sb_rs + kb * p->sb_cs];
+      acc = fmaf(s, part, acc);
+    }
+    const float r = p->bias ? acc + load_float(p->out_dtype, p->bias, n) : acc;
+    store_float(p->out_dtype, p->out, m * p->ldo + n, r);
+  }
+}
+
 void w8a8_ref_scaled_mm(const w8a8_mm_problem *p) {
+  if (p->block_scaled) {
+    ref_blockwise(p);
+    return;
+  }
   /* Every element is computed on its own, in the same order whatever the thread: threads change
    * nothing but the time (the GPU tests' reference for a 64 x 28672 x 4096 product took most of
    * a 45 s step on one core). */
@@ -140,4 +170,37 @@ void w8a8_ref_quantize(const w8a8_quant_problem *p) {
       p->scale[m] = s;
     }
   }
+}
+
+/* ---- group and block scales ------------------------------------------------------------------------------------ */
+
+static float value_of_x(const w8a8_quant_problem *p, int64_t m, int64_t k) {
+  return load_float(p->in_dtype, p->x, m * p->ldx + k);
+}
+
+/* The smallest power of two >= s (s > 0 and finite): exact, where exp2f(ceilf(log2f(s))) may miss by a power. */
+static float ue8m0_up(float s) {
+  int e;
+  const float f = frexpf(s, &e); /* s = f * 2^e, f in [0.5, 1) */
+  return f == 0.5f ? s : ldexpf(1.0f, e);
+}
+
+void w8a8_ref_quantize_groups(const w8a8_quant_problem *p, w8a8_value_fn value) {
+  if (!value) value = value_of_x;
+  const int64_t G = W8A8_BLOCK;
+  const int block = p->groups == W8A8_GROUPS_BLOCK;
+  const int64_t RB = block ? (p->M + G - 1) / G : p->M, KB = (p->K + G - 1) / G;
+  for (int64_t rb = 0; rb < RB; rb++)
+    for (int64_t kb = 0; kb < KB; kb++) {
+      const int64_t m0 = block ? rb * G : rb, m1 = block ? (m0 + G < p->M ? m0 + G : p->M) : rb + 1;
+      const int64_t k0 = kb * G, k1 = k0 + G < p->K ? k0 + G : p->K;
+      float amax = 0.0f;
+      for (int64_t m = m0; m < m1; m++)
+        for (int64_t k = k0; k < k1; k++) amax = nan_ignoring_max(amax, fabsf(value(p, m, k)));
+      float s = w8a8_dynamic_scale(amax, 448.0f);
+      if (p->ue8m0) s = ue8m0_up(s);
+      for (int64_t m = m0; m < m1; m++)
+        for (int64_t k = k0; k < k1; k++) ((uint8_t *)p->q)[m * p->ldq + k] = w8a8_f32_to_fp8(value(p, m, k) / s);
+      p->scale[rb * p->s_rs + kb * p->s_cs] = s;
+    }
 }
