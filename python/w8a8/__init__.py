@@ -112,6 +112,29 @@ def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_toke
                                             use_per_token_if_dynamic=use_per_token_if_dynamic, out=out)
 
 
+def scaled_mm_blockwise(a, b, scale_a, scale_b, out_dtype=None, bias=None, out=None):
+    """Block-scaled fp8 (DeepSeek-V3 style): scale_a [M, ceil(K/128)] per token per 128 channels, scale_b
+    [ceil(N/128), ceil(K/128)] per 128 x 128 weight block, either layout. CPU arrays (the library's CUDA
+    kernels for this mode are not built yet)."""
+    return _front(a).scaled_mm_blockwise(a, b, scale_a, scale_b, "bf16" if out_dtype is None else out_dtype, bias,
+                                         out)
+
+
+def quantize_fp8_groups(x, group_size=128, column_major_scales=False, scale_ue8m0=False, out=None):
+    """vLLM's per_token_group_quant_fp8: (q, scale [M, ceil(K/128)])."""
+    return _front(x).quantize_fp8_groups(x, group_size, column_major_scales, scale_ue8m0, out)
+
+
+def quantize_fp8_blocks(w, block_size=128, scale_ue8m0=False, out=None):
+    """128 x 128 block quantization of weights [N, K]: (q, scale [ceil(N/128), ceil(K/128)])."""
+    return _front(w).quantize_fp8_blocks(w, block_size, scale_ue8m0, out)
+
+
+def silu_mul_quantize_fp8_groups(x, group_size=128, column_major_scales=False, scale_ue8m0=False, out=None):
+    """silu(gate) * up for x [..., 2I], quantized per token per 128 channels: (q [..., I], scale)."""
+    return _front(x).silu_mul_quantize_fp8_groups(x, group_size, column_major_scales, scale_ue8m0, out)
+
+
 def colsum(b, out=None):
     """azp_adj[n] = sum_k b[k, n] (int32) of an int8 column-major b [K, N] (pass w.t()); into out (N int32)
     when given."""
@@ -137,7 +160,8 @@ from . import _tp as _tp_mod  # noqa: E402
 all_gather_scaled_mm.__doc__ = _tp_mod.all_gather_scaled_mm.__doc__
 scaled_mm_reduce_scatter.__doc__ = _tp_mod.scaled_mm_reduce_scatter.__doc__
 
-__all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8",
+__all__ = ["scaled_mm", "scaled_mm_blockwise", "quantize_fp8_groups", "quantize_fp8_blocks",
+           "silu_mul_quantize_fp8_groups", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8",
            "colsum", "all_gather_scaled_mm", "scaled_mm_reduce_scatter", "Comm", "register_group", "unregister_group",
            "W8A8Error", "Status", "DType",
            "Layout", "Kernel", "Fp8Accum", "QuantMode", "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [

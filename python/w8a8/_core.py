@@ -122,6 +122,32 @@ def silu_mul_quantize(handle, x, q, mode, scale, azp=None, scale_ub_ptr=None, fn
     quantize(handle, x, q, mode, scale, azp, scale_ub_ptr, fn, silu_mul=True)
 
 
+def scaled_mm_blockwise(handle, a, b, scale_a, scale_b, out, bias=None, fn="w8a8.scaled_mm_blockwise"):
+    """w8a8_scaled_mm_blockwise: scale_a [M, ceil(K/128)], scale_b [ceil(N/128), ceil(K/128)], either layout."""
+    am = as_matrix(a, fn, Layout.ROW_MAJOR)
+    bm = as_matrix(b, fn, Layout.COL_MAJOR)
+    sam = as_matrix(scale_a, fn, Layout.ROW_MAJOR)
+    sbm = as_matrix(scale_b, fn, Layout.ROW_MAJOR)
+    om = as_matrix(out, fn, Layout.ROW_MAJOR)
+    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    call = _lib._optional("w8a8_scaled_mm_blockwise")
+    with handle.lock:
+        check(call(handle.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sam), ctypes.byref(sbm), _ref(bv),
+                   ctypes.byref(om)), fn)
+
+
+def quantize_groups(handle, x, q, scale, flags, kind="groups", fn="w8a8.quantize_fp8_groups"):
+    """w8a8_quantize_groups (kind "groups"), w8a8_quantize_blocks ("blocks") or w8a8_silu_mul_quantize_groups
+    ("silu_mul"): scale is a [rows, ceil(K/128)] matrix, either layout."""
+    xm = as_matrix(x, fn, Layout.ROW_MAJOR)
+    qm = as_matrix(q, fn, Layout.ROW_MAJOR)
+    sm = as_matrix(scale, fn, Layout.ROW_MAJOR)
+    call = _lib._optional({"groups": "w8a8_quantize_groups", "blocks": "w8a8_quantize_blocks",
+                           "silu_mul": "w8a8_silu_mul_quantize_groups"}[kind])
+    with handle.lock:
+        check(call(handle.ptr, ctypes.byref(xm), ctypes.byref(qm), ctypes.byref(sm), int(flags)), fn)
+
+
 def colsum(handle, b, azp_adj, fn="w8a8.colsum"):
     bm = as_matrix(b, fn, Layout.COL_MAJOR)
     av = as_vector(azp_adj, fn, Status.ERROR_INVALID_ZERO_POINT)

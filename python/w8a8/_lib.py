@@ -257,7 +257,8 @@ def _candidates():
 
 # Entry points that a library built from an older tree may lack.
 OPTIONAL_FUNCTIONS = ("w8a8_load_tuning", "w8a8_comm_create_local", "w8a8_get_last_launch", "w8a8_setting_count",
-                      "w8a8_get_setting")
+                      "w8a8_get_setting", "w8a8_scaled_mm_blockwise", "w8a8_quantize_groups", "w8a8_quantize_blocks",
+                      "w8a8_silu_mul_quantize_groups")
 
 
 def _declare(lib):
@@ -318,7 +319,12 @@ def _declare(lib):
                 "w8a8_comm_create_local": (c_int, [P(C), P(H), c_int]),
                 "w8a8_get_last_launch": (c_int, [H, P(LaunchInfo)]),
                 "w8a8_setting_count": (c_int, []),
-                "w8a8_get_setting": (c_int, [c_int, P(Setting)])}
+                "w8a8_get_setting": (c_int, [c_int, P(Setting)]),
+                "w8a8_scaled_mm_blockwise": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), P(Matrix), P(Vector),
+                                                     P(Matrix)]),
+                "w8a8_quantize_groups": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), ctypes.c_uint]),
+                "w8a8_quantize_blocks": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), ctypes.c_uint]),
+                "w8a8_silu_mul_quantize_groups": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), ctypes.c_uint])}
     assert set(optional) == set(OPTIONAL_FUNCTIONS)
     for name, (res, args) in optional.items():
         fn = getattr(lib, name, None)

@@ -240,6 +240,65 @@ def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_toke
                      scale is None and not symmetric, silu_mul=True)
 
 
+def scaled_mm_blockwise(a, b, scale_a, scale_b, out_dtype="bf16", bias=None, out=None):
+    """Block-scaled fp8 (DeepSeek-V3 style): a [..., K] fp8, b [K, N] column-major fp8 (w.T of [N, K] weights),
+    scale_a [M, ceil(K/128)] float32 (per token per 128 channels), scale_b [ceil(N/128), ceil(K/128)] float32
+    (per 128 x 128 weight block), either layout. Returns out [..., N]."""
+    fn = "w8a8.scaled_mm_blockwise"
+    result = out
+    lead = None
+    if isinstance(a, np.ndarray) and a.ndim != 2:
+        lead = a.shape[:-1]
+        a = _rows2d(a, "a", fn)
+    if out is None:
+        d = _out_dtype(out_dtype, fn)
+        n = b.shape[1] if isinstance(b, np.ndarray) and b.ndim == 2 else 0
+        result = out = np.empty((lead if lead is not None else (a.shape[0],)) + (n,), dtype=np_dtype_of(d))
+    o2 = _rows2d(out, "out", fn) if isinstance(out, np.ndarray) and out.ndim != 2 else out
+    _core.scaled_mm_blockwise(cpu_handle(), view(a, "a", fn), view(b, "b", fn), view(scale_a, "scale_a", fn),
+                              view(scale_b, "scale_b", fn), view(o2, "out", fn, writable=True),
+                              view(bias, "bias", fn) if bias is not None else None, fn=fn)
+    return result
+
+
+def _group_quant(x, kind, group_size, column_major_scales, scale_ue8m0, out, fn):
+    if group_size != 128:
+        raise make_error(Status.ERROR_INVALID_VALUE, "%s: group_size is %r; w8a8's groups and blocks are 128" %
+                         (fn, group_size))
+    x2 = _rows2d(x, "x", fn) if kind != "blocks" else x
+    rows = x2.shape[0] if isinstance(x2, np.ndarray) else 0
+    cols = (x2.shape[1] // 2 if kind == "silu_mul" else x2.shape[1]) if isinstance(x2, np.ndarray) else 0
+    if out is None:
+        qshape = (x.shape[:-1] + (cols,)) if kind == "silu_mul" else x.shape
+        out = np.empty(qshape, dtype=np_dtype_of(DType.FP8_E4M3))
+    q2 = _rows2d(out, "out", fn) if kind != "blocks" else out
+    srows = (rows + 127) // 128 if kind == "blocks" else rows
+    scols = (cols + 127) // 128
+    scale = np.empty((scols, srows), dtype=np.float32).T if column_major_scales else \
+        np.empty((srows, scols), dtype=np.float32)
+    _core.quantize_groups(cpu_handle(), view(x2, "x", fn), view(q2, "out", fn, writable=True),
+                          view(scale, "scale", fn, writable=True), 1 if scale_ue8m0 else 0, kind=kind, fn=fn)
+    return out, scale
+
+
+def quantize_fp8_groups(x, group_size=128, column_major_scales=False, scale_ue8m0=False, out=None):
+    """vLLM's per_token_group_quant_fp8: x [..., K] -> (q [..., K] fp8 e4m3fn, scale [M, ceil(K/128)] float32,
+    column-major when asked, powers of two with scale_ue8m0)."""
+    return _group_quant(x, "groups", group_size, column_major_scales, scale_ue8m0, out, "w8a8.quantize_fp8_groups")
+
+
+def quantize_fp8_blocks(w, block_size=128, scale_ue8m0=False, out=None):
+    """128 x 128 block quantization of weights w [N, K]: (q [N, K] fp8 e4m3fn, scale [ceil(N/128), ceil(K/128)]);
+    q.T is the b of scaled_mm_blockwise."""
+    return _group_quant(w, "blocks", block_size, False, scale_ue8m0, out, "w8a8.quantize_fp8_blocks")
+
+
+def silu_mul_quantize_fp8_groups(x, group_size=128, column_major_scales=False, scale_ue8m0=False, out=None):
+    """silu(gate) * up for x [..., 2I], then quantize_fp8_groups' rules: (q [..., I], scale [M, ceil(I/128)])."""
+    return _group_quant(x, "silu_mul", group_size, column_major_scales, scale_ue8m0, out,
+                        "w8a8.silu_mul_quantize_fp8_groups")
+
+
 def colsum(b, out=None):
     """azp_adj[n] = sum_k b[k, n] (int32) of an int8 column-major b [K, N] (pass w.T)."""
     fn = "w8a8.colsum"

@@ -635,3 +635,65 @@ __all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8"
            "set_kernel", "set_weights_constant", "set_fp8_accum", "handle_for", "HAVE_CUSTOM_OPS", "register_group",
            "unregister_group"] + (["fused_all_gather_scaled_matmul", "fused_scaled_matmul_reduce_scatter"]
                                   if HAVE_CUSTOM_OPS else [])
+
+
+# ---- block-scaled fp8 (eager calls; the library runs this mode on CPU handles only so far, and a CUDA tensor
+# gets its UNSUPPORTED_DEVICE error)
+
+def scaled_mm_blockwise(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, out=None):
+    """Block-scaled fp8: a [..., K], b [K, N] column-major, scale_a [M, ceil(K/128)], scale_b
+    [ceil(N/128), ceil(K/128)] (either layout). Returns out [..., N]."""
+    fn = "w8a8.scaled_mm_blockwise"
+    _check_tensor(a, "a", fn)
+    _check_tensor(b, "b", fn)
+    lead = tuple(a.shape[:-1]) if a.dim() != 2 else None
+    a2 = _rows(a, "a", fn)
+    if out is None:
+        out = torch.empty(a2.shape[0], b.shape[1] if b.dim() == 2 else 0, dtype=_out_dtype(out_dtype, fn),
+                          device=a.device)
+        result = out if lead is None else out.view(lead + (out.shape[1],))
+    else:
+        _check_tensor(out, "out", fn)
+        result, out = out, _rows(out, "out", fn)
+    dev = a.device
+    _core.scaled_mm_blockwise(handle_for(dev), view(a2, "a", fn, dev), view(b, "b", fn, dev),
+                              view(scale_a, "scale_a", fn, dev), view(scale_b, "scale_b", fn, dev),
+                              view(out, "out", fn, dev), view(bias, "bias", fn, dev) if bias is not None else None,
+                              fn=fn)
+    return result
+
+
+def _group_quant(x, kind, group_size, column_major_scales, scale_ue8m0, out, fn):
+    _check_tensor(x, "x", fn)
+    if group_size != 128:
+        raise make_error(Status.ERROR_INVALID_VALUE, "%s: group_size is %r; w8a8's groups and blocks are 128" %
+                         (fn, group_size))
+    x2 = _rows(x, "x", fn)
+    rows, cols = x2.shape[0], x2.shape[1] // 2 if kind == "silu_mul" else x2.shape[1]
+    if out is None:
+        out = torch.empty(tuple(x.shape[:-1]) + (cols,), dtype=_FP8, device=x.device)
+    q2 = _rows(out, "out", fn)
+    srows = (rows + 127) // 128 if kind == "blocks" else rows
+    scols = (cols + 127) // 128
+    scale = (torch.empty(scols, srows, dtype=torch.float32, device=x.device).t() if column_major_scales else
+             torch.empty(srows, scols, dtype=torch.float32, device=x.device))
+    dev = x.device
+    _core.quantize_groups(handle_for(dev), view(x2, "x", fn, dev), view(q2, "out", fn, dev),
+                          view(scale, "scale", fn, dev), 1 if scale_ue8m0 else 0, kind=kind, fn=fn)
+    return out, scale
+
+
+def quantize_fp8_groups(x, group_size=128, column_major_scales=False, scale_ue8m0=False, out=None):
+    """vLLM's per_token_group_quant_fp8: (q, scale [M, ceil(K/128)])."""
+    return _group_quant(x, "groups", group_size, column_major_scales, scale_ue8m0, out, "w8a8.quantize_fp8_groups")
+
+
+def quantize_fp8_blocks(w, block_size=128, scale_ue8m0=False, out=None):
+    """128 x 128 block quantization of weights [N, K]: (q, scale [ceil(N/128), ceil(K/128)])."""
+    return _group_quant(w, "blocks", block_size, False, scale_ue8m0, out, "w8a8.quantize_fp8_blocks")
+
+
+def silu_mul_quantize_fp8_groups(x, group_size=128, column_major_scales=False, scale_ue8m0=False, out=None):
+    """silu(gate) * up for x [..., 2I], quantized per token per 128 channels: (q [..., I], scale)."""
+    return _group_quant(x, "silu_mul", group_size, column_major_scales, scale_ue8m0, out,
+                        "w8a8.silu_mul_quantize_fp8_groups")
