@@ -4,7 +4,7 @@
  *
  * Every test file registers its tests with constructors; tests/test_main.c runs
  * those whose name contains any command-line argument (all when none), and ends
- * with "N passed, N failed". A test fails if any CHECK fails; it stops at the
+ * with "N passed, N failed, N skipped". A test fails if any CHECK fails; it stops at the
  * first failing REQUIRE. Tests may also return early with SKIP("why"). */
 #ifndef W8A8_TEST_HARNESS_H
 #define W8A8_TEST_HARNESS_H

@@ -1,28 +1,33 @@
 #!/bin/sh
 # run_all.sh — everything `make test` runs (CPU and MPI; CI has no GPU).
-# Each stage prints its own "N passed, N failed" line; the last line here sums them.
+# Each stage prints its own "N passed, N failed" line, with ", N skipped" where it skipped tests; the last
+# line here sums them: "N passed, N failed, N skipped" (CI greps its "N passed, N failed" prefix). A test
+# skipped is not a test passed: the skipped count says how much of the suite this machine did not run.
 # Env: BUILD (build dir, default build), FUZZ_SECONDS (default 60), MPI_NPS (default "1 2 3 4").
 BUILD=${BUILD:-build}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 MPI_NPS=${MPI_NPS:-"1 2 3 4"}
 total_pass=0
 total_fail=0
+total_skip=0
+stages_not_run=""
 log=$(mktemp)
+. "$(dirname "$0")/cli/tally.sh"
 
-# Parse the "N passed, N failed" line of a stage's output and add it up.
+# Add up a stage's summary line.
 tally() { # name, exit code, log file
-  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$3" | tail -n 1)
-  if [ -z "$line" ]; then
+  if ! counts=$(summary_of "$3"); then
     echo "== $1: no summary line (exit $2): counted as 1 failure"
     total_fail=$((total_fail + 1))
     return
   fi
-  p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
-  f=$(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')
+  set -- "$1" "$2" $counts
+  p=$3 f=$4 s=$5
   if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-  echo "== $1: $p passed, $f failed"
+  echo "== $1: $p passed, $f failed, $s skipped"
   total_pass=$((total_pass + p))
   total_fail=$((total_fail + f))
+  total_skip=$((total_skip + s))
 }
 
 stage() { # name, command...
@@ -50,14 +55,15 @@ if [ -x "$BUILD/bin/w8a8_tp_tests" ]; then
   stage mpi-kill timeout 300 sh tests/mpi/run_kill.sh "$BUILD/bin/w8a8_tp_tests"
 fi
 
-# A stage whose binary is missing is skipped, unless W8A8_REQUIRE_ALL is set (CI sets it):
-# then it counts as a failure, so CI cannot pass by not building something.
+# A stage whose binary is missing is skipped (and named at the end), unless W8A8_REQUIRE_ALL is set (CI
+# sets it): then it counts as a failure, so CI cannot pass by not building something.
 missing() { # name, what
   if [ -n "$W8A8_REQUIRE_ALL" ]; then
     echo "== $1: $2 is missing: counted as 1 failure"
     total_fail=$((total_fail + 1))
   else
     echo "== $1: skipped ($2 is missing)"
+    stages_not_run="$stages_not_run, $1"
   fi
 }
 
@@ -204,7 +210,11 @@ fi
 if [ -x "$BUILD/bin/w8a8" ]; then
   stage cli-check sh -c "'$BUILD/bin/w8a8' check --cpu && echo '1 passed, 0 failed'"
   stage cli-args sh tests/run_cli_args.sh "$BUILD/bin/w8a8"
+else
+  missing cli "$BUILD/bin/w8a8"
 fi
+# this script's own reading of the stages' summary lines (tests/cli/tally.sh)
+stage tally sh tests/cli/test_tally.sh "$BUILD/bin/w8a8_tests"
 
 # The Python package (python/) on NumPy through the shared library; torch tests skip without torch.
 if [ -f "$BUILD/lib/libw8a8.so" ]; then
@@ -214,5 +224,6 @@ else
 fi
 
 rm -f "$log"
-echo "$total_pass passed, $total_fail failed"
+[ -n "$stages_not_run" ] && echo "stages not run: ${stages_not_run#, }"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

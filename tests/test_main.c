@@ -84,6 +84,6 @@ int main(int argc, char **argv) {
     }
   }
   if (!w8a8_test_main_end || w8a8_test_main_end(&passed, &failed, &skipped))
-    printf("%d passed, %d failed (%d skipped)\n", passed, failed, skipped);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }

@@ -44,39 +44,65 @@ static const suite suites[] = {
 static const int64_t cpu_default_ms[] = {1, 16, 64, 256};
 static const int64_t gpu_default_ms[] = {1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
+enum {
+  OPT_SUITE = 256,
+  OPT_SCALES,
+  OPT_OUT_DTYPE,
+  OPT_CPU,
+  OPT_GPU,
+  OPT_DEVICE,
+  OPT_NO_BASELINES,
+  OPT_ROTATE,
+  OPT_JSON,
+  OPT_SEED,
+};
+
+static const cli_opt bench_opts[] = {
+    {OPT_SUITE, "suite", 0, "LIST", "comma list of llama8b (the CPU default), llama70b-tp4, square, all\n"
+                                    "(GPU default: llama8b,llama70b-tp4)"},
+    {'m', "m", 'm', "LIST", "M values (default CPU 1,16,64,256; GPU 1,16,32,...,16384)"},
+    {'n', "n", 'n', "LIST", "N values: with -k, every N x K pair (replaces --suite)"},
+    {'k', "k", 'k', "LIST", "K values, 1..131071 (the int32 accumulator bound)"},
+    {'d', "dtype", 'd', "D", "int8, fp8 or both (default both)"},
+    {OPT_SCALES, "scales", 0, "S", "token (per-token x per-channel, default), tensor or both"},
+    {OPT_OUT_DTYPE, "out-dtype", 0, "T", "bf16 (default), fp16 or fp32"},
+    {OPT_CPU, "cpu", 0, NULL, "time the CPU (default: the GPU if one is usable, else the CPU;\n"
+                              "--cpu --gpu: both)"},
+    {OPT_GPU, "gpu", 0, NULL, "time the GPU"},
+    {OPT_DEVICE, "device", 0, "N", "CUDA device (default 0)"},
+    {OPT_NO_BASELINES, "no-baselines", 0, NULL, "only our implementations"},
+    {'i', "iters", 'i', "N", "timed calls per measurement (CPU 5, GPU 20)"},
+    {'w', "warmup", 'w', "N", "untimed calls first (CPU 1, GPU 5)"},
+    {OPT_ROTATE, "rotate", 0, "N", "weight copies to rotate through, so B is not served from cache\n"
+                                   "(CPU 2, GPU 4)"},
+    {OPT_SEED, "seed", 0, "S", "random operands' seed (default 1)"},
+    {'o', "out", 'o', "FILE", "also write JSON lines to FILE ('-': stdout, the table then goes\n"
+                              "to stderr)"},
+    {OPT_JSON, "json", 0, NULL, "JSON lines on stdout, the table on stderr (= -o -)"},
+    {'q', "quiet", 'q', NULL, "no progress on stderr"},
+};
+#define NBENCH_OPTS ((int)(sizeof bench_opts / sizeof bench_opts[0]))
+
 static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: w8a8 bench [options]\n"
-          "Time scaled_mm over a sweep of M on named shape suites or explicit shapes, next to\n"
-          "the baselines, verifying every timed result (#wrong). Exit 1 if any of our rows is wrong.\n"
+          "Time scaled_mm over a sweep of M on named shape suites or explicit shapes, next to the\n"
+          "baselines, verifying every timed result (#wrong). Exit 1 if any of our rows is wrong.\n"
+          "\n");
+  cli_print_options(f, bench_opts, NBENCH_OPTS);
+  fprintf(f,
           "\n"
-          "  --suite LIST        comma list of: llama8b (default on the CPU), llama70b-tp4, square, all\n"
-          "                      (GPU default: llama8b,llama70b-tp4)\n"
-          "  -m LIST             M values (default CPU 1,16,64,256; GPU 1,16,32,...,16384)\n"
-          "  -n LIST -k LIST     explicit shapes: every N x K pair (replaces --suite)\n"
-          "  --dtype D           int8 | fp8 | both (default both)\n"
-          "  --scales S          token (per-token x per-channel, default) | tensor | both\n"
-          "  --out-dtype T       bf16 (default) | fp16 | fp32\n"
-          "  --cpu, --gpu        which backends (default: the GPU if one is usable, else the CPU;\n"
-          "                      both flags: both)\n"
-          "  --device N          CUDA device (default 0)\n"
-          "  --no-baselines      only our implementations\n"
-          "  --iters N           timed calls per measurement, median reported (CPU 5, GPU 20)\n"
-          "  --warmup N          untimed calls first (CPU 1, GPU 5)\n"
-          "  --rotate N          weight copies to rotate through, so B is not served from cache\n"
-          "                      (CPU 2, GPU 4)\n"
-          "  -o FILE             also write JSON lines, one object per row\n"
-          "  -q                  no progress on stderr\n"
-          "  -h, --help          this text\n"
-          "\n"
-          "Columns: us = median time per call; TFLOP/s = 2MNK/us; GB/s = (A + B + out bytes)/us;\n"
-          "vs-base = baseline time / our time (the baseline is named in the last column).\n");
+          "Columns: p20/p50/p80 = percentiles of the time per call (us); TFLOP/s = 2MNK / p50;\n"
+          "GB/s = (A + B + out bytes) / p50; vs-base = the baseline's p50 / ours (the baseline is named\n"
+          "in the last column); kernel, config = what the library ran for our rows (w8a8_get_last_launch:\n"
+          "the kernel AUTO took, the sm90 configuration, /sN its K split), a baseline's own choice for\n"
+          "theirs. JSON schema: docs/CLI.md.\n");
 }
 
 /* set by a weak fallback that cannot measure anything */
 static int module_missing;
 
-/* ---- the row sink: table on stdout, JSON lines, totals ------------------------------------------ */
+/* ---- the row sink: table, JSON lines, totals ------------------------------------------------------- */
 #define MAX_GEO 32
 typedef struct geo {
   char key[160];
@@ -87,29 +113,37 @@ typedef struct geo {
 
 typedef struct sink {
   FILE *json;
-  char date[32], datetime[32], host[256];
   const bench_config *cfg;
+  const char *device_kind; /* "cpu" or "gpu": the pass running */
   long rows, wrong_rows, wrong_elems;
   long base_wrong_rows; /* baselines that computed a wrong result (reported, not our failure) */
   geo g[MAX_GEO];
   int ng;
 } sink;
 
-static void json_num(FILE *f, double v) {
-  if (isfinite(v))
-    fprintf(f, "%.6g", v);
-  else
-    fputs("null", f);
-}
-
 static void emit_row(void *ctx, const bench_row *r) {
   sink *s = ctx;
-  char vs[32] = "-";
-  if (r->vs_baseline > 0) snprintf(vs, sizeof vs, "%.2fx", r->vs_baseline);
-  printf("%-26s %-15s %6lld %6lld %6lld  %-8s %-13s  %10.2f %9.3f %9.1f %8s %7ld  %s\n", r->impl ? r->impl : "?",
-         r->shape && *r->shape ? r->shape : "-", (long long)r->M, (long long)r->N, (long long)r->K,
-         r->dtype ? r->dtype : "?", r->scales ? r->scales : "?", r->us, r->tflops, r->gbps, vs, r->wrong,
-         r->baseline && *r->baseline ? r->baseline : "-");
+  const double p50 = r->t.p50;
+  const double vs = r->base_p50 > 0 && p50 > 0 ? r->base_p50 / p50 : 0;
+  const double flops = 2.0 * (double)r->M * (double)r->N * (double)r->K;
+  char vss[32] = "-";
+  if (vs > 0) snprintf(vss, sizeof vss, "%.2fx", vs);
+  char cfg[64] = "-";
+  if (r->config && *r->config) {
+    if (r->split_k > 1)
+      snprintf(cfg, sizeof cfg, "%s/s%d", r->config, r->split_k);
+    else
+      snprintf(cfg, sizeof cfg, "%s", r->config);
+  } else if (r->split_k > 1) {
+    snprintf(cfg, sizeof cfg, "split %d", r->split_k);
+  }
+  fprintf(cli_tab,
+          "%-24s %-14s %6lld %6lld %6lld  %-8s %-13s %-20s %-22s %10.2f %10.2f %10.2f %8.3f %8.1f %8s %6ld  %s\n",
+          r->impl ? r->impl : "?", r->shape && *r->shape ? r->shape : "-", (long long)r->M, (long long)r->N,
+          (long long)r->K, r->dtype ? r->dtype : "?", r->scales ? r->scales : "?",
+          r->kernel && *r->kernel ? r->kernel : "-", cfg, r->t.p20, p50, r->t.p80,
+          p50 > 0 ? flops / p50 * 1e-6 : 0.0, p50 > 0 ? r->bytes / p50 * 1e-3 : 0.0, vss, r->wrong,
+          r->baseline && *r->baseline ? r->baseline : "-");
   s->rows++;
   /* Our rows failing verification fail the run. A baseline's wrong rows are reported (e.g. oneDNN's
    * AVX2 s8 x s8 gemm saturates on full-range int8, cpu-bench-2026-11-29-avx2only.txt) but are its defect, not ours. */
@@ -119,7 +153,7 @@ static void emit_row(void *ctx, const bench_row *r) {
   } else if (r->wrong != 0) {
     s->base_wrong_rows++;
   }
-  if (r->vs_baseline > 0) {
+  if (vs > 0) {
     char key[160];
     snprintf(key, sizeof key, "%s %s %s vs %s", r->impl ? r->impl : "?", r->dtype ? r->dtype : "?",
              r->scales ? r->scales : "?", r->baseline ? r->baseline : "?");
@@ -132,54 +166,48 @@ static void emit_row(void *ctx, const bench_row *r) {
         s->g[i].min = INFINITY;
         s->ng++;
       }
-      s->g[i].log_sum += log(r->vs_baseline);
+      s->g[i].log_sum += log(vs);
       s->g[i].n++;
-      if (r->vs_baseline < s->g[i].min) s->g[i].min = r->vs_baseline;
+      if (vs < s->g[i].min) s->g[i].min = vs;
     }
   }
   if (s->json) {
-    FILE *f = s->json;
-    fputs("{\"impl\":", f);
-    cli_json_str(f, r->impl);
-    fputs(",\"op\":", f);
-    cli_json_str(f, r->op ? r->op : "scaled_mm");
-    fputs(",\"dtype\":", f);
-    cli_json_str(f, r->dtype);
-    fputs(",\"scales\":", f);
-    cli_json_str(f, r->scales);
-    fputs(",\"out_dtype\":", f);
-    cli_json_str(f, w8a8_dtype_name(s->cfg->out_dtype));
-    fputs(",\"shape\":", f);
-    cli_json_str(f, r->shape);
-    fprintf(f, ",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":", (long long)r->M, (long long)r->N, (long long)r->K);
-    json_num(f, r->us);
-    fputs(",\"tflops\":", f);
-    json_num(f, r->tflops);
-    fputs(",\"gbps\":", f);
-    json_num(f, r->gbps);
-    fputs(",\"vs_baseline\":", f);
-    json_num(f, r->vs_baseline);
-    fputs(",\"baseline\":", f);
-    cli_json_str(f, r->baseline);
-    fprintf(f, ",\"wrong\":%ld,\"device\":", r->wrong);
-    cli_json_str(f, r->device);
-    fputs(",\"date\":", f);
-    cli_json_str(f, s->date);
-    fputs(",\"datetime\":", f);
-    cli_json_str(f, s->datetime);
-    fputs(",\"host\":", f);
-    cli_json_str(f, s->host);
-    fprintf(f, ",\"iters\":%d,\"warmup\":%d,\"rotate\":%d,\"version\":", s->cfg->iters, s->cfg->warmup,
-            s->cfg->rotate);
-    cli_json_str(f, w8a8_version_string());
-    fputs("}\n", f);
-    fflush(f);
+    cli_jw w;
+    cli_row c;
+    memset(&c, 0, sizeof c);
+    c.command = "bench";
+    c.impl = r->impl;
+    c.op = r->op ? r->op : "scaled_mm";
+    c.device = r->device;
+    c.device_kind = s->device_kind;
+    c.dtype = r->dtype;
+    c.M = r->M, c.N = r->N, c.K = r->K;
+    c.kernel = r->kernel;
+    c.config = r->config;
+    c.split_k = r->split_k;
+    c.iters = s->cfg->iters;
+    c.warmup = s->cfg->warmup;
+    c.t = r->t;
+    c.flops = flops;
+    c.wrong = r->wrong;
+    cli_json_row_begin(&w, s->json, &c);
+    cli_jw_str(&w, "scales", r->scales);
+    cli_jw_str(&w, "out_dtype", w8a8_dtype_name(s->cfg->out_dtype));
+    cli_jw_str(&w, "shape", r->shape && *r->shape ? r->shape : NULL);
+    cli_jw_num(&w, "gbps", p50 > 0 ? r->bytes / p50 * 1e-3 : NAN);
+    cli_jw_str(&w, "baseline", r->baseline && *r->baseline && vs > 0 ? r->baseline : NULL);
+    cli_jw_num(&w, "baseline_p50_us", vs > 0 ? r->base_p50 : NAN);
+    cli_jw_num(&w, "vs_baseline", vs > 0 ? vs : NAN);
+    cli_jw_int(&w, "rotate", s->cfg->rotate);
+    cli_jw_int(&w, "seed", (int64_t)s->cfg->seed);
+    cli_jw_end(&w);
   }
 }
 
 static void print_header(void) {
-  printf("#\n# %-24s %-15s %6s %6s %6s  %-8s %-13s  %10s %9s %9s %8s %7s  %s\n", "impl", "shape", "M", "N", "K",
-         "dtype", "scales", "us", "TFLOP/s", "GB/s", "vs-base", "#wrong", "baseline");
+  fprintf(cli_tab, "#\n# %-22s %-14s %6s %6s %6s  %-8s %-13s %-20s %-22s %10s %10s %10s %8s %8s %8s %6s  %s\n",
+          "impl", "shape", "M", "N", "K", "dtype", "scales", "kernel", "config", "p20_us", "p50_us", "p80_us",
+          "TFLOP/s", "GB/s", "vs-base", "#wrong", "baseline");
 }
 
 /* ---- command line --------------------------------------------------------------------------------- */
@@ -205,14 +233,7 @@ static int parse_suites(const char *list, bench_shape *shapes, int *n) {
   return *n > 0 ? 0 : -1;
 }
 
-#define USAGE_ERR(...)                 \
-  do {                                 \
-    fprintf(stderr, "w8a8 bench: ");   \
-    fprintf(stderr, __VA_ARGS__);      \
-    fprintf(stderr, "\n\n");           \
-    bench_usage(stderr);               \
-    return CLI_EXIT_USAGE;             \
-  } while (0)
+static const char *const dtype_choices[] = {"int8", "fp8", "both", NULL};
 
 int cli_bench_main(int argc, char **argv) {
   const char *suite_list = NULL, *out_path = NULL;
@@ -221,103 +242,95 @@ int cli_bench_main(int argc, char **argv) {
   int do_int8 = 1, do_fp8 = 1, scale_modes = 1 /* bit0 token, bit1 tensor */;
   w8a8_dtype out_dtype = W8A8_DTYPE_BF16;
   int want_cpu = 0, want_gpu = 0, baselines = 1, quiet = 0;
-  int64_t iters = -1, warmup = -1, rotate = -1, device = 0;
+  int64_t iters = -1, warmup = -1, rotate = -1, device = 0, seed = 1;
 
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                   \
-  do {                                                 \
-    if (!v) USAGE_ERR("%s needs a value", a);          \
-    i++;                                               \
-  } while (0)
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      bench_usage(stdout);
-      return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--suite")) {
-      NEED_VALUE();
-      suite_list = v;
-    } else if (!strcmp(a, "-m")) {
-      NEED_VALUE();
-      if ((nms = cli_parse_i64_list(v, 1, 1 << 20, ms, MAX_MS)) < 0)
-        USAGE_ERR("-m takes a comma list of up to %d integers in 1..%d, got '%s'", MAX_MS, 1 << 20, v);
-    } else if (!strcmp(a, "-n")) {
-      NEED_VALUE();
-      if ((nns = cli_parse_i64_list(v, 1, 1 << 20, ns, MAX_SHAPES)) < 0)
-        USAGE_ERR("-n takes a comma list of integers in 1..%d, got '%s'", 1 << 20, v);
-    } else if (!strcmp(a, "-k")) {
-      NEED_VALUE();
-      if ((nks = cli_parse_i64_list(v, 1, 131071, ks, MAX_SHAPES)) < 0)
-        USAGE_ERR("-k takes a comma list of integers in 1..131071 (the int32 accumulator bound), got '%s'", v);
-    } else if (!strcmp(a, "--dtype")) {
-      NEED_VALUE();
-      if (!strcmp(v, "int8"))
-        do_int8 = 1, do_fp8 = 0;
-      else if (!strcmp(v, "fp8") || !strcmp(v, "fp8_e4m3"))
-        do_int8 = 0, do_fp8 = 1;
-      else if (!strcmp(v, "both"))
-        do_int8 = 1, do_fp8 = 1;
-      else
-        USAGE_ERR("--dtype is int8, fp8 or both, got '%s'", v);
-    } else if (!strcmp(a, "--scales")) {
-      NEED_VALUE();
-      if (!strcmp(v, "token") || !strcmp(v, "token*channel") || !strcmp(v, "rowwise"))
-        scale_modes = 1;
-      else if (!strcmp(v, "tensor") || !strcmp(v, "tensorwise"))
-        scale_modes = 2;
-      else if (!strcmp(v, "both"))
-        scale_modes = 3;
-      else
-        USAGE_ERR("--scales is token, tensor or both, got '%s'", v);
-    } else if (!strcmp(a, "--out-dtype")) {
-      NEED_VALUE();
-      if ((out_dtype = cli_parse_out_dtype(v)) == W8A8_DTYPE_INVALID)
-        USAGE_ERR("--out-dtype is bf16, fp16 or fp32, got '%s'", v);
-    } else if (!strcmp(a, "--cpu")) {
-      want_cpu = 1;
-    } else if (!strcmp(a, "--gpu")) {
-      want_gpu = 1;
-    } else if (!strcmp(a, "--device")) {
-      NEED_VALUE();
-      if (!cli_parse_i64(v, 0, 1023, &device)) USAGE_ERR("--device takes 0..1023, got '%s'", v);
-    } else if (!strcmp(a, "--no-baselines")) {
-      baselines = 0;
-    } else if (!strcmp(a, "--iters")) {
-      NEED_VALUE();
-      if (!cli_parse_i64(v, 1, 100000, &iters)) USAGE_ERR("--iters takes 1..100000, got '%s'", v);
-    } else if (!strcmp(a, "--warmup")) {
-      NEED_VALUE();
-      if (!cli_parse_i64(v, 0, 100000, &warmup)) USAGE_ERR("--warmup takes 0..100000, got '%s'", v);
-    } else if (!strcmp(a, "--rotate")) {
-      NEED_VALUE();
-      if (!cli_parse_i64(v, 1, 1024, &rotate)) USAGE_ERR("--rotate takes 1..1024, got '%s'", v);
-    } else if (!strcmp(a, "-o")) {
-      NEED_VALUE();
-      out_path = v;
-    } else if (!strcmp(a, "-q")) {
-      quiet = 1;
-    } else {
-      USAGE_ERR("unknown option '%s'", a);
+  cli_parser p;
+  cli_parser_init(&p, "bench", bench_opts, NBENCH_OPTS, argc, argv);
+  int rc = CLI_EXIT_OK, c;
+  const char *v;
+  while (rc == CLI_EXIT_OK && (c = cli_next_opt(&p, &v)) != CLI_OPT_END) {
+    int k;
+    switch (c) {
+      case CLI_OPT_HELP:
+        bench_usage(stdout);
+        cli_parser_free(&p);
+        return CLI_EXIT_OK;
+      case CLI_OPT_ERROR: rc = CLI_EXIT_USAGE; break;
+      case OPT_SUITE: suite_list = v; break;
+      case 'm':
+        if ((nms = cli_opt_list(&p, v, 1, 1 << 20, MAX_MS, "M values", ms)) < 0) rc = CLI_EXIT_USAGE;
+        break;
+      case 'n':
+        if ((nns = cli_opt_list(&p, v, 1, 1 << 20, MAX_SHAPES, "N values", ns)) < 0) rc = CLI_EXIT_USAGE;
+        break;
+      case 'k':
+        if ((nks = cli_opt_list(&p, v, 1, 131071, MAX_SHAPES, "K values", ks)) < 0) rc = CLI_EXIT_USAGE;
+        break;
+      case 'd':
+        if ((k = cli_opt_choice(&p, v, dtype_choices)) < 0) rc = CLI_EXIT_USAGE;
+        do_int8 = k != 1, do_fp8 = k != 0;
+        break;
+      case OPT_SCALES: {
+        static const char *const ch[] = {"token", "tensor", "both", NULL};
+        if ((k = cli_opt_choice(&p, v, ch)) < 0) rc = CLI_EXIT_USAGE;
+        scale_modes = k + 1;
+        break;
+      }
+      case OPT_OUT_DTYPE: {
+        static const char *const ch[] = {"bf16", "fp16", "fp32", NULL};
+        if (cli_opt_choice(&p, v, ch) < 0) rc = CLI_EXIT_USAGE;
+        out_dtype = cli_parse_out_dtype(v);
+        break;
+      }
+      case OPT_CPU: want_cpu = 1; break;
+      case OPT_GPU: want_gpu = 1; break;
+      case OPT_DEVICE:
+        if (!cli_opt_i64(&p, v, 0, 1023, "(a CUDA device)", &device)) rc = CLI_EXIT_USAGE;
+        break;
+      case OPT_NO_BASELINES: baselines = 0; break;
+      case 'i':
+        if (!cli_opt_i64(&p, v, 1, 100000, "timed calls", &iters)) rc = CLI_EXIT_USAGE;
+        break;
+      case 'w':
+        if (!cli_opt_i64(&p, v, 0, 100000, "warm-up calls", &warmup)) rc = CLI_EXIT_USAGE;
+        break;
+      case OPT_ROTATE:
+        if (!cli_opt_i64(&p, v, 1, 1024, "weight copies", &rotate)) rc = CLI_EXIT_USAGE;
+        break;
+      case OPT_SEED:
+        if (!cli_opt_i64(&p, v, 0, INT64_MAX, "", &seed)) rc = CLI_EXIT_USAGE;
+        break;
+      case 'o': out_path = v; break;
+      case OPT_JSON: out_path = "-"; break;
+      case 'q': quiet = 1; break;
     }
-#undef NEED_VALUE
   }
+  if (rc == CLI_EXIT_OK && p.first_positional < argc)
+    rc = cli_usage_error(&p, "unexpected argument '%s' (bench takes options only)", argv[p.first_positional]);
 
   /* shapes */
   bench_shape shapes[MAX_SHAPES];
   int nshapes = 0;
-  if (nns || nks) {
-    if (!nns || !nks) USAGE_ERR("-n and -k go together");
-    if (suite_list) USAGE_ERR("give either --suite or -n/-k, not both");
-    if ((int64_t)nns * nks > MAX_SHAPES) USAGE_ERR("at most %d N x K pairs", MAX_SHAPES);
-    for (int i = 0; i < nns; i++)
+  if (rc != CLI_EXIT_OK) {
+  } else if (nns || nks) {
+    if (!nns || !nks)
+      rc = cli_usage_error(&p, "-n and -k go together (every N x K pair is a shape)");
+    else if (suite_list)
+      rc = cli_usage_error(&p, "give either --suite or -n/-k, not both");
+    else if ((int64_t)nns * nks > MAX_SHAPES)
+      rc = cli_usage_error(&p, "-n x -k makes %d shapes; at most %d", nns * nks, MAX_SHAPES);
+    for (int i = 0; rc == CLI_EXIT_OK && i < nns; i++)
       for (int j = 0; j < nks; j++) {
-        bench_shape s = {"", ns[i], ks[j]};
-        shapes[nshapes++] = s;
+        bench_shape sh = {"", ns[i], ks[j]};
+        shapes[nshapes++] = sh;
       }
   } else if (suite_list && parse_suites(suite_list, shapes, &nshapes) != 0) {
-    USAGE_ERR("unknown suite in '%s' (llama8b, llama70b-tp4, square, all; at most %d shapes)", suite_list,
-              MAX_SHAPES);
+    rc = cli_usage_error(&p, "--suite takes a comma list of llama8b, llama70b-tp4, square, all (at most %d shapes), "
+                             "got '%s'",
+                         MAX_SHAPES, suite_list);
   }
+  cli_parser_free(&p);
+  if (rc != CLI_EXIT_OK) return rc;
 
   /* backends */
   int ngpu = w8a8_cuda_device_count();
@@ -335,19 +348,15 @@ int cli_bench_main(int argc, char **argv) {
 
   sink s;
   memset(&s, 0, sizeof s);
-  cli_iso_date(s.date, sizeof s.date);
-  cli_iso_datetime(s.datetime, sizeof s.datetime);
-  cli_hostname(s.host, sizeof s.host);
-  if (out_path) {
-    s.json = fopen(out_path, "w");
-    if (!s.json) {
-      fprintf(stderr, "w8a8 bench: cannot open '%s' for writing\n", out_path);
-      return CLI_EXIT_FAIL;
-    }
-  }
+  if (cli_out_open("bench", out_path, &s.json) != 0) return CLI_EXIT_FAIL;
+  char datetime[32], host[256];
+  cli_iso_datetime(datetime, sizeof datetime);
+  cli_hostname(host, sizeof host);
+  cli_json_header(s.json, "bench", argc, argv);
 
-  printf("# w8a8 bench: scaled_mm  |  w8a8 %s  |  %s  |  host %s\n", w8a8_version_string(), s.datetime, s.host);
-  int rc = CLI_EXIT_OK, failures = 0;
+  fprintf(cli_tab, "# w8a8 bench: scaled_mm  |  w8a8 %s  |  %s  |  host %s\n", w8a8_version_string(), datetime,
+          host);
+  int failures = 0;
   for (int pass = 0; pass < 2; pass++) {
     int gpu = pass == 1;
     if ((gpu && !want_gpu) || (!gpu && !want_cpu)) continue;
@@ -372,19 +381,24 @@ int cli_bench_main(int argc, char **argv) {
     cfg.baselines = baselines;
     cfg.device_index = (int)device;
     cfg.verbose = !quiet;
+    cfg.seed = (uint64_t)seed;
     s.cfg = &cfg;
+    s.device_kind = gpu ? "gpu" : "cpu";
 
     /* describe the device once, as nccl-tests does */
     w8a8_handle *h = NULL;
     if (w8a8_create(&h, gpu ? W8A8_DEVICE_CUDA : W8A8_DEVICE_CPU, gpu ? (int)device : 0) == W8A8_SUCCESS) {
       w8a8_handle_info info;
       if (w8a8_get_info(h, &info) == W8A8_SUCCESS)
-        printf("# %s: %s  [%s]  %s %d\n", gpu ? "gpu" : "cpu", info.name, info.features,
-               gpu ? "SMs" : "threads", gpu ? info.num_sms : info.num_threads);
+        fprintf(cli_tab, "# %s: %s  [%s]  %s %d\n", gpu ? "gpu" : "cpu", info.name, info.features,
+                gpu ? "SMs" : "threads", gpu ? info.num_sms : info.num_threads);
       w8a8_destroy(h);
     }
-    printf("# out %s | warmup %d, iters %d (median), weights rotated over %d copies | baselines %s\n",
-           w8a8_dtype_name(out_dtype), cfg.warmup, cfg.iters, cfg.rotate, baselines ? "on" : "off");
+    fprintf(cli_tab,
+            "# out %s | warmup %d, iters %d%s, weights rotated over %d copies | baselines %s | seed %lld\n",
+            w8a8_dtype_name(out_dtype), cfg.warmup, cfg.iters,
+            gpu ? " (one CUDA graph of iters calls, replayed: percentiles over the replays)" : " (percentiles over the calls)",
+            cfg.rotate, baselines ? "on" : "off", (long long)seed);
     print_header();
 
     /* One module call per (scale mode, shape): the harness can then show progress
@@ -414,24 +428,21 @@ int cli_bench_main(int argc, char **argv) {
   }
 
   /* summary */
-  printf("#\n");
+  fprintf(cli_tab, "#\n");
   for (int i = 0; i < s.ng; i++)
-    printf("# geomean %-60s %6.3fx  (min %.3fx, %d rows)\n", s.g[i].key, exp(s.g[i].log_sum / s.g[i].n), s.g[i].min,
-           s.g[i].n);
-  printf("# rows: %ld   rows with wrong results: %ld (%ld elements)   module failures: %d\n", s.rows, s.wrong_rows,
-         s.wrong_elems, failures);
+    fprintf(cli_tab, "# geomean %-60s %6.3fx  (min %.3fx, %d rows)\n", s.g[i].key, exp(s.g[i].log_sum / s.g[i].n),
+            s.g[i].min, s.g[i].n);
+  fprintf(cli_tab, "# rows: %ld   rows with wrong results: %ld (%ld elements)   module failures: %d\n", s.rows,
+          s.wrong_rows, s.wrong_elems, failures);
   if (s.base_wrong_rows)
-    printf("# note: %ld baseline rows computed wrong results (see #wrong); their times are not comparable\n",
-           s.base_wrong_rows);
-  printf("# %s\n", s.wrong_rows ? "FAILED: wrong results" : failures ? "INCOMPLETE: a module failed" : "OK");
+    fprintf(cli_tab, "# note: %ld baseline rows computed wrong results (see #wrong); their times are not comparable\n",
+            s.base_wrong_rows);
+  fprintf(cli_tab, "# %s\n", s.wrong_rows ? "FAILED: wrong results" : failures ? "INCOMPLETE: a module failed" : "OK");
   if (s.json) {
-    const int werr = ferror(s.json);
-    if (fclose(s.json) != 0 || werr) {
-      fprintf(stderr, "w8a8 bench: writing %s failed (a full disk?): the JSON lines are incomplete\n", out_path);
+    if (cli_out_close("bench", out_path, s.json) != 0)
       rc = CLI_EXIT_FAIL;
-    } else {
-      printf("# JSON lines written to %s\n", out_path);
-    }
+    else if (s.json != stdout)
+      fprintf(cli_tab, "# JSON lines written to %s\n", out_path);
   }
   if (s.wrong_rows || failures || s.rows == 0) rc = CLI_EXIT_FAIL;
   return rc;
@@ -451,21 +462,21 @@ __attribute__((weak)) int bench_cuda(const bench_config *cfg, bench_emit_fn emit
   return -1;
 }
 
-__attribute__((weak)) int bench_cpu_sgemm_us(int64_t M, int64_t N, int64_t K, double *us) {
+__attribute__((weak)) int bench_cpu_sgemm_us(int64_t M, int64_t N, int64_t K, cli_stats *t) {
   (void)M;
   (void)N;
   (void)K;
-  (void)us;
+  (void)t;
   fprintf(stderr, "bench_cpu_sgemm_us: the OpenBLAS baseline (tools/bench_cpu.c) is not in this build\n");
   return -1;
 }
 
-__attribute__((weak)) int bench_cuda_bf16_us(int device, int64_t M, int64_t N, int64_t K, double *us) {
+__attribute__((weak)) int bench_cuda_bf16_us(int device, int64_t M, int64_t N, int64_t K, cli_stats *t) {
   (void)device;
   (void)M;
   (void)N;
   (void)K;
-  (void)us;
+  (void)t;
   fprintf(stderr, "bench_cuda_bf16_us: the cuBLASLt baseline (tools/bench_cuda.c) is not in this build\n");
   return -1;
 }
@@ -478,7 +489,7 @@ __attribute__((weak)) int w8a8_cli_tp_bench(int argc, char **argv) {
 }
 
 /* The CPU fallback: our CPU scaled_mm only (no oneDNN/OpenBLAS rows), timed with the same
- * rules as the real module (median, rotated weights) and verified on sampled rows against
+ * rules as the real module (percentiles, rotated weights) and verified on sampled rows against
  * the scalar reference. */
 
 
@@ -511,9 +522,9 @@ __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit,
       int fp8 = dt == 1;
       if ((fp8 && !cfg->do_fp8) || (!fp8 && !cfg->do_int8)) continue;
       w8a8_dtype in = fp8 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
-      cli_fill_8bit(A, (size_t)(Mmax * K), fp8, 11);
-      cli_fill_8bit(B, (size_t)(N * K) * (size_t)nrot, fp8, 12);
-      cli_rng r = cli_rng_make(13, 0);
+      cli_fill_8bit(A, (size_t)(Mmax * K), fp8, cfg->seed * 1000 + 11);
+      cli_fill_8bit(B, (size_t)(N * K) * (size_t)nrot, fp8, cfg->seed * 1000 + 12);
+      cli_rng r = cli_rng_make(cfg->seed * 1000 + 13, 0);
       /* scales that keep outputs O(1..100): the int8 dot products are ~ 128^2 sqrt(K) */
       float base = fp8 ? 1.0f : 1.0f / 4096.0f;
       for (int64_t i = 0; i < Mmax; i++) sa[i] = base * (0.5f + cli_rng_unit(&r));
@@ -531,11 +542,13 @@ __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit,
         c.sa = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? M : 1, sa);
         c.sb = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? N : 1, sb);
         memset(out, 0xff, (size_t)(M * N) * es); /* poison: NaN in every output dtype */
-        double us = cli_time_calls(cli_dev_of(h), cli_mm_call_once, &c, cfg->warmup, cfg->iters);
-        if (us < 0) {
+        const cli_stats t = cli_time_calls(cli_dev_of(h), cli_mm_call_once, &c, cfg->warmup, cfg->iters);
+        if (t.p50 < 0) {
           rc = -1;
           break;
         }
+        cli_launch ran;
+        cli_last_launch(h, "auto", &ran);
         /* the last call used copy (next - 1): verify that one */
         int last = (c.next + nrot - 1) % nrot;
         int64_t rows[8];
@@ -561,9 +574,11 @@ __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit,
         row.M = M;
         row.N = N;
         row.K = K;
-        row.us = us;
-        row.tflops = 2.0 * (double)M * (double)N * (double)K / us * 1e-6;
-        row.gbps = ((double)(M * K) + (double)(N * K) + (double)(M * N) * (double)es) / us * 1e-3;
+        row.t = t;
+        row.bytes = (double)(M * K) + (double)(N * K) + (double)(M * N) * (double)es;
+        row.kernel = ran.kernel;
+        row.config = ran.config;
+        row.split_k = ran.split_k;
         row.baseline = "";
         row.wrong = (long)cmp.wrong;
         row.device = info.name;

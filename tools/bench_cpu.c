@@ -158,7 +158,7 @@ static void widen(int fp8, const uint8_t *src, float *dst, size_t n) {
 }
 #endif
 
-int bench_cpu_sgemm_us(int64_t M, int64_t N, int64_t K, double *us) {
+int bench_cpu_sgemm_us(int64_t M, int64_t N, int64_t K, cli_stats *us) {
 #ifdef W8A8_HAVE_OPENBLAS
   float *a = malloc(sizeof(float) * (size_t)(M * K) + 4), *b = malloc(sizeof(float) * (size_t)(N * K) + 4),
         *c = malloc(sizeof(float) * (size_t)(M * N) + 4);
@@ -174,9 +174,9 @@ int bench_cpu_sgemm_us(int64_t M, int64_t N, int64_t K, double *us) {
   memset(&s, 0, sizeof s);
   s.M = M, s.N = N, s.K = K, s.a = a, s.b[0] = b, s.c = c, s.nrot = 1;
   cli_dev d = {W8A8_DEVICE_CPU, 0};
-  double t = cli_time_calls(d, sgemm_once, &s, 1, 5);
+  const cli_stats t = cli_time_calls(d, sgemm_once, &s, 1, 5);
   free(a), free(b), free(c);
-  if (t < 0) return -1;
+  if (t.p50 < 0) return -1;
   *us = t;
   return 0;
 #else
@@ -187,8 +187,8 @@ int bench_cpu_sgemm_us(int64_t M, int64_t N, int64_t K, double *us) {
 }
 
 static void emit_row(bench_emit_fn emit, void *ctx, const char *impl, const char *dtype, const char *scales,
-                     const char *shape, int64_t M, int64_t N, int64_t K, double us, double bytes, double vs,
-                     const char *baseline, long wrong, const char *device) {
+                     const char *shape, int64_t M, int64_t N, int64_t K, cli_stats t, double bytes,
+                     const cli_launch *ran, double base_p50, const char *baseline, long wrong, const char *device) {
   bench_row row;
   memset(&row, 0, sizeof row);
   row.impl = impl;
@@ -197,10 +197,12 @@ static void emit_row(bench_emit_fn emit, void *ctx, const char *impl, const char
   row.scales = scales;
   row.shape = shape;
   row.M = M, row.N = N, row.K = K;
-  row.us = us;
-  row.tflops = 2.0 * (double)M * (double)N * (double)K / us * 1e-6;
-  row.gbps = bytes / us * 1e-3;
-  row.vs_baseline = vs;
+  row.t = t;
+  row.bytes = bytes;
+  row.kernel = ran->kernel;
+  row.config = ran->config;
+  row.split_k = ran->split_k;
+  row.base_p50 = base_p50;
   row.baseline = baseline;
   row.wrong = wrong;
   row.device = device;
@@ -216,7 +218,7 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
   w8a8_handle_info info;
   w8a8_get_info(h, &info);
   static char device[160];
-  snprintf(device, sizeof device, "%s (%d threads)", info.name, info.num_threads);
+  snprintf(device, sizeof device, "%s", info.name);
   const cli_dev cpu = cli_dev_of(h);
   const int nrot = cfg->rotate < 1 ? 1 : cfg->rotate > MAX_ROT ? MAX_ROT : cfg->rotate;
   const char *scales = cfg->per_token ? "token*channel" : "tensor";
@@ -242,9 +244,9 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
       const int fp8 = dt == 1;
       if ((fp8 && !cfg->do_fp8) || (!fp8 && !cfg->do_int8)) continue;
       const w8a8_dtype in = fp8 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
-      cli_fill_8bit(A, (size_t)(Mmax * K), fp8, 11);
-      cli_fill_8bit(B, bsz * (size_t)nrot, fp8, 12);
-      cli_rng r = cli_rng_make(13, 0);
+      cli_fill_8bit(A, (size_t)(Mmax * K), fp8, cfg->seed * 1000 + 11);
+      cli_fill_8bit(B, bsz * (size_t)nrot, fp8, cfg->seed * 1000 + 12);
+      cli_rng r = cli_rng_make(cfg->seed * 1000 + 13, 0);
       const float base = fp8 ? 1.0f : 1.0f / 4096.0f; /* int8 dot products are ~ 128^2 sqrt(K) */
       for (int64_t i = 0; i < Mmax; i++) sa[i] = base * (0.5f + cli_rng_unit(&r));
       for (int64_t i = 0; i < N; i++) sb[i] = (0.5f + cli_rng_unit(&r)) / (float)(K > 1 ? K : 1);
@@ -281,11 +283,13 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
         c.sa = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? M : 1, sa);
         c.sb = w8a8_vector_make(W8A8_DTYPE_FP32, cfg->per_token ? N : 1, sb);
         memset(out, 0xff, (size_t)(M * N) * es); /* poison: NaN in every output dtype */
-        const double us = cli_time_calls(cpu, cli_mm_call_once, &c, cfg->warmup, cfg->iters);
-        if (us < 0) {
+        const cli_stats us = cli_time_calls(cpu, cli_mm_call_once, &c, cfg->warmup, cfg->iters);
+        if (us.p50 < 0) {
           rc = -1;
           break;
         }
+        cli_launch ran;
+        cli_last_launch(h, "auto", &ran);
         const int last = (c.next + nrot - 1) % nrot; /* the copy the last call used */
         int64_t rows[8];
         const int nr = cli_sample_rows(M, 8, rows);
@@ -303,8 +307,10 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
         const double our_bytes = (double)(M * K) + (double)bsz + (double)(M * N) * (double)es;
 
         /* the baseline for this dtype */
-        double base_us = 0;
+        cli_stats base_us = cli_stats_failed();
         const char *base_name = "";
+        cli_launch base_ran; /* the baseline's own implementation */
+        memset(&base_ran, 0, sizeof base_ran);
         long base_wrong = 0;
         double base_bytes = 0;
 #ifdef W8A8_HAVE_DNNL
@@ -318,8 +324,9 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
             memset(f32out, 0xff, sizeof(float) * (size_t)(M * N));
             base_us = cli_time_calls(cpu, dnnl_once, &d, cfg->warmup, cfg->iters);
             const int dlast = (d.next + nrot - 1) % nrot;
+            snprintf(base_ran.kernel, sizeof base_ran.kernel, "%s", d.impl);
             dnnl_call_free(&d);
-            if (base_us > 0) {
+            if (base_us.p50 > 0) {
               base_name = "onednn_s8";
               base_bytes = (double)(M * K) + (double)bsz + (double)(M * N) * 4.0;
               base_wrong = check_f32_rows(0, A, B + (size_t)dlast * bsz, M, N, K, &one, 0, dscale, f32out);
@@ -336,19 +343,21 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
           memset(f32out, 0xff, sizeof(float) * (size_t)(M * N));
           base_us = cli_time_calls(cpu, sgemm_once, &s, cfg->warmup, cfg->iters);
           const int slast = (s.next + srot - 1) % srot;
-          if (base_us > 0) {
+          if (base_us.p50 > 0) {
             base_name = "openblas_sgemm";
+            snprintf(base_ran.kernel, sizeof base_ran.kernel, "cblas_sgemm");
             base_bytes = 4.0 * ((double)(M * K) + (double)bsz + (double)(M * N));
             for (int64_t n = 0; n < N; n++) dscale[n] = 1.0f;
             base_wrong = check_f32_rows(1, A, B + (size_t)slast * bsz, M, N, K, &one, 0, dscale, f32out);
           }
         }
 #endif
-        emit_row(emit, ctx, "w8a8_cpu", w8a8_dtype_name(in), scales, shape, M, N, K, us, our_bytes,
-                 base_us > 0 ? base_us / us : 0.0, base_name, (long)cmp.wrong, device);
-        if (base_us > 0)
+        const int have_base = base_us.p50 > 0;
+        emit_row(emit, ctx, "w8a8_cpu", w8a8_dtype_name(in), scales, shape, M, N, K, us, our_bytes, &ran,
+                 have_base ? base_us.p50 : 0.0, base_name, (long)cmp.wrong, device);
+        if (have_base)
           emit_row(emit, ctx, base_name, fp8 ? "fp32" : "int8", fp8 ? "none" : "channel", shape, M, N, K, base_us,
-                   base_bytes, 0.0, "", base_wrong, device);
+                   base_bytes, &base_ran, 0.0, "", base_wrong, device);
       }
 #ifdef W8A8_HAVE_OPENBLAS
       free(A32);

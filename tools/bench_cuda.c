@@ -13,7 +13,7 @@
  * (int8 -> cublaslt_int8; fp8 token*channel -> outervec; fp8 tensor -> tensorwise).
  *
  * Timing: a CUDA graph of cfg->iters calls (weights rotated over several copies so that
- * B is streamed from HBM, not L2), replayed 7 times, median per call.
+ * B is streamed from HBM, not L2), replayed 7 times: p20 / p50 / p80 of the replays, per call.
  * Verification: every timed row is checked on sampled rows of its output (first, middle,
  * last) against a host computation of the header's formulas: int8 bit for bit, fp8 within
  * 1 output ulp + 1e-3 * sum|sa sb a b|, bf16 within 1 ulp + 1e-3 * sum|a b|. */
@@ -58,11 +58,6 @@ static void fill_bytes(uint8_t *p, size_t n, int fp8) {
       if ((p[i] & 0x7f) == 0x7f) p[i] ^= 1;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 #define CU(call)                                                                                    \
   do {                                                                                              \
     cudaError_t e_ = (call);                                                                        \
@@ -73,11 +68,12 @@ static int cmp_double(const void *a, const void *b) {
     }                                                                                               \
   } while (0)
 
-/* ---- timing: a graph of `iters` calls, replayed REPS times, median --------------------- */
+/* ---- timing: a graph of `iters` calls, replayed REPS times: percentiles of the replays ---- */
 
 typedef int (*call_fn)(void *ctx, int i, cudaStream_t s); /* 0 on success; i selects the weight copy */
 
-static int time_graph(call_fn fn, void *ctx, cudaStream_t s, int warmup, int iters, double *us) {
+/* *us: p20 / p50 / p80 over the REPS replays of the time per call (one replay / iters). */
+static int time_graph(call_fn fn, void *ctx, cudaStream_t s, int warmup, int iters, cli_stats *us) {
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   cudaEvent_t e0 = NULL, e1 = NULL;
@@ -104,8 +100,7 @@ static int time_graph(call_fn fn, void *ctx, cudaStream_t s, int warmup, int ite
     CU(cudaEventElapsedTime(&ms, e0, e1));
     t[r] = ms * 1000.0 / iters;
   }
-  qsort(t, REPS, sizeof t[0], cmp_double);
-  *us = t[REPS / 2];
+  *us = cli_stats_of(t, REPS);
   rc = 0;
 fail:
   if (exec) cudaGraphExecDestroy(exec);
@@ -187,6 +182,16 @@ static int lt_setup(lt_mm *m, lt_kind kind, int64_t M, int64_t N, int64_t K, cud
 fail:
   lt_destroy(m);
   return -1;
+}
+
+/* The algorithm cuBLASLt's heuristic picked, for the row's "config": its id, tile and split-K. */
+static void lt_describe(const lt_mm *m, char *buf, size_t n) {
+  int32_t id = -1, splitk = 1;
+  uint32_t tile = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&m->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, NULL);
+  cublasLtMatmulAlgoConfigGetAttribute(&m->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, NULL);
+  cublasLtMatmulAlgoConfigGetAttribute(&m->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, NULL);
+  snprintf(buf, n, "algo%d tile%u sk%d", (int)id, (unsigned)tile, (int)splitk);
 }
 
 static int lt_call(void *ctx, int i, cudaStream_t s) {
@@ -334,8 +339,8 @@ static cudaDataType_t cuda_type(w8a8_dtype t) {
 }
 
 static void emit_one(bench_emit_fn emit, void *ectx, const char *impl, const char *dtype, const bench_config *cfg,
-                     const bench_shape *sh, int64_t M, double us, double bytes, double base_us, const char *base,
-                     long wrong, const char *dev) {
+                     const bench_shape *sh, int64_t M, cli_stats us, double bytes, const char *kernel,
+                     const char *config, int split_k, double base_p50, const char *base, long wrong, const char *dev) {
   bench_row r;
   memset(&r, 0, sizeof r);
   r.impl = impl;
@@ -346,11 +351,13 @@ static void emit_one(bench_emit_fn emit, void *ectx, const char *impl, const cha
   r.M = M;
   r.N = sh->N;
   r.K = sh->K;
-  r.us = us;
-  r.tflops = 2.0 * M * sh->N * sh->K / us * 1e-6;
-  r.gbps = bytes / us * 1e-3;
-  r.vs_baseline = base_us > 0 ? base_us / us : 0;
-  r.baseline = base_us > 0 ? base : "";
+  r.t = us;
+  r.bytes = bytes;
+  r.kernel = kernel;
+  r.config = config;
+  r.split_k = split_k;
+  r.base_p50 = base_p50 > 0 ? base_p50 : 0;
+  r.baseline = base_p50 > 0 ? base : "";
   r.wrong = wrong;
   r.device = dev;
   emit(ectx, &r);
@@ -381,6 +388,9 @@ int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
     fprintf(stderr, "bench_cuda: no CUDA device %d\n", cfg->device_index);
     return -1;
   }
+  /* --seed: each call (one shape) starts the operands' stream from it (xorshift needs a nonzero state) */
+  brng = 0x243f6a8885a308d3ull ^ (cfg->seed * 0x9e3779b97f4a7c15ull);
+  if (!brng) brng = 1;
   if (w8a8_create(&h, W8A8_DEVICE_CUDA, cfg->device_index) != W8A8_SUCCESS || w8a8_get_info(h, &info) != W8A8_SUCCESS) {
     fprintf(stderr, "bench_cuda: %s\n", w8a8_last_error());
     goto fail;
@@ -457,7 +467,7 @@ int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
         const int64_t M = cfg->Ms[mi];
         sample_compute(&sp, hA, hB, M, N, K, fp8);
         const double qbytes = (double)M * K + (double)N * K + (double)M * N * oes;
-        double base_us = 0;
+        double base_us = 0; /* the baseline's p50 */
         const char *base_name = "";
         if (cfg->baselines) {
           /* bf16, then the cuBLASLt rows doing our job */
@@ -490,7 +500,9 @@ int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
             m.nrot = k == LT_BF16 ? nrot_bf : nrot;
             m.act = k == LT_BF16 ? dAbf : dA;
             m.out = dout;
-            double us = 0;
+            cli_stats us = cli_stats_failed();
+            char lt_cfg[96];
+            lt_describe(&m, lt_cfg, sizeof lt_cfg);
             CU(cudaMemset(dout, 0xff, (size_t)M * N * 4));
             int ok = time_graph(lt_call, &m, s, cfg->warmup, cfg->iters, &us) == 0;
             lt_destroy(&m);
@@ -504,9 +516,10 @@ int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
             double by = k == LT_BF16 ? 2 * ((double)M * K + (double)N * K) + (double)M * N * oes
                         : k == LT_INT8 ? (double)M * K + (double)N * K + 4.0 * M * N
                                        : qbytes;
-            emit_one(emit, ctx, name, k == LT_BF16 ? "bf16" : dname, cfg, sh, M, us, by, 0, "", wrong, info.name);
+            emit_one(emit, ctx, name, k == LT_BF16 ? "bf16" : dname, cfg, sh, M, us, by, "cublasLt", lt_cfg, 0, 0, "",
+                     wrong, info.name);
             if (k == LT_INT8 || (k == LT_FP8_OUTER) || (k == LT_FP8_TENSOR && !cfg->per_token)) {
-              base_us = us;
+              base_us = us.p50;
               base_name = name;
             }
           }
@@ -532,13 +545,16 @@ int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
           const char *name = pass ? "w8a8_cuda_generic" : "w8a8_cuda";
           w8a8_set_kernel(h, pass ? W8A8_KERNEL_GENERIC : W8A8_KERNEL_AUTO);
           CU(cudaMemset(dout, 0xff, (size_t)M * N * oes));
-          double us = 0;
+          cli_stats us = cli_stats_failed();
           if (time_graph(our_call, &c, s, cfg->warmup, cfg->iters, &us) != 0) {
             fprintf(stderr, "bench_cuda: %s failed at %lldx%lldx%lld\n", name, (long long)M, (long long)N, (long long)K);
             continue;
           }
+          cli_launch ran;
+          cli_last_launch(h, pass ? "generic" : "auto", &ran);
           long wrong = sample_check(&sp, dout, ot, N, 0, !fp8, hsa, cfg->per_token, hsb, cfg->per_token);
-          emit_one(emit, ctx, name, dname, cfg, sh, M, us, qbytes, base_us, base_name, wrong, info.name);
+          emit_one(emit, ctx, name, dname, cfg, sh, M, us, qbytes, ran.kernel, ran.config, ran.split_k, base_us,
+                   base_name, wrong, info.name);
         }
         w8a8_set_kernel(h, W8A8_KERNEL_AUTO);
       }
@@ -572,7 +588,7 @@ fail:
   return rc;
 }
 
-int bench_cuda_bf16_us(int device, int64_t M, int64_t N, int64_t K, double *us) {
+int bench_cuda_bf16_us(int device, int64_t M, int64_t N, int64_t K, cli_stats *us) {
   int rc = -1;
   cudaStream_t s = NULL;
   lt_mm m;

@@ -3,10 +3,13 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef W8A8_HAVE_CUDA
@@ -128,6 +131,26 @@ double cli_median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double cli_percentile(const double *sorted, int n, double p) {
+  if (n <= 0) return -1;
+  const double pos = p * (double)(n - 1);
+  const int i = (int)pos;
+  if (i >= n - 1) return sorted[n - 1];
+  return sorted[i] + (pos - (double)i) * (sorted[i + 1] - sorted[i]);
+}
+
+cli_stats cli_stats_failed(void) {
+  cli_stats s = {-1, -1, -1, 0};
+  return s;
+}
+
+cli_stats cli_stats_of(double *v, int n) {
+  if (n <= 0) return cli_stats_failed();
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  cli_stats s = {cli_percentile(v, n, 0.2), cli_percentile(v, n, 0.5), cli_percentile(v, n, 0.8), n};
+  return s;
+}
+
 void cli_iso_date(char *buf, size_t n) {
   time_t t = time(NULL);
   struct tm tm;
@@ -235,11 +258,11 @@ int cli_dev_sync(cli_dev d) {
   return 0;
 }
 
-double cli_time_calls(cli_dev d, cli_call_fn fn, void *arg, int warmup, int iters) {
+cli_stats cli_time_calls(cli_dev d, cli_call_fn fn, void *arg, int warmup, int iters) {
   if (iters < 1) iters = 1;
   double *t = malloc(sizeof(double) * (size_t)iters);
-  if (!t) return -1;
-  double result = -1;
+  cli_stats result = cli_stats_failed();
+  if (!t) return result;
   for (int i = 0; i < warmup; i++)
     if (fn(arg) != 0) goto done;
 #ifdef W8A8_HAVE_CUDA
@@ -262,7 +285,7 @@ double cli_time_calls(cli_dev d, cli_call_fn fn, void *arg, int warmup, int iter
     }
     for (int i = 0; i < made; i++) cudaEventDestroy(ev[i]);
     free(ev);
-    if (ok) result = cli_median(t, iters);
+    if (ok) result = cli_stats_of(t, iters);
     goto done;
   }
 #endif
@@ -272,7 +295,7 @@ double cli_time_calls(cli_dev d, cli_call_fn fn, void *arg, int warmup, int iter
     if (fn(arg) != 0) goto done;
     t[i] = cli_now_us() - t0;
   }
-  result = cli_median(t, iters);
+  result = cli_stats_of(t, iters);
 done:
   free(t);
   return result;
@@ -409,19 +432,442 @@ w8a8_dtype cli_parse_out_dtype(const char *s) {
   return W8A8_DTYPE_INVALID;
 }
 
+/* ---- getopt_long over a table ------------------------------------------------------------------- */
+
+/* getopt_long's value for table entry i: its short option's character (so both spellings return the same),
+ * or 256 + i for a long-only option. */
+static int opt_val(const cli_opt *o, int i) { return o->shrt ? (unsigned char)o->shrt : 256 + i; }
+
+void cli_parser_init(cli_parser *p, const char *cmd, const cli_opt *opts, int nopts, int argc, char **argv) {
+  memset(p, 0, sizeof *p);
+  p->cmd = cmd;
+  p->opts = opts;
+  p->nopts = nopts < CLI_MAX_OPTS ? nopts : CLI_MAX_OPTS;
+  p->argc = argc;
+  p->argv = argv;
+  p->first_positional = argc;
+  struct option *lo = calloc(CLI_MAX_OPTS + 2, sizeof *lo);
+  p->longopts = lo;
+  char *so = p->optstring;
+  *so++ = ':'; /* a missing value returns ':' (not '?'), and getopt itself prints nothing */
+  int n = 0;
+  for (int i = 0; lo && i < p->nopts; i++) {
+    const cli_opt *o = &opts[i];
+    if (o->lng) {
+      lo[n].name = o->lng;
+      lo[n].has_arg = o->arg ? required_argument : no_argument;
+      lo[n].flag = NULL;
+      lo[n].val = opt_val(o, i);
+      n++;
+    }
+    if (o->shrt) {
+      *so++ = o->shrt;
+      if (o->arg) *so++ = ':';
+    }
+  }
+  if (lo) {
+    lo[n].name = "help";
+    lo[n].has_arg = no_argument;
+    lo[n].val = 'h';
+  }
+  *so++ = 'h';
+  *so = 0;
+  optind = 0; /* glibc: 0 starts a fresh scan (another command line may have been parsed before) */
+  opterr = 0;
+}
+
+void cli_parser_free(cli_parser *p) {
+  free(p->longopts);
+  p->longopts = NULL;
+}
+
+/* The long options of the table that start with prefix (the name before any '='): how many, and their names. */
+static int long_matches(const cli_parser *p, const char *arg, char *names, size_t nn) {
+  size_t len = strcspn(arg, "=");
+  int m = 0;
+  size_t used = 0;
+  if (nn) names[0] = 0;
+  for (int i = 0; i < p->nopts; i++)
+    if (p->opts[i].lng && p->opts[i].help && !strncmp(p->opts[i].lng, arg, len)) {
+      if (used < nn) used += (size_t)snprintf(names + used, nn - used, "%s--%s", m ? ", " : "", p->opts[i].lng);
+      m++;
+    }
+  return m;
+}
+
+static int opt_index(const cli_parser *p, int val) {
+  if (val >= 256) return val - 256 < p->nopts ? val - 256 : -1;
+  for (int i = 0; i < p->nopts; i++)
+    if ((unsigned char)p->opts[i].shrt == val) return i;
+  return -1;
+}
+
+int cli_next_opt(cli_parser *p, const char **val) {
+  *val = NULL;
+  p->spelling = "?";
+  if (!p->longopts) {
+    if (!p->quiet) fprintf(stderr, "w8a8 %s: out of memory parsing the command line\n", p->cmd);
+    return CLI_OPT_ERROR;
+  }
+  int li = -1;
+  const int c = getopt_long(p->argc, p->argv, p->optstring, (const struct option *)p->longopts, &li);
+  if (c == -1) {
+    p->first_positional = optind;
+    return CLI_OPT_END;
+  }
+  if (c == 'h') return CLI_OPT_HELP;
+  const char *last = optind > 0 && optind <= p->argc ? p->argv[optind - 1] : "";
+  if (c == '?') {
+    const int i = optopt ? opt_index(p, optopt) : -1;
+    if (i >= 0 && !p->opts[i].arg) { /* a flag given a value: --cpu=1 */
+      snprintf(p->name_buf, sizeof p->name_buf, "--%s", p->opts[i].lng ? p->opts[i].lng : "?");
+      p->spelling = p->name_buf;
+      cli_usage_error(p, "%s takes no value", p->spelling);
+    } else if (optopt && optopt < 256) {
+      cli_usage_error(p, "unknown option '-%c'", optopt);
+    } else {
+      char names[256];
+      const char *a = last[0] == '-' && last[1] == '-' ? last + 2 : last;
+      const int m = long_matches(p, a, names, sizeof names);
+      if (m > 1)
+        cli_usage_error(p, "ambiguous option '--%.*s' (%s)", (int)strcspn(a, "="), a, names);
+      else
+        cli_usage_error(p, "unknown option '%.*s'", (int)strcspn(last, "="), last);
+    }
+    return CLI_OPT_ERROR;
+  }
+  const int i = opt_index(p, c == ':' ? optopt : c);
+  if (i < 0) {
+    cli_usage_error(p, "unknown option '%s'", last);
+    return CLI_OPT_ERROR;
+  }
+  const cli_opt *o = &p->opts[i];
+  /* how the user wrote it: getopt_long sets li only for a long option */
+  const int as_long = c == ':' ? (last[0] == '-' && last[1] == '-') : li >= 0;
+  if (as_long && o->lng)
+    snprintf(p->name_buf, sizeof p->name_buf, "--%s", o->lng);
+  else
+    snprintf(p->name_buf, sizeof p->name_buf, "-%c", o->shrt ? o->shrt : '?');
+  p->spelling = p->name_buf;
+  if (c == ':') {
+    cli_usage_error(p, "%s needs a value (%s)", p->spelling, o->arg ? o->arg : "?");
+    return CLI_OPT_ERROR;
+  }
+  *val = optarg;
+  return o->id;
+}
+
+int cli_usage_error(const cli_parser *p, const char *fmt, ...) {
+  if (p->quiet) return CLI_EXIT_USAGE;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "w8a8 %s: ", p->cmd);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "; see 'w8a8 %s --help'\n", p->cmd);
+  va_end(ap);
+  return CLI_EXIT_USAGE;
+}
+
+static void range_text(char *buf, size_t n, int64_t lo, int64_t hi) {
+  if (hi == INT64_MAX)
+    snprintf(buf, n, "an integer >= %lld", (long long)lo);
+  else
+    snprintf(buf, n, "%lld..%lld", (long long)lo, (long long)hi);
+}
+
+bool cli_opt_i64(cli_parser *p, const char *v, int64_t lo, int64_t hi, const char *what, int64_t *out) {
+  if (cli_parse_i64(v, lo, hi, out)) return true;
+  char r[64];
+  range_text(r, sizeof r, lo, hi);
+  cli_usage_error(p, "%s takes %s%s%s, got '%s'", p->spelling, r, what && *what ? " " : "", what ? what : "",
+                  v ? v : "");
+  return false;
+}
+
+bool cli_opt_int(cli_parser *p, const char *v, int lo, int hi, const char *what, int *out) {
+  int64_t x = 0;
+  if (!cli_opt_i64(p, v, lo, hi, what, &x)) return false;
+  *out = (int)x;
+  return true;
+}
+
+int cli_opt_list(cli_parser *p, const char *v, int64_t lo, int64_t hi, int max, const char *what, int64_t *out) {
+  const int n = cli_parse_i64_list(v, lo, hi, out, max);
+  if (n >= 0) return n;
+  char r[64];
+  range_text(r, sizeof r, lo, hi);
+  cli_usage_error(p, "%s takes a comma list of up to %d %s in %s, got '%s'", p->spelling, max,
+                  what && *what ? what : "integers", r, v ? v : "");
+  return -1;
+}
+
+int cli_opt_choice(cli_parser *p, const char *v, const char *const *choices) {
+  int n = 0;
+  while (choices[n]) {
+    if (v && !strcmp(v, choices[n])) return n;
+    n++;
+  }
+  char buf[256];
+  size_t used = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && used < sizeof buf; i++)
+    used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+                             choices[i]);
+  cli_usage_error(p, "%s takes %s, got '%s'", p->spelling, buf, v ? v : "");
+  return -1;
+}
+
+void cli_print_options(FILE *f, const cli_opt *opts, int nopts) {
+  const int col = 24;
+  for (int i = 0; i <= nopts; i++) {
+    const cli_opt help = {'h', "help", 'h', NULL, "this text"};
+    const cli_opt *o = i < nopts ? &opts[i] : &help;
+    if (!o->help) continue;
+    char left[96];
+    int n;
+    if (o->shrt && o->lng)
+      n = snprintf(left, sizeof left, "  -%c, --%s", o->shrt, o->lng);
+    else if (o->shrt)
+      n = snprintf(left, sizeof left, "  -%c", o->shrt);
+    else
+      n = snprintf(left, sizeof left, "      --%s", o->lng ? o->lng : "?");
+    if (o->arg) n += snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg);
+    fputs(left, f);
+    if (n + 2 > col) {
+      fputc('\n', f);
+      n = 0;
+    }
+    fprintf(f, "%*s", col - n, "");
+    for (const char *h = o->help; *h; h++) {
+      fputc(*h, f);
+      if (*h == '\n') fprintf(f, "%*s", col, "");
+    }
+    fputc('\n', f);
+  }
+}
+
+/* ---- output ----------------------------------------------------------------------------------------- */
+
+FILE *cli_tab_;
+
+int cli_out_open(const char *cmd, const char *path, FILE **out) {
+  *out = NULL;
+  if (!path) return 0;
+  if (!strcmp(path, "-")) {
+    *out = stdout;
+    cli_tab_ = stderr;
+    return 0;
+  }
+  *out = fopen(path, "w");
+  if (*out) return 0;
+  fprintf(stderr, "w8a8 %s: -o: cannot open '%s' for writing: %s\n", cmd, path, strerror(errno));
+  return -1;
+}
+
+int cli_out_close(const char *cmd, const char *path, FILE *out) {
+  if (!out) return 0;
+  int bad = 0;
+  errno = 0;
+  if (out == stdout) {
+    bad = fflush(stdout) != 0 || ferror(stdout);
+  } else {
+    bad = ferror(out) != 0;
+    if (fclose(out) != 0) bad = 1;
+  }
+  if (bad)
+    fprintf(stderr, "w8a8 %s: -o: error writing '%s'%s%s: the JSON lines are incomplete\n", cmd,
+            out == stdout ? "(stdout)" : path, errno ? ": " : "", errno ? strerror(errno) : "");
+  return bad ? -1 : 0;
+}
+
 /* ---- JSON ------------------------------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at p (RFC 3629: no overlongs, surrogates or code points past U+10FFFF),
+ * 0 if it is not one. */
+static int utf8_len(const unsigned char *p) {
+  const unsigned c = p[0];
+#define CONT(x) ((x) >= 0x80 && (x) <= 0xbf)
+  if (c >= 0xc2 && c <= 0xdf) return CONT(p[1]) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    const unsigned lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && CONT(p[2]) ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    const unsigned lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && CONT(p[2]) && CONT(p[3]) ? 4 : 0;
+  }
+#undef CONT
+  return 0;
+}
 
 void cli_json_str(FILE *f, const char *s) {
   fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if (*p < 0x20)
-      fprintf(f, "\\u%04x", *p);
-    else
-      fputc(*p, f);
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  while (*p) {
+    const unsigned c = *p;
+    if (c == '"' || c == '\\') {
+      fputc('\\', f);
+      fputc((int)c, f);
+      p++;
+    } else if (c < 0x20) {
+      const char *e = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
+      if (e)
+        fputs(e, f);
+      else
+        fprintf(f, "\\u%04x", c);
+      p++;
+    } else if (c < 0x80) {
+      fputc((int)c, f);
+      p++;
+    } else {
+      const int n = utf8_len(p);
+      if (n) {
+        fwrite(p, 1, (size_t)n, f);
+        p += n;
+      } else {
+        fputs("\\ufffd", f);
+        p++;
+      }
+    }
   }
   fputc('"', f);
+}
+
+void cli_jw_begin(cli_jw *w, FILE *f) {
+  w->f = f;
+  w->n = 0;
+  fputc('{', f);
+}
+static void jw_key(cli_jw *w, const char *key) {
+  if (w->n++) fputc(',', w->f);
+  cli_json_str(w->f, key);
+  fputc(':', w->f);
+}
+void cli_jw_str(cli_jw *w, const char *key, const char *v) {
+  jw_key(w, key);
+  if (v)
+    cli_json_str(w->f, v);
+  else
+    fputs("null", w->f);
+}
+void cli_jw_num(cli_jw *w, const char *key, double v) {
+  jw_key(w, key);
+  if (isfinite(v))
+    fprintf(w->f, "%.6g", v);
+  else
+    fputs("null", w->f);
+}
+void cli_jw_int(cli_jw *w, const char *key, int64_t v) {
+  jw_key(w, key);
+  fprintf(w->f, "%lld", (long long)v);
+}
+void cli_jw_bool(cli_jw *w, const char *key, int v) {
+  jw_key(w, key);
+  fputs(v ? "true" : "false", w->f);
+}
+void cli_jw_null(cli_jw *w, const char *key) {
+  jw_key(w, key);
+  fputs("null", w->f);
+}
+void cli_jw_end(cli_jw *w) {
+  fputs("}\n", w->f);
+  fflush(w->f);
+}
+
+void cli_json_header(FILE *f, const char *command, int argc, char **argv) {
+  if (!f) return;
+  cli_jw w;
+  char buf[1024], host[256], date[32];
+  cli_jw_begin(&w, f);
+  cli_jw_str(&w, "type", "header");
+  cli_jw_int(&w, "schema", CLI_JSON_SCHEMA);
+  cli_jw_str(&w, "command", command);
+  const int v = w8a8_version();
+  snprintf(buf, sizeof buf, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+  cli_jw_str(&w, "version", buf);
+  cli_jw_str(&w, "build", w8a8_version_string());
+  cli_iso_datetime(date, sizeof date);
+  cli_jw_str(&w, "date", date);
+  cli_hostname(host, sizeof host);
+  cli_jw_str(&w, "host", host);
+  struct utsname u;
+  const int have_u = uname(&u) == 0;
+  cli_jw_str(&w, "arch", have_u ? u.machine : NULL);
+  if (have_u) snprintf(buf, sizeof buf, "%s %s", u.sysname, u.release);
+  cli_jw_str(&w, "os", have_u ? buf : NULL);
+  /* the CPU as the library names it (the rows of CPU measurements carry the same name) */
+  w8a8_handle *h = NULL;
+  w8a8_handle_info info;
+  if (w8a8_create(&h, W8A8_DEVICE_CPU, 0) == W8A8_SUCCESS && w8a8_get_info(h, &info) == W8A8_SUCCESS)
+    cli_jw_str(&w, "cpu", info.name);
+  else
+    cli_jw_null(&w, "cpu");
+  w8a8_destroy(h);
+  cli_jw_int(&w, "cpus", (int64_t)sysconf(_SC_NPROCESSORS_ONLN));
+  cli_jw_int(&w, "cuda_devices", w8a8_cuda_device_count());
+  size_t used = (size_t)snprintf(buf, sizeof buf, "w8a8");
+  for (int i = 0; i < argc && used < sizeof buf; i++)
+    used += (size_t)snprintf(buf + used, sizeof buf - used, " %s", argv[i]);
+  cli_jw_str(&w, "argv", buf);
+  cli_jw_end(&w);
+}
+
+void cli_json_row_begin(cli_jw *w, FILE *f, const cli_row *r) {
+  cli_jw_begin(w, f);
+  cli_jw_str(w, "type", "row");
+  cli_jw_str(w, "command", r->command);
+  cli_jw_str(w, "impl", r->impl);
+  cli_jw_str(w, "op", r->op);
+  cli_jw_str(w, "device", r->device);
+  cli_jw_str(w, "device_kind", r->device_kind);
+  cli_jw_str(w, "dtype", r->dtype);
+  const int64_t mnk[3] = {r->M, r->N, r->K};
+  static const char *const names[3] = {"M", "N", "K"};
+  for (int i = 0; i < 3; i++) {
+    if (mnk[i] >= 0)
+      cli_jw_int(w, names[i], mnk[i]);
+    else
+      cli_jw_null(w, names[i]);
+  }
+  cli_jw_str(w, "kernel", r->kernel && *r->kernel ? r->kernel : NULL);
+  cli_jw_str(w, "config", r->config && *r->config ? r->config : NULL);
+  if (r->split_k > 0)
+    cli_jw_int(w, "split_k", r->split_k);
+  else
+    cli_jw_null(w, "split_k");
+  cli_jw_int(w, "iters", r->iters);
+  cli_jw_int(w, "warmup", r->warmup);
+  const int ok = r->t.p50 >= 0;
+  cli_jw_num(w, "p20_us", ok ? r->t.p20 : NAN);
+  cli_jw_num(w, "p50_us", ok ? r->t.p50 : NAN);
+  cli_jw_num(w, "p80_us", ok ? r->t.p80 : NAN);
+  cli_jw_num(w, "tflops", ok && r->t.p50 > 0 && r->flops > 0 ? r->flops / r->t.p50 * 1e-6 : NAN);
+  cli_jw_int(w, "wrong", r->wrong);
+}
+
+/* ---- what the library chose ------------------------------------------------------------------------ */
+
+void cli_last_launch(const w8a8_handle *h, const char *requested, cli_launch *out) {
+  memset(out, 0, sizeof *out);
+  w8a8_launch_info li;
+  if (h && w8a8_get_last_launch(h, &li) == W8A8_SUCCESS && li.kernel && li.kernel[0]) {
+    snprintf(out->kernel, sizeof out->kernel, "%s", li.kernel);
+    snprintf(out->config, sizeof out->config, "%s", li.config ? li.config : "");
+    out->split_k = li.split_k > 0 ? li.split_k : 1;
+    out->known = 1;
+    return;
+  }
+  snprintf(out->kernel, sizeof out->kernel, "%s", requested ? requested : "auto");
+}
+
+const char *cli_setting(const char *name) {
+  const int n = w8a8_setting_count();
+  for (int i = 0; i < n; i++) {
+    w8a8_setting st;
+    if (w8a8_get_setting(i, &st) != W8A8_SUCCESS || !st.name) continue;
+    if (!strcmp(st.name, name) || (!strncmp(st.name, "W8A8_", 5) && !strcmp(st.name + 5, name))) return st.value;
+  }
+  return NULL;
 }
 
 /* ---- sampled verification ------------------------------------------------------------------------ */
@@ -575,6 +1021,15 @@ const cli_tp_shape cli_tp_shapes[CLI_TP_NSHAPES] = {
     {"70b-gate_up", 1, 57344, 8192},
     {"70b-down", 0, 8192, 28672},
 };
+
+double cli_tp_overlap(int W, const cli_stats *gemm, const cli_stats *comm, const cli_stats *unfused,
+                      const cli_stats *fused) {
+  if (W < 2 || gemm->p50 <= 0 || comm->p50 <= 0 || unfused->p50 <= 0 || fused->p50 <= 0) return NAN;
+  const double hidden = gemm->p50 < comm->p50 ? gemm->p50 : comm->p50;
+  const double noise = (unfused->p80 - unfused->p20) + (fused->p80 - fused->p20);
+  if (hidden < 0.10 * unfused->p50 || hidden <= noise) return NAN;
+  return (unfused->p50 - fused->p50) / hidden;
+}
 
 int64_t cli_tp_min_dim(void) {
   int64_t m = INT64_MAX;

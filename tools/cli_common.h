@@ -82,11 +82,22 @@ int cli_dev_download(cli_dev d, void *dst, const void *src, size_t bytes);
 int cli_dev_memset(cli_dev d, void *dst, int byte, size_t bytes);
 int cli_dev_sync(cli_dev d); /* wait for the device (legacy stream); 0 on success */
 
-/* Median microseconds per call of fn(arg) on the device: `warmup` untimed calls, then
- * `iters` timed ones (CUDA events around each call on the legacy stream for CUDA;
- * wall clock for the CPU). Returns -1 if a call failed. */
+/* The spread of a set of timings: the 20th, 50th and 80th percentiles (linear interpolation between order
+ * statistics, as numpy's default), n samples; p50 < 0 marks a failed measurement. Reporting p20 / p80 beside
+ * the median shows whether two medians differ by more than the noise of either. */
+typedef struct cli_stats {
+  double p20, p50, p80;
+  int n;
+} cli_stats;
+cli_stats cli_stats_of(double *v, int n); /* sorts v; n <= 0: all -1 */
+cli_stats cli_stats_failed(void);
+double cli_percentile(const double *sorted, int n, double p); /* p in [0, 1] */
+
+/* Microseconds per call of fn(arg) on the device: `warmup` untimed calls, then `iters` timed ones
+ * (CUDA events around each call on the legacy stream for CUDA; wall clock for the CPU); the
+ * percentiles over the timed calls. p50 = -1 if a call failed. */
 typedef int (*cli_call_fn)(void *arg);
-double cli_time_calls(cli_dev d, cli_call_fn fn, void *arg, int warmup, int iters);
+cli_stats cli_time_calls(cli_dev d, cli_call_fn fn, void *arg, int warmup, int iters);
 
 /* ---- comparing outputs with the reference ------------------------------------------ */
 typedef struct cli_cmp {
@@ -115,6 +126,56 @@ void cli_compare_fp8(const uint8_t *a, int64_t lda, const uint8_t *b, int64_t ld
                      const void *got, int64_t ldg, const void *ref, int64_t ldr, cli_cmp *c);
 
 /* ---- command-line parsing ------------------------------------------------------------ */
+/* Every command parses with getopt_long from one table of cli_opt; the same table prints the options
+ * part of its --help, so the two cannot drift apart. The vocabulary (the same name means the same
+ * thing in every command) is in docs/CLI.md. */
+typedef struct cli_opt {
+  int id;             /* what cli_next_opt returns: the short option's character, or a value >= 256 */
+  const char *lng;    /* long name without "--", NULL: none */
+  char shrt;          /* short alias, 0: none */
+  const char *arg;    /* the value's name in --help ("LIST"); NULL: a flag */
+  const char *help;   /* --help text ('\n' continues it on an indented line); NULL: hidden (an old
+                       * spelling kept only to say what replaced it) */
+} cli_opt;
+
+enum { CLI_OPT_END = -1, CLI_OPT_ERROR = -2, CLI_OPT_HELP = -3 };
+#define CLI_MAX_OPTS 48
+
+typedef struct cli_parser {
+  const char *cmd; /* "bench": messages start "w8a8 bench: " */
+  const cli_opt *opts;
+  int nopts;
+  int argc;
+  char **argv;
+  int quiet;            /* report nothing (the other ranks under mpirun) */
+  const char *spelling; /* how the user wrote the option last returned: "--iters", "-i" */
+  int first_positional; /* after CLI_OPT_END: argv index of the first non-option argument (argc: none) */
+  char name_buf[64];
+  char optstring[2 * CLI_MAX_OPTS + 4];
+  void *longopts; /* struct option[CLI_MAX_OPTS + 2] (getopt.h stays out of this header) */
+} cli_parser;
+
+/* argv[0] is the command's name (argv[1..] its options). quiet: see cli_parser. */
+void cli_parser_init(cli_parser *p, const char *cmd, const cli_opt *opts, int nopts, int argc, char **argv);
+void cli_parser_free(cli_parser *p);
+/* The next option: its id (*val its value, NULL for a flag), CLI_OPT_HELP for -h / --help, CLI_OPT_END,
+ * or CLI_OPT_ERROR after the one-line message (unknown option, a missing value, a flag given one). */
+int cli_next_opt(cli_parser *p, const char **val);
+/* The one-line error of a bad command line, "w8a8 <cmd>: <message>; see 'w8a8 <cmd> --help'", on
+ * stderr unless p->quiet. Returns CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Values of the option last returned, checked whole; on a bad one the one-line error
+ * "<spelling> takes <range> <what>, got '<v>'" and false. */
+bool cli_opt_i64(cli_parser *p, const char *v, int64_t lo, int64_t hi, const char *what, int64_t *out);
+bool cli_opt_int(cli_parser *p, const char *v, int lo, int hi, const char *what, int *out);
+/* a comma list of up to max integers in [lo, hi]: the count, or -1 after the error */
+int cli_opt_list(cli_parser *p, const char *v, int64_t lo, int64_t hi, int max, const char *what, int64_t *out);
+/* one of `choices` (NULL-terminated): its index, or -1 after "<spelling> takes a, b or c, got 'v'" */
+int cli_opt_choice(cli_parser *p, const char *v, const char *const *choices);
+/* The options part of --help: "  -i, --iters N    text", one per line, then -h, --help. */
+void cli_print_options(FILE *f, const cli_opt *opts, int nopts);
+
+
 /* Strict integer parse: the whole string, base 10, within [lo, hi]. */
 bool cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* "1,16,64" -> up to max values within [lo, hi]; returns the count, or -1 on bad input. */
@@ -128,9 +189,68 @@ bool cli_reporting_rank(void);
 /* "bf16" | "fp16" | "fp32" -> dtype, else W8A8_DTYPE_INVALID */
 w8a8_dtype cli_parse_out_dtype(const char *s);
 
+/* ---- output: the table and the JSON lines ---------------------------------------------------
+ * -o FILE writes the JSON lines to FILE and the table to stdout; -o - (or --json) writes the JSON
+ * lines to stdout, and the table moves to stderr so that `w8a8 bench --json | jq` reads JSON only. */
+extern FILE *cli_tab_; /* NULL: stdout (stdout is no constant to initialise it with) */
+#define cli_tab (cli_tab_ ? cli_tab_ : stdout) /* where the human-readable table goes */
+/* Open -o's path ("-" = stdout; NULL = no JSON: *out = NULL). Returns 0, or -1 after
+ * "w8a8 <cmd>: -o: cannot open 'P' for writing: <reason>". */
+int cli_out_open(const char *cmd, const char *path, FILE **out);
+/* Close what cli_out_open opened (stdout is flushed, not closed): 0, or -1 after a message naming the
+ * path when anything was not written (a full disk). */
+int cli_out_close(const char *cmd, const char *path, FILE *out);
+
 /* ---- JSON ------------------------------------------------------------------------------ */
-/* Write s as a JSON string literal (quotes included). */
+/* Write s as a JSON string literal (quotes included): '"', '\\' and control characters escaped, valid
+ * UTF-8 passed through, and each byte of an invalid UTF-8 sequence written as U+FFFD (a JSON text is
+ * UTF-8: a device name with a stray Latin-1 byte would otherwise make the whole line unreadable). */
 void cli_json_str(FILE *f, const char *s);
+
+/* One JSON object on one line, written key by key. */
+typedef struct cli_jw {
+  FILE *f;
+  int n; /* keys written */
+} cli_jw;
+void cli_jw_begin(cli_jw *w, FILE *f);
+void cli_jw_str(cli_jw *w, const char *key, const char *v); /* NULL: null */
+void cli_jw_num(cli_jw *w, const char *key, double v);     /* not finite: null */
+void cli_jw_int(cli_jw *w, const char *key, int64_t v);
+void cli_jw_bool(cli_jw *w, const char *key, int v);
+void cli_jw_null(cli_jw *w, const char *key);
+void cli_jw_end(cli_jw *w); /* "}\n", flushed */
+
+/* The JSON-lines schema of every command that measures (docs/CLI.md): the first line is a header
+ * object, then one "row" object per measured row. */
+#define CLI_JSON_SCHEMA 1
+void cli_json_header(FILE *f, const char *command, int argc, char **argv);
+/* The fields every row has. M, N, K < 0: null (a row without that dimension); kernel / config NULL: null;
+ * flops: floating-point operations per call, for "tflops" at p50 (0: null). */
+typedef struct cli_row {
+  const char *command, *impl, *op, *device, *device_kind, *dtype;
+  int64_t M, N, K;
+  const char *kernel, *config;
+  int split_k; /* 0: unknown (null) */
+  int iters, warmup;
+  cli_stats t; /* microseconds */
+  double flops;
+  long wrong;
+} cli_row;
+/* Writes '{"type":"row", ...common fields' into w (open): the caller adds its own keys, then cli_jw_end. */
+void cli_json_row_begin(cli_jw *w, FILE *f, const cli_row *r);
+
+/* ---- what the library chose ---------------------------------------------------------------- */
+/* The kernel and plan of the handle's last GEMM (w8a8_get_last_launch), for the "kernel" / "config" columns. */
+typedef struct cli_launch {
+  char kernel[64];  /* "sm90", "mma", "gemv", "cpu-avx2", ...; the path asked for when unknown ("auto") */
+  char config[64];  /* the sm90 configuration, "" when none */
+  int split_k;      /* 1: none; 0: unknown */
+  int known;        /* 1: what ran; 0: only what was asked for */
+} cli_launch;
+void cli_last_launch(const w8a8_handle *h, const char *requested, cli_launch *out);
+/* A setting's value as the library reads it (w8a8_get_setting): a user setting "TP_TIMEOUT_S" or a development
+ * switch "TP_AG_PIECES"; NULL when the library has no such setting. */
+const char *cli_setting(const char *name);
 
 /* n random int8 values in [-128, 127], or fp8 e4m3 bytes that are not NaN with magnitudes <= 16 (so sums
  * stay well inside fp32 and bf16), reproducible from seed; OpenMP-parallel. */
@@ -178,6 +298,11 @@ typedef struct cli_tp_shape {
 } cli_tp_shape;
 #define CLI_TP_NSHAPES 4
 extern const cli_tp_shape cli_tp_shapes[CLI_TP_NSHAPES];
+/* tp-bench's overlap figure (unfused - fused) / min(gemm, comm) at p50, or NAN where it would be noise: the hidden
+ * time min(gemm, comm) must be at least 10% of unfused and more than the spread (p80 - p20) of unfused plus that
+ * of fused, and a single rank (W < 2) has no communication to hide at all. */
+double cli_tp_overlap(int W, const cli_stats *gemm, const cli_stats *comm, const cli_stats *unfused,
+                      const cli_stats *fused);
 /* The smallest N or K of the shapes (-s DIV must leave every rank at least one row of the sharded one). */
 int64_t cli_tp_min_dim(void);
 /* "70b-qkv, 70b-o, 70b-gate_up or 70b-down" (for messages) */

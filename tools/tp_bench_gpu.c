@@ -26,18 +26,19 @@
  * and overlap = (unfused - fused) / min(gemm, comm). Timing: each rank records a CUDA event
  * pair around every iteration on its stream (iterations back to back after warm-up, a host
  * barrier and a stream sync); an iteration's time is the slowest rank's, and each reported time
- * is the median over iterations (microseconds).
+ * is p20 / p50 / p80 over the iterations (microseconds).
  * #wrong: elements where fused and unfused differ in any bit, plus, for the all-gather, elements
  * that differ from the GEMM alone (exact for int8, 2^-7 relative + 1e-3 for fp8), summed over
- * the ranks. Exit code 1 if any. JSON lines also record "gpus" (distinct devices), "emulated"
- * (true only when ranks share a GPU), "transport" and "partials".
+ * the ranks. Exit code 1 if any. JSON lines (docs/CLI.md) also record "gpus" (distinct devices),
+ * "emulated" (true only when ranks share a GPU), "transport" and "partials". --local takes W >= 2 and
+ * --nccl needs 2 ranks or more: one rank has nothing to overlap.
  * --partials fp32|out: w8a8_tp_options.partials of the library's reduce-scatter calls (fused and
  * unfused; W8A8_TP_PARTIALS_FP32 by default, W8A8_TP_PARTIALS_OUT: bf16 partials), and the element
  * size of the RS gemm and comm baselines. The all-gather ignores it.
  * --graph (--local only): each of the four is captured once into ONE CUDA
  * graph holding every rank's call (w8a8.h's model: a capture begun on a stream of rank 0's device, each rank's
  * stream forked from it, each rank's thread makes its call, the streams joined back), after the eager warm-up;
- * then replayed back to back, each replay between two events on that stream: the median replay time. What a
+ * then replayed back to back, each replay between two events on that stream: the replays' times. What a
  * serving stack that captures its decode / prefill steps sees (no host work per call). */
 #include <errno.h>
 #include <math.h>
@@ -52,161 +53,14 @@
 #include "cli_common.h"
 #include "w8a8.h"
 
-int w8a8_cli_tp_bench_gpu(int argc, char **argv);
-
-/* ---- the command line (parsed before any device or MPI work, also in a build without CUDA) ---- */
-
-#define MAXW 8
-#define MAX_ITERS 1000
-#define MAX_WARMUP 10000
-#define MAX_M 32
-
-typedef struct args {
-  int W, device, one_gpu, nccl, div, warmup, iters, do_int8, do_fp8, graph;
-  int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
-  int64_t Ms[MAX_M];
-  int nM;
-  const char *only, *out_path;
-} args;
-
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: w8a8 tp-bench --local W [options]             W GPU ranks as threads (1..%d), rank r on GPU\n"
-          "                                                     (D + r) %% ndev\n"
-          "       mpirun -np W w8a8 tp-bench --nccl [options]   one rank per process and GPU (NCCL)\n"
-          "  --device D    first CUDA device of --local (default 0)\n"
-          "  --one-gpu     --local: every rank on device D (emulated ranks sharing one GPU)\n"
-          "  -m M[,M...]   rows of the layer (tokens), up to %d values in 1..%d, default 1024,4096,8192\n"
-          "  -d DTYPE      int8, fp8 or both (default both)\n"
-          "  -s DIV        divide the 70B shapes' N and K by DIV (default 1: the real shapes); at most\n"
-          "                %lld / W, so that every rank keeps at least one row of each sharded N or K\n"
-          "  --shape NAME  only 70b-qkv, 70b-o, 70b-gate_up or 70b-down\n"
-          "  -w N, -n N    warmup and timed iterations (default 3, 20; -w 0..%d, -n 1..%d)\n"
-          "  --partials P  the reduce-scatter's partials: fp32 (default) or out (rounded to the bf16 out\n"
-          "                before they travel: half the bytes); sets w8a8_tp_options.partials of the\n"
-          "                fused and unfused calls and the element size of the RS gemm/comm baselines\n"
-          "  --graph       --local: time replays of one CUDA graph holding every rank's call\n"
-          "  -o FILE       also write JSON lines (rank 0 under --nccl)\n"
-          "  -h, --help    this text\n",
-          MAXW, MAX_M, INT32_MAX, (long long)cli_tp_min_dim(), MAX_WARMUP, MAX_ITERS);
-}
-
-/* -s DIV with W ranks: 0, or 2 after reporting why not. */
-static int check_div(const args *ar, int W, int print) {
-  const int64_t div_max = cli_tp_min_dim() / (W > 0 ? W : 1);
-  if (ar->div <= div_max) return 0;
-  if (print) {
-    fprintf(stderr,
-            "w8a8 tp-bench: -s %d: at most %lld with %d rank%s (every shape's N/DIV and K/DIV must be at least the "
-            "rank count)\n\n",
-            ar->div, (long long)div_max, W, W == 1 ? "" : "s");
-    usage(stderr);
-  }
-  return 2;
-}
-
-#define PARSE_ERR(...)                      \
-  do {                                      \
-    if (cli_reporting_rank()) {                        \
-      fprintf(stderr, "w8a8 tp-bench: ");   \
-      fprintf(stderr, __VA_ARGS__);         \
-      fprintf(stderr, "\n\n");              \
-      usage(stderr);                        \
-    }                                       \
-    return 2;                               \
-  } while (0)
-
-/* 0: run; 1: -h (the caller prints the usage on stdout); 2: a bad command line (reported). */
-static int parse(int argc, char **argv, args *ar) {
-  memset(ar, 0, sizeof *ar);
-  ar->W = 2, ar->div = 1, ar->warmup = 3, ar->iters = 20, ar->do_int8 = ar->do_fp8 = 1;
-  int local = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
-    if (!strcmp(o, "--nccl")) {
-      ar->nccl = 1;
-      continue;
-    }
-    if (!strcmp(o, "--one-gpu")) {
-      ar->one_gpu = 1;
-      continue;
-    }
-    if (!strcmp(o, "--graph")) {
-      ar->graph = 1;
-      continue;
-    }
-    static const char *const with_value[] = {"--local", "--gpu", "--device", "-m", "-d", "-s",
-                                             "--shape", "-w",    "-n",       "-o", "--partials"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(o, with_value[k]);
-    if (!known) {
-      if (!strcmp(o, "-t")) PARSE_ERR("-t is an option of CPU ranks (mpirun without --local or --nccl)");
-      PARSE_ERR("unknown option '%s'", o);
-    }
-    if (i + 1 >= argc) PARSE_ERR("%s needs a value", o);
-    const char *v = argv[++i];
-    int64_t x = 0;
-    if (!strcmp(o, "--local") || !strcmp(o, "--gpu")) {
-      if (!cli_parse_i64(v, 1, MAXW, &x)) PARSE_ERR("%s takes 1..%d ranks, got '%s'", o, MAXW, v);
-      ar->W = (int)x;
-      local = 1;
-    } else if (!strcmp(o, "--device")) {
-      if (!cli_parse_i64(v, 0, 1023, &x)) PARSE_ERR("--device takes a CUDA device 0..1023, got '%s'", v);
-      ar->device = (int)x;
-    } else if (!strcmp(o, "-m")) {
-      if ((ar->nM = cli_parse_i64_list(v, 1, INT32_MAX, ar->Ms, MAX_M)) < 0)
-        PARSE_ERR("-m takes a comma list of up to %d row counts in 1..%d, got '%s'", MAX_M, INT32_MAX, v);
-    } else if (!strcmp(o, "-d")) {
-      ar->do_int8 = !strcmp(v, "int8") || !strcmp(v, "both");
-      ar->do_fp8 = !strcmp(v, "fp8") || !strcmp(v, "both");
-      if (!ar->do_int8 && !ar->do_fp8) PARSE_ERR("-d is int8, fp8 or both, got '%s'", v);
-    } else if (!strcmp(o, "-s")) {
-      if (!cli_parse_i64(v, 1, cli_tp_min_dim(), &x))
-        PARSE_ERR("-s takes 1..%lld (and at most %lld / W with W ranks), got '%s'", (long long)cli_tp_min_dim(),
-                  (long long)cli_tp_min_dim(), v);
-      ar->div = (int)x;
-    } else if (!strcmp(o, "--shape")) {
-      int k = 0;
-      while (k < CLI_TP_NSHAPES && strcmp(v, cli_tp_shapes[k].name)) k++;
-      if (k == CLI_TP_NSHAPES) PARSE_ERR("--shape is %s, got '%s'", cli_tp_shape_names(), v);
-      ar->only = v;
-    } else if (!strcmp(o, "-w")) {
-      if (!cli_parse_i64(v, 0, MAX_WARMUP, &x)) PARSE_ERR("-w takes 0..%d warm-up iterations, got '%s'", MAX_WARMUP, v);
-      ar->warmup = (int)x;
-    } else if (!strcmp(o, "-n")) {
-      if (!cli_parse_i64(v, 1, MAX_ITERS, &x)) PARSE_ERR("-n takes 1..%d timed iterations, got '%s'", MAX_ITERS, v);
-      ar->iters = (int)x;
-    } else if (!strcmp(o, "-o")) {
-      ar->out_path = v;
-    } else { /* --partials */
-      if (!strcmp(v, "fp32"))
-        ar->partials = W8A8_TP_PARTIALS_FP32;
-      else if (!strcmp(v, "out"))
-        ar->partials = W8A8_TP_PARTIALS_OUT;
-      else
-        PARSE_ERR("--partials is fp32 or out, got '%s'", v);
-    }
-  }
-  if (ar->nccl && (local || ar->one_gpu || ar->graph)) /* --nccl: W is mpirun's -np, one GPU per rank */
-    PARSE_ERR("--nccl runs one rank per MPI process and GPU (W = mpirun's -np): %s does not go with it",
-              local ? "--local" : ar->one_gpu ? "--one-gpu" : "--graph");
-  if (!ar->nM) ar->Ms[0] = 1024, ar->Ms[1] = 4096, ar->Ms[2] = 8192, ar->nM = 3;
-  /* --local: W is known now (--nccl: run_nccl checks -s against the world size) */
-  if (!ar->nccl && check_div(ar, ar->W, cli_reporting_rank())) return 2;
-  return 0;
-}
-#undef PARSE_ERR
+/* The command line is tools/tp_bench.c's (one table for CPU and GPU ranks): tp_args. */
+#define MAXW TP_MAX_W_LOCAL
+#define MAX_ITERS 1000 /* tools/tp_bench.c's TP_MAX_ITERS_GPU */
+typedef tp_args args;
 
 #ifndef W8A8_HAVE_CUDA
-int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
-  args ar;
-  const int pr = parse(argc, argv, &ar);
-  if (pr == 1) {
-    usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (pr) return CLI_EXIT_USAGE;
+int w8a8_cli_tp_bench_gpu(const tp_args *ar) {
+  (void)ar;
   fprintf(stderr, "w8a8 tp-bench --local/--nccl: this build has no CUDA\n");
   return CLI_EXIT_FAIL;
 }
@@ -219,12 +73,11 @@ int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
 #endif
 
 const char *w8a8_tp_transport(const w8a8_comm *c, const char **why); /* src/tp (hidden; static link) */
-int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_TP_TRACE) */
+int w8a8_tp_gpu_trace(const w8a8_comm *c, float *us, char *kinds, int max); /* src/tp (hidden; W8A8_DEV="TP_TRACE=1") */
 int w8a8_tp_gpu_trace_host(const w8a8_comm *c, float *us, int max);          /* the marks' enqueue times */
 int w8a8_tp_gpu_poison_ws(const w8a8_comm *c, int v);                         /* --graph: (hidden) */
 int w8a8_tp_last_fuse(const w8a8_comm *c); /* (hidden) the schedule of the last call: 1 fused, 0 unfused, -1 none */
 int64_t w8a8_tp_crossover(const w8a8_comm *c, int op); /* (hidden) AUTO's crossover in rows, op 1 AG / 2 RS */
-const char *w8a8_sm90_last_config(int *split); /* src/cuda/sm90_gemm.cu (hidden): the process's last sm90 launch */
 
 typedef cli_tp_shape shape;
 #define k_shapes cli_tp_shapes
@@ -525,11 +378,6 @@ static const char *auto_choice(group *g) {
   return bad ? "failed" : f == 1 ? "fused" : f == 0 ? "unfused" : "?";
 }
 
-static int cmp_float(const void *a, const void *b) {
-  float x = *(const float *)a, y = *(const float *)b;
-  return (x > y) - (x < y);
-}
-
 /* --graph: before the replays, the op's output on every rank (and for the library's calls each rank's workspace:
  * the gathered rows and scales, the partials) poisoned, so that the check after the timing sees what the replays
  * wrote, not what the eager warm-up left. 0 on success. */
@@ -549,11 +397,11 @@ static int poison_for_graph(group *g, int op) {
   }
   return bad;
 }
-/* Time op as replays of one captured graph of every rank's call (--graph, --local): the median replay (us); a
- * failure sets g->failed and returns 0. The times include each replay's fork from and join into s0 across the
- * ranks' devices, and the first replay's launch latency: not comparable one to one with the eager per-rank
- * events. */
-static double time_op_graph(group *g, int op) {
+/* Time op as replays of one captured graph of every rank's call (--graph, --local): each replay's time (us) into
+ * out[0 .. g->iters); returns g->iters, or 0 after a failure (g->failed set). The times include each replay's fork
+ * from and join into s0 across the ranks' devices, and the first replay's launch latency: not comparable one to
+ * one with the eager per-rank events. */
+static int time_op_graph(group *g, int op, double *out) {
   g->op = op;
   int bad = run_ranks(g, 1);
   cudaStream_t s0 = NULL;
@@ -561,7 +409,7 @@ static double time_op_graph(group *g, int op) {
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
   float t[MAX_ITERS];
-  double med = 0;
+  int got = 0;
   memset(join, 0, sizeof join);
   memset(e0, 0, sizeof e0);
   memset(e1, 0, sizeof e1);
@@ -615,9 +463,8 @@ static double time_op_graph(group *g, int op) {
     pthread_mutex_unlock(&g_msg_mu);
     g->failed = 1;
   } else {
-    qsort(t, (size_t)g->iters, sizeof t[0], cmp_float);
-    const int n = g->iters;
-    med = 1e3 * (n % 2 ? t[n / 2] : 0.5 * ((double)t[n / 2 - 1] + (double)t[n / 2]));
+    for (int i = 0; i < g->iters; i++) out[i] = 1e3 * (double)t[i];
+    got = g->iters;
   }
   cudaSetDevice(g->r[0].dev);
   if (exec) cudaGraphExecDestroy(exec);
@@ -630,12 +477,13 @@ static double time_op_graph(group *g, int op) {
   for (int r = 0; r < g->W; r++)
     if (join[r]) cudaEventDestroy(join[r]);
   if (s0) cudaStreamDestroy(s0);
-  return med;
+  return got;
 }
 
-/* Time op on every rank at once: median over iterations of the slowest rank's time (us). */
-static double time_op(group *g, int op) {
-  if (g->graph && !g->nccl) return time_op_graph(g, op);
+/* Time op on every rank at once: the slowest rank's time of each iteration (us) into out[0 .. g->iters); returns
+ * g->iters (a failure sets g->failed). */
+static int time_op(group *g, int op, double *out) {
+  if (g->graph && !g->nccl) return time_op_graph(g, op, out);
   g->op = op;
   float t[MAX_ITERS];
   int bad = 0;
@@ -659,10 +507,8 @@ static double time_op(group *g, int op) {
     for (int r = 0; r < g->W; r++) bad |= g->r[r].bad;
   }
   if (bad) g->failed = 1;
-  qsort(t, (size_t)g->iters, sizeof t[0], cmp_float);
-  const int n = g->iters;
-  double med = n % 2 ? t[n / 2] : 0.5 * ((double)t[n / 2 - 1] + (double)t[n / 2]);
-  return med * 1e3;
+  for (int i = 0; i < g->iters; i++) out[i] = 1e3 * (double)t[i];
+  return g->iters;
 }
 
 static float bf16f(uint16_t h) {
@@ -713,7 +559,7 @@ static int setup_weights(group *g, const args *ar, const shape *sh, int fp8) {
 }
 
 static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp8, FILE *json, const char *devname,
-                    const char *date, int gpus, int print) {
+                    int gpus, int print) {
   const int W = g->W;
   g->ag = sh->ag;
   g->M = M;
@@ -783,39 +629,33 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
   }
 #endif
   long wrong = 0;
-  double t_gemm = 0, t_comm = 0, t_unf = 0, t_fus = 0;
+  cli_stats t_gemm = cli_stats_failed(), t_comm = t_gemm, t_unf = t_gemm, t_fus = t_gemm;
+  cli_launch ran;
+  memset(&ran, 0, sizeof ran);
   const char *chose = "-";
   if (!ok) {
     if (print) fprintf(stderr, "tp-bench: out of GPU memory for %s M=%lld\n", sh->name, (long long)M);
     g->failed = 1;
   } else {
     /* The four take turns: 3 rounds of iters/3 timed iterations, the order reversed in the middle
-     * round, each time the median of the round medians. Timed one after the other, the first (the GEMM
-     * alone) would meet a cooler GPU than the last (fused): the H200's clock sinks under its power limit
-     * as a run goes on, which flattered fused / max(gemm, comm). */
+     * round; each one's percentiles over the iterations of all rounds. Timed one after the other, the first
+     * (the GEMM alone) would meet a cooler GPU than the last (fused): the H200's clock sinks under its power
+     * limit as a run goes on, which flattered fused / max(gemm, comm). */
     const int iters_all = g->iters, rounds = g->iters >= 3 ? 3 : 1;
-    double tr[4][3];
+    static double pool[4][MAX_ITERS];
+    int npool[4] = {0, 0, 0, 0};
     g->iters = iters_all / rounds;
     for (int k = 0; k < rounds; k++)
       for (int i = 0; i < 4; i++) {
         const int op = k == 1 ? 3 - i : i;
-        tr[op][k] = time_op(g, op);
+        npool[op] += time_op(g, op, pool[op] + npool[op]);
       }
     g->iters = iters_all;
-    double tm[4];
-    for (int op = 0; op < 4; op++) {
-      double *v = tr[op];
-      if (rounds == 1) {
-        tm[op] = v[0];
-        continue;
-      }
-      const double lo = v[0] < v[1] ? v[0] : v[1], hi = v[0] < v[1] ? v[1] : v[0];
-      tm[op] = v[2] < lo ? lo : v[2] > hi ? hi : v[2]; /* the median of three */
-    }
-    t_gemm = tm[0];
-    t_comm = tm[1];
-    t_unf = tm[2];
-    t_fus = tm[3];
+    cli_last_launch(g->r[lo_rank(g)].h, "auto", &ran); /* fused ran last: its GEMM (this process's first rank) */
+    t_gemm = cli_stats_of(pool[0], npool[0]);
+    t_comm = cli_stats_of(pool[1], npool[1]);
+    t_unf = cli_stats_of(pool[2], npool[2]);
+    t_fus = cli_stats_of(pool[3], npool[3]);
     if (g->failed && g->msg[0]) fprintf(stderr, "tp-bench: %s\n", g->msg);
     for (int r = lo_rank(g); r < hi_rank(g); r++) {
       rank_data *d = &g->r[r];
@@ -826,27 +666,27 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
         g->failed = 1;
         continue;
       }
-      /* W8A8_TP_TRACE=1: where the last fused call's time went on this rank (the last call timed is fused) */
+      /* W8A8_DEV="TP_TRACE=1": where the last fused call's time went on this rank (the last call timed is fused) */
       float tus[64];
       char tk[64];
       const int tn = w8a8_tp_gpu_trace(d->comm, tus, tk, 64);
       if (tn != 0 && print) {
-        printf("# trace %s %s M=%lld %s rank %d (last fused call, us from its fork):", sh->name, sh->ag ? "ag" : "rs",
+        fprintf(cli_tab, "# trace %s %s M=%lld %s rank %d (last fused call, us from its fork):", sh->name, sh->ag ? "ag" : "rs",
                (long long)M, fp8 ? "fp8_e4m3" : "int8", r);
-        for (int i = 0; i < tn; i++) printf(" %c %.1f", tk[i], tus[i]);
-        int lsplit = 0;
-        const char *lcfg = w8a8_sm90_last_config(&lsplit);
-        if (lcfg[0]) printf("; last sm90 launch %s split %d", lcfg, lsplit);
-        printf("%s\n", tn < 0 ? " (a CUDA error: no trace)" : "");
+        for (int i = 0; i < tn; i++) fprintf(cli_tab, " %c %.1f", tk[i], tus[i]);
+        cli_launch rl; /* this rank's last GEMM: the last fused call's */
+        cli_last_launch(d->h, "auto", &rl);
+        if (rl.known && rl.config[0]) fprintf(cli_tab, "; its GEMM: %s %s split %d", rl.kernel, rl.config, rl.split_k);
+        fprintf(cli_tab, "%s\n", tn < 0 ? " (a CUDA error: no trace)" : "");
         /* the same marks' enqueue times on the host: a GPU time close to its host time means the stream
          * waited for the host there */
         float hus[64];
         const int hn = tn > 0 ? w8a8_tp_gpu_trace_host(d->comm, hus, 64) : 0;
         if (hn > 0) {
-          printf("# host  %s %s M=%lld %s rank %d (the marks enqueued, us from F's):", sh->name, sh->ag ? "ag" : "rs",
+          fprintf(cli_tab, "# host  %s %s M=%lld %s rank %d (the marks enqueued, us from F's):", sh->name, sh->ag ? "ag" : "rs",
                  (long long)M, fp8 ? "fp8_e4m3" : "int8", r);
-          for (int i = 0; i < hn; i++) printf(" %c %.1f", tk[i], hus[i]);
-          printf("\n");
+          for (int i = 0; i < hn; i++) fprintf(cli_tab, " %c %.1f", tk[i], hus[i]);
+          fprintf(cli_tab, "\n");
         }
       }
       const int64_t rows = sh->ag ? M : d->Mr, n = rows * d->Nr;
@@ -880,32 +720,37 @@ static long measure(group *g, const args *ar, const shape *sh, int64_t M, int fp
     g->failed = f_all;
   }
 #endif
-  double bytes = sh->ag ? (double)M * (double)Kl + 4.0 * (double)M : (double)part_es(g) * (double)M * (double)Nl;
-  double algbw = t_comm > 0 ? bytes / t_comm / 1e3 : 0, busbw = algbw * (W - 1) / W;
-  double hidden = t_gemm < t_comm ? t_gemm : t_comm, eff = hidden > 0 ? (t_unf - t_fus) / hidden : 0;
   /* the shard sizes of rank 0 (this process's first rank under --nccl prints only on rank 0) */
   const rank_data *d0 = &g->r[lo_rank(g)];
   if (print) {
-    printf("%-12s %-3s %6lld %6lld %6lld %-8s %d | %10.1f %10.1f %8.1f %8.1f | %10.1f %10.1f | %7.2f %6.2fx %6ld | %-7s%s\n",
-           sh->name, sh->ag ? "ag" : "rs", (long long)M, (long long)d0->Nr, (long long)d0->Kr,
-           fp8 ? "fp8_e4m3" : "int8", W, t_gemm, t_comm, algbw, busbw, t_unf, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
-           wrong, chose, g->failed ? " FAILED" : "");
-    if (json)
-      fprintf(json,
-              "{\"impl\":\"%s\",\"op\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"scales\":\"token*channel\","
-              "\"world\":%d,\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,"
-              "\"div\":%d,\"gemm_us\":%.3f,\"comm_us\":%.3f,\"unfused_us\":%.3f,\"fused_us\":%.3f,\"us\":%.3f,"
-              "\"overlap_eff\":%.4f,\"speedup\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%ld,\"auto\":\"%s\","
-              "\"failed\":%d,\"partials\":\"%s\",\"timing\":\"median of 3 interleaved rounds' medians, %d iterations in "
-              "all, %s\",\"device\":\"%s\",\"date\":\"%s\"}\n",
-              g->nccl ? "w8a8_gpu_tp_nccl" : "w8a8_gpu_tp_local",
-              sh->ag ? "all_gather_scaled_mm" : "scaled_mm_reduce_scatter", sh->name, fp8 ? "fp8_e4m3" : "int8", W,
-              gpus, gpus < W ? "true" : "false", w8a8_tp_transport(d0->comm, NULL), (long long)M, (long long)d0->Nr,
-              (long long)d0->Kr, ar->div, t_gemm, t_comm, t_unf, t_fus, t_fus, eff, t_fus > 0 ? t_unf / t_fus : 0,
-              algbw, busbw, wrong, chose, g->failed, g->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32", g->iters,
-              g->graph ? "replays of one captured CUDA graph of every rank's call (--graph)"
-                       : "of the slowest rank (CUDA events)",
-              devname, date);
+    tp_row row;
+    memset(&row, 0, sizeof row);
+    row.impl = g->nccl ? "w8a8_gpu_tp_nccl" : "w8a8_gpu_tp_local";
+    row.device = devname;
+    row.device_kind = "gpu";
+    row.shape = sh;
+    row.fp8 = fp8;
+    row.W = W;
+    row.M = M, row.N = d0->Nr, row.K = d0->Kr;
+    row.gemm = t_gemm, row.comm = t_comm, row.unfused = t_unf, row.fused = t_fus;
+    row.comm_bytes = sh->ag ? (double)M * (double)Kl + 4.0 * (double)M : (double)part_es(g) * (double)M * (double)Nl;
+    row.wrong = wrong;
+    row.failed = g->failed;
+    row.chose = chose;
+    row.ran = ran;
+    tp_print_row(cli_tab, &row);
+    if (json) {
+      cli_jw w;
+      tp_json_row_begin(&w, json, ar, &row);
+      cli_jw_int(&w, "gpus", gpus);
+      cli_jw_bool(&w, "emulated", gpus < W);
+      cli_jw_str(&w, "transport", w8a8_tp_transport(d0->comm, NULL));
+      cli_jw_str(&w, "partials", g->partials == W8A8_TP_PARTIALS_OUT ? "out" : "fp32");
+      cli_jw_str(&w, "timing", g->graph ? "replays of one captured CUDA graph of every rank's call (--graph), 3 "
+                                          "interleaved rounds"
+                                        : "the slowest rank's CUDA events per iteration, 3 interleaved rounds");
+      cli_jw_end(&w);
+    }
   }
   for (int r = lo_rank(g); r < hi_rank(g); r++) free_rank_m(&g->r[r]);
   return wrong + (g->failed ? 1 : 0);
@@ -950,71 +795,55 @@ static void reserve_sizes(const args *ar, int64_t *maxM, int64_t *maxN, int64_t 
 }
 
 /* Opens -o for the printing process before any measurement: 0, or 1 after a message. */
-static int open_json(const args *ar, FILE **json) {
-  *json = NULL;
-  if (!ar->out_path) return 0;
-  if ((*json = fopen(ar->out_path, "w"))) return 0;
-  fprintf(stderr, "w8a8 tp-bench: -o: cannot open '%s' for writing: %s\n", ar->out_path, strerror(errno));
-  return 1;
-}
+static int open_json(const args *ar, FILE **json) { return cli_out_open("tp-bench", ar->out_path, json) != 0; }
 /* Closes -o: 0, or 1 (with a message) if any of it was not written. */
-static int close_json(const args *ar, FILE *json) {
-  if (!json) return 0;
-  int bad = ferror(json) != 0;
-  errno = 0;
-  if (fclose(json) != 0) bad = 1;
-  if (bad)
-    fprintf(stderr, "w8a8 tp-bench: -o: error writing '%s'%s%s\n", ar->out_path, errno ? ": " : "",
-            errno ? strerror(errno) : "");
-  return bad;
-}
+static int close_json(const args *ar, FILE *json) { return cli_out_close("tp-bench", ar->out_path, json) != 0; }
 
 /* The sweep over shapes, dtypes and M; rank 0 (or the only process) prints, and writes json (NULL: no -o). */
 static long run_all(group *g, const args *ar, int gpus, const char *layout, int print, FILE *json) {
   w8a8_handle_info info;
   w8a8_get_info(g->r[lo_rank(g)].h, &info);
-  char date[32];
-  time_t now = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   if (print) {
-    printf("# w8a8 tp-bench --%s: %d GPU ranks on %d %s%s (%s), %s\n", g->nccl ? "nccl" : "local", g->W, gpus, info.name,
+    FILE *tab = cli_tab;
+    cli_json_header(json, "tp-bench", ar->argc, ar->argv);
+    fprintf(tab, "# w8a8 tp-bench --%s: %d GPU ranks on %d %s%s (%s), %s\n", g->nccl ? "nccl" : "local", g->W, gpus, info.name,
            gpus < g->W ? " (EMULATED: ranks share GPUs)" : "", layout, w8a8_version_string());
-    printf("# Llama-3.1-70B shapes / %d; ag = all-gather + GEMM (N sharded), rs = GEMM + reduce-scatter (K sharded); "
+    fprintf(tab, "# Llama-3.1-70B shapes / %d; ag = all-gather + GEMM (N sharded), rs = GEMM + reduce-scatter (K sharded); "
            "bf16 out, per-token x per-channel scales\n",
            ar->div);
-    printf("# rs partials: %s\n", ar->partials == W8A8_TP_PARTIALS_OUT
+    fprintf(tab, "# rs partials: %s\n", ar->partials == W8A8_TP_PARTIALS_OUT
                                       ? "out (W8A8_TP_PARTIALS_OUT: bf16 partials, 2 bytes per element moved)"
                                       : "fp32 (W8A8_TP_PARTIALS_FP32: fp32 partials, 4 bytes per element moved)");
-    printf("# times: us, the slowest rank's iteration (CUDA events on each rank's stream): gemm, comm, unfused and "
-           "fused take turns in 3 rounds of %d iterations (after %d warm-up each; the middle round reversed), each the "
-           "median of its round medians; comm = %s\n",
+    fprintf(tab, "# times: us, the slowest rank's iteration (CUDA events on each rank's stream): gemm, comm, unfused and "
+           "fused take turns in 3 rounds of %d iterations (after %d warm-up each; the middle round reversed), p20 / "
+           "p50 / p80 over the iterations of all rounds; comm = %s\n",
            ar->iters >= 3 ? ar->iters / 3 : ar->iters, ar->warmup,
            g->nccl ? "ncclSend/ncclRecv of the same chunks" : "cudaMemcpyAsync of the same chunks (copy engine)");
     if (ar->graph)
-      printf("# --graph: every time is the median replay of ONE CUDA graph holding every rank's call (captured after "
+      fprintf(tab, "# --graph: every time is a replay of ONE CUDA graph holding every rank's call (captured after "
              "the warm-up), not per-rank events\n");
-    printf("# overlap = (unfused - fused) / min(gemm, comm); busbw = algbw * (W-1)/W\n");
+    fprintf(tab, "# overlap = (unfused - fused) / min(gemm, comm) at p50, '-' where min(gemm, comm) is under 10%% of "
+                 "unfused or under the p20..p80 spreads of unfused and fused (noise); busbw = algbw * (W-1)/W\n");
     const char *why = NULL, *tr = w8a8_tp_transport(g->r[lo_rank(g)].comm, &why);
-    printf("# library transport: %s%s%s\n", tr, why && why[0] ? " -- " : "", why ? why : "");
-    printf("# auto = the schedule one call with W8A8_TP_OVERLAP_AUTO (the default) ran: fused from %lld rows "
+    fprintf(tab, "# library transport: %s%s%s\n", tr, why && why[0] ? " -- " : "", why ? why : "");
+    fprintf(tab, "# auto = the schedule one call with W8A8_TP_OVERLAP_AUTO (the default) ran: fused from %lld rows "
            "(all-gather) and %lld (reduce-scatter) on this transport; docs/TP.md\n",
            (long long)w8a8_tp_crossover(g->r[lo_rank(g)].comm, 1), (long long)w8a8_tp_crossover(g->r[lo_rank(g)].comm, 2));
-    /* the all-gather's tuning switches as this process sees them (the library reads them per call) */
-    const char *pieces = getenv("W8A8_TP_AG_PIECES"), *group = getenv("W8A8_SM90_TP_GROUP");
-    printf("# all-gather: W8A8_TP_AG_PIECES=%s W8A8_SM90_TP_GROUP=%s\n", pieces ? pieces : "(unset: 1)",
-           group ? group : "(unset: 1)");
-    const char *rsd = getenv("W8A8_TP_RS_DIRECT"), *rsm = getenv("W8A8_TP_RS_MIN_ROWS");
-    printf("# reduce-scatter: W8A8_TP_RS_DIRECT=%s W8A8_TP_RS_MIN_ROWS=%s\n", rsd ? rsd : "(unset: 0)",
-           rsm ? rsm : "(unset: 256 rows per piece where K <= 4096, else 1024)");
-    if (getenv("W8A8_TP_TRACE"))
-      printf("# W8A8_TP_TRACE: '# trace' lines = the last fused call's marks per rank of the printing process, us "
-             "from its fork F (E the call reached the stream, before the wait for the peers' previous calls, and AG's "
-             "K own rows packed: before F, negative; RS: G peer piece GEMM done, P its push done, O own GEMM done, "
-             "A peers' partials in, R reduced; AG: W a peer's rows seen packed by the side stream (its copy starts), C "
-             "chunk copied, L the one GEMM's launch reached (fused with ready flags), G GEMM done, J joined)\n");
-    printf("# %-10s %-3s %6s %6s %6s %-8s %s | %10s %10s %8s %8s | %10s %10s | %7s %7s %6s | %s\n", "shape", "op",
-           "M", "N_r", "K_r", "dtype", "W", "gemm_us", "comm_us", "algbw", "busbw", "unfused_us", "fused_us", "overlap",
-           "speedup", "#wrong", "auto");
+    /* the development switches that shape the fused calls, as the library reads them (W8A8_DEV) */
+    const char *pieces = cli_setting("TP_AG_PIECES"), *group = cli_setting("SM90_TP_GROUP");
+    fprintf(tab, "# all-gather: TP_AG_PIECES=%s SM90_TP_GROUP=%s\n", pieces ? pieces : "?", group ? group : "?");
+    const char *rsd = cli_setting("TP_RS_DIRECT"), *rsm = cli_setting("TP_RS_MIN_ROWS");
+    fprintf(tab, "# reduce-scatter: TP_RS_DIRECT=%s TP_RS_MIN_ROWS=%s%s\n", rsd ? rsd : "?", rsm ? rsm : "?",
+            rsm && !strcmp(rsm, "0") ? " (256 rows per piece where K <= 4096, else 1024)" : "");
+    const char *trace = cli_setting("TP_TRACE");
+    if (trace && strcmp(trace, "0"))
+      fprintf(tab, "# TP_TRACE: '# trace' lines = the last fused call's marks per rank of the printing process, us "
+                   "from its fork F (E the call reached the stream, before the wait for the peers' previous calls, and "
+                   "AG's K own rows packed: before F, negative; RS: G peer piece GEMM done, P its push done, O own GEMM "
+                   "done, A peers' partials in, R reduced; AG: W a peer's rows seen packed by the side stream (its copy "
+                   "starts), C chunk copied, L the one GEMM's launch reached (fused with ready flags), G GEMM done, J "
+                   "joined)\n");
+    tp_print_columns(tab);
   }
   long wrong = 0;
   for (int i = 0; i < CLI_TP_NSHAPES; i++) {
@@ -1034,7 +863,7 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
         wrong++;
       }
       for (int m = 0; ok && m < ar->nM; m++) {
-        wrong += measure(g, ar, &k_shapes[i], ar->Ms[m], f, json, info.name, date, gpus, print);
+        wrong += measure(g, ar, &k_shapes[i], ar->Ms[m], f, json, info.name, gpus, print);
         if (print) fprintf(stderr, "tp-bench: %s %s M=%lld done\n", k_shapes[i].name, f ? "fp8" : "int8", (long long)ar->Ms[m]);
       }
       for (int r = lo_rank(g); r < hi_rank(g); r++) free_rank_b(&g->r[r]);
@@ -1042,8 +871,8 @@ static long run_all(group *g, const args *ar, int gpus, const char *layout, int 
   }
   const int json_bad = json && (fflush(json) != 0 || ferror(json)); /* the caller's close_json says more */
   if (print)
-    printf("# %s: %ld wrong elements or failed measurements%s\n", wrong || json_bad ? "FAILED" : "ok", wrong,
-           json_bad ? ", -o not fully written" : "");
+    fprintf(cli_tab, "# %s: %ld wrong elements or failed measurements%s\n", wrong || json_bad ? "FAILED" : "ok", wrong,
+            json_bad ? ", -o not fully written" : "");
   return wrong + json_bad;
 }
 
@@ -1103,7 +932,7 @@ static int run_nccl(const args *ar) {
   const int print = g.me == 0;
   int rc = 1;
   /* -s against the world size (every rank the same answer), then -o on rank 0, agreed before the rest */
-  if (check_div(ar, g.W, print)) {
+  if (tp_check_world(ar, g.W, print)) {
     MPI_Finalize();
     return CLI_EXIT_USAGE;
   }
@@ -1200,23 +1029,16 @@ static int run_nccl(const args *ar) {
 }
 #endif
 
-int w8a8_cli_tp_bench_gpu(int argc, char **argv) {
+int w8a8_cli_tp_bench_gpu(const tp_args *ar) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  args ar;
-  const int pr = parse(argc, argv, &ar); /* before any device or MPI work */
-  if (pr == 1) {
-    usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (pr) return CLI_EXIT_USAGE;
-  if (ar.nccl) {
+  if (ar->nccl) {
 #ifdef TPB_NCCL
-    return run_nccl(&ar);
+    return run_nccl(ar);
 #else
     fprintf(stderr, "w8a8 tp-bench --nccl: this build has no %s\n", "MPI and NCCL (both are needed)");
-    return 1;
+    return CLI_EXIT_FAIL;
 #endif
   }
-  return run_local(&ar);
+  return run_local(ar);
 }
 #endif /* W8A8_HAVE_CUDA */

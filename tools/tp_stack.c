@@ -24,8 +24,9 @@
  * The API has no collective-only call, so comm is ESTIMATED per op as unfused - gemm_only (it
  * includes the unfused path's own overheads: agreement, events, per-chunk GEMMs).
  * Times: CUDA events on each rank's stream around every op; per iteration the slowest rank (max
- * over ranks, per op and for the whole stack), then the median over iterations. Ranks start each
- * iteration together (stream sync + barrier), so waiting for peers counts.
+ * over ranks, per op and for the whole stack), then p20 / p50 / p80 (the stack) or the median (each
+ * op) over iterations. Ranks start each iteration together (stream sync + barrier), so waiting for
+ * peers counts.
  *
  * Ranks: --local W: W threads in this process, rank r on GPU r % ngpus (w8a8_comm_create_local,
  * one CUDA handle and stream per rank). With fewer GPUs than ranks, ranks share GPUs: EMULATED,
@@ -60,102 +61,108 @@ typedef struct args {
   int partials; /* W8A8_TP_PARTIALS_FP32 or _OUT (--partials fp32|out) */
   int64_t tokens[MAXT];
   const char *out_path;
+  int argc; /* the command line, for the JSON header */
+  char **argv;
 } args;
 
+enum { ST_LOCAL = 256, ST_NCCL, ST_LAYERS, ST_PARTIALS, ST_JSON };
+static const cli_opt st_opts[] = {
+    {ST_LOCAL, "local", 0, "W", "W ranks as threads of this process, rank r on GPU r % ngpus (default\n"
+                                "W = ngpus, at least 2); fewer GPUs than ranks: emulated ranks (not\n"
+                                "TP timings). W in 1..8 and divides 2048"},
+    {ST_NCCL, "nccl", 0, NULL, "one rank per MPI process (mpirun), NCCL transport, GPU = local\n"
+                               "rank % ngpus"},
+    {'m', "m", 'm', "LIST", "prefill token counts, up to 16 in 1..1048576 (default 1024,2048,4096,\n"
+                            "8192); --tokens is the same"},
+    {'m', "tokens", 0, "LIST", NULL},
+    {ST_LAYERS, "layers", 0, "L", "decoder layers, 1..200 (default 2)"},
+    {'i', "iters", 'i', "N", "timed iterations, 1..10000 (default 10)"},
+    {'w', "warmup", 'w', "N", "warm-up iterations, 0..1000 (default 2)"},
+    {ST_PARTIALS, "partials", 0, "P", "the reduce-scatters' partials: fp32 (default) or out (rounded to\n"
+                                      "the bf16 out before they travel: half the bytes)"},
+    {'o', "out", 'o', "FILE", "also write JSON lines to FILE ('-': stdout, the table then goes\n"
+                              "to stderr)"},
+    {ST_JSON, "json", 0, NULL, "JSON lines on stdout, the table on stderr (= -o -)"},
+    {'n', NULL, 'n', NULL, NULL}, /* the old iteration count: refused with what replaced it */
+};
+#define NST_OPTS ((int)(sizeof st_opts / sizeof st_opts[0]))
+
 static void usage(FILE *f) {
-  fprintf(f, "usage: w8a8 tp-stack [--local W] [--tokens T,T,...] [--layers L] [-n ITERS] [-w WARMUP] [--partials fp32|out]\n"
-             "       [-o FILE]\n"
-             "       mpirun -np W w8a8 tp-stack --nccl [same options but --local]\n"
+  fprintf(f, "usage: w8a8 tp-stack [--local W] [options]\n"
+             "       mpirun -np W w8a8 tp-stack --nccl [options]\n"
              "A Llama-3.1-70B-FP8 decoder stack (dummy weights, attention left out) with sequence parallelism at\n"
-             "TP = W: fused (overlap on) vs unfused (overlap off) vs gemm_only, per-op breakdown.\n"
-             "  --local W     W ranks as threads of this process, rank r on GPU r %% ngpus (default W = ngpus,\n"
-             "                at least 2); fewer GPUs than ranks: emulated ranks (not TP timings). W in 1..%d\n"
-             "  --nccl        one rank per MPI process (mpirun), NCCL transport, GPU = local rank %% ngpus\n"
-             "  --tokens L    prefill token counts, up to %d in 1..%d (default 1024,2048,4096,8192)\n"
-             "  --layers L    decoder layers, 1..%d (default 2)\n"
-             "  -n N, -w N    timed and warm-up iterations (default 10, 2; -n 1..%d, -w 0..%d)\n"
-             "  --partials P  the reduce-scatters' partials: fp32 (default) or out (rounded to the bf16 out\n"
-             "                before they travel: half the bytes; w8a8_tp_options.partials)\n"
-             "  -o FILE       also write JSON lines (impl \"w8a8_tp_stack\")\n"
-             "  -h, --help    this text\n"
-             "W must divide 2048 (every per-rank size is then whole).\n",
-          MAXW_LOCAL, MAXT, MAX_TOKENS, MAX_LAYERS, MAX_ITERS, MAX_WARMUP);
+             "TP = W: fused (overlap on) vs unfused (overlap off) vs gemm_only, per-op breakdown. W must divide\n"
+             "2048 (every per-rank size is then whole).\n"
+             "\n");
+  cli_print_options(f, st_opts, NST_OPTS);
 }
 
-#define PARSE_ERR(...)                      \
-  do {                                      \
-    if (cli_reporting_rank()) {                        \
-      fprintf(stderr, "w8a8 tp-stack: ");   \
-      fprintf(stderr, __VA_ARGS__);         \
-      fprintf(stderr, "\n\n");              \
-      usage(stderr);                        \
-    }                                       \
-    return 2;                               \
-  } while (0)
-
-/* 0: run; 1: -h (the caller prints the usage on stdout); 2: a bad command line (reported). */
+/* 0: run; 1: -h (the usage is printed); 2: a bad command line (reported). */
 static int parse(int argc, char **argv, args *ar) {
   memset(ar, 0, sizeof *ar);
   ar->layers = 2, ar->iters = 10, ar->warmup = 2;
-  int local = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *o = argv[i];
-    if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 1;
-    if (!strcmp(o, "--nccl")) {
-      ar->nccl = 1;
-      continue;
-    }
-    static const char *const with_value[] = {"--local", "--tokens", "--layers", "-n", "-w", "-o", "--partials"};
-    int known = 0;
-    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(o, with_value[k]);
-    if (!known) PARSE_ERR("unknown option '%s'", o);
-    if (i + 1 >= argc) PARSE_ERR("%s needs a value", o);
-    const char *v = argv[++i];
-    int64_t x = 0;
-    if (!strcmp(o, "--local")) {
-      if (!cli_parse_i64(v, 1, MAXW_LOCAL, &x)) PARSE_ERR("--local takes 1..%d ranks, got '%s'", MAXW_LOCAL, v);
-      if (2048 % x) PARSE_ERR("--local %s: W must divide 2048 (1, 2, 4 or 8)", v);
-      ar->W = (int)x;
-      local = 1;
-    } else if (!strcmp(o, "--tokens")) {
-      if ((ar->nT = cli_parse_i64_list(v, 1, MAX_TOKENS, ar->tokens, MAXT)) < 0)
-        PARSE_ERR("--tokens takes a comma list of up to %d token counts in 1..%d, got '%s'", MAXT, MAX_TOKENS, v);
-    } else if (!strcmp(o, "--layers")) {
-      if (!cli_parse_i64(v, 1, MAX_LAYERS, &x)) PARSE_ERR("--layers takes 1..%d, got '%s'", MAX_LAYERS, v);
-      ar->layers = (int)x;
-    } else if (!strcmp(o, "-n")) {
-      if (!cli_parse_i64(v, 1, MAX_ITERS, &x)) PARSE_ERR("-n takes 1..%d timed iterations, got '%s'", MAX_ITERS, v);
-      ar->iters = (int)x;
-    } else if (!strcmp(o, "-w")) {
-      if (!cli_parse_i64(v, 0, MAX_WARMUP, &x)) PARSE_ERR("-w takes 0..%d warm-up iterations, got '%s'", MAX_WARMUP, v);
-      ar->warmup = (int)x;
-    } else if (!strcmp(o, "-o")) {
-      ar->out_path = v;
-    } else { /* --partials */
-      if (!strcmp(v, "fp32"))
-        ar->partials = W8A8_TP_PARTIALS_FP32;
-      else if (!strcmp(v, "out"))
-        ar->partials = W8A8_TP_PARTIALS_OUT;
-      else
-        PARSE_ERR("--partials is fp32 or out, got '%s'", v);
+  ar->argc = argc, ar->argv = argv;
+  cli_parser p;
+  cli_parser_init(&p, "tp-stack", st_opts, NST_OPTS, argc, argv);
+  p.quiet = !cli_reporting_rank();
+  int rc = 0, c, k, local = 0;
+  const char *v;
+  while (rc == 0 && (c = cli_next_opt(&p, &v)) != CLI_OPT_END) {
+    switch (c) {
+      case CLI_OPT_HELP:
+        if (!p.quiet) usage(stdout);
+        rc = 1;
+        break;
+      case CLI_OPT_ERROR: rc = 2; break;
+      case ST_NCCL: ar->nccl = 1; break;
+      case ST_LOCAL:
+        if (!cli_opt_int(&p, v, 1, MAXW_LOCAL, "ranks", &ar->W))
+          rc = 2;
+        else if (2048 % ar->W)
+          rc = cli_usage_error(&p, "--local %s: W must divide 2048 (1, 2, 4 or 8)", v);
+        local = 1;
+        break;
+      case 'm':
+        if ((ar->nT = cli_opt_list(&p, v, 1, MAX_TOKENS, MAXT, "token counts", ar->tokens)) < 0) rc = 2;
+        break;
+      case ST_LAYERS:
+        if (!cli_opt_int(&p, v, 1, MAX_LAYERS, "layers", &ar->layers)) rc = 2;
+        break;
+      case 'i':
+        if (!cli_opt_int(&p, v, 1, MAX_ITERS, "timed iterations", &ar->iters)) rc = 2;
+        break;
+      case 'w':
+        if (!cli_opt_int(&p, v, 0, MAX_WARMUP, "warm-up iterations", &ar->warmup)) rc = 2;
+        break;
+      case ST_PARTIALS: {
+        static const char *const ch[] = {"fp32", "out", NULL};
+        if ((k = cli_opt_choice(&p, v, ch)) < 0) rc = 2;
+        ar->partials = k == 1 ? W8A8_TP_PARTIALS_OUT : W8A8_TP_PARTIALS_FP32;
+        break;
+      }
+      case 'o': ar->out_path = v; break;
+      case ST_JSON: ar->out_path = "-"; break;
+      case 'n':
+        rc = cli_usage_error(&p, "-n is not the iteration count any more (-n is the N list in bench and tune): "
+                                 "use -i/--iters");
+        break;
     }
   }
-  if (ar->nccl && local)
-    PARSE_ERR("--local and --nccl do not go together (--nccl: one rank per MPI process, W = mpirun's -np)");
+  if (rc == 0 && p.first_positional < argc)
+    rc = cli_usage_error(&p, "unexpected argument '%s' (tp-stack takes options only)", argv[p.first_positional]);
+  if (rc == 0 && ar->nccl && local)
+    rc = cli_usage_error(&p, "--local and --nccl do not go together (--nccl: one rank per MPI process, W = mpirun's -np)");
+  cli_parser_free(&p);
+  if (rc) return rc;
   if (!ar->nT) ar->tokens[0] = 1024, ar->tokens[1] = 2048, ar->tokens[2] = 4096, ar->tokens[3] = 8192, ar->nT = 4;
   return 0;
 }
-#undef PARSE_ERR
 
 #ifndef W8A8_HAVE_CUDA
 int w8a8_cli_tp_stack(int argc, char **argv) {
   args ar;
   const int pr = parse(argc, argv, &ar);
-  if (pr == 1) {
-    usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (pr) return CLI_EXIT_USAGE;
+  if (pr) return pr == 1 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
   fprintf(stderr, "w8a8 tp-stack: this build has no CUDA; the layer-stack benchmark needs GPU ranks\n");
   return CLI_EXIT_FAIL;
 }
@@ -460,9 +467,11 @@ static void *worker(void *v) {
 
 static double median(double *v, int n) { return n > 0 ? cli_median(v, n) : 0; }
 
-/* The result of one (tokens, mode): the slowest rank per iteration, median over iterations. */
+/* The result of one (tokens, mode): the slowest rank per iteration; p20 / p50 / p80 over iterations of the
+ * stack, the median of each op (ms). total = total_t.p50. */
 typedef struct result {
   double total, ops[NOPS];
+  cli_stats total_t;
   int failed;
 } result;
 
@@ -479,7 +488,8 @@ static result reduce_local(rank_ctx *cs, int W, int iters, int mode) {
     v[it] = 0;
     for (int q = 0; q < W; q++) v[it] = cs[q].tot[base + it] > v[it] ? cs[q].tot[base + it] : v[it];
   }
-  r.total = median(v, iters);
+  r.total_t = cli_stats_of(v, iters);
+  r.total = r.total_t.p50;
   for (int k = 0; k < NOPS; k++) {
     for (int it = 0; it < iters; it++) {
       v[it] = 0;
@@ -507,7 +517,8 @@ static result reduce_mpi(rank_ctx *c, int iters, int mode, int failed) {
     const size_t base = (size_t)mode * (size_t)iters;
     MPI_Allreduce(c->tot + base, v, iters, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     MPI_Allreduce(c->ops + base * NOPS, o, iters * NOPS, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    r.total = median(v, iters);
+    r.total_t = cli_stats_of(v, iters);
+    r.total = r.total_t.p50;
     for (int k = 0; k < NOPS; k++) {
       for (int it = 0; it < iters; it++) v[it] = o[(size_t)it * NOPS + k];
       r.ops[k] = median(v, iters) / c->L;
@@ -528,42 +539,75 @@ static const char *partials_name(const run_info *ri) {
 }
 
 static void print_header(const run_info *ri, const args *ar) {
-  printf("# w8a8 tp-stack: Llama-3.1-70B-FP8 decoder stack, sequence parallel, TP=%d, %s, %d GPU(s) (%s), %s\n",
+  fprintf(cli_tab, "# w8a8 tp-stack: Llama-3.1-70B-FP8 decoder stack, sequence parallel, TP=%d, %s, %d GPU(s) (%s), %s\n",
          ri->W, ri->nccl ? "one rank per process (mpirun, NCCL)" : "ranks as threads (w8a8_comm_create_local)",
          ri->gpus, ri->device, w8a8_version_string());
   if (ri->emulated)
-    printf("# EMULATED: %d ranks share %d GPU(s) (shared SMs, HBM-to-HBM copies instead of NVLink): these timings "
+    fprintf(cli_tab, "# EMULATED: %d ranks share %d GPU(s) (shared SMs, HBM-to-HBM copies instead of NVLink): these timings "
            "measure the mechanism, they are NOT TP timings\n",
            ri->W, ri->gpus);
-  printf("# per layer: quant_in -> ag_qkv -> quant_attn -> rs_o -> quant_mlp -> ag_gate_up -> silu_mul_q -> "
+  fprintf(cli_tab, "# per layer: quant_in -> ag_qkv -> quant_attn -> rs_o -> quant_mlp -> ag_gate_up -> silu_mul_q -> "
          "rs_down\n");
-  printf("# ATTENTION IS LEFT OUT (quant_attn quantizes the Q columns of the QKV output in its place); residual adds "
+  fprintf(cli_tab, "# ATTENTION IS LEFT OUT (quant_attn quantizes the Q columns of the QKV output in its place); residual adds "
          "and RMSNorms left out\n");
-  printf("# fp8 e4m3 dummy weights and activations, per-token x per-channel scales, bf16 outputs; %d layers; "
-         "median of %d iterations (after %d warm-up) of the slowest rank; the three modes take turns in up to %d "
-         "rounds\n",
+  fprintf(cli_tab, "# fp8 e4m3 dummy weights and activations, per-token x per-channel scales, bf16 outputs; %d layers; "
+         "p20 / p50 / p80 of %d iterations (after %d warm-up) of the slowest rank, ms (ops: medians); the three "
+         "modes take turns in up to %d rounds\n",
          ri->L, ri->iters, ri->warmup, ROUNDS);
-  printf("# comm_est = unfused - gemm_only (the API has no collective-only call): an estimate, overheads "
+  fprintf(cli_tab, "# comm_est = unfused - gemm_only (the API has no collective-only call): an estimate, overheads "
          "included\n");
-  printf("# rs partials: %s\n", ri->partials == W8A8_TP_PARTIALS_OUT
+  fprintf(cli_tab, "# rs partials: %s\n", ri->partials == W8A8_TP_PARTIALS_OUT
                                     ? "out (W8A8_TP_PARTIALS_OUT: bf16 partials, 2 bytes per element moved)"
                                     : "fp32 (W8A8_TP_PARTIALS_FP32: fp32 partials, 4 bytes per element moved)");
   (void)ar;
 }
 
+/* The fields of tp-stack's JSON objects after the common ones. */
+static void json_stack_keys(cli_jw *w, const run_info *ri) {
+  cli_jw_str(w, "model", "llama-3.1-70b-fp8");
+  cli_jw_int(w, "world", ri->W);
+  cli_jw_int(w, "gpus", ri->gpus);
+  cli_jw_bool(w, "emulated", ri->emulated);
+  cli_jw_str(w, "transport", ri->nccl ? "nccl" : "local");
+  cli_jw_int(w, "layers", ri->L);
+  cli_jw_str(w, "attention", "omitted");
+  cli_jw_str(w, "partials", partials_name(ri));
+}
+
 static void print_mode(int64_t M, const run_info *ri, int mode, const result *r, FILE *json) {
-  printf("%7lld %3d %-9s %9.3f %9.3f |", (long long)M, ri->W, mode_name[mode], r->total, r->total / ri->L);
-  for (int k = 0; k < NOPS; k++) printf(" %9.3f", r->ops[k]);
-  printf("%s\n", r->failed ? "  FAILED" : "");
+  fprintf(cli_tab, "%7lld %3d %-9s %9.3f %9.3f %9.3f %9.3f |", (long long)M, ri->W, mode_name[mode], r->total_t.p20,
+          r->total, r->total_t.p80, r->total / ri->L);
+  for (int k = 0; k < NOPS; k++) fprintf(cli_tab, " %9.3f", r->ops[k]);
+  fprintf(cli_tab, "%s\n", r->failed ? "  FAILED" : "");
   if (json) {
-    fprintf(json,
-            "{\"impl\":\"w8a8_tp_stack\",\"model\":\"llama-3.1-70b-fp8\",\"mode\":\"%s\",\"tokens\":%lld,\"world\":%d,"
-            "\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"layers\":%d,\"iters\":%d,\"attention\":\"omitted\","
-            "\"partials\":\"%s\",\"stack_ms\":%.4f,\"layer_ms\":%.4f",
-            mode_name[mode], (long long)M, ri->W, ri->gpus, ri->emulated ? "true" : "false",
-            ri->nccl ? "nccl" : "local", ri->L, ri->iters, partials_name(ri), r->total, r->total / ri->L);
-    for (int k = 0; k < NOPS; k++) fprintf(json, ",\"%s_ms\":%.4f", op_name[k], r->ops[k]);
-    fprintf(json, ",\"failed\":%d,\"device\":\"%s\",\"date\":\"%s\"}\n", r->failed, ri->device, ri->date);
+    cli_jw w;
+    cli_row c;
+    memset(&c, 0, sizeof c);
+    c.command = "tp-stack";
+    c.impl = "w8a8_tp_stack";
+    c.op = mode_name[mode];
+    c.device = ri->device;
+    c.device_kind = "gpu";
+    c.dtype = "fp8_e4m3";
+    c.M = M, c.N = -1, c.K = -1; /* the stack has many shapes: M tokens, no single N or K */
+    c.kernel = "auto";
+    c.iters = ri->iters;
+    c.warmup = ri->warmup;
+    c.t.p20 = r->total_t.p20 * 1e3, c.t.p50 = r->total_t.p50 * 1e3, c.t.p80 = r->total_t.p80 * 1e3;
+    c.t.n = r->total_t.n;
+    if (r->total_t.p50 < 0) c.t = cli_stats_failed();
+    c.wrong = 0;
+    cli_json_row_begin(&w, json, &c);
+    cli_jw_str(&w, "mode", mode_name[mode]);
+    json_stack_keys(&w, ri);
+    cli_jw_num(&w, "layer_p50_us", r->total / ri->L * 1e3);
+    for (int k = 0; k < NOPS; k++) {
+      char key[48];
+      snprintf(key, sizeof key, "%s_p50_us", op_name[k]); /* per layer */
+      cli_jw_num(&w, key, r->ops[k] * 1e3);
+    }
+    cli_jw_bool(&w, "failed", r->failed);
+    cli_jw_end(&w);
   }
 }
 
@@ -580,32 +624,42 @@ static void print_summary(int64_t M, const run_info *ri, const result *res, FILE
     const double bound = g->ops[k] > c ? g->ops[k] : c;
     ratio[i] = bound > 0 ? f->ops[k] / bound : 0;
   }
-  printf("# summary %lld tokens, TP=%d%s: unfused %.3f ms, fused %.3f ms, speedup %.3fx (fused %.1f%% faster); "
+  fprintf(cli_tab, "# summary %lld tokens, TP=%d%s: unfused %.3f ms, fused %.3f ms, speedup %.3fx (fused %.1f%% faster); "
          "gemm_only %.3f ms; comm_est %.3f ms/layer\n",
          (long long)M, ri->W, ri->emulated ? " (EMULATED)" : "", u->total, f->total, speedup,
          f->total > 0 ? 100.0 * (u->total - f->total) / u->total : 0.0, g->total, comm);
-  printf("#   fused op / max(gemm, comm_est) (target <= 1.05): ag_qkv %.3f  rs_o %.3f  ag_gate_up %.3f  rs_down %.3f\n",
+  fprintf(cli_tab, "#   fused op / max(gemm, comm_est) (target <= 1.05): ag_qkv %.3f  rs_o %.3f  ag_gate_up %.3f  rs_down %.3f\n",
          ratio[0], ratio[1], ratio[2], ratio[3]);
   if (ri->W == 4 && M == 8192)
-    printf("#   target (TP=4, 8192 tokens): stack >= 15%% faster fused than unfused: %s%s\n",
+    fprintf(cli_tab, "#   target (TP=4, 8192 tokens): stack >= 15%% faster fused than unfused: %s%s\n",
            u->total >= 1.15 * f->total ? "MET" : "NOT MET", ri->emulated ? " (emulated: not the real target)" : "");
-  if (json)
-    fprintf(json,
-            "{\"impl\":\"w8a8_tp_stack\",\"model\":\"llama-3.1-70b-fp8\",\"mode\":\"summary\",\"tokens\":%lld,"
-            "\"world\":%d,\"gpus\":%d,\"emulated\":%s,\"transport\":\"%s\",\"layers\":%d,\"attention\":\"omitted\","
-            "\"partials\":\"%s\",\"unfused_ms\":%.4f,\"fused_ms\":%.4f,\"gemm_only_ms\":%.4f,\"speedup\":%.4f,\"comm_est_layer_ms\":%.4f,"
-            "\"comm_estimated\":true,\"fused_over_bound_qkv\":%.4f,\"fused_over_bound_o\":%.4f,"
-            "\"fused_over_bound_gate_up\":%.4f,\"fused_over_bound_down\":%.4f,\"failed\":%d,\"device\":\"%s\","
-            "\"date\":\"%s\"}\n",
-            (long long)M, ri->W, ri->gpus, ri->emulated ? "true" : "false", ri->nccl ? "nccl" : "local", ri->L,
-            partials_name(ri), u->total, f->total, g->total, speedup, comm, ratio[0], ratio[1], ratio[2], ratio[3],
-            g->failed | u->failed | f->failed, ri->device, ri->date);
+  if (json) {
+    cli_jw w;
+    cli_jw_begin(&w, json);
+    cli_jw_str(&w, "type", "summary");
+    cli_jw_str(&w, "command", "tp-stack");
+    cli_jw_str(&w, "device", ri->device);
+    cli_jw_int(&w, "M", M);
+    json_stack_keys(&w, ri);
+    cli_jw_num(&w, "unfused_p50_us", u->total * 1e3);
+    cli_jw_num(&w, "fused_p50_us", f->total * 1e3);
+    cli_jw_num(&w, "gemm_only_p50_us", g->total * 1e3);
+    cli_jw_num(&w, "speedup", speedup);
+    cli_jw_num(&w, "comm_est_layer_us", comm * 1e3);
+    cli_jw_bool(&w, "comm_estimated", 1);
+    cli_jw_num(&w, "fused_over_bound_qkv", ratio[0]);
+    cli_jw_num(&w, "fused_over_bound_o", ratio[1]);
+    cli_jw_num(&w, "fused_over_bound_gate_up", ratio[2]);
+    cli_jw_num(&w, "fused_over_bound_down", ratio[3]);
+    cli_jw_bool(&w, "failed", g->failed | u->failed | f->failed);
+    cli_jw_end(&w);
+  }
 }
 
 /* One line per token count at the end: the numbers users quote, side by side. */
 static void print_final(const run_info *ri, const args *ar, result (*res)[NMODES]) {
-  printf("# final (TP=%d%s, %d layers, ms for the stack):\n", ri->W, ri->emulated ? ", EMULATED" : "", ri->L);
-  printf("# %6s %3s %11s %11s %8s %13s %18s\n", "tokens", "W", "unfused_ms", "fused_ms", "speedup", "gemm_only_ms",
+  fprintf(cli_tab, "# final (TP=%d%s, %d layers, ms for the stack):\n", ri->W, ri->emulated ? ", EMULATED" : "", ri->L);
+  fprintf(cli_tab, "# %6s %3s %11s %11s %8s %13s %18s\n", "tokens", "W", "unfused_ms", "fused_ms", "speedup", "gemm_only_ms",
          "comm_est_ms/layer");
   for (int t = 0; t < ar->nT; t++) {
     const result *r = res[t];
@@ -614,16 +668,17 @@ static void print_final(const run_info *ri, const args *ar, result (*res)[NMODES
       const double c = r[MODE_UNFUSED].ops[coll_ops[i]] - r[MODE_GEMM].ops[coll_ops[i]];
       comm += c > 0 ? c : 0;
     }
-    printf("# %6lld %3d %11.3f %11.3f %7.3fx %13.3f %18.3f\n", (long long)ar->tokens[t], ri->W, r[MODE_UNFUSED].total,
+    fprintf(cli_tab, "# %6lld %3d %11.3f %11.3f %7.3fx %13.3f %18.3f\n", (long long)ar->tokens[t], ri->W, r[MODE_UNFUSED].total,
            r[MODE_FUSED].total, r[MODE_FUSED].total > 0 ? r[MODE_UNFUSED].total / r[MODE_FUSED].total : 0.0,
            r[MODE_GEMM].total, comm);
   }
 }
 
 static void print_columns(void) {
-  printf("# %5s %3s %-9s %9s %9s |", "tokens", "W", "mode", "stack_ms", "layer_ms");
-  for (int k = 0; k < NOPS; k++) printf(" %9s", op_name[k]);
-  printf("   (op columns: ms per layer)\n");
+  fprintf(cli_tab, "# %5s %3s %-9s %9s %9s %9s %9s |", "tokens", "W", "mode", "stack_p20", "stack_p50", "stack_p80",
+          "layer_ms");
+  for (int k = 0; k < NOPS; k++) fprintf(cli_tab, " %9s", op_name[k]);
+  fprintf(cli_tab, "   (op columns: ms per layer)\n");
 }
 
 static int64_t max_tokens(const args *ar) {
@@ -642,24 +697,9 @@ static void fill_info(run_info *ri, const args *ar, w8a8_handle *h) {
 }
 
 /* -o, opened by the printing process before anything is measured: 0, or 1 after a message. */
-static int open_json(const args *ar, FILE **json) {
-  *json = NULL;
-  if (!ar->out_path) return 0;
-  if ((*json = fopen(ar->out_path, "w"))) return 0;
-  fprintf(stderr, "w8a8 tp-stack: -o: cannot open '%s' for writing: %s\n", ar->out_path, strerror(errno));
-  return 1;
-}
-/* Closes -o: 0, or 1 (with a message) if any of it was not written. */
-static int close_json(const args *ar, FILE *json) {
-  if (!json) return 0;
-  int bad = ferror(json) != 0;
-  errno = 0;
-  if (fclose(json) != 0) bad = 1;
-  if (bad)
-    fprintf(stderr, "w8a8 tp-stack: -o: error writing '%s'%s%s\n", ar->out_path, errno ? ": " : "",
-            errno ? strerror(errno) : "");
-  return bad;
-}
+static int open_json(const args *ar, FILE **json) { return cli_out_open("tp-stack", ar->out_path, json) != 0; }
+/* Closes -o: 0, or 1 (with a message) if any of it was not written. A second call is a no-op. */
+static int close_json(const args *ar, FILE *json) { return cli_out_close("tp-stack", ar->out_path, json) != 0; }
 
 /* --local: W threads, one per rank. */
 static int run_local(const args *ar, int ndev) {
@@ -711,6 +751,7 @@ static int run_local(const args *ar, int ndev) {
     memset(&ri, 0, sizeof ri);
     ri.W = W, ri.gpus = ndev < W ? ndev : W, ri.emulated = ndev < W;
     fill_info(&ri, ar, cs[0].h);
+    cli_json_header(json, "tp-stack", ar->argc, ar->argv);
     print_header(&ri, ar);
     print_columns();
     pthread_barrier_init(&g.bar, NULL, (unsigned)W);
@@ -749,7 +790,7 @@ static int run_local(const args *ar, int ndev) {
     print_final(&ri, ar, all);
     if (close_json(ar, json)) rc = CLI_EXIT_FAIL;
     json = NULL;
-    printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed or -o was not written (see stderr)");
+    fprintf(cli_tab, "# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed or -o was not written (see stderr)");
   } else {
     rc = CLI_EXIT_FAIL;
   }
@@ -823,6 +864,7 @@ static int run_nccl(const args *ar, int ndev) {
     ri.W = W, ri.nccl = 1, ri.gpus = W, ri.emulated = 0;
     fill_info(&ri, ar, c.h);
     if (rank == 0) {
+      cli_json_header(json, "tp-stack", ar->argc, ar->argv);
       print_header(&ri, ar);
       print_columns();
     }
@@ -850,7 +892,7 @@ static int run_nccl(const args *ar, int ndev) {
       print_final(&ri, ar, all);
       if (close_json(ar, json)) rc = CLI_EXIT_FAIL;
       json = NULL;
-      printf("# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed or -o was not written (see stderr)");
+      fprintf(cli_tab, "# %s\n", rc == CLI_EXIT_OK ? "ok" : "FAILED: a call failed or -o was not written (see stderr)");
     }
   } else {
     rc = CLI_EXIT_FAIL;
@@ -874,11 +916,7 @@ int w8a8_cli_tp_stack(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   args ar;
   const int pr = parse(argc, argv, &ar); /* before any device or MPI work */
-  if (pr == 1) {
-    usage(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (pr) return CLI_EXIT_USAGE;
+  if (pr) return pr == 1 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
   const int ndev = w8a8_cuda_device_count();
   if (ndev < 1) {
     fprintf(stderr, "w8a8 tp-stack: no CUDA device visible; the layer-stack benchmark needs at least one GPU "

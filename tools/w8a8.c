@@ -1,6 +1,7 @@
 /* w8a8.c — the `w8a8` command-line tool: main, `demo` (the main job), `check` (self-test of
  * the active backend against the scalar reference), `info`, `version`, `help`, and the
- * dispatch to `bench` (tools/bench.c), `tp-bench` (tools/tp_bench.c) and `tune`.
+ * dispatch to `bench` (tools/bench.c), `tp-bench` (tools/tp_bench.c), `tp-stack`, `tune` and
+ * `plot` (tools/plot.c). Every command parses with cli_parser (tools/cli_common.h): docs/CLI.md.
  *
  * Only the public API (include/w8a8.h) and tools/bench.h: the CLI is the library's first
  * client and must not lean on internals. With CUDA, the CUDA runtime is used for copies. */
@@ -27,19 +28,22 @@ int w8a8_cli_tp_stack(int argc, char **argv);
 
 static void main_usage(FILE *f) {
   fprintf(f,
-          "usage: w8a8 <command> [options]     (w8a8 <command> -h for a command's options)\n"
+          "usage: w8a8 <command> [options]     (w8a8 <command> --help: a command's options)\n"
           "\n"
           "  demo       the main job: quantize a Llama-3.1-8B layer's activations and weights, run\n"
           "             scaled_mm on the best backend, check it and time it against bf16/fp32\n"
           "  bench      sweep M over shape suites, next to the baselines (table + JSON lines)\n"
           "  check      self-test of the active backend against the scalar reference\n"
-          "  tp-bench   tensor-parallel fused all-gather/reduce-scatter GEMMs (under mpirun)\n"
+          "  tp-bench   tensor-parallel fused all-gather/reduce-scatter GEMMs (mpirun -np N, or --local N GPUs)\n"
           "  tp-stack   a Llama-3.1-70B-FP8 decoder stack at TP = W on GPU ranks, fused vs unfused\n"
           "  tune       measure kernel configurations for your shapes (Hopper)\n"
+          "  plot       chart the JSON lines of bench / tp-bench / tp-stack (terminal, or an image)\n"
           "  info       devices found and what a handle on each reports\n"
           "  version    library version and build features\n"
-          "  help       this text\n"
+          "  help       this text; help <command>: that command's options\n"
           "\n"
+          "Options mean the same in every command (-m/-n/-k lists, -d/--dtype, -i/--iters, -w/--warmup,\n"
+          "-o/--out FILE with '-' for stdout, --json, --device, --seed): docs/CLI.md.\n"
           "Exit status: 0 ok, 1 a wrong result or a failed call, 2 a bad command line.\n");
 }
 
@@ -54,36 +58,30 @@ static int api_fail(const char *what, w8a8_status s) {
  * version, info
  * ====================================================================================== */
 
-static bool is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
-
-/* A command line's error: an option it does not know, an option without its value, or a value it refuses.
- * `known`: the command's options that take a value, NULL-terminated; `flags`: those without one. */
-static void bad_option(const char *cmd, const char *a, const char *v, const char *const *known, const char *const *flags) {
-  for (int i = 0; known[i]; i++)
-    if (!strcmp(a, known[i])) {
-      if (v)
-        fprintf(stderr, "w8a8 %s: bad value '%s' for %s\n\n", cmd, v, a);
-      else
-        fprintf(stderr, "w8a8 %s: %s needs a value\n\n", cmd, a);
-      return;
+/* A command without options of its own (version, info): -h, or the one-line error. Returns -1 to go on,
+ * else the exit code. */
+static int no_options(const char *cmd, int argc, char **argv, const char *usage) {
+  cli_parser p;
+  cli_parser_init(&p, cmd, NULL, 0, argc, argv);
+  const char *v;
+  int c, rc = -1;
+  while (rc < 0 && (c = cli_next_opt(&p, &v)) != CLI_OPT_END) {
+    if (c == CLI_OPT_HELP) {
+      printf("%s", usage);
+      rc = CLI_EXIT_OK;
+    } else {
+      rc = CLI_EXIT_USAGE;
     }
-  for (int i = 0; flags[i]; i++)
-    if (!strcmp(a, flags[i])) {
-      fprintf(stderr, "w8a8 %s: bad use of %s\n\n", cmd, a);
-      return;
-    }
-  fprintf(stderr, "w8a8 %s: unknown option '%s'\n\n", cmd, a);
+  }
+  if (rc < 0 && p.first_positional < argc)
+    rc = cli_usage_error(&p, "unexpected argument '%s' (%s takes no arguments)", argv[p.first_positional], cmd);
+  cli_parser_free(&p);
+  return rc;
 }
 
 static int cmd_version(int argc, char **argv) {
-  if (argc == 2 && is_help(argv[1])) {
-    printf("usage: w8a8 version   the library's version and features\n");
-    return CLI_EXIT_OK;
-  }
-  if (argc > 1) {
-    fprintf(stderr, "usage: w8a8 version\n");
-    return CLI_EXIT_USAGE;
-  }
+  const int rc = no_options("version", argc, argv, "usage: w8a8 version   the library's version and features\n");
+  if (rc >= 0) return rc;
   printf("w8a8 %s\n", w8a8_version_string());
   if (w8a8_version() != W8A8_VERSION)
     printf("warning: header version %d, library version %d\n", W8A8_VERSION, w8a8_version());
@@ -101,14 +99,10 @@ static void print_info(const char *label, const w8a8_handle_info *i) {
 }
 
 static int cmd_info(int argc, char **argv) {
-  if (argc == 2 && is_help(argv[1])) {
-    printf("usage: w8a8 info   the CPU and every CUDA device: capability, SMs, threads, features, memory\n");
-    return CLI_EXIT_OK;
-  }
-  if (argc > 1) {
-    fprintf(stderr, "usage: w8a8 info   (%s is not an option)\n", argv[1]);
-    return CLI_EXIT_USAGE;
-  }
+  const int prc = no_options("info", argc, argv,
+                             "usage: w8a8 info   the CPU and every CUDA device: capability, SMs, threads, features, "
+                             "memory; every setting the library reads, with its value\n");
+  if (prc >= 0) return prc;
   printf("w8a8 %s\n", w8a8_version_string());
   int rc = CLI_EXIT_OK;
   w8a8_handle *h = NULL;
@@ -145,6 +139,14 @@ static int cmd_info(int argc, char **argv) {
   if (w8a8_get_info(h, &info) == W8A8_SUCCESS)
     printf("  best:    %s (%s)\n", info.kind == W8A8_DEVICE_CUDA ? "cuda" : "cpu", info.name);
   w8a8_destroy(h);
+  /* every setting the library reads (its one table): the environment's value, or the default */
+  printf("settings (environment; development switches through W8A8_DEV=\"NAME=value,...\"):\n");
+  for (int pass = 1; pass >= 0; pass--)
+    for (int i = 0; i < w8a8_setting_count(); i++) {
+      w8a8_setting st;
+      if (w8a8_get_setting(i, &st) != W8A8_SUCCESS || st.for_users != pass) continue;
+      printf("  %-22s %-8s%s %s\n", st.name, st.value[0] ? st.value : "\"\"", st.is_set ? " (set)" : "      ", st.doc);
+    }
   return rc;
 }
 
@@ -161,19 +163,29 @@ typedef struct layer {
 static const layer llama8b_layers[] = {
     {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
 
+enum { DEMO_CPU = 256, DEMO_ROWS, DEMO_SEED, DEMO_JSON };
+static const cli_opt demo_opts[] = {
+    {DEMO_CPU, "cpu", 0, NULL, "use the CPU even when a GPU is usable"},
+    {'m', "m", 'm', "M", "tokens (default 512 on the GPU, 64 on the CPU to stay quick on 2 cores)"},
+    {'d', "dtype", 'd', "D", "int8, fp8 or both (default both)"},
+    {'i', "iters", 'i', "N", "timed calls per measurement (default GPU 20, CPU 3)"},
+    {'w', "warmup", 'w', "N", "untimed calls first (default GPU 3, CPU 1)"},
+    {DEMO_ROWS, "rows", 0, "R", "rows checked against the reference and the exact product (GPU 16, CPU 8)"},
+    {DEMO_SEED, "seed", 0, "S", "random seed (default 1)"},
+    {'o', "out", 'o', "FILE", "also write JSON lines to FILE ('-': stdout, the table then goes to stderr)"},
+    {DEMO_JSON, "json", 0, NULL, "JSON lines on stdout, the table on stderr (= -o -)"},
+};
+#define NDEMO_OPTS ((int)(sizeof demo_opts / sizeof demo_opts[0]))
+
 static void demo_usage(FILE *f) {
   fprintf(f,
-          "usage: w8a8 demo [--cpu] [-m M] [--dtype int8|fp8|both] [--iters N] [--rows R] [--seed S]\n"
+          "usage: w8a8 demo [options]\n"
           "Quantize random bf16 activations (per token) and Llama-3.1-8B-shaped weights (per output\n"
           "channel) with the library, run scaled_mm on the best backend (GPU if usable, else CPU),\n"
           "check it against the scalar reference and the exact bf16 product, and time it against\n"
           "the unquantized baseline (cuBLASLt bf16 on the GPU, OpenBLAS sgemm on the CPU).\n"
-          "  --cpu       use the CPU even when a GPU is usable\n"
-          "  -m M        tokens (default 512 on the GPU, 64 on the CPU to stay quick on 2 cores)\n"
-          "  --dtype D   int8 | fp8 | both (default both)\n"
-          "  --iters N   timed calls per measurement, median reported (default GPU 20, CPU 3)\n"
-          "  --rows R    rows checked against the reference and the exact product (GPU 16, CPU 8)\n"
-          "  --seed S    random seed (default 1)\n");
+          "\n");
+  cli_print_options(f, demo_opts, NDEMO_OPTS);
 }
 
 typedef struct demo_mm_call {
@@ -276,56 +288,80 @@ typedef struct demo_totals {
   int base_ok;
 } demo_totals;
 
+static const char *const dtype_choices[] = {"int8", "fp8", "both", NULL};
+
 static int cmd_demo(int argc, char **argv) {
   int force_cpu = 0, do_int8 = 1, do_fp8 = 1;
-  int64_t M = -1, iters = -1, nrows_req = -1, seed = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      demo_usage(stdout);
-      return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--cpu")) {
-      force_cpu = 1;
-    } else if (!strcmp(a, "-m") && v && cli_parse_i64(v, 1, 1 << 20, &M)) {
-      i++;
-    } else if (!strcmp(a, "--iters") && v && cli_parse_i64(v, 1, 10000, &iters)) {
-      i++;
-    } else if (!strcmp(a, "--rows") && v && cli_parse_i64(v, 1, 1024, &nrows_req)) {
-      i++;
-    } else if (!strcmp(a, "--seed") && v && cli_parse_i64(v, 0, INT64_MAX, &seed)) {
-      i++;
-    } else if (!strcmp(a, "--dtype") && v && (!strcmp(v, "int8") || !strcmp(v, "fp8") || !strcmp(v, "both"))) {
-      do_int8 = strcmp(v, "fp8") != 0;
-      do_fp8 = strcmp(v, "int8") != 0;
-      i++;
-    } else {
-      static const char *const known[] = {"-m", "--iters", "--rows", "--seed", "--dtype", NULL};
-      static const char *const flags[] = {"--cpu", "-h", "--help", NULL};
-      bad_option("demo", a, v, known, flags);
-      demo_usage(stderr);
-      return CLI_EXIT_USAGE;
+  int64_t M = -1, iters = -1, warmup_req = -1, nrows_req = -1, seed = 1;
+  const char *out_path = NULL;
+  cli_parser p;
+  cli_parser_init(&p, "demo", demo_opts, NDEMO_OPTS, argc, argv);
+  int prc = -1, c, k;
+  const char *v;
+  while (prc < 0 && (c = cli_next_opt(&p, &v)) != CLI_OPT_END) {
+    switch (c) {
+      case CLI_OPT_HELP:
+        demo_usage(stdout);
+        prc = CLI_EXIT_OK;
+        break;
+      case CLI_OPT_ERROR: prc = CLI_EXIT_USAGE; break;
+      case DEMO_CPU: force_cpu = 1; break;
+      case 'm':
+        if (!cli_opt_i64(&p, v, 1, 1 << 20, "tokens", &M)) prc = CLI_EXIT_USAGE;
+        break;
+      case 'd':
+        if ((k = cli_opt_choice(&p, v, dtype_choices)) < 0) prc = CLI_EXIT_USAGE;
+        do_int8 = k != 1, do_fp8 = k != 0;
+        break;
+      case 'i':
+        if (!cli_opt_i64(&p, v, 1, 10000, "timed calls", &iters)) prc = CLI_EXIT_USAGE;
+        break;
+      case 'w':
+        if (!cli_opt_i64(&p, v, 0, 10000, "warm-up calls", &warmup_req)) prc = CLI_EXIT_USAGE;
+        break;
+      case DEMO_ROWS:
+        if (!cli_opt_i64(&p, v, 1, 1024, "rows", &nrows_req)) prc = CLI_EXIT_USAGE;
+        break;
+      case DEMO_SEED:
+        if (!cli_opt_i64(&p, v, 0, INT64_MAX, "", &seed)) prc = CLI_EXIT_USAGE;
+        break;
+      case 'o': out_path = v; break;
+      case DEMO_JSON: out_path = "-"; break;
     }
   }
+  if (prc < 0 && p.first_positional < argc)
+    prc = cli_usage_error(&p, "unexpected argument '%s' (demo takes options only)", argv[p.first_positional]);
+  cli_parser_free(&p);
+  if (prc >= 0) return prc;
+  FILE *json = NULL;
+  if (cli_out_open("demo", out_path, &json) != 0) return CLI_EXIT_FAIL;
+  cli_json_header(json, "demo", argc, argv);
 
   w8a8_handle *h = NULL;
   w8a8_status s = force_cpu ? w8a8_create(&h, W8A8_DEVICE_CPU, 0) : w8a8_create_best(&h);
-  if (s != W8A8_SUCCESS) return api_fail("creating a handle", s);
+  if (s != W8A8_SUCCESS) {
+    cli_out_close("demo", out_path, json);
+    return api_fail("creating a handle", s);
+  }
   w8a8_handle_info info;
   w8a8_get_info(h, &info);
   cli_dev dev = cli_dev_of(h);
   int gpu = dev.kind == W8A8_DEVICE_CUDA;
+  FILE *tab = cli_tab;
   if (gpu && do_fp8 && info.cc_major * 10 + info.cc_minor < 89) {
-    printf("note: %s (sm_%d%d) has no fp8 tensor cores; fp8 skipped\n", info.name, info.cc_major, info.cc_minor);
+    fprintf(tab, "note: %s (sm_%d%d) has no fp8 tensor cores; fp8 skipped\n", info.name, info.cc_major,
+            info.cc_minor);
     do_fp8 = 0;
     if (!do_int8) {
       w8a8_destroy(h);
+      cli_out_close("demo", out_path, json);
       return CLI_EXIT_FAIL;
     }
   }
   int default_m = M < 0;
   if (M < 0) M = gpu ? 512 : 64;
   if (iters < 0) iters = gpu ? 20 : 3;
-  int warmup = gpu ? 3 : 1;
+  const int warmup = warmup_req >= 0 ? (int)warmup_req : gpu ? 3 : 1;
   /* The scalar reference decodes fp8 one element at a time: on 2 cores, 4 rows of the four
    * layers already take a few seconds, so the CPU demo checks fewer rows than the GPU one. */
   if (nrows_req < 0) nrows_req = gpu ? 16 : 8;
@@ -333,23 +369,28 @@ static int cmd_demo(int argc, char **argv) {
   int64_t rows[1024];
   int nrows = cli_sample_rows(M, (int)nrows_req, rows);
 
-  printf("w8a8 demo: the four linear layers of a Llama-3.1-8B decoder layer (TP=1), M = %lld tokens%s\n",
-         (long long)M, default_m && !gpu ? " (the CPU default; the GPU demo uses 512; -m to change)" : "");
-  printf("  backend   %s: %s [%s]%s\n", gpu ? "cuda" : "cpu", info.name, info.features,
-         force_cpu ? " (--cpu)" : gpu ? " (w8a8_create_best: the GPU)" : " (w8a8_create_best: no usable GPU)");
-  printf("  data      x ~ N(0,1) bf16 [M,K] activations, w ~ N(0,0.02^2) bf16 [N,K] weights (seed %lld)\n",
-         (long long)seed);
-  printf("  quantize  weights: dynamic per-token over w's rows = one scale per output channel (scale_b[N]);\n"
-         "            activations: dynamic per-token (scale_a[M]); both with w8a8_quantize on the %s\n",
-         gpu ? "GPU" : "CPU");
-  printf("  multiply  out = scale_a (.) scale_b (.) (A_q . B_q), bf16 out, w8a8_scaled_mm (B = w as column-major [K,N])\n");
-  printf("  check     %d sampled rows%s against the scalar reference (int8: bitwise; fp8: within the\n"
-         "            fp32 summation-order bound), quantizers bitwise; relative error vs the exact bf16 product\n",
-         nrows, max_cols ? " x 4 blocks of 256 columns" : "");
-  printf("  time      median of %lld calls after %d warm-up (weights not rotated); baseline = %s on the same M,N,K\n\n",
-         (long long)iters, warmup, gpu ? "cuBLASLt bf16 GEMM" : "OpenBLAS sgemm (fp32)");
-  printf("%-8s %6s %6s  %-8s | %9s %9s %8s | %9s %7s %8s | %8s %9s %6s\n", "layer", "N", "K", "dtype", "quant us",
-         "mm us", "TFLOP/s", "base us", "vs mm", "vs q+mm", "rel.err", "max|d|ref", "wrong");
+  fprintf(tab, "w8a8 demo: the four linear layers of a Llama-3.1-8B decoder layer (TP=1), M = %lld tokens%s\n",
+          (long long)M, default_m && !gpu ? " (the CPU default; the GPU demo uses 512; -m to change)" : "");
+  fprintf(tab, "  backend   %s: %s [%s]%s\n", gpu ? "cuda" : "cpu", info.name, info.features,
+          force_cpu ? " (--cpu)" : gpu ? " (w8a8_create_best: the GPU)" : " (w8a8_create_best: no usable GPU)");
+  fprintf(tab, "  data      x ~ N(0,1) bf16 [M,K] activations, w ~ N(0,0.02^2) bf16 [N,K] weights (seed %lld)\n",
+          (long long)seed);
+  fprintf(tab,
+          "  quantize  weights: dynamic per-token over w's rows = one scale per output channel (scale_b[N]);\n"
+          "            activations: dynamic per-token (scale_a[M]); both with w8a8_quantize on the %s\n",
+          gpu ? "GPU" : "CPU");
+  fprintf(tab, "  multiply  out = scale_a (.) scale_b (.) (A_q . B_q), bf16 out, w8a8_scaled_mm (B = w as column-major "
+               "[K,N])\n");
+  fprintf(tab,
+          "  check     %d sampled rows%s against the scalar reference (int8: bitwise; fp8: within the\n"
+          "            fp32 summation-order bound), quantizers bitwise; relative error vs the exact bf16 product\n",
+          nrows, max_cols ? " x 4 blocks of 256 columns" : "");
+  fprintf(tab,
+          "  time      p50 (and p20..p80) of %lld calls after %d warm-up (weights not rotated); baseline = %s on the "
+          "same M,N,K\n\n",
+          (long long)iters, warmup, gpu ? "cuBLASLt bf16 GEMM" : "OpenBLAS sgemm (fp32)");
+  fprintf(tab, "%-8s %6s %6s  %-8s | %9s %9s %15s %8s | %9s %7s %8s | %8s %9s %6s\n", "layer", "N", "K", "dtype",
+          "quant us", "mm us", "mm p20..p80", "TFLOP/s", "base us", "vs mm", "vs q+mm", "rel.err", "max|d|ref", "wrong");
 
   int rc = CLI_EXIT_OK;
   demo_totals tot[2];
@@ -382,9 +423,10 @@ static int cmd_demo(int argc, char **argv) {
       goto layer_done;
     }
     exact_rows(hx, hw, N, K, rows, nrows, exact);
-    double base_us = -1;
-    if ((gpu ? bench_cuda_bf16_us(dev.index, M, N, K, &base_us) : bench_cpu_sgemm_us(M, N, K, &base_us)) != 0)
-      base_us = -1;
+    cli_stats base_t = cli_stats_failed();
+    if ((gpu ? bench_cuda_bf16_us(dev.index, M, N, K, &base_t) : bench_cpu_sgemm_us(M, N, K, &base_t)) != 0)
+      base_t = cli_stats_failed();
+    const double base_us = base_t.p50;
 
     for (int dt = 0; dt < 2 && rc == CLI_EXIT_OK; dt++) {
       int fp8 = dt == 1;
@@ -407,12 +449,15 @@ static int cmd_demo(int argc, char **argv) {
         break;
       }
       double tr0 = cli_now_us();
-      double q_us = cli_time_calls(dev, demo_q_once, &qa, warmup, (int)iters);
-      double mm_us = q_us < 0 ? -1 : cli_time_calls(dev, demo_mm_once, &mm, warmup, (int)iters);
+      const cli_stats q_t = cli_time_calls(dev, demo_q_once, &qa, warmup, (int)iters);
+      const cli_stats mm_t = q_t.p50 < 0 ? cli_stats_failed() : cli_time_calls(dev, demo_mm_once, &mm, warmup, (int)iters);
+      const double q_us = q_t.p50, mm_us = mm_t.p50;
       if (q_us < 0 || mm_us < 0 || cli_dev_sync(dev)) {
         rc = CLI_EXIT_FAIL;
         break;
       }
+      cli_launch ran;
+      cli_last_launch(h, "auto", &ran);
       if (cli_dev_download(dev, hq, dq, xn) || cli_dev_download(dev, hwq, dwq, wn) ||
           cli_dev_download(dev, hsa, dsa, sizeof(float) * (size_t)M) ||
           cli_dev_download(dev, hsb, dsb, sizeof(float) * (size_t)N) ||
@@ -448,21 +493,57 @@ static int cmd_demo(int argc, char **argv) {
       double rel_limit = fp8 ? 0.10 : 0.05; /* expected ~0.04 (fp8, 3 mantissa bits) and ~0.015 (int8) */
       long wrong = (long)cmp.wrong + qbad;
       double flops = 2.0 * (double)M * (double)N * (double)K;
-      char base[16] = "n/a", vs1[16] = "-", vs2[16] = "-";
+      char base[16] = "n/a", vs1[16] = "-", vs2[16] = "-", spread[32];
       if (base_us > 0) {
         snprintf(base, sizeof base, "%.1f", base_us);
         snprintf(vs1, sizeof vs1, "%.2fx", base_us / mm_us);
         snprintf(vs2, sizeof vs2, "%.2fx", base_us / (mm_us + q_us));
       }
-      printf("%-8s %6lld %6lld  %-8s | %9.1f %9.1f %8.3f | %9s %7s %8s | %8.4f %9.3g %6ld%s\n", L->name,
-             (long long)N, (long long)K, fp8 ? "fp8_e4m3" : "int8", q_us, mm_us, flops / mm_us * 1e-6, base, vs1, vs2,
-             rel, cmp.max_abs, wrong, rel > rel_limit ? "  <- error too large" : "");
+      snprintf(spread, sizeof spread, "%.1f..%.1f", mm_t.p20, mm_t.p80);
+      fprintf(tab, "%-8s %6lld %6lld  %-8s | %9.1f %9.1f %15s %8.3f | %9s %7s %8s | %8.4f %9.3g %6ld%s\n", L->name,
+              (long long)N, (long long)K, fp8 ? "fp8_e4m3" : "int8", q_us, mm_us, spread, flops / mm_us * 1e-6, base,
+              vs1, vs2, rel, cmp.max_abs, wrong, rel > rel_limit ? "  <- error too large" : "");
       if (cmp.wrong)
-        printf("  scaled_mm != reference at (%lld, %lld): got %.6g, reference %.6g (tolerance %.3g); %lld of %lld "
-               "elements wrong\n",
-               (long long)cmp.bad_m, (long long)cmp.bad_n, cmp.bad_got, cmp.bad_ref, cmp.bad_tol,
-               (long long)cmp.wrong, (long long)cmp.checked);
-      if (qbad) printf("  quantizer output differs from the reference in %ld values\n", qbad);
+        fprintf(tab,
+                "  scaled_mm != reference at (%lld, %lld): got %.6g, reference %.6g (tolerance %.3g); %lld of %lld "
+                "elements wrong\n",
+                (long long)cmp.bad_m, (long long)cmp.bad_n, cmp.bad_got, cmp.bad_ref, cmp.bad_tol,
+                (long long)cmp.wrong, (long long)cmp.checked);
+      if (qbad) fprintf(tab, "  quantizer output differs from the reference in %ld values\n", qbad);
+      if (json) {
+        cli_jw w;
+        cli_row r;
+        memset(&r, 0, sizeof r);
+        r.command = "demo";
+        r.impl = gpu ? "w8a8_cuda" : "w8a8_cpu";
+        r.op = "scaled_mm";
+        r.device = info.name;
+        r.device_kind = gpu ? "gpu" : "cpu";
+        r.dtype = fp8 ? "fp8_e4m3" : "int8";
+        r.M = M, r.N = N, r.K = K;
+        r.kernel = ran.kernel;
+        r.config = ran.config;
+        r.split_k = ran.split_k;
+        r.iters = (int)iters;
+        r.warmup = warmup;
+        r.t = mm_t;
+        r.flops = flops;
+        r.wrong = wrong;
+        cli_json_row_begin(&w, json, &r);
+        cli_jw_str(&w, "layer", L->name);
+        cli_jw_str(&w, "scales", "token*channel");
+        cli_jw_str(&w, "out_dtype", "bf16");
+        cli_jw_num(&w, "quant_p20_us", q_t.p20);
+        cli_jw_num(&w, "quant_p50_us", q_t.p50);
+        cli_jw_num(&w, "quant_p80_us", q_t.p80);
+        cli_jw_str(&w, "baseline", base_us > 0 ? (gpu ? "cublaslt_bf16" : "openblas_sgemm") : NULL);
+        cli_jw_num(&w, "baseline_p50_us", base_us > 0 ? base_us : NAN);
+        cli_jw_num(&w, "vs_baseline", base_us > 0 ? base_us / mm_us : NAN);
+        cli_jw_num(&w, "vs_baseline_with_quant", base_us > 0 ? base_us / (mm_us + q_us) : NAN);
+        cli_jw_num(&w, "rel_err", rel);
+        cli_jw_int(&w, "seed", seed);
+        cli_jw_end(&w);
+      }
       if (wrong || rel > rel_limit) rc = CLI_EXIT_FAIL;
       tot[dt].mm_us += mm_us;
       tot[dt].q_us += q_us;
@@ -488,23 +569,24 @@ static int cmd_demo(int argc, char **argv) {
     cli_dev_free(dev, dsa);
     cli_dev_free(dev, dsb);
   }
-  printf("\n");
+  fprintf(tab, "\n");
   for (int dt = 0; dt < 2 && rc == CLI_EXIT_OK; dt++) {
     if ((dt && !do_fp8) || (!dt && !do_int8)) continue;
-    printf("layer total %-8s: quantize A %.1f us + scaled_mm %.1f us", dt ? "fp8_e4m3" : "int8", tot[dt].q_us,
-           tot[dt].mm_us);
+    fprintf(tab, "layer total %-8s: quantize A %.1f us + scaled_mm %.1f us", dt ? "fp8_e4m3" : "int8", tot[dt].q_us,
+            tot[dt].mm_us);
     if (tot[dt].base_ok)
-      printf("  vs %s %.1f us: %.2fx (scaled_mm), %.2fx (with quantization)\n", gpu ? "bf16" : "fp32 sgemm",
-             tot[dt].base_us, tot[dt].base_us / tot[dt].mm_us, tot[dt].base_us / (tot[dt].mm_us + tot[dt].q_us));
+      fprintf(tab, "  vs %s %.1f us: %.2fx (scaled_mm), %.2fx (with quantization)\n", gpu ? "bf16" : "fp32 sgemm",
+              tot[dt].base_us, tot[dt].base_us / tot[dt].mm_us, tot[dt].base_us / (tot[dt].mm_us + tot[dt].q_us));
     else
-      printf("  (no unquantized baseline in this build)\n");
+      fprintf(tab, "  (no unquantized baseline in this build)\n");
   }
-  printf("demo %s in %.1f s (%.1f s quantizing and timing on the %s, %.1f s checking): %s\n",
-         rc == CLI_EXIT_OK ? "PASSED" : "FAILED", (cli_now_us() - t_start) * 1e-6, t_run * 1e-6, gpu ? "GPU" : "CPU",
-         t_verify * 1e-6,
-         rc == CLI_EXIT_OK ? "results match the reference, errors vs the exact product as expected"
-                           : "see the lines above");
+  fprintf(tab, "demo %s in %.1f s (%.1f s quantizing and timing on the %s, %.1f s checking): %s\n",
+          rc == CLI_EXIT_OK ? "PASSED" : "FAILED", (cli_now_us() - t_start) * 1e-6, t_run * 1e-6, gpu ? "GPU" : "CPU",
+          t_verify * 1e-6,
+          rc == CLI_EXIT_OK ? "results match the reference, errors vs the exact product as expected"
+                            : "see the lines above");
   w8a8_destroy(h);
+  if (cli_out_close("demo", out_path, json) != 0) rc = CLI_EXIT_FAIL;
   return rc;
 }
 
@@ -877,58 +959,73 @@ done:
   free(got);
 }
 
+enum { CHECK_CPU = 256, CHECK_GPU, CHECK_DEVICE, CHECK_KERNEL, CHECK_SEED };
+static const cli_opt check_opts[] = {
+    {CHECK_CPU, "cpu", 0, NULL, "test the CPU backend"},
+    {CHECK_GPU, "gpu", 0, NULL, "test a CUDA device (default: the GPU if usable, else the CPU)"},
+    {CHECK_DEVICE, "device", 0, "N", "CUDA device (default 0)"},
+    {CHECK_KERNEL, "kernel", 0, "K", "auto (default), generic or sm90: the path to test"},
+    {CHECK_SEED, "seed", 0, "S", "random seed (default 1)"},
+    {'v', "verbose", 'v', NULL, "print every case, not only the failures"},
+};
+#define NCHECK_OPTS ((int)(sizeof check_opts / sizeof check_opts[0]))
+
 static void check_usage(FILE *f) {
   fprintf(f,
-          "usage: w8a8 check [--cpu|--gpu] [--device N] [--kernel auto|generic|sm90] [--seed N] [-v]\n"
+          "usage: w8a8 check [options]\n"
           "Self-test of the active backend (default: the GPU if usable, else the CPU) against the\n"
           "scalar reference on random data: scaled_mm for every dtype, scale mode, output dtype,\n"
           "bias and zero point, odd shapes (M=1, 17; K=13; N=7; empty) and strided, unaligned\n"
           "submatrices; the quantizers in every mode; colsum. int8 results and every quantizer\n"
           "output must be bitwise equal; fp8 GEMMs within the fp32 summation-order bound.\n"
-          "Exit 1 on any mismatch.\n");
+          "Exit 1 on any mismatch.\n"
+          "\n");
+  cli_print_options(f, check_opts, NCHECK_OPTS);
 }
 
 static int cmd_check(int argc, char **argv) {
   int want_cpu = 0, want_gpu = 0, verbose = 0, device_given = 0;
   int64_t seed = 1, device = 0;
   w8a8_kernel kernel = W8A8_KERNEL_AUTO;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      check_usage(stdout);
-      return CLI_EXIT_OK;
-    } else if (!strcmp(a, "--cpu")) {
-      want_cpu = 1;
-    } else if (!strcmp(a, "--gpu")) {
-      want_gpu = 1;
-    } else if (!strcmp(a, "-v")) {
-      verbose = 1;
-    } else if (!strcmp(a, "--seed") && v && cli_parse_i64(v, 0, INT64_MAX, &seed)) {
-      i++;
-    } else if (!strcmp(a, "--device") && v && cli_parse_i64(v, 0, 1023, &device)) {
-      i++;
-    } else if (!strcmp(a, "--kernel") && v &&
-               (!strcmp(v, "auto") || !strcmp(v, "generic") || !strcmp(v, "sm90"))) {
-      kernel = !strcmp(v, "auto") ? W8A8_KERNEL_AUTO : !strcmp(v, "generic") ? W8A8_KERNEL_GENERIC : W8A8_KERNEL_SM90;
-      i++;
-    } else {
-      static const char *const known[] = {"--seed", "--device", "--kernel", NULL};
-      static const char *const flags[] = {"--cpu", "--gpu", "-v", "-h", "--help", NULL};
-      bad_option("check", a, v, known, flags);
-      check_usage(stderr);
-      return CLI_EXIT_USAGE;
+  cli_parser p;
+  cli_parser_init(&p, "check", check_opts, NCHECK_OPTS, argc, argv);
+  int prc = -1, oc, k;
+  const char *v;
+  while (prc < 0 && (oc = cli_next_opt(&p, &v)) != CLI_OPT_END) {
+    switch (oc) {
+      case CLI_OPT_HELP:
+        check_usage(stdout);
+        prc = CLI_EXIT_OK;
+        break;
+      case CLI_OPT_ERROR: prc = CLI_EXIT_USAGE; break;
+      case CHECK_CPU: want_cpu = 1; break;
+      case CHECK_GPU: want_gpu = 1; break;
+      case 'v': verbose = 1; break;
+      case CHECK_SEED:
+        if (!cli_opt_i64(&p, v, 0, INT64_MAX, "", &seed)) prc = CLI_EXIT_USAGE;
+        break;
+      case CHECK_DEVICE:
+        if (!cli_opt_i64(&p, v, 0, 1023, "(a CUDA device)", &device)) prc = CLI_EXIT_USAGE;
+        device_given = 1;
+        break;
+      case CHECK_KERNEL: {
+        static const char *const ch[] = {"auto", "generic", "sm90", NULL};
+        static const w8a8_kernel kv[] = {W8A8_KERNEL_AUTO, W8A8_KERNEL_GENERIC, W8A8_KERNEL_SM90};
+        if ((k = cli_opt_choice(&p, v, ch)) < 0)
+          prc = CLI_EXIT_USAGE;
+        else
+          kernel = kv[k];
+        break;
+      }
     }
-    if (!strcmp(a, "--device")) device_given = 1;
   }
-  if (want_cpu && want_gpu) {
-    fprintf(stderr, "w8a8 check: --cpu or --gpu, not both\n");
-    return CLI_EXIT_USAGE;
-  }
-  if (want_cpu && (device_given || kernel == W8A8_KERNEL_SM90)) {
-    fprintf(stderr, "w8a8 check: --cpu with %s: those name a CUDA device's path\n",
-            device_given ? "--device" : "--kernel sm90");
-    return CLI_EXIT_USAGE;
-  }
+  if (prc < 0 && p.first_positional < argc)
+    prc = cli_usage_error(&p, "unexpected argument '%s' (check takes options only)", argv[p.first_positional]);
+  if (prc < 0 && want_cpu && want_gpu) prc = cli_usage_error(&p, "--cpu or --gpu, not both");
+  if (prc < 0 && want_cpu && (device_given || kernel == W8A8_KERNEL_SM90))
+    prc = cli_usage_error(&p, "--cpu with %s: those name a CUDA device's path", device_given ? "--device" : "--kernel sm90");
+  cli_parser_free(&p);
+  if (prc >= 0) return prc;
   /* A CUDA device asked for (--gpu, --device N) must exist: no quiet fall back to the CPU. */
   const int ndev = w8a8_cuda_device_count();
   if ((want_gpu || device_given) && ndev <= (int)device) {
@@ -1041,12 +1138,26 @@ static int cmd_check(int argc, char **argv) {
 
 static int cmd_tune(int argc, char **argv) {
   if (w8a8_cli_tune) return w8a8_cli_tune(argc, argv);
-  if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-    printf("usage: w8a8 tune ...   (measures Hopper kernel configurations; not in this build yet)\n");
-    return CLI_EXIT_OK;
-  }
-  fprintf(stderr, "w8a8 tune: not in this build yet (it comes with the Hopper fast path)\n");
+  fprintf(stderr, "w8a8 tune: not in this build (it comes with the Hopper fast path)\n");
   return CLI_EXIT_FAIL;
+}
+
+typedef struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"version", cmd_version},         {"info", cmd_info},       {"demo", cmd_demo},
+    {"check", cmd_check},             {"bench", cli_bench_main}, {"tp-bench", w8a8_cli_tp_bench},
+    {"tp-stack", w8a8_cli_tp_stack},  {"tune", cmd_tune},       {"plot", w8a8_cli_plot},
+};
+#define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+static const command *find_command(const char *name) {
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(name, commands[i].name)) return &commands[i];
+  return NULL;
 }
 
 int main(int argc, char **argv) {
@@ -1057,25 +1168,28 @@ int main(int argc, char **argv) {
     return CLI_EXIT_USAGE;
   }
   const char *cmd = argv[1];
-  int sargc = argc - 1;
-  char **sargv = argv + 1;
   if (!strcmp(cmd, "help") || !strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
-    if (argc > 2) {
-      fprintf(stderr, "w8a8: help takes no argument ('%s'); for a command's options: w8a8 <command> -h\n", argv[2]);
+    if (argc == 2) {
+      main_usage(stdout);
+      return CLI_EXIT_OK;
+    }
+    /* help <command>: that command's --help */
+    const command *c = argc == 3 ? find_command(argv[2]) : NULL;
+    if (!c) {
+      fprintf(stderr, "w8a8: help takes one command name (%s); see 'w8a8 help'\n",
+              argc > 3 ? "more were given" : "this one is unknown");
       return CLI_EXIT_USAGE;
     }
-    main_usage(stdout);
-    return CLI_EXIT_OK;
+    char *hargv[3] = {argv[2], "--help", NULL};
+    return c->fn(2, hargv);
   }
-  if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) return cmd_version(sargc, sargv);
-  if (!strcmp(cmd, "info")) return cmd_info(sargc, sargv);
-  if (!strcmp(cmd, "demo")) return cmd_demo(sargc, sargv);
-  if (!strcmp(cmd, "check")) return cmd_check(sargc, sargv);
-  if (!strcmp(cmd, "bench")) return cli_bench_main(sargc, sargv);
-  if (!strcmp(cmd, "tp-bench")) return w8a8_cli_tp_bench(sargc, sargv);
-  if (!strcmp(cmd, "tp-stack")) return w8a8_cli_tp_stack(sargc, sargv);
-  if (!strcmp(cmd, "tune")) return cmd_tune(sargc, sargv);
-  fprintf(stderr, "w8a8: unknown command '%s'\n\n", cmd);
-  main_usage(stderr);
-  return CLI_EXIT_USAGE;
+  if (!strcmp(cmd, "--version")) cmd = "version";
+  const command *c = find_command(cmd);
+  if (!c) {
+    fprintf(stderr, "w8a8: unknown command '%s'; see 'w8a8 help'\n", cmd);
+    return CLI_EXIT_USAGE;
+  }
+  /* argv[1] is the command's argv[0] (its name in messages), the rest its options */
+  char **sargv = argv + 1;
+  return c->fn(argc - 1, sargv);
 }

@@ -41,7 +41,7 @@ for b in ${BENCH:-torch quant}; do
   tp)
     for W in 2 $NGPU; do
       [ "$W" -lt 2 ] && continue
-      timeout -k 5 "$(cap 120)" "$CLI" tp-bench --local "$W" -m 1024,8192 -n 10 -w 2 \
+      timeout -k 5 "$(cap 120)" "$CLI" tp-bench --local "$W" -m 1024,8192 -i 10 -w 2 \
         -o "$OUT/tp-bench-w$W-$GPU.jsonl" >"$L/bench-tp-w$W.txt" 2>&1
       echo "tp W=$W: exit $?"
       [ "$NGPU" -lt 2 ] && break
@@ -49,7 +49,7 @@ for b in ${BENCH:-torch quant}; do
     ;;
   stack)
     W=$NGPU; [ "$W" -lt 2 ] && W=2; [ "$W" -gt 8 ] && W=8
-    timeout -k 5 "$(cap 150)" "$CLI" tp-stack --local "$W" --tokens 1024,2048,4096,8192 --layers 2 -n 10 -w 2 \
+    timeout -k 5 "$(cap 150)" "$CLI" tp-stack --local "$W" --tokens 1024,2048,4096,8192 --layers 2 -i 10 -w 2 \
       -o "$OUT/tp-stack-$GPU.jsonl" >"$L/bench-stack.txt" 2>&1
     echo "stack W=$W: exit $?"
     ;;
