@@ -491,7 +491,8 @@ W8A8_API w8a8_status w8a8_silu_mul_quantize(w8a8_handle *handle, const w8a8_matr
  * The CPU reference sums each block in k order; other kernels may sum a block's products in another order
  * (fp8's usual latitude: the tests hold |out - ref| <= 2e-3 * sum_kb |sa sb| sum_k |a b| + the output's
  * rounding). M == 0 or N == 0 writes nothing; K == 0 writes the bias (or zeros).
- * Backends: the CPU (every build). A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ * Backends: the CPU, and CUDA handles on any GPU through a portable kernel that sums each block in k order
+ * as the CPU does, so both give the same bits (a Hopper kernel for this mode is to come).
  * @return W8A8_ERROR_INVALID_DTYPE for int8 operands (block scales are fp8's); W8A8_ERROR_INVALID_SCALE for a
  *         scale matrix of another shape or dtype; otherwise as w8a8_scaled_mm.
  */
@@ -512,7 +513,7 @@ W8A8_API w8a8_status w8a8_scaled_mm_blockwise(w8a8_handle *handle, const w8a8_ma
  * x: [M,K] row-major fp32, bf16 or fp16. q: [M,K] row-major fp8_e4m3; must not overlap x.
  * scale: fp32 matrix [M, ceil(K/128)] (output), row- or column-major, any ld; must not overlap x or q.
  * flags: 0 or W8A8_SCALE_UE8M0. M == 0 or K == 0 writes nothing.
- * Backends: the CPU. A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ * Backends: the CPU and CUDA, with the same bits.
  */
 W8A8_API w8a8_status w8a8_quantize_groups(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
                                           const w8a8_matrix *scale, unsigned flags);
@@ -523,7 +524,7 @@ W8A8_API w8a8_status w8a8_quantize_groups(w8a8_handle *handle, const w8a8_matrix
  * the column-major [K,N] operand b of w8a8_scaled_mm_blockwise. scale: fp32 matrix [ceil(N/128), ceil(K/128)]
  * (output), row- or column-major, any ld. Each block's scale and q follow w8a8_quantize_groups' rules with
  * the amax taken over the whole block. flags: 0 or W8A8_SCALE_UE8M0.
- * Backends: the CPU. A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ * Backends: the CPU and CUDA, with the same bits.
  */
 W8A8_API w8a8_status w8a8_quantize_blocks(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
                                           const w8a8_matrix *scale, unsigned flags);

@@ -268,13 +268,14 @@ w8a8_status w8a8_scaled_mm(w8a8_handle *h, const w8a8_matrix *a, const w8a8_matr
   return w8a8_cpu_scaled_mm(h, &p);
 }
 
-/* The block-scaled mode has CPU kernels only so far: a CUDA handle refuses after validation (so its argument
+/* The fused SiLU-mul quantizer's group mode has no CUDA kernel yet: refused after validation (so its argument
  * errors are reported as on the CPU). */
-static w8a8_status no_cuda_blocks(const char *fn, const w8a8_handle *h) {
+static w8a8_status no_cuda_silu_groups(const char *fn, const w8a8_handle *h) {
   if (h->kind != W8A8_DEVICE_CUDA) return W8A8_SUCCESS;
   return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                  "%s: block-scaled fp8 runs on CPU handles only in this version; this handle is CUDA device %d", fn,
-                  h->device_index);
+                  "%s: the per-group SiLU-mul quantizer runs on CPU handles only in this version; this handle is "
+                  "CUDA device %d",
+                  fn, h->device_index);
 }
 
 w8a8_status w8a8_scaled_mm_blockwise(w8a8_handle *h, const w8a8_matrix *a, const w8a8_matrix *b,
@@ -285,8 +286,8 @@ w8a8_status w8a8_scaled_mm_blockwise(w8a8_handle *h, const w8a8_matrix *a, const
   W8A8_CHECK(w8a8_check_handle(fn, h));
   w8a8_mm_problem p;
   W8A8_CHECK(w8a8_validate_scaled_mm_blockwise(fn, h, a, b, scale_a, scale_b, bias, out, &p));
-  W8A8_CHECK(no_cuda_blocks(fn, h));
   if (p.M == 0 || p.N == 0) return W8A8_SUCCESS;
+  if (h->kind == W8A8_DEVICE_CUDA) return w8a8_cuda_scaled_mm_blockwise(h, &p);
   return w8a8_cpu_scaled_mm(h, &p);
 }
 
@@ -296,8 +297,9 @@ static w8a8_status quantize_groups(const char *fn, w8a8_handle *h, const w8a8_ma
   W8A8_CHECK(w8a8_check_handle(fn, h));
   w8a8_quant_problem p;
   W8A8_CHECK(w8a8_validate_quantize_groups(fn, h, x, q, scale, flags, groups, x_per_q, &p));
-  W8A8_CHECK(no_cuda_blocks(fn, h));
+  if (x_per_q == 2) W8A8_CHECK(no_cuda_silu_groups(fn, h));
   if (p.M == 0 || p.K == 0) return W8A8_SUCCESS;
+  if (h->kind == W8A8_DEVICE_CUDA) return w8a8_cuda_quantize_groups(h, &p);
   return x_per_q == 2 ? w8a8_cpu_silu_mul_quantize(h, &p) : w8a8_cpu_quantize(h, &p);
 }
 

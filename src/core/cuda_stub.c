@@ -28,6 +28,16 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   (void)p;
   return not_built("w8a8_scaled_mm");
 }
+w8a8_status w8a8_cuda_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p) {
+  (void)h;
+  (void)p;
+  return not_built("w8a8_scaled_mm_blockwise");
+}
+w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, const w8a8_quant_problem *p) {
+  (void)h;
+  (void)p;
+  return not_built("w8a8_quantize_groups");
+}
 w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
   (void)h;
   (void)p;
