@@ -25,22 +25,27 @@
 
 /* A configuration's flags. */
 enum {
-  SM90_FP8 = 0,          /* fp8 e4m3 operands (no SM90_INT8) */
-  SM90_INT8 = 1 << 0,    /* int8 operands */
-  SM90_SWAP = 1 << 1,    /* swap-AB: weights on wgmma's M side, tokens on its N side (small M) */
-  SM90_PROMOTE = 1 << 2, /* fp8: each K-block's sums added into fp32 accumulators; without it the tensor core
-                            accumulates the whole K range (less exact: planned only under W8A8_FP8_ACCUM_FAST) */
-  SM90_SPLITK = 1 << 3,  /* K split over a cluster of `split` CTAs, summed through distributed shared memory */
-  SM90_MC2 = 1 << 4,     /* clusters of two CTAs sharing a multicast tile: the main kernel's neighbouring X tiles
-                            share the Y tile (B); the skinny kernel's two neighbouring token tiles share the
-                            weight tile */
-  SM90_TAIL = 1 << 5,    /* the token tail: a partial token tile loaded in short boxes (w8a8_sm90_tail_plan) */
-  SM90_STREAMK = 1 << 6, /* stream-K: one CTA per SM, sm90_streamk.h's schedule */
-  SM90_HDB = 1 << 7,     /* fp8 promotion in two halves with alternating temporaries */
-  SM90_SKINNY = 1 << 8,  /* the skinny kernel: 64 weight rows x bn tokens, always swapped, fp8 always promoting */
-  SM90_K2 = 1 << 9,      /* skinny: two consumer warpgroups on the tile, alternating K-blocks */
-  SM90_WR = 1 << 10      /* skinny with SM90_K2: the producer a whole warpgroup, so that setmaxnreg moves
-                            registers to the consumers (40 / 232) */
+  SM90_FP8 = 0,                     /* fp8 e4m3 operands (no SM90_INT8) */
+  SM90_INT8 = 1 << 0,               /* int8 operands */
+  SM90_SWAP = 1 << 1,               /* swap-AB: weights on wgmma's M side, tokens on its N side (small M) */
+  SM90_PROMOTE = 1 << 2,            /* fp8: each K-block's sums added into fp32 accumulators; without it the tensor
+                                       core accumulates the whole K range (less exact: planned only under
+                                       W8A8_FP8_ACCUM_FAST) */
+  SM90_SPLITK = 1 << 3,             /* K split over a cluster of `split` CTAs, summed through distributed shared
+                                       memory */
+  SM90_MC2 = 1 << 4,                /* clusters of two CTAs sharing a multicast tile: the main kernel's neighbouring
+                                       X tiles share the Y tile (B); the skinny kernel's two neighbouring token tiles
+                                       share the weight tile */
+  SM90_TAIL = 1 << 5,               /* the token tail: a partial token tile loaded in short boxes
+                                       (w8a8_sm90_tail_plan) */
+  SM90_STREAMK = 1 << 6,            /* stream-K: one CTA per SM, sm90_streamk.h's schedule */
+  SM90_HALVES_TWO_TEMPS = 1 << 7,   /* fp8 promotion in two halves with alternating temporaries (the `_hdb`
+                                       configurations; sm90_accum in sm90_mainloop.cuh) */
+  SM90_SKINNY = 1 << 8,             /* the skinny kernel: 64 weight rows x bn tokens, always swapped, fp8 always
+                                       promoting */
+  SM90_TWO_CONSUMERS = 1 << 9,      /* skinny: two consumer warpgroups on the tile, alternating K-blocks (`_k2`) */
+  SM90_PRODUCER_WARPGROUP = 1 << 10 /* skinny with SM90_TWO_CONSUMERS: the producer a whole warpgroup, so that
+                                       setmaxnreg moves registers to the consumers, 40 / 232 (`_k2r`) */
 };
 
 /* The rows. Comments give each group's purpose and the measurement that keeps it; the rules that plan them
@@ -141,13 +146,13 @@ enum {
   X(INT8_SWAP_N144_PS_TAIL,         "int8_swap_n144_ps_tail",          144,  6, 1, SM90_INT8 | SM90_SWAP | SM90_TAIL)  \
   /* Two fp8 token tiles of 80 / 96 at 129..192 tokens without split-K (the lean swapped epilogue), for the shapes     \
      whose 48..64 weight tiles leave half the SMs idle with one token tile: plan_pair_swap                             \
-     (h200-session20-2026-11-30.txt). 8 / 7 stages of 26 / 28 KB; n80 stages chunks of 16 tokens (sm90_cfg::CW) */     \
+     (h200-session20-2026-11-30.txt). 8 / 7 stages of 26 / 28 KB; n80 stages chunks of 16 tokens (sm90_epi_buffers::CHUNK_N) */     \
   X(FP8_SWAP_N80_PS,                "fp8_swap_n80_ps",                  80,  8, 1, SM90_FP8 | SM90_SWAP | SM90_PROMOTE) \
   X(FP8_SWAP_N96_PS,                "fp8_swap_n96_ps",                  96,  7, 1, SM90_FP8 | SM90_SWAP | SM90_PROMOTE) \
   /* fp8's 128 x 192 tile, promoting in two halves of 96 columns with alternating half temporaries (a warpgroup keeps  \
      a half in flight while it promotes the other; 96 + 2 x 48 registers): 4-21% faster than plain halves              \
      (h200-session21-2026-12-01.txt): the WIDE192 rule's fp8 tile */                                                   \
-  X(FP8_128X192_PROMOTE_HDB,        "fp8_128x192_promote_hdb",         192,  4, 1, SM90_FP8 | SM90_PROMOTE | SM90_HDB) \
+  X(FP8_128X192_PROMOTE_HDB,        "fp8_128x192_promote_hdb",         192,  4, 1, SM90_FP8 | SM90_PROMOTE | SM90_HALVES_TWO_TEMPS) \
   /* The skinny swapped tiles (64 weight rows, cuBLASLt's small-M shape): one CTA per SM with 20..7 stages of          \
      (8 KB + BN x 128 B) beside a 64 x (BN + 1)-word staging buffer: plan_skinny's single token tile                   \
      (h200-session22-2026-12-01.txt, h200-session23-2026-12-01.txt). fp8: n8 at 1..8 tokens, n64..n80 at 49..80,       \
@@ -178,29 +183,29 @@ enum {
   X(INT8_SKINNY_N80_MC2,            "int8_skinny_n80_mc2",              80, 11, 1, SM90_INT8 | SM90_SKINNY | SM90_MC2) \
   /* Two consumer warpgroups alternating over the ring's K-blocks (as cuBLASLt's 384-thread CTAs on the same           \
      tiling): fp8's single token tile at 9..48 tokens, 1.02-1.05x over one warpgroup (h200-session26-2026-12-01.txt) */ \
-  X(FP8_SKINNY_N24_K2,              "fp8_skinny_n24_k2",                24, 16, 1, SM90_FP8 | SM90_SKINNY | SM90_K2)   \
-  X(FP8_SKINNY_N32_K2,              "fp8_skinny_n32_k2",                32, 16, 1, SM90_FP8 | SM90_SKINNY | SM90_K2)   \
-  X(FP8_SKINNY_N40_K2,              "fp8_skinny_n40_k2",                40, 16, 1, SM90_FP8 | SM90_SKINNY | SM90_K2)   \
-  X(FP8_SKINNY_N48_K2,              "fp8_skinny_n48_k2",                48, 14, 1, SM90_FP8 | SM90_SKINNY | SM90_K2)   \
+  X(FP8_SKINNY_N24_K2,              "fp8_skinny_n24_k2",                24, 16, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS)   \
+  X(FP8_SKINNY_N32_K2,              "fp8_skinny_n32_k2",                32, 16, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS)   \
+  X(FP8_SKINNY_N40_K2,              "fp8_skinny_n40_k2",                40, 16, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS)   \
+  X(FP8_SKINNY_N48_K2,              "fp8_skinny_n48_k2",                48, 14, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS)   \
   /* Wider fp8 token tiles with two consumer warpgroups, for shapes whose 64-row weight tiles fill a half or a third of \
      the SMs: plan_skinny's wide rule up to 96 tokens per tile (h200-session26-2026-12-01.txt). Rings as deep as       \
      227 KB allows beside the staging buffer; one promotion temporary per warpgroup (two spill in 168 registers) */    \
-  X(FP8_SKINNY_N88_K2,              "fp8_skinny_n88_k2",                88, 10, 1, SM90_FP8 | SM90_SKINNY | SM90_K2)   \
-  X(FP8_SKINNY_N96_K2,              "fp8_skinny_n96_k2",                96, 10, 1, SM90_FP8 | SM90_SKINNY | SM90_K2)   \
+  X(FP8_SKINNY_N88_K2,              "fp8_skinny_n88_k2",                88, 10, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS)   \
+  X(FP8_SKINNY_N96_K2,              "fp8_skinny_n96_k2",                96, 10, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS)   \
   /* The wide fp8 tiles with 232 registers per consumer thread (WR): two promotion temporaries again (2-4% over _k2    \
      from n112), and n144 / n160 / n176 (three token tiles of them on 70b-qkv-tp4 cover 385..528 tokens): the wide     \
      rule's tiles from 97 tokens per tile (h200-session27-2026-12-02.txt) */                                           \
-  X(FP8_SKINNY_N112_K2R,            "fp8_skinny_n112_k2r",             112,  8, 1, SM90_FP8 | SM90_SKINNY | SM90_K2 | SM90_WR) \
-  X(FP8_SKINNY_N128_K2R,            "fp8_skinny_n128_k2r",             128,  8, 1, SM90_FP8 | SM90_SKINNY | SM90_K2 | SM90_WR) \
-  X(FP8_SKINNY_N144_K2R,            "fp8_skinny_n144_k2r",             144,  6, 1, SM90_FP8 | SM90_SKINNY | SM90_K2 | SM90_WR) \
-  X(FP8_SKINNY_N160_K2R,            "fp8_skinny_n160_k2r",             160,  6, 1, SM90_FP8 | SM90_SKINNY | SM90_K2 | SM90_WR) \
-  X(FP8_SKINNY_N176_K2R,            "fp8_skinny_n176_k2r",             176,  6, 1, SM90_FP8 | SM90_SKINNY | SM90_K2 | SM90_WR) \
+  X(FP8_SKINNY_N112_K2R,            "fp8_skinny_n112_k2r",             112,  8, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS | SM90_PRODUCER_WARPGROUP) \
+  X(FP8_SKINNY_N128_K2R,            "fp8_skinny_n128_k2r",             128,  8, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS | SM90_PRODUCER_WARPGROUP) \
+  X(FP8_SKINNY_N144_K2R,            "fp8_skinny_n144_k2r",             144,  6, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS | SM90_PRODUCER_WARPGROUP) \
+  X(FP8_SKINNY_N160_K2R,            "fp8_skinny_n160_k2r",             160,  6, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS | SM90_PRODUCER_WARPGROUP) \
+  X(FP8_SKINNY_N176_K2R,            "fp8_skinny_n176_k2r",             176,  6, 1, SM90_FP8 | SM90_SKINNY | SM90_TWO_CONSUMERS | SM90_PRODUCER_WARPGROUP) \
   /* The 128 x 160 tile (plan's WIDE160 rule): 2560 columns in 16 whole tiles, so 70b-qkv-tp4 fills 128 of 132 SMs at  \
      1024 tokens (int8 1.12x, fp8 1.04x, h200-session28-2026-12-02.txt). 5 stages of 36 KB; the lean epilogue's last   \
      32 columns go out through the direct one. fp8 promotes in alternating halves of 80 columns (HDB: 80 + 2 x 40      \
      registers) */                                                                                                     \
   X(INT8_128X160,                   "int8_128x160",                    160,  5, 1, SM90_INT8)                          \
-  X(FP8_128X160_PROMOTE_HDB,        "fp8_128x160_promote_hdb",         160,  5, 1, SM90_FP8 | SM90_PROMOTE | SM90_HDB)
+  X(FP8_128X160_PROMOTE_HDB,        "fp8_128x160_promote_hdb",         160,  5, 1, SM90_FP8 | SM90_PROMOTE | SM90_HALVES_TWO_TEMPS)
 
 /* The configurations' indices: SM90_CFG_FP8_128X256, ... */
 typedef enum sm90_cfg_id {

@@ -31,28 +31,31 @@ typedef void (*sm90_kernel_fn)(const CUtensorMap, const CUtensorMap, const CUten
                                const CUtensorMap);
 
 // A row's kernel: its flags as the template arguments of sm90_gemm_kernel, or of sm90_skinny_kernel (SM90_SKINNY,
-// whose fp8 always promotes), and the dynamic shared memory it needs. (The kernel's PP, pingpong, is false in every
-// shipped configuration.)
+// whose fp8 always promotes), and the dynamic shared memory it needs.
 template <int BN, int STAGES, int MINB, int F, bool SKINNY = (F & SM90_SKINNY) != 0>
 struct sm90_instance {
   static constexpr bool INT8 = (F & SM90_INT8) != 0, SWAP = (F & SM90_SWAP) != 0, PROMOTE = (F & SM90_PROMOTE) != 0,
-                        SPLITK = (F & SM90_SPLITK) != 0, TAIL = (F & SM90_TAIL) != 0, SK = (F & SM90_STREAMK) != 0,
-                        HDB = (F & SM90_HDB) != 0;
-  static constexpr int MC = (F & SM90_MC2) ? 2 : 1;
-  static_assert(!(F & (SM90_K2 | SM90_WR)), "SM90_K2 and SM90_WR are the skinny kernel's");
-  static constexpr int SMEM = sm90_cfg<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, false>::SMEM_BYTES;
+                        SPLITK = (F & SM90_SPLITK) != 0, TAIL = (F & SM90_TAIL) != 0, STREAMK = (F & SM90_STREAMK) != 0,
+                        HALVES_TWO_TEMPS = (F & SM90_HALVES_TWO_TEMPS) != 0;
+  static constexpr int MULTICAST = (F & SM90_MC2) ? 2 : 1;
+  static_assert(!(F & (SM90_TWO_CONSUMERS | SM90_PRODUCER_WARPGROUP)),
+                "SM90_TWO_CONSUMERS and SM90_PRODUCER_WARPGROUP are the skinny kernel's");
+  static constexpr int SMEM = sm90_gemm_smem<BN, STAGES, SWAP, SPLITK>::SMEM_BYTES;
   static sm90_kernel_fn fn() {
-    return (sm90_kernel_fn)sm90_gemm_kernel<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, MINB, MC, false, TAIL, SK, HDB>;
+    return (sm90_kernel_fn)
+        sm90_gemm_kernel<BN, STAGES, INT8, SWAP, PROMOTE, SPLITK, MINB, MULTICAST, TAIL, STREAMK, HALVES_TWO_TEMPS>;
   }
 };
 template <int BN, int STAGES, int MINB, int F>
 struct sm90_instance<BN, STAGES, MINB, F, true> {
-  static constexpr bool INT8 = (F & SM90_INT8) != 0, WR = (F & SM90_WR) != 0;
-  static constexpr int MC = (F & SM90_MC2) ? 2 : 1, CW = (F & SM90_K2) ? 2 : 1;
-  static_assert(!(F & (SM90_SWAP | SM90_PROMOTE | SM90_SPLITK | SM90_TAIL | SM90_STREAMK | SM90_HDB)),
+  static constexpr bool INT8 = (F & SM90_INT8) != 0, PRODUCER_WARPGROUP = (F & SM90_PRODUCER_WARPGROUP) != 0;
+  static constexpr int MULTICAST = (F & SM90_MC2) ? 2 : 1, CONSUMERS = (F & SM90_TWO_CONSUMERS) ? 2 : 1;
+  static_assert(!(F & (SM90_SWAP | SM90_PROMOTE | SM90_SPLITK | SM90_TAIL | SM90_STREAMK | SM90_HALVES_TWO_TEMPS)),
                 "the skinny kernel is always swapped and takes none of these");
-  static constexpr int SMEM = sm90_skinny_cfg<BN, STAGES>::SMEM_BYTES;
-  static sm90_kernel_fn fn() { return (sm90_kernel_fn)sm90_skinny_kernel<BN, STAGES, INT8, !INT8, MINB, MC, CW, WR>; }
+  static constexpr int SMEM = sm90_skinny_smem<BN, STAGES>::SMEM_BYTES;
+  static sm90_kernel_fn fn() {
+    return (sm90_kernel_fn)sm90_skinny_kernel<BN, STAGES, INT8, !INT8, MINB, MULTICAST, CONSUMERS, PRODUCER_WARPGROUP>;
+  }
 };
 
 typedef struct sm90_kernel {

@@ -32,10 +32,10 @@
    .mcast = ((F) & SM90_MC2) ? (((F) & SM90_SKINNY) ? 3 : 2) : 0,                                                 \
    .tail = ((F) & SM90_TAIL) != 0,                                                                                \
    .sk = ((F) & SM90_STREAMK) != 0,                                                                               \
-   .hdb = ((F) & SM90_HDB) != 0,                                                                                  \
+   .hdb = ((F) & SM90_HALVES_TWO_TEMPS) != 0,                                                                     \
    .bm = ((F) & SM90_SKINNY) ? SM90_SKINNY_BM : 0,                                                                \
-   .cw = ((F) & SM90_SKINNY) ? (((F) & SM90_K2) ? 2 : 1) : 0,                                                     \
-   .wr = ((F) & SM90_WR) != 0},
+   .cw = ((F) & SM90_SKINNY) ? (((F) & SM90_TWO_CONSUMERS) ? 2 : 1) : 0,                                          \
+   .wr = ((F) & SM90_PRODUCER_WARPGROUP) != 0},
 const sm90_config w8a8_sm90_configs[SM90_NUM_CONFIGS] = {SM90_CONFIGS(SM90_ROW)};
 #undef SM90_ROW
 
@@ -72,7 +72,8 @@ static int twin_of(int ci, int add, int drop) {
   return -1;
 }
 
-/* The skinny configuration of `bn` tokens with the variant flags (SM90_MC2, SM90_K2, SM90_WR), -1 if none. */
+/* The skinny configuration of `bn` tokens with the variant flags (SM90_MC2, SM90_TWO_CONSUMERS,
+ * SM90_PRODUCER_WARPGROUP), -1 if none. */
 static int skinny_config(int int8, int bn, int variant) {
   const int flags = (int8 ? SM90_INT8 : SM90_FP8) | SM90_SKINNY | variant;
   for (int i = 0; i < SM90_NUM_CONFIGS; i++)
@@ -339,7 +340,7 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
         wide = SKINNY_TILE(wide2r, (p->M + 1) / 2);
     }
     if (wide) { /* the _k2 tile, its _k2r twin from n112 */
-      pl.config = skinny_config(0, wide, SM90_K2 | (wide >= 112 ? SM90_WR : 0));
+      pl.config = skinny_config(0, wide, SM90_TWO_CONSUMERS | (wide >= 112 ? SM90_PRODUCER_WARPGROUP : 0));
       return pl;
     }
   }
@@ -358,7 +359,7 @@ static sm90_plan plan_skinny(const w8a8_mm_problem *p, int num_sms) {
   }
 #undef SKINNY_TILE
   /* fp8's single tiles of 24..48 tokens: the _k2 twin */
-  pl.config = skinny_config(int8, bn, pair | (!int8 && !pair && bn >= 24 && bn <= 48 ? SM90_K2 : 0));
+  pl.config = skinny_config(int8, bn, pair | (!int8 && !pair && bn >= 24 && bn <= 48 ? SM90_TWO_CONSUMERS : 0));
   return pl;
 }
 
