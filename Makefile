@@ -6,13 +6,22 @@
 #   make gpu-test        the GPU suite (needs a GPU), also under compute-sanitizer
 #   make demo            the main job: w8a8 demo on the best device
 #   make install PREFIX=/usr/local
-#   Variables: CUDA_HOME, CUDA_ARCHS="80 89 90a", NO_CUDA=1, NO_MPI=1, FUZZ_SECONDS=60
+#   Variables: CUDA_HOME, CUDA_ARCHS="75 80 89 90a", CUDA_ARCHS_PTX="75 89", NO_CUDA=1, NO_MPI=1, FUZZ_SECONDS=60
+#
+# CUDA architectures: CUDA_ARCHS gets machine code (SASS) for each (90a: the Hopper kernels; only with it does
+# the library run them), CUDA_ARCHS_PTX PTX for each, which the driver compiles for newer GPUs. The default
+# fatbin: SASS for sm_75, sm_80 (also sm_86), sm_89, sm_90a; compute_75 PTX, and compute_89 PTX so that a GPU
+# newer than all of them (the driver JITs the newest PTX it can) keeps fp8 on the portable kernel. A PTX-only library (the
+# portable kernels run through the driver's JIT):   make CUDA_ARCHS= CUDA_ARCHS_PTX="75 80 89"
+# An architecture this nvcc cannot compile for (nvcc --list-gpu-arch) is left out with a warning; PTX asked
+# for but none left: the oldest it has.
 
 PREFIX     ?= /usr/local
 BUILD      ?= build
 CC         ?= gcc
 CUDA_HOME  ?= /usr/local/cuda
-CUDA_ARCHS ?= 80 89 90a
+CUDA_ARCHS ?= 75 80 89 90a
+CUDA_ARCHS_PTX ?= 75 89
 FUZZ_SECONDS ?= 60
 
 OPT        ?= -O3
@@ -29,10 +38,19 @@ FEATURES := cpu
 ifneq ($(NVCC),)
   CUDA_INC  := $(CUDA_HOME)/include
   CUDA_LIB  := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
-  GENCODE   := $(foreach a,$(CUDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) -gencode=arch=compute_90,code=compute_90
-  # The host side of the Hopper path must know whether sm_90a code is in the fatbin (a compute_90
-  # PTX JIT would run its kernels' empty non-90a bodies).
-  GENCODE   += $(if $(filter 90a,$(CUDA_ARCHS)),-DW8A8_HAVE_SM90A)
+  NVCC_ARCHS := $(patsubst compute_%,%,$(shell $(NVCC) --list-gpu-arch 2>/dev/null))
+  nvcc_has   = $(if $(NVCC_ARCHS),$(filter $(patsubst %a,%,$(1)),$(NVCC_ARCHS)),$(1))
+  ARCHS_SASS := $(foreach a,$(CUDA_ARCHS),$(if $(call nvcc_has,$(a)),$(a)))
+  ARCHS_PTX  := $(foreach a,$(CUDA_ARCHS_PTX),$(if $(call nvcc_has,$(a)),$(a)))
+  ARCHS_PTX  := $(if $(CUDA_ARCHS_PTX),$(or $(ARCHS_PTX),$(firstword $(NVCC_ARCHS))))
+  ARCHS_LEFT := $(filter-out $(ARCHS_SASS) $(ARCHS_PTX),$(CUDA_ARCHS) $(CUDA_ARCHS_PTX))
+  $(if $(ARCHS_LEFT),$(warning $(NVCC) cannot compile for $(ARCHS_LEFT): left out of the fatbin))
+  $(if $(ARCHS_SASS)$(ARCHS_PTX),,$(error CUDA_ARCHS and CUDA_ARCHS_PTX name no architecture this nvcc has))
+  GENCODE   := $(foreach a,$(ARCHS_SASS),-gencode=arch=compute_$(a),code=sm_$(a)) \
+               $(foreach a,$(ARCHS_PTX),-gencode=arch=compute_$(a),code=compute_$(a))
+  # The host side of the Hopper path must know whether sm_90a code is in the fatbin (any other code
+  # holds its kernels' empty bodies).
+  GENCODE   += $(if $(filter 90a,$(ARCHS_SASS)),-DW8A8_HAVE_SM90A)
   # NVCCWERROR= (empty) lets a diagnostic build through, e.g. the timeline build, whose stamps spill.
   NVCCWERROR ?= -Werror all-warnings
   # Split compilation (nvcc >= 12.1): cicc and ptxas optimize a file's kernels on every core, which matters for the
@@ -44,7 +62,7 @@ ifneq ($(NVCC),)
   CFLAGS_ALL += -DW8A8_HAVE_CUDA -I$(CUDA_INC)
   # nvcc's host stubs use guarded statics and C++ EH: the C link needs libstdc++
   LDLIBS_ALL += -L$(CUDA_LIB) -lcudart_static -lcuda_driver_stub_none -ldl -lrt -lstdc++
-  FEATURES  += cuda($(CUDA_ARCHS))
+  FEATURES  += cuda($(strip $(ARCHS_SASS) $(if $(ARCHS_PTX),ptx:$(subst $(eval) ,+,$(ARCHS_PTX)))))
   # cuBLASLt: benchmark baselines only (tools/bench_cuda.c), never linked into the library
   CLI_LIBS  += -lcublasLt -Wl,-rpath,$(CUDA_LIB)
   ifneq ($(NCCL_H),)
@@ -81,16 +99,21 @@ ifneq ($(and $(CBLAS_H),$(OPENBLAS_SO)),)
 endif
 
 # ---- sources -------------------------------------------------------------------
-# The sm_90a planner is plain C (src/cuda/sm90_plan.c): every build has it, so that the CPU tests check its plans.
+# The sm_90a planner and the CUDA dispatcher's rule are plain C (src/cuda/sm90_plan.c, dispatch_rule.c): every
+# build has them, so that the CPU tests check their choices.
 SM90_PLAN_C := src/cuda/sm90_plan.c
-LIB_C  := $(wildcard src/core/*.c src/cpu/*.c src/tp/*.c) $(SM90_PLAN_C)
+DISPATCH_RULE_C := src/cuda/dispatch_rule.c
+LIB_C  := $(wildcard src/core/*.c src/cpu/*.c src/tp/*.c) $(SM90_PLAN_C) $(DISPATCH_RULE_C)
 ifneq ($(NVCC),)
-  LIB_C  += $(filter-out $(SM90_PLAN_C),$(wildcard src/cuda/*.c))
+  LIB_C  += $(filter-out $(SM90_PLAN_C) $(DISPATCH_RULE_C),$(wildcard src/cuda/*.c))
   LIB_CU := $(wildcard src/cuda/*.cu src/tp/*.cu)
 endif
 LIB_OBJ := $(LIB_C:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
 CLI_C   := $(wildcard tools/*.c)
 $(CLI_C:%.c=$(BUILD)/obj/%.o): CFLAGS_ALL += $(CLI_CFLAGS)
+# the tools' own headers (the library's are in each object rule); test_cli.c compiles the CLI's parsers in
+$(CLI_C:%.c=$(BUILD)/obj/%.o): $(wildcard tools/*.h)
+$(BUILD)/obj/tests/test_cli.o: tools/cli_common.c tools/cli_common.h tools/cli_json.c tools/cli_json.h
 TEST_C  := $(filter-out tests/fuzz_%.c,$(wildcard tests/*.c))
 
 LIBA  := $(BUILD)/lib/libw8a8.a
@@ -176,6 +199,7 @@ install: lib cli
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libw8a8.so.0
 	ln -sf libw8a8.so.0 $(DESTDIR)$(PREFIX)/lib/libw8a8.so
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/w8a8 && install -m 644 bench/plot.py $(DESTDIR)$(PREFIX)/share/w8a8/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|0.1.0|' -e 's|@LIBS@|$(LDLIBS_ALL)|' w8a8.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/w8a8.pc
 	install -d $(DESTDIR)$(PREFIX)/lib/cmake/w8a8
 	for f in w8a8Config w8a8ConfigVersion; do sed -e 's|@VERSION@|0.1.0|' cmake/$$f.cmake.in > $(DESTDIR)$(PREFIX)/lib/cmake/w8a8/$$f.cmake; done

@@ -204,7 +204,7 @@ typedef enum w8a8_device_kind {
  * stream (NULL) and makes its device current only for the duration of calls.
  * @return W8A8_ERROR_INVALID_VALUE (a kind outside the enum, a negative index, or a CPU
  *         index other than 0), W8A8_ERROR_NOT_BUILT (no CUDA in this build),
- *         W8A8_ERROR_UNSUPPORTED_DEVICE (no such GPU, or older than sm_80), W8A8_ERROR_OUT_OF_MEMORY.
+ *         W8A8_ERROR_UNSUPPORTED_DEVICE (no such GPU, older than sm_75, or no code for it in this build), W8A8_ERROR_OUT_OF_MEMORY.
  */
 W8A8_API w8a8_status w8a8_create(w8a8_handle **handle, w8a8_device_kind kind, int device_index);
 /** Create a handle on the best device available: CUDA device 0 if usable, else the CPU (a CUDA
@@ -230,7 +230,7 @@ W8A8_API w8a8_status w8a8_set_num_threads(w8a8_handle *handle, int num_threads);
  * cannot take an input returns W8A8_ERROR_UNSUPPORTED_DEVICE instead of falling back.
  *   REFERENCE: the plain scalar implementation (CPU handles only): the ground truth.
  *   GENERIC:   CPU: the AVX2 kernels (UNSUPPORTED_DEVICE where the CPU lacks AVX2, FMA or F16C);
- *              CUDA: the portable mma.sync kernel (sm_80+).
+ *              CUDA: the portable mma.sync kernel (sm_80+; its int8 variant on sm_75).
  *   SM90:      CUDA: the Hopper TMA + wgmma kernel (sm_90a only).
  */
 typedef enum w8a8_kernel {
@@ -291,7 +291,8 @@ W8A8_API w8a8_status w8a8_get_info(const w8a8_handle *handle, w8a8_handle_info *
  * W8A8_LOG=info prints the same whenever the plan changes.
  */
 typedef struct w8a8_launch_info {
-  const char *kernel;  /* "sm90" (Hopper), "mma" (portable CUDA), "gemv" (CUDA cores), "cpu-amx",
+  const char *kernel;  /* "sm90" (Hopper), "mma" (portable CUDA), "mma_sm75" (its Turing variant), "gemv"
+                          (CUDA cores), "cuda-blockwise" (block-scaled fp8), "cpu-amx",
                           "cpu-avx512vnni", "cpu-avx2", "cpu-reference"; "" before any GEMM */
   const char *config;  /* the sm90 configuration's name (docs/HOPPER.md), else "" */
   int split_k;         /* K split this many ways (1: none) */

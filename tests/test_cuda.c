@@ -116,11 +116,22 @@ static w8a8_handle *ref_handle(void) {
   w8a8_set_kernel(h, W8A8_KERNEL_REFERENCE);
   return h;
 }
-static int gpu_cc(w8a8_handle *g) {
+/* The capability whose kernels the handle runs (src/cuda/dispatch_rule.h): the GPU's, or lower where the library's
+ * code for it is older PTX (the ptx suite) or W8A8_DEV CUDA_FORCE_PATH says so. What it runs, fp8 or not, follows
+ * from it. */
+int w8a8_cuda_handle_cc(const w8a8_handle *h);
+static int gpu_cc(w8a8_handle *g) { return w8a8_cuda_handle_cc(g); }
+/* The GPU's own capability: the quantizers write fp8 from 8.9 on, from any code. */
+static int device_cc(w8a8_handle *g) {
   w8a8_handle_info info;
   if (w8a8_get_info(g, &info) != W8A8_SUCCESS) return 0;
   return info.cc_major * 10 + info.cc_minor;
 }
+/* The kernel W8A8_KERNEL_GENERIC runs on g: the portable one of its capability. */
+static const char *portable_kernel(w8a8_handle *g) { return gpu_cc(g) >= 80 ? "mma" : "mma_sm75"; }
+/* Where not "", the kernel every GPU GEMM of run_mm must run (its launch record): a test that forces a path
+ * fails if another one computed its results. */
+static const char *g_want_kernel = "";
 
 /* ---- scaled_mm ------------------------------------------------------------------- */
 
@@ -204,6 +215,14 @@ static int run_mm(w8a8_handle *g, w8a8_handle *r, const mm_case *c, double *wors
     w8a8_status s = w8a8_scaled_mm(h, &a, &b, &sa, &sb, c->bias ? &bi : NULL, c->azp ? &zp : NULL, &o);
     if (s != W8A8_SUCCESS) {
       CHECK(0, "%s scaled_mm -> %s: %s", dev ? "cuda" : "ref", w8a8_status_name(s), w8a8_last_error());
+      bad = 1;
+    }
+    w8a8_launch_info li;
+    li.kernel = "";
+    if (dev && s == W8A8_SUCCESS && g_want_kernel[0] && M > 0 && N > 0 &&
+        (w8a8_get_last_launch(h, &li) != W8A8_SUCCESS || strcmp(li.kernel, g_want_kernel) != 0)) {
+      CHECK(0, "%lldx%lldx%lld ran on \"%s\", expected \"%s\"", (long long)M, (long long)N, (long long)K, li.kernel,
+            g_want_kernel);
       bad = 1;
     }
   }
@@ -291,6 +310,7 @@ static void mm_matrix(w8a8_dtype in) {
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
   REQUIRE(g && r, "handles: %s", w8a8_last_error());
   REQUIRE_OK(w8a8_set_kernel(g, W8A8_KERNEL_GENERIC)); /* the portable kernel; AUTO in cuda_kernel_selection */
+  g_want_kernel = portable_kernel(g);
   static const w8a8_dtype outs[3] = {W8A8_DTYPE_BF16, W8A8_DTYPE_FP16, W8A8_DTYPE_FP32};
   int n = 0, failed = 0;
   double worst = 0;
@@ -307,7 +327,8 @@ static void mm_matrix(w8a8_dtype in) {
             if (failed > 3) goto done;
           }
 done:
-  printf("    %d cases, %d failed, worst fp8 err/sum|ab| %.2e\n", n, failed, worst);
+  printf("    %d cases on %s, %d failed, worst fp8 err/sum|ab| %.2e\n", n, g_want_kernel, failed, worst);
+  g_want_kernel = "";
   w8a8_destroy(g);
   w8a8_destroy(r);
 }
@@ -332,6 +353,7 @@ static void mm_sweep(w8a8_dtype in) {
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
   REQUIRE(g && r, "handles: %s", w8a8_last_error());
   REQUIRE_OK(w8a8_set_kernel(g, W8A8_KERNEL_GENERIC));
+  g_want_kernel = portable_kernel(g);
   const int fp8 = in == W8A8_DTYPE_FP8_E4M3;
   static const int64_t Ms[] = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 257, 1000, 4096, 16384};
   double worst = 0;
@@ -369,7 +391,8 @@ static void mm_sweep(w8a8_dtype in) {
     failed += run_mm(g, r, &c2, &worst);
     n += 2;
   }
-  printf("    %d shapes, %d failed, worst fp8 err/sum|ab| %.2e\n", n, failed, worst);
+  printf("    %d shapes on %s, %d failed, worst fp8 err/sum|ab| %.2e\n", n, g_want_kernel, failed, worst);
+  g_want_kernel = "";
   w8a8_destroy(g);
   w8a8_destroy(r);
 }
@@ -377,6 +400,16 @@ static void mm_sweep(w8a8_dtype in) {
 W8A8_TEST(cuda_scaled_mm_int8_m_sweep) {
   GPU_OR_SKIP();
   mm_sweep(W8A8_DTYPE_INT8);
+}
+
+/* The sm_75 kernel on any GPU: W8A8_DEV CUDA_FORCE_PATH=75 makes the handle run what a Turing GPU runs. Every
+ * int8 mode and layout and the M sweep (both tiles, split-K) bit for bit, each GEMM proven to have run there. */
+W8A8_TEST(cuda_scaled_mm_int8_sm75_path) {
+  GPU_OR_SKIP();
+  w8a8_dev_set_int("CUDA_FORCE_PATH", 75);
+  mm_matrix(W8A8_DTYPE_INT8);
+  if (!w8a8_test_failed()) mm_sweep(W8A8_DTYPE_INT8);
+  w8a8_dev_set_int("CUDA_FORCE_PATH", -1);
 }
 
 W8A8_TEST(cuda_scaled_mm_fp8_m_sweep) {
@@ -538,22 +571,68 @@ W8A8_TEST(cuda_gemv_matches_reference) {
   w8a8_destroy(r);
 }
 
+/* fp8 where the handle runs no fp8 GEMM (below 8.9: this GPU, its code or W8A8_DEV CUDA_FORCE_PATH; the test
+ * dispatches a GPU of 8.9+ as 8.0): the GEMM refuses with UNSUPPORTED_DEVICE naming the capability needed, and so
+ * do both quantizers on a GPU below 8.9; nothing is written. */
 W8A8_TEST(cuda_fp8_unsupported) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle();
   REQUIRE(g, "%s", w8a8_last_error());
-  if (gpu_cc(g) >= 89) {
-    w8a8_destroy(g);
-    SKIP("this GPU supports fp8");
-  }
+  const int forced = gpu_cc(g) >= 89;
+  if (forced) w8a8_dev_set_int("CUDA_FORCE_PATH", 80);
   void *d = NULL;
   CUDA_REQUIRE(cudaMalloc(&d, 4096));
+  CUDA_REQUIRE(cudaMemset(d, 0x5a, 4096));
   w8a8_matrix a = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, 4, 4, 4, d);
   w8a8_matrix b = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, 4, 4, 4, (char *)d + 64);
   w8a8_matrix o = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 4, 4, 4, (char *)d + 128);
   w8a8_vector s = w8a8_vector_make(W8A8_DTYPE_FP32, 1, (char *)d + 512);
-  CHECK(w8a8_scaled_mm(g, &a, &b, &s, &s, NULL, NULL, &o) == W8A8_ERROR_UNSUPPORTED_DEVICE, "%s", w8a8_last_error());
+  w8a8_matrix x = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 4, 4, 4, (char *)d + 1024);
+  w8a8_matrix x2 = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 4, 8, 8, (char *)d + 1024); /* gate, up */
+  w8a8_matrix q = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, 4, 4, 4, (char *)d + 2048);
+  w8a8_vector s4 = w8a8_vector_make(W8A8_DTYPE_FP32, 4, (char *)d + 512);
+  for (int call = 0; call < (device_cc(g) >= 89 ? 1 : 3); call++) {
+    w8a8_status st = call == 0   ? w8a8_scaled_mm(g, &a, &b, &s, &s, NULL, NULL, &o)
+                     : call == 1 ? w8a8_quantize(g, &x, &q, W8A8_QUANT_DYNAMIC_PER_TOKEN, &s4, NULL, NULL)
+                                 : w8a8_silu_mul_quantize(g, &x2, &q, W8A8_QUANT_DYNAMIC_PER_TOKEN, &s4, NULL, NULL);
+    CHECK(st == W8A8_ERROR_UNSUPPORTED_DEVICE, "call %d -> %s: %s", call, w8a8_status_name(st), w8a8_last_error());
+    CHECK(strstr(w8a8_last_error(), "needs compute capability 8.9") != NULL, "call %d: %s", call, w8a8_last_error());
+    if (call == 0) printf("    %s\n", w8a8_last_error());
+  }
+  unsigned char back[4096];
+  CUDA_REQUIRE(cudaMemcpy(back, d, sizeof back, cudaMemcpyDeviceToHost));
+  size_t changed = 0;
+  for (size_t i = 0; i < sizeof back; i++) changed += back[i] != 0x5a;
+  CHECK(changed == 0, "%zu bytes changed by refused calls", changed);
+  if (forced) w8a8_dev_set_int("CUDA_FORCE_PATH", -1);
   cudaFree(d);
+  w8a8_destroy(g);
+}
+
+/* What this handle runs: the capability it dispatches for (W8A8_TEST_EXPECT_CC, where the runner sets it: the ptx
+ * suite's builds hold only compute_75, _80 or _89 PTX, so the library must see that code, not the GPU), and the
+ * kernel GENERIC runs there. */
+W8A8_TEST(cuda_dispatch_target) {
+  GPU_OR_SKIP();
+  w8a8_handle *g = gpu_handle();
+  REQUIRE(g, "%s", w8a8_last_error());
+  w8a8_handle_info info;
+  REQUIRE_OK(w8a8_get_info(g, &info));
+  const int cc = gpu_cc(g), own = info.cc_major * 10 + info.cc_minor;
+  printf("    GPU sm_%d, kernels of %d.%d, features \"%s\"\n", own, cc / 10, cc % 10, info.features);
+  CHECK(cc >= 75 && cc <= own, "dispatch capability %d on a GPU of %d", cc, own);
+  const char *want = getenv("W8A8_TEST_EXPECT_CC");
+  if (want && *want) CHECK(cc == atoi(want), "the handle runs the kernels of %d, the runner expects %s", cc, want);
+  CHECK((strstr(info.features, " fp8") != NULL) == (cc >= 89), "features \"%s\" at %d", info.features, cc);
+  w8a8_handle *r = ref_handle();
+  REQUIRE(r, "%s", w8a8_last_error());
+  REQUIRE_OK(w8a8_set_kernel(g, W8A8_KERNEL_GENERIC));
+  g_want_kernel = portable_kernel(g);
+  double worst = 0;
+  mm_case c = {70, 90, 300, W8A8_DTYPE_INT8, W8A8_DTYPE_BF16, 1, 1, 1, 3, 0, 0, 0, 0, 0, 0};
+  CHECK(run_mm(g, r, &c, &worst) == 0, "int8 on %s", g_want_kernel);
+  g_want_kernel = "";
+  w8a8_destroy(r);
   w8a8_destroy(g);
 }
 
@@ -706,7 +785,7 @@ W8A8_TEST(cuda_quantize_all_modes) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
   REQUIRE(g && r, "%s", w8a8_last_error());
-  const int fp8_ok = gpu_cc(g) >= 89;
+  const int fp8_ok = device_cc(g) >= 89;
   static const int64_t shapes[][4] = {{1, 1, 0, 0},     {3, 13, 5, 3},     {17, 4096, 0, 0}, {5, 9001, 3, 7},
                                       {300, 100, 28, 1}, {2, 20000, 0, 0}, {64, 0, 0, 0},    {33, 1024, 8, 16},
                                       {9, 64, 1, 0}};
@@ -845,7 +924,7 @@ W8A8_TEST(cuda_quant_math_exhaustive) {
   GPU_OR_SKIP();
   w8a8_handle *g = gpu_handle();
   REQUIRE(g, "%s", w8a8_last_error());
-  const int cc = gpu_cc(g);
+  const int cc = device_cc(g);
   w8a8_destroy(g);
   enum { NS = 330 };
   float sv[NS];
@@ -983,7 +1062,7 @@ W8A8_TEST(cuda_graph_quantize_per_tensor) {
   w8a8_handle *g = gpu_handle(), *r = ref_handle();
   REQUIRE(g && r, "%s", w8a8_last_error());
   const int64_t M = 37, K = 1000;
-  const w8a8_dtype qt = gpu_cc(g) >= 89 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
+  const w8a8_dtype qt = device_cc(g) >= 89 ? W8A8_DTYPE_FP8_E4M3 : W8A8_DTYPE_INT8;
   cudaStream_t st;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   REQUIRE_OK(w8a8_set_stream(g, st));
@@ -1120,8 +1199,8 @@ W8A8_TEST(cuda_handle_info_and_stream) {
   REQUIRE(g, "%s", w8a8_last_error());
   w8a8_handle_info info;
   REQUIRE_OK(w8a8_get_info(g, &info));
-  CHECK(info.kind == W8A8_DEVICE_CUDA && info.cc_major >= 8 && info.num_sms > 0, "info %d %d %d", (int)info.kind,
-        info.cc_major, info.num_sms);
+  CHECK(info.kind == W8A8_DEVICE_CUDA && info.cc_major * 10 + info.cc_minor >= 75 && info.num_sms > 0, "info %d %d.%d %d",
+        (int)info.kind, info.cc_major, info.cc_minor, info.num_sms);
   printf("    %s sm_%d%d, %d SMs, features \"%s\"\n", info.name, info.cc_major, info.cc_minor, info.num_sms,
          info.features);
   void *sp = (void *)1;

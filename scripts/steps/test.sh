@@ -5,8 +5,14 @@
 #   tp1conn   the TP GPU tests with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream in one hardware queue)
 #   tpmpi     the MPI + NCCL / IPC tests, one process per GPU (needs 2+ GPUs and the MPI test binary)
 #   python    tests/run_python.sh (the torch tests where torch sees a GPU)
-#   ptx       the portable paths from PTX only: a build with ARCHS_PTX (default "75 80 89" as PTX) run
-#             with CUDA_FORCE_PTX_JIT=1 (needs that build: BUILD_PTX, default build-ptx)
+#   ptx       the portable kernels from PTX alone: for each architecture of ARCHS_PTX (default "75 80 89"), the
+#             PTX-only build $BUILD_PTX-<arch> (the build_ptx step; BUILD_PTX default build-ptx) runs the CUDA
+#             correctness tests (cuda_ smoke act_, less the tuning table's, which forces the sm_90a kernel) with
+#             CUDA_FORCE_PTX_JIT=1, each handle required to run that architecture's kernels
+#             (W8A8_TEST_EXPECT_CC: on this GPU, compute_75 code means the sm_75 kernel), then the small shapes
+#             under compute-sanitizer memcheck (PTX_MEMCHECK=0: not)
+#   force     this build dispatching as an older GPU (W8A8_DEV CUDA_FORCE_PATH) for each of FORCE_CCS (default
+#             "75 80"): the same tests, on the SASS of the kernels a Turing / Ampere GPU runs
 # TESTS="prefix ..." runs those test names instead of SUITES.
 . "$(dirname "$0")/lib.sh"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -35,6 +41,23 @@ for s in ${SUITES:-gpu python}; do
   python)
     PYTHON=python3 BUILD=$BUILD timeout -k 5 "$(cap 150)" sh tests/run_python.sh >"$L/python.txt" 2>&1
     echo "python: exit $? $(tail -n 1 "$L/python.txt")"
+    ;;
+  ptx)
+    for a in ${ARCHS_PTX:-75 80 89}; do
+      tb="${BUILD_PTX:-build-ptx}-$a/bin/w8a8_tests"
+      [ -x "$tb" ] || { echo "ptx $a: no $tb (the build_ptx step makes it)"; continue; }
+      CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a TBIN=$tb run_tests "ptx-$a" 240 cuda_ smoke act_ -tune_cuda
+      [ "${PTX_MEMCHECK:-1}" = 0 ] && continue
+      W8A8_GPU_TEST_SMALL=1 CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a timeout -k 5 "$(cap 180)" "$CS" --tool memcheck \
+        --error-exitcode 99 "$tb" cuda_ act_cuda -cuda_quant_math_exhaustive -tune_cuda >"$L/ptx-$a-memcheck.txt" 2>&1
+      echo "ptx-$a memcheck: exit $? $(grep -E '^[0-9]+ passed' "$L/ptx-$a-memcheck.txt" | tail -n 1)" \
+        "$(grep 'ERROR SUMMARY' "$L/ptx-$a-memcheck.txt" | tail -n 1)"
+    done
+    ;;
+  force)
+    for c in ${FORCE_CCS:-75 80}; do
+      W8A8_DEV=CUDA_FORCE_PATH=$c W8A8_TEST_EXPECT_CC=$c run_tests "force-$c" 240 cuda_ smoke act_ -tune_cuda
+    done
     ;;
   *) echo "test: unknown suite '$s'" ;;
   esac

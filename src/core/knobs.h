@@ -23,7 +23,7 @@ extern "C" {
   X(LOG, "LOG", 1, 0, "warn", 0, 0, "messages on stderr: off, warn (settings ignored), info (also each new plan)")   \
   X(CPU_DISABLE, "CPU_DISABLE", 1, 0, "", 0, 0, "CPU instruction sets the CPU kernels leave alone: avx2,avx512,amx") \
   X(TUNE_FILE, "TUNE_FILE", 1, 0, "", 0, 0, "a tuning table (w8a8 tune) that each new CUDA handle loads")           \
-  X(TP_TIMEOUT_S, "TP_TIMEOUT_S", 1, 1, "300", 0, 1e9, "seconds a new communicator's calls wait for peers; 0 = ever") \
+  X(TP_TIMEOUT_S, "TP_TIMEOUT_S", 1, 1, "300", 0, 1e9, "seconds a new communicator's calls wait for peers; 0: no limit") \
   X(TP_OVERLAP_MIN_M, "TP_OVERLAP_MIN_M", 1, 1, "-1", -1, 1e15,                                                       \
     "overlap=auto fuses from this many rows; -1 = the measured crossover of each transport")                         \
   X(TP_IPC, "TP_IPC", 1, 1, "0", 0, 1, "1: w8a8_comm_create_world's GPU ranks use CUDA IPC instead of NCCL")         \
@@ -33,6 +33,8 @@ extern "C" {
   X(GEMV, "GEMV", 0, 1, "2", 0, 2, "the CUDA-core kernel for a few tokens: 0 never, 1 wherever it applies, 2 rule")   \
   X(GEMV_FP8, "GEMV_FP8", 0, 1, "0", 0, 1, "1: the CUDA-core kernel's rule also takes one fp8 token at N <= 4096")    \
   X(QUANT_VEC, "QUANT_VEC", 0, 1, "1", 0, 1, "0: the scalar CUDA quantizer in place of the 16-byte one")             \
+  X(CUDA_FORCE_PATH, "CUDA_FORCE_PATH", 0, 1, "0", 0, 90,                                                             \
+    "CUDA GEMMs as on an older GPU, capability x 10: 75 Turing's (no fp8), 80 Ampere's; 0 the GPU's own")             \
   X(SM90_LEAN, "SM90_LEAN", 0, 1, "1", 0, 1, "0: the sm_90a kernel's general epilogues where a lean one applies")    \
   X(SM90_TAIL, "SM90_TAIL", 0, 1, "1", 0, 4,                                                                          \
     "sm_90a token tail: 0 never, 1 the rule, 2 small boxes, 3 one box, 4 the fold where it applies")                   \

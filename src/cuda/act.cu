@@ -255,11 +255,7 @@ static w8a8_status launch(const w8a8_quant_problem *p, cudaStream_t stream, int 
 
 extern "C" w8a8_status w8a8_cuda_silu_mul_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
-  if (p->out_dtype == W8A8_DTYPE_FP8_E4M3 && st->cc < 89)
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                    "%s: fp8 e4m3 needs compute capability 8.9 or newer (Ada, Hopper); GPU %d (%s) is %d.%d. "
-                    "Use int8 on this device",
-                    fn, h->device_index, st->prop.name, st->cc / 10, st->cc % 10);
+  if (p->out_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(w8a8_cuda_need_fp8(fn, h));
   /* The handle's device is current for the call only (as dispatch.c's guard). */
   int prev = -1;
   cudaError_t e = cudaGetDevice(&prev);

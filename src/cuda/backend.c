@@ -37,10 +37,10 @@ w8a8_status w8a8_cuda_handle_init(w8a8_handle *h) {
     return w8a8_cuda_error(fn, "cudaGetDeviceProperties", e);
   }
   st->cc = st->prop.major * 10 + st->prop.minor;
-  if (st->cc < 80) {
+  if (st->cc < 75) {
     int cc = st->cc;
     free(st);
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: device %d has compute capability %d.%d; w8a8 needs sm_80 or newer",
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: device %d has compute capability %d.%d; w8a8 needs sm_75 or newer",
                     fn, h->device_index, cc / 10, cc % 10);
   }
   h->cuda = st;
@@ -67,8 +67,14 @@ w8a8_status w8a8_cuda_get_info(const w8a8_handle *h, w8a8_handle_info *info) {
   info->num_sms = st->prop.multiProcessorCount;
   info->workspace_bytes = st->ws_bytes;
   snprintf(info->name, sizeof info->name, "%.127s", st->prop.name);
-  snprintf(info->features, sizeof info->features, "sm_%d%s%s", st->cc, st->cc == 90 ? "a wgmma tma" : "",
-           st->cc >= 89 ? " fp8" : "");
+  /* what the handle runs: sm_90a only where the library holds it; the code's architecture where the fatbin
+   * holds only older PTX for this GPU; fp8 where its GEMMs take it (dispatch_rule.h) */
+  const w8a8_cuda_target t = w8a8_cuda_target_of(st);
+  const int cc = w8a8_cuda_dispatch_cc(&t);
+  char code[32] = "";
+  if (st->code_cc < st->cc) snprintf(code, sizeof code, " code compute_%d", st->code_cc);
+  snprintf(info->features, sizeof info->features, "sm_%d%s%s%s", st->cc,
+           w8a8_cuda_sm90_first(&t, W8A8_KERNEL_AUTO) ? "a wgmma tma" : "", code, cc >= 89 ? " fp8" : "");
   return W8A8_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "../core/internal.h"
+#include "dispatch_rule.h"
 #include "sm90_plan.h"
 
 #ifdef __cplusplus
@@ -12,7 +13,8 @@ extern "C" {
 
 typedef struct w8a8_cuda_state {
   struct cudaDeviceProp prop;
-  int cc;          /* 80, 86, 89, 90 ... */
+  int cc;          /* 75, 80, 86, 89, 90 ... */
+  int code_cc;     /* the virtual architecture (x 10) of the kernels' code loaded for this GPU (w8a8_cuda_gemm_setup) */
   void *ws;        /* device workspace, allocated at handle creation */
   size_t ws_bytes;
   /* The sm90 stream-K kernels' locks (after ws in the same allocation, zeroed at creation; every
@@ -47,12 +49,26 @@ W8A8_HIDDEN int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_proble
  * every valid problem. Nothing launched. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *p);
 
+/* Whether the library holds the sm_90a kernels (gemm_mma.cu: W8A8_HAVE_SM90A, an nvcc flag). */
+W8A8_HIDDEN int w8a8_cuda_have_sm90a(void);
+/* What the library can run on the handle's GPU (dispatch_rule.h), and the capability its kernels are chosen for. */
+W8A8_HIDDEN w8a8_cuda_target w8a8_cuda_target_of(const w8a8_cuda_state *st);
+W8A8_HIDDEN int w8a8_cuda_handle_cc(const w8a8_handle *h);
+/* The quantizers' fp8 output: W8A8_SUCCESS on a GPU of 8.9+, else UNSUPPORTED_DEVICE naming 8.9 (the GEMM's fp8:
+ * dispatch_rule.h, which also asks the code the library holds for the GPU). */
+W8A8_HIDDEN w8a8_status w8a8_cuda_need_fp8(const char *fn, const w8a8_handle *h);
+
 /* Launchers of the portable kernels (gemm_mma.cu, quant.cu). They launch on `stream` and
  * check the launch; the caller has made the handle's device current and checked the device. */
-W8A8_HIDDEN w8a8_status w8a8_cuda_gemm_setup(void);
-/* ws: the handle's workspace (split-K partial sums); the launcher never uses more than ws_bytes. */
+/* With the GPU of compute capability cc current: *code_cc (w8a8_cuda_state.code_cc), and the kernels' shared
+ * memory limits. UNSUPPORTED_DEVICE where the library holds no code that runs on this GPU. */
+W8A8_HIDDEN w8a8_status w8a8_cuda_gemm_setup(int cc, int *code_cc);
+/* ws: the handle's workspace (split-K partial sums); the launcher never uses more than ws_bytes. gemm: the sm_80+
+ * kernel (int8, fp8 from sm_89); gemm_sm75: the sm_75 one (int8). */
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, void *ws,
                                               size_t ws_bytes);
+W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemm_sm75(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms, void *ws,
+                                                   size_t ws_bytes);
 /* gemv.cu: the CUDA-core kernel for M <= 8 (int8) / M = 1 (fp8); whether it takes p and whether the dispatcher
  * wants it (w8a8_cuda_gemv_takes, w8a8_cuda_gemv_wanted): sm90_plan.h. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_launch_gemv(const w8a8_mm_problem *p, cudaStream_t stream, int num_sms);

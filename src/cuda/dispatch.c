@@ -1,6 +1,9 @@
-/* dispatch.c — CUDA backend entry points: make the handle's device current, pick the
- * kernel (Hopper fast path or the portable mma.sync kernel), launch on the handle's
- * stream. Nothing here allocates or synchronizes: every call is graph-capturable. */
+/* dispatch.c — CUDA backend entry points: make the handle's device current, run the kernel
+ * that dispatch_rule.c chooses (GEMV, the Hopper kernel, the portable mma.sync kernel of sm_80+
+ * or of sm_75), launch on the handle's stream. Nothing here allocates or synchronizes: every
+ * call is graph-capturable. */
+#include <stdio.h>
+
 #include "cuda_backend.h"
 
 /* Make the handle's device current for the duration of a call; restore the caller's. */
@@ -67,7 +70,7 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   st->ws_bytes = bytes;
   st->sk_locks = (unsigned int *)((char *)st->ws + bytes);
   st->amax = (float *)((char *)st->ws + bytes + lock_bytes);
-  w8a8_status s = w8a8_cuda_gemm_setup();
+  w8a8_status s = w8a8_cuda_gemm_setup(st->cc, &st->code_cc);
   guard_exit(&g);
   return s;
 }
@@ -92,7 +95,32 @@ W8A8_HIDDEN int w8a8_cuda_poison_ws(w8a8_handle *h, void *stream, int byte) {
   return cudaMemsetAsync(st->ws, byte, st->ws_bytes, (cudaStream_t)stream) == cudaSuccess ? 0 : -1;
 }
 
-static w8a8_status need_fp8(const char *fn, const w8a8_handle *h, const w8a8_cuda_state *st) {
+w8a8_cuda_target w8a8_cuda_target_of(const w8a8_cuda_state *st) {
+  w8a8_cuda_target t = {st->cc, st->code_cc, w8a8_cuda_have_sm90a()};
+  return t;
+}
+
+int w8a8_cuda_handle_cc(const w8a8_handle *h) {
+  const w8a8_cuda_target t = w8a8_cuda_target_of(h->cuda);
+  return w8a8_cuda_dispatch_cc(&t);
+}
+
+/* Where the handle runs an older capability's kernels than its GPU's: why, for a refusal's message ("" if not). */
+static const char *lowered(const w8a8_cuda_state *st, char *buf, size_t n) {
+  const w8a8_cuda_target t = w8a8_cuda_target_of(st);
+  const int cc = w8a8_cuda_dispatch_cc(&t);
+  buf[0] = '\0';
+  if (cc < st->cc && st->code_cc == cc)
+    snprintf(buf, n, ", but the code this libw8a8 holds for it is compute_%d (build with its own in CUDA_ARCHS)", cc);
+  else if (cc < st->cc)
+    snprintf(buf, n, ", run as %d.%d by W8A8_DEV CUDA_FORCE_PATH", cc / 10, cc % 10);
+  return buf;
+}
+
+/* The quantizers' fp8: on GPUs of 8.9 or newer, whatever code the library holds for them (their conversion has an
+ * exact integer path below sm_89: common.cuh). */
+w8a8_status w8a8_cuda_need_fp8(const char *fn, const w8a8_handle *h) {
+  const w8a8_cuda_state *st = h->cuda;
   if (st->cc >= 89) return W8A8_SUCCESS;
   return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
                   "%s: fp8 e4m3 needs compute capability 8.9 or newer (Ada, Hopper); GPU %d (%s) is %d.%d. "
@@ -100,20 +128,40 @@ static w8a8_status need_fp8(const char *fn, const w8a8_handle *h, const w8a8_cud
                   fn, h->device_index, st->prop.name, st->cc / 10, st->cc % 10);
 }
 
+/* A refused route's message (dispatch_rule.h). */
+static w8a8_status refusal(const char *fn, const w8a8_handle *h, const w8a8_cuda_route *r) {
+  const w8a8_cuda_state *st = h->cuda;
+  char why[160];
+  switch (r->why) {
+  case W8A8_ROUTE_FP8:
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                    "%s: fp8 e4m3 needs compute capability 8.9 or newer (Ada, Hopper); GPU %d (%s) is %d.%d%s%s", fn,
+                    h->device_index, st->prop.name, st->cc / 10, st->cc % 10, lowered(st, why, sizeof why),
+                    st->cc < 89 ? ". Use int8 on this device" : "");
+  case W8A8_ROUTE_SM90_FORCED:
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_KERNEL_SM90 needs an sm_90 GPU; GPU %d is sm_%d%s", fn,
+                    h->device_index, st->cc, lowered(st, why, sizeof why));
+  case W8A8_ROUTE_OLD_GPU:
+  case W8A8_ROUTE_OK: break;
+  }
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: w8a8 needs compute capability %d.%d or newer; GPU %d is %d.%d%s",
+                  fn, r->need / 10, r->need % 10, h->device_index, st->cc / 10, st->cc % 10,
+                  lowered(st, why, sizeof why));
+}
+
 int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_problem *p) {
   const w8a8_cuda_state *st = h->cuda;
-  if (!st || st->cc != 90 || (h->kernel != W8A8_KERNEL_AUTO && h->kernel != W8A8_KERNEL_SM90)) return 0;
-  return w8a8_sm90_accepts(h, p);
+  if (!st) return 0;
+  const w8a8_cuda_target t = w8a8_cuda_target_of(st);
+  return w8a8_cuda_sm90_first(&t, h->kernel) && w8a8_sm90_accepts(h, p);
 }
 
 w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *p) {
   static const char fn[] = "w8a8_scaled_mm";
-  const w8a8_cuda_state *st = h->cuda;
   if (h->kernel != W8A8_KERNEL_SM90) return W8A8_SUCCESS;
-  if (p->in_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(need_fp8(fn, h, st));
-  if (st->cc != 90)
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_KERNEL_SM90 needs an sm_90 GPU; GPU %d is sm_%d", fn,
-                    h->device_index, st->cc);
+  const w8a8_cuda_target t = w8a8_cuda_target_of(h->cuda);
+  const w8a8_cuda_route r = w8a8_cuda_route_mm(&t, p, h->kernel);
+  if (r.path == W8A8_PATH_REFUSED) return refusal(fn, h, &r);
   device_guard g;
   W8A8_CHECK(guard_enter(fn, h, &g));
   w8a8_status s = w8a8_sm90_check(h, p);
@@ -124,35 +172,34 @@ w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *
 w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   static const char fn[] = "w8a8_scaled_mm";
   const w8a8_cuda_state *st = h->cuda;
-  if (p->in_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(need_fp8(fn, h, st));
-  if (h->kernel == W8A8_KERNEL_SM90 && st->cc != 90)
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_KERNEL_SM90 needs an sm_90 GPU; GPU %d is sm_%d", fn,
-                    h->device_index, st->cc);
+  const w8a8_cuda_target t = w8a8_cuda_target_of(st);
+  const w8a8_cuda_route r = w8a8_cuda_route_mm(&t, p, h->kernel);
+  if (r.path == W8A8_PATH_REFUSED) return refusal(fn, h, &r);
   device_guard g;
   W8A8_CHECK(guard_enter(fn, h, &g));
+  const cudaStream_t stream = (cudaStream_t)h->stream;
+  const int sms = st->prop.multiProcessorCount;
+  w8a8_cuda_path path = r.path;
   w8a8_status s;
-  /* the fewest tokens on CUDA cores (where measured faster: gemv.cu; AUTO only: the forced kernels
-   * stay what they name) */
-  if (h->kernel == W8A8_KERNEL_AUTO && w8a8_cuda_gemv_wanted(p, st->cc)) {
-    s = w8a8_cuda_launch_gemv(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
-    if (s == W8A8_SUCCESS) w8a8_note_launch(h, "gemv", "", 1, p->M, p->N, p->K);
-    guard_exit(&g);
-    return s;
-  }
-  if (st->cc == 90 && (h->kernel == W8A8_KERNEL_AUTO || h->kernel == W8A8_KERNEL_SM90)) {
+  if (path == W8A8_PATH_SM90) {
     s = w8a8_sm90_scaled_mm(h, p);
-    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_SM90 || p->ready) {
+    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || r.fallback == W8A8_PATH_REFUSED || p->ready) {
       guard_exit(&g);
       return s;
     }
     w8a8_clear_error(); /* the fast path declined this input: not the caller's error */
+    path = r.fallback;
   }
-  if (p->ready) { /* the portable kernel cannot wait for arriving rows */
-    guard_exit(&g);
-    return w8a8_err(W8A8_ERROR_INTERNAL, "%s: arriving chunks of A need the sm_90a kernel", fn);
+  if (path == W8A8_PATH_GEMV) {
+    s = w8a8_cuda_launch_gemv(p, stream, sms);
+  } else if (p->ready) { /* the portable kernels cannot wait for arriving rows */
+    s = w8a8_err(W8A8_ERROR_INTERNAL, "%s: arriving chunks of A need the sm_90a kernel", fn);
+  } else if (path == W8A8_PATH_MMA_SM75) {
+    s = w8a8_cuda_launch_gemm_sm75(p, stream, sms, st->ws, st->ws_bytes);
+  } else {
+    s = w8a8_cuda_launch_gemm(p, stream, sms, st->ws, st->ws_bytes);
   }
-  s = w8a8_cuda_launch_gemm(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->ws, st->ws_bytes);
-  if (s == W8A8_SUCCESS) w8a8_note_launch(h, "mma", "", 1, p->M, p->N, p->K);
+  if (s == W8A8_SUCCESS) w8a8_note_launch(h, w8a8_cuda_path_name(path), "", 1, p->M, p->N, p->K);
   guard_exit(&g);
   return s;
 }
@@ -160,7 +207,7 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
 w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
   static const char fn[] = "w8a8_quantize";
   const w8a8_cuda_state *st = h->cuda;
-  if (p->out_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(need_fp8(fn, h, st));
+  if (p->out_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(w8a8_cuda_need_fp8(fn, h));
   device_guard g;
   W8A8_CHECK(guard_enter(fn, h, &g));
   w8a8_status s = w8a8_cuda_launch_quantize(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->amax);

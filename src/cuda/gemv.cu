@@ -68,13 +68,21 @@ W8A8_DEVFN void gemv_piece(const uint4 &w, const uint4 &x, int32_t &iacc, float 
   }
 }
 
+// Turing's ptxas holds the 4-token kernel to 80 registers and spills unless told that one block per SM will do;
+// the newer GPUs keep the code they were measured with.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GEMV_BOUNDS __launch_bounds__(GEMV_WARPS * 32, 1)
+#else
+#define GEMV_BOUNDS __launch_bounds__(GEMV_WARPS * 32)
+#endif
+
 // MT: tokens per launch (compile time; rows m >= M are skipped). R: weight rows (output columns) per
 // warp pass, sharing each token's 16-byte activation load (R = 1 re-reads it from L1 for every weight
 // row). Even at R = 4, 2..8 tokens lose 12-75% to the tensor-core kernels
 // (h200-torch-compare-gemv-r4-2026-11-30.md), so the default rule keeps this kernel at one token.
 // U: weight pieces in flight per lane and row (R x U pieces per lane in all).
 template <bool INT8, int MT, int R, int U>
-__global__ void __launch_bounds__(GEMV_WARPS * 32) gemv_kernel(const w8a8_mm_problem p) {
+__global__ void GEMV_BOUNDS gemv_kernel(const w8a8_mm_problem p) {
   static_assert(MT * R <= 32, "one lane per output of a warp pass");
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int M = (int)p.M;
