@@ -11,9 +11,14 @@ bias N elements of out_dtype; scaled_fp8_quant returns scales of shape [1] (per-
 (per-token), scaled_int8_quant [M, 1]. torch tensors only (CUDA, or CPU through the CPU backend); every
 call is the w8a8.torch custom op underneath, so torch.compile and CUDA graphs take them as they are.
 
+Block-scaled fp8 (DeepSeek-V3 style) as vLLM passes it: cutlass_scaled_mm takes scale_a [M, ceil(K/128)] and
+scale_b [ceil(K/128), ceil(N/128)] where the scales' sizes are not the per-tensor / per-token / per-channel ones
+(vLLM's own test, scaled_mm_helper.hpp), and per_token_group_quant_fp8 makes such activations. These run on
+w8a8's portable block-scaled kernel (exact, not yet fast) as eager calls, not custom ops.
+
 Where w8a8 differs from vLLM:
-  - blockwise (group) scales are refused (cutlass_scaled_mm_supports_block_fp8 is False), as are
-    scaled_fp8_quant's group_shape other than per-tensor;
+  - scaled_fp8_quant's group_shape other than per-tensor is refused (use per_token_group_quant_fp8);
+  - per_token_group_quant_fp8's smallest scale is 1 / (448 * 512) (w8a8's MIN_SCALE), not eps / 448;
   - nothing is copied: an input whose rows cannot be viewed as [M, K] raises InvalidLayoutError where
     vLLM would call .contiguous();
   - out_dtype may also be torch.float32 (vLLM asserts bf16 / fp16);
@@ -28,6 +33,7 @@ from ._lib import Status, make_error
 _FP8 = getattr(torch, "float8_e4m3fn", None)
 
 __all__ = ["cutlass_scaled_mm", "cutlass_scaled_mm_azp", "scaled_fp8_quant", "scaled_int8_quant",
+           "per_token_group_quant_fp8",
            "cutlass_scaled_mm_supports_fp8", "cutlass_scaled_mm_supports_block_fp8",
            "cutlass_scaled_mm_supports_fp4", "cutlass_group_gemm_supported"]
 
@@ -38,7 +44,8 @@ def cutlass_scaled_mm_supports_fp8(cuda_device_capability: int) -> bool:
 
 
 def cutlass_scaled_mm_supports_block_fp8(cuda_device_capability: int) -> bool:
-    return False
+    """Block-scaled fp8 runs on w8a8's portable kernel (software e4m3 decoding: any GPU w8a8 runs on)."""
+    return int(cuda_device_capability) >= 75
 
 
 def cutlass_scaled_mm_supports_fp4(cuda_device_capability: int) -> bool:
@@ -60,10 +67,27 @@ def _no_group_scales(fn, a, scale_a, scale_b):
                          % (fn, tuple(scale_a.shape), tuple(scale_b.shape)))
 
 
+def _numel(t):
+    return t.numel() if isinstance(t, torch.Tensor) else 1
+
+
 def cutlass_scaled_mm(a, b, scale_a, scale_b, out_dtype, bias=None):
-    """out = (scale_a * a) @ (scale_b * b) (+ bias), cast to out_dtype; a [..., K], b [K, N] column-major."""
-    _no_group_scales("cutlass_scaled_mm", a, scale_a, scale_b)
-    return _wt.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
+    """out = (scale_a * a) @ (scale_b * b) (+ bias), cast to out_dtype; a [..., K], b [K, N] column-major.
+    Scales of other sizes than 1 / M and 1 / N are block scales, as vLLM decides: scale_a [M, ceil(K/128)],
+    scale_b [ceil(K/128), ceil(N/128)]."""
+    M = 1
+    for d in (a.shape[:-1] if isinstance(a, torch.Tensor) else ()):
+        M *= int(d)
+    N = b.shape[1] if isinstance(b, torch.Tensor) and b.dim() == 2 else 0
+    if _numel(scale_a) in (1, M) and _numel(scale_b) in (1, N):
+        return _wt.scaled_mm(a, b, scale_a, scale_b, out_dtype, bias)
+    fn = "cutlass_scaled_mm"
+    if not (isinstance(scale_a, torch.Tensor) and isinstance(scale_b, torch.Tensor) and scale_a.dim() == 2 and
+            scale_b.dim() == 2):
+        raise make_error(Status.ERROR_INVALID_SCALE, "%s: block scales must be 2-D tensors: scale_a [M, ceil(K/128)],"
+                         " scale_b [ceil(K/128), ceil(N/128)]" % fn)
+    # vLLM's scale_b is [K blocks, N blocks]; w8a8's is [N blocks, K blocks]: the transposed view, no copy
+    return _wt.scaled_mm_blockwise(a, b, scale_a, scale_b.t(), out_dtype, bias)
 
 
 def cutlass_scaled_mm_azp(a, b, scale_a, scale_b, out_dtype, azp_adj, azp=None, bias=None):
@@ -127,3 +151,14 @@ def scaled_int8_quant(input, scale=None, azp=None, symmetric=True):
                              % (fn, symmetric, "given" if azp is not None else "None"))
         return _wt.quantize_int8(input, scale=scale, azp=azp)
     return _wt.quantize_int8(input, symmetric=symmetric, use_per_token_if_dynamic=True)
+
+
+def per_token_group_quant_fp8(x, group_size, eps=1e-10, dtype=None, column_major_scales=False, out_q=None,
+                              use_ue8m0=False):
+    """vLLM's per_token_group_quant_fp8 (group_size 128): (x_q [..., K] float8_e4m3fn, x_s [M, ceil(K/128)]
+    float32, column-major with column_major_scales, powers of two with use_ue8m0). eps and dtype are accepted
+    for the signature: the smallest scale is w8a8's MIN_SCALE, the output float8_e4m3fn."""
+    if dtype is not None and dtype != _FP8:
+        raise make_error(Status.ERROR_INVALID_DTYPE, "per_token_group_quant_fp8: dtype %s; w8a8 writes "
+                         "torch.float8_e4m3fn" % (dtype,))
+    return _wt.quantize_fp8_groups(x, group_size, column_major_scales, bool(use_ue8m0), out_q)

@@ -219,17 +219,34 @@ class _Base:
     def test_capabilities_and_refusals(self):
         self.assertTrue(ops.cutlass_scaled_mm_supports_fp8(90) and ops.cutlass_scaled_mm_supports_fp8(89))
         self.assertFalse(ops.cutlass_scaled_mm_supports_fp8(80) or ops.cutlass_scaled_mm_supports_fp8(86))
-        self.assertFalse(ops.cutlass_scaled_mm_supports_block_fp8(90) or ops.cutlass_scaled_mm_supports_fp4(100)
-                         or ops.cutlass_group_gemm_supported(90))
+        self.assertTrue(ops.cutlass_scaled_mm_supports_block_fp8(90))
+        self.assertFalse(ops.cutlass_scaled_mm_supports_fp4(100) or ops.cutlass_group_gemm_supported(90))
         a = torch.zeros((4, 256), dtype=torch.int8, device=self.dev)
         w = torch.zeros((128, 256), dtype=torch.int8, device=self.dev)
-        with self.assertRaises(w8a8.InvalidScaleError) as cm:  # DeepSeek-style [M, K/128] x [K/128, N/128]
+        with self.assertRaises(w8a8.W8A8Error) as cm:  # DeepSeek-style [M, K/128] x [K/128, N/128], but int8
             ops.cutlass_scaled_mm(a, w.t(), torch.ones((4, 2), device=self.dev), torch.ones((2, 1), device=self.dev),
                                   torch.bfloat16)
-        self.assertIn("blockwise", cm.exception.message)
+        self.assertEqual(cm.exception.status, w8a8.Status.ERROR_INVALID_DTYPE)
+        self.assertIn("fp8", cm.exception.message)
         with self.assertRaises(w8a8.InvalidLayoutError):  # b row-major: vLLM's b is column-major
             ops.cutlass_scaled_mm(a, w.t().contiguous(), torch.ones(1, device=self.dev),
                                   torch.ones(1, device=self.dev), torch.bfloat16)
+
+    def test_block_scaled(self):
+        """per_token_group_quant_fp8 + cutlass_scaled_mm with vLLM's block-scale shapes: the NumPy front end's
+        bits (the same library, the CPU reference or the portable CUDA kernel with its bits)."""
+        r = rng()
+        M, N, K = 5, 200, 300
+        x = (r.standard_normal((M, K))).astype(np.float32)
+        wq_np, sw_np = w8a8.quantize_fp8_blocks((r.standard_normal((N, K)) * 0.05).astype(np.float32))
+        xq, xs = ops.per_token_group_quant_fp8(self.T(x), 128, column_major_scales=True)
+        self.assertEqual(tuple(xs.shape), (M, 3))
+        wq = self.T(np.ascontiguousarray(wq_np.view(np.uint8))).view(torch.float8_e4m3fn)
+        sw = self.T(np.ascontiguousarray(sw_np.T))  # vLLM's b_scales: [K/128, N/128]
+        y = ops.cutlass_scaled_mm(xq, wq.t(), xs, sw, torch.float32)
+        xq_np, xs_np = w8a8.quantize_fp8_groups(x)
+        ref = w8a8.scaled_mm_blockwise(xq_np, wq_np.T, xs_np, sw_np, out_dtype="fp32")
+        np.testing.assert_array_equal(y.cpu().numpy(), ref)
 
     @unittest.skipUnless(torch is not None and getattr(torch.library, "custom_op", None) is not None,
                          "torch < 2.4: no custom ops")
