@@ -504,6 +504,152 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
+/* ---- block-scaled fp8: the GEMM and the group / block quantizers ---------------------------------------- */
+static void mutate_matrix(reader *r, w8a8_matrix *m) {
+  switch (rd8(r) % 5) {
+    case 0: m->dtype = (w8a8_dtype)(rd8(r) % 8); break;
+    case 1: m->layout = (w8a8_layout)(rd8(r) % 3); break;
+    case 2: {
+      const int64_t v = rd_value(r);
+      switch (rd8(r) % 3) {
+        case 0: m->rows = v; break;
+        case 1: m->cols = v; break;
+        default: m->ld = v; break;
+      }
+      break;
+    }
+    case 3: m->data = rd_pointer(r, 1); break;
+    default: huge_dim(r, m); break;
+  }
+}
+static int64_t nblocks(int64_t n) { return (n + 127) / 128; }
+static w8a8_matrix scale_matrix(reader *r, int64_t rows, int64_t cols, uint8_t *at) {
+  const int colmajor = rd8(r) & 1;
+  return w8a8_matrix_make(W8A8_DTYPE_FP32, colmajor ? W8A8_COL_MAJOR : W8A8_ROW_MAJOR, rows, cols,
+                          (colmajor ? rows : cols) + (rd8(r) & 1), at);
+}
+static int scale_ok(const w8a8_matrix *s, int64_t rows, int64_t cols) {
+  return s->dtype == W8A8_DTYPE_FP32 && s->rows == rows && s->cols == cols &&
+         (s->layout == W8A8_ROW_MAJOR ? s->ld >= cols : s->layout == W8A8_COL_MAJOR && s->ld >= rows);
+}
+
+static void fuzz_blockwise(reader *r) {
+  const int64_t M = rd8(r) % 8, N = rd8(r) % 9, K = rd8(r) % 200;
+  uint8_t f = rd8(r);
+  static const w8a8_dtype outs[3] = {W8A8_DTYPE_FP32, W8A8_DTYPE_BF16, W8A8_DTYPE_FP16};
+  const w8a8_dtype od = outs[f % 3];
+  w8a8_matrix a = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, K, K + (f >> 2 & 3), arena + 0 * REGION);
+  w8a8_matrix b = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, K, N, K + (f >> 4 & 3), arena + 1 * REGION);
+  w8a8_matrix out = w8a8_matrix_make(od, W8A8_ROW_MAJOR, M, N, N + (rd8(r) & 3), arena + 2 * REGION);
+  w8a8_matrix sa = scale_matrix(r, M, nblocks(K), arena + 3 * REGION);
+  w8a8_matrix sb = scale_matrix(r, nblocks(N), nblocks(K), arena + 4 * REGION);
+  w8a8_vector bias = w8a8_vector_make(od, N, arena + 5 * REGION);
+  const w8a8_matrix *pa = &a, *pb = &b, *po = &out, *psa = &sa, *psb = &sb;
+  const w8a8_vector *pbias = (f & 64) ? &bias : NULL;
+  const int nmut = rd8(r) % 4;
+  for (int i = 0; i < nmut; i++) {
+    const uint8_t which = rd8(r) % 8;
+    w8a8_matrix *mats[5] = {&a, &b, &out, &sa, &sb};
+    if (which < 5) {
+      mutate_matrix(r, mats[which]);
+    } else if (which == 5) {
+      switch (rd8(r) % 3) {
+        case 0: pa = NULL; break;
+        case 1: psa = NULL; break;
+        default: psb = NULL; break;
+      }
+    } else if (which == 6) {
+      bias.len = rd_value(r);
+    } else {
+      bias.dtype = (w8a8_dtype)(rd8(r) % 8);
+    }
+  }
+  for (int i = 0; i < 64; i++) ((float *)(arena + 3 * REGION))[i] = 0.5f + (float)(i & 7) * 0.125f;
+  for (int i = 0; i < 64; i++) ((float *)(arena + 4 * REGION))[i] = 0.25f + (float)(i & 3) * 0.25f;
+  memcpy(snap, arena, ARENA_BYTES);
+  static const char fn[] = "w8a8_scaled_mm_blockwise";
+  w8a8_mm_problem p;
+  const w8a8_status vs = w8a8_validate_scaled_mm_blockwise(fn, handle, pa, pb, psa, psb, pbias, po, &p);
+  if (vs != W8A8_SUCCESS) {
+    check_failure(fn, vs);
+    const w8a8_status s = w8a8_scaled_mm_blockwise(handle, pa, pb, psa, psb, pbias, po);
+    if (s != vs) FAIL("validation said %d, the call %d", (int)vs, (int)s);
+    check_failure(fn, s);
+    return;
+  }
+  /* Accepted: the header's promises */
+  if (a.dtype != W8A8_DTYPE_FP8_E4M3 || b.dtype != W8A8_DTYPE_FP8_E4M3) FAIL("accepted non-fp8 operands");
+  if (a.layout != W8A8_ROW_MAJOR || b.layout != W8A8_COL_MAJOR || out.layout != W8A8_ROW_MAJOR)
+    FAIL("accepted layouts %d %d %d", a.layout, b.layout, out.layout);
+  if (b.rows != a.cols || out.rows != a.rows || out.cols != b.cols) FAIL("accepted bad shapes");
+  if (!scale_ok(&sa, a.rows, nblocks(a.cols)) || !scale_ok(&sb, nblocks(b.cols), nblocks(a.cols)))
+    FAIL("accepted a scale matrix of another shape, layout or stride");
+  if (pbias && (bias.len != b.cols || bias.dtype != out.dtype)) FAIL("accepted bias");
+  const ext eo = mat_ext(&out), ins[5] = {mat_ext(&a), mat_ext(&b), mat_ext(&sa), mat_ext(&sb),
+                                          pbias ? vec_ext(&bias, out.dtype) : (ext){1, 0, 0}};
+  for (int i = 0; i < 5; i++)
+    if (ext_overlap(eo, ins[i])) FAIL("accepted out overlapping input %d", i);
+  /* run it only where every buffer lies in the arena (else the descriptor lies about memory) */
+  for (int i = 0; i < 5; i++)
+    if (!in_arena(ins[i])) return;
+  if (!in_arena(eo)) return;
+  if (w8a8_scaled_mm_blockwise(handle, pa, pb, psa, psb, pbias, po) != W8A8_SUCCESS)
+    FAIL("validated call failed: %s", w8a8_last_error());
+  memset(allowed, 0, ARENA_BYTES);
+  if (a.rows > 0 && b.cols > 0) allow_matrix(&out);
+  check_writes(fn);
+}
+
+static void fuzz_groups(reader *r, int blocks) {
+  const int64_t M = rd8(r) % 4, K = rd8(r) % 140;
+  const uint8_t f = rd8(r);
+  static const w8a8_dtype xds[3] = {W8A8_DTYPE_FP32, W8A8_DTYPE_BF16, W8A8_DTYPE_FP16};
+  w8a8_matrix x = w8a8_matrix_make(xds[f % 3], W8A8_ROW_MAJOR, M, K, K + (f >> 2 & 3), arena + 0 * REGION);
+  w8a8_matrix q = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, K, K + (f >> 4 & 3), arena + 2 * REGION);
+  w8a8_matrix s = scale_matrix(r, blocks ? nblocks(M) : M, nblocks(K), arena + 3 * REGION);
+  unsigned flags = (f & 64) ? W8A8_SCALE_UE8M0 : 0;
+  const int nmut = rd8(r) % 4;
+  for (int i = 0; i < nmut; i++) {
+    const uint8_t which = rd8(r) % 4;
+    w8a8_matrix *mats[3] = {&x, &q, &s};
+    if (which < 3)
+      mutate_matrix(r, mats[which]);
+    else
+      flags = rd8(r);
+  }
+  memcpy(snap, arena, ARENA_BYTES);
+  const char *fn = blocks ? "w8a8_quantize_blocks" : "w8a8_quantize_groups";
+  w8a8_quant_problem p;
+  const w8a8_status vs = w8a8_validate_quantize_groups(fn, handle, &x, &q, &s, flags,
+                                                       blocks ? W8A8_GROUPS_BLOCK : W8A8_GROUPS_TOKEN, 1, &p);
+  if (vs != W8A8_SUCCESS) {
+    check_failure(fn, vs);
+    const w8a8_status st = blocks ? w8a8_quantize_blocks(handle, &x, &q, &s, flags)
+                                  : w8a8_quantize_groups(handle, &x, &q, &s, flags);
+    if (st != vs) FAIL("validation said %d, the call %d", (int)vs, (int)st);
+    check_failure(fn, st);
+    return;
+  }
+  if (!in_arena(mat_ext(&x)) || !in_arena(mat_ext(&q)) || !in_arena(mat_ext(&s))) return;
+  if ((blocks ? w8a8_quantize_blocks(handle, &x, &q, &s, flags) : w8a8_quantize_groups(handle, &x, &q, &s, flags)) !=
+      W8A8_SUCCESS)
+    FAIL("validated call failed: %s", w8a8_last_error());
+  if (x.layout != W8A8_ROW_MAJOR || q.layout != W8A8_ROW_MAJOR || q.dtype != W8A8_DTYPE_FP8_E4M3)
+    FAIL("accepted q dtype %d or layouts %d %d", q.dtype, x.layout, q.layout);
+  if (q.rows != x.rows || q.cols != x.cols || (flags & ~W8A8_SCALE_UE8M0)) FAIL("accepted shapes or flags");
+  if (!scale_ok(&s, blocks ? nblocks(x.rows) : x.rows, nblocks(x.cols))) FAIL("accepted a scale of another shape");
+  memset(allowed, 0, ARENA_BYTES);
+  if (q.rows > 0 && q.cols > 0) {
+    allow_matrix(&q);
+    for (int64_t i = 0; i < s.rows; i++)
+      for (int64_t j = 0; j < s.cols; j++) {
+        const int64_t e = s.layout == W8A8_ROW_MAJOR ? i * s.ld + j : j * s.ld + i;
+        memset(allowed + ((uint8_t *)s.data - arena) + 4 * e, 1, 4);
+      }
+  }
+  check_writes(fn);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   reader r = {data, size};
   /* fill the arena from the input tail pattern so int8/fp8 data varies */
@@ -515,7 +661,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 0: fuzz_mm(&r); break;
     case 3: if (op & 0x80) fuzz_quant(&r, 1); else fuzz_mm(&r); break;
     case 1: fuzz_quant(&r, 0); break;
-    default: fuzz_colsum(&r); break;
+    default:
+      if (op & 0x80)
+        fuzz_blockwise(&r);
+      else if (op & 0x40)
+        fuzz_groups(&r, (op >> 5) & 1);
+      else
+        fuzz_colsum(&r);
+      break;
   }
   return 0;
 }
