@@ -1264,11 +1264,15 @@ W8A8_TEST(tp_gpu_ag_one_gemm_w4) { one_gemm_cases(4); }
  * 3 pieces, W = 4 (two ranks per GPU) cuts the two ranks of the other GPU while the table has room. */
 /* one_gemm_cases with the environment variable var = val and *mark = markval for the checks, then both undone */
 static void one_gemm_marked(const char *var, const char *val, int *mark, int markval, int W) {
-  setenv(var, val, 1);
+  const char *name = strncmp(var, "W8A8_", 5) == 0 ? var + 5 : var; /* the settings table's name */
+  if (w8a8_dev_set(name, val) != W8A8_SUCCESS) {
+    CHECK(0, "w8a8_dev_set(%s, %s): %s", name, val, w8a8_last_error());
+    return;
+  }
   if (mark) *mark = markval;
   one_gemm_cases(W);
   if (mark) *mark = 0;
-  unsetenv(var);
+  w8a8_dev_set(name, NULL);
 }
 static void one_gemm_with(const char *var, const char *val, int *mark, int W) { one_gemm_marked(var, val, mark, 1, W); }
 static void one_gemm_pieces(int W) { one_gemm_with("W8A8_TP_AG_PIECES", "3", &g_pieces, W); }

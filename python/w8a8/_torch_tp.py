@@ -55,6 +55,10 @@ def _out_dtype(d, what, fn):
     if d is None:
         raise _bad(Status.ERROR_INVALID_DTYPE, fn, "%s is None: torch._scaled_mm would return A's dtype (fp8), which "
                    "w8a8 does not write; pass torch.bfloat16, torch.float16 or torch.float32" % what)
+    if isinstance(d, int) and not isinstance(d, bool):
+        # a ScalarType?[] list reaches the op as c10::ScalarType codes (torch's own order: 5 half, 6 float,
+        # 15 bfloat16), not as torch.dtype objects
+        d = {5: torch.float16, 6: torch.float32, 15: torch.bfloat16}.get(d, d)
     return _wt._out_dtype(d, fn)
 
 

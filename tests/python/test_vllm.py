@@ -104,8 +104,11 @@ class _Base:
         y = ops.cutlass_scaled_mm(ta, tw.t(), self.T(sa), self.T(sb), torch.float32)
         want, mag = ref.scaled_mm_fp8(a, w.T, sa, sb.reshape(1, -1))
         err = np.abs(y.cpu().numpy().astype(np.float64) - want)
-        # fp32 sums in any order (K terms) and three fp32 roundings of the epilogue
-        self.assertTrue(np.all(err <= np.abs(want) * 2.0 ** -20 + mag * K * 2.0 ** -23), "fp8 %s" % self.dev)
+        # CPU: fp32 sums in any order (K terms) and three fp32 roundings of the epilogue; CUDA: the Hopper tensor
+        # core's truncating accumulation inside a 128-deep block, the bound w8a8.h states (2e-3 of sum |a b|)
+        bound = K * 2.0 ** -23 if self.dev == "cpu" else 2e-3
+        self.assertTrue(np.all(err <= np.abs(want) * 2.0 ** -20 + mag * bound), "fp8 %s: worst err/mag %g" %
+                        (self.dev, float(np.max(err / np.maximum(mag, 1e-30)))))
 
     def test_cutlass_scaled_mm_azp(self):
         r = rng()
