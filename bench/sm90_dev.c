@@ -33,7 +33,7 @@
  *      out-of-bounds fill, to measure what the fill costs a partial token tile (it is the partial-M
  *      cost: M = 129 with rows read runs at M = 256's speed, h200-sm90-token-tail-2026-11-30.txt).
  *      Outputs past M are not stored.
- *   -R time every configuration once per token-tail mode (w8a8_sm90_set_tail; only the *_tail
+ *   -R time every configuration once per token-tail mode (W8A8_DEV SM90_TAIL; only the *_tail
  *      configurations change with it): 0 = TMA fills the partial token tile's missing rows, 1 = the
  *      library's rule, 2 = small boxes only, 3 = one box of the valid rows rounded up to 8, 4 = the
  *      fold where it applies (one token tile of 65..127 rows on an unswapped unsplit unicast twin: rows

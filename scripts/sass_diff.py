@@ -58,8 +58,8 @@ def main():
     if "--pairs" in sys.argv:
         n = 0
         # With (..., TAIL, SK) as the last template arguments, a token-tail twin ends in ELb1ELb0EEv and a
-        # stream-K twin in ELb0ELb1EEv. Hazard: sm90_gemm_kernel now ends with (TAIL, SK, HDB), so these
-        # suffixes match (SK, HDB) instead; fix them before trusting --pairs on a current build.
+        # stream-K twin in ELb0ELb1EEv. Hazard: sm90_gemm_kernel ends with (TAIL, STREAMK, HALVES_TWO_TEMPS), so these
+        # suffixes match (STREAMK, HALVES_TWO_TEMPS) instead; fix them before trusting --pairs on a current build.
         for name in sorted(funcs):
             kind = "tail" if "ELb1ELb0EEv" in name else "streamk" if "ELb0ELb1EEv" in name else None
             if kind is None:

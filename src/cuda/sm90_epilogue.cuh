@@ -47,7 +47,7 @@ struct sm90_epi_buffers {
                                   : 2 * 2 * OUT_BUF_BYTES;
 };
 
-// The scale slot (sm90_args.prm; the unswapped unsplit tiles): two barriers (full, empty), then scale_b
+// The scale slot (sm90_args.scale_slot; the unswapped unsplit tiles): two barriers (full, empty), then scale_b
 // of the tile's BN columns and scale_a of its 128 rows, filled by producer warp 1 one tile ahead.
 template <int BN>
 struct sm90_scale_slot {
@@ -149,7 +149,7 @@ typedef struct sm90_epi_rows {
   float sa0, sa1;    // scale_a of the fragment's rows m0 and m0 + 8
   int32_t zp0, zp1;  // their zero points (int8 per-tensor / per-token azp), else 1
 } sm90_epi_rows;
-// psa: the tile's scale_a slot (see sm90_args.prm) and lr0 the row's index in it, or psa = NULL.
+// psa: the tile's scale_a slot (see sm90_args.scale_slot) and lr0 the row's index in it, or psa = NULL.
 template <bool INT8>
 SM90_DEV sm90_epi_rows sm90_epi_load_rows(const sm90_args &a, int m0, const float *psa = nullptr, int lr0 = 0) {
   const int m1 = m0 + 8;

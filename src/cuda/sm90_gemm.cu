@@ -438,7 +438,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   a.split = pl.split;
   a.weights_constant = h->weights_constant && c->mcast != 2;
   a.tma_out = tma_out;
-  a.prm = !c->swap && !c->splitk;
+  a.scale_slot = !c->swap && !c->splitk;
   a.lean = (int)w8a8_knob_int(W8A8_KNOB_SM90_LEAN);
   a.split_quad = 1;
   a.tail_n = tail.n;
@@ -448,7 +448,7 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
   h->last.shift = a.shift_x;
   h->last.tail = tail.n * 1000 + tail.rows;
   // (an fp32 map serves the lean epilogue only: with the scale slot and without an int8 zero point)
-  const int lean32 = a.prm && a.lean && !(p->in_dtype == W8A8_DTYPE_INT8 && a.azp_mode != 0);
+  const int lean32 = a.scale_slot && a.lean && !(p->in_dtype == W8A8_DTYPE_INT8 && a.azp_mode != 0);
   h->last.tma_out = tma_out == 2 && !lean32 ? 0 : tma_out;
   a.group = SM90_GROUP;
   if (c->sk) {  // (prepare checked that the schedule's partial tiles fit)

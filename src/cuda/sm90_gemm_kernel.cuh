@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(SM90_THREADS, MINB)
   // The scale slot (Smem::SCALE_SLOT): slot_full completes when the slot holds the current tile's scales (32
   // arrivals, the lanes of producer warp 1), slot_empty when both consumer warpgroups are done with
   // them (256 arrivals, every consumer thread after its epilogue).
-  const bool use_slot = Smem::SCALE_SLOT && a.prm;
+  const bool use_slot = Smem::SCALE_SLOT && a.scale_slot;
   const uint32_t slot_full = empty0 + STAGES * 8, slot_empty = slot_full + 8;
   const float *slot_sb = (const float *)(smem + (slot_empty + 8 - smem0));
   const float *slot_sa = slot_sb + BN;

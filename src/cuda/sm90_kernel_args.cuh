@@ -66,9 +66,9 @@ typedef struct sm90_args {
   // Unswapped unsplit tiles: the epilogue reads scale_a / scale_b from a shared-memory slot that an
   // otherwise idle producer warp fills while the main loop runs (1, set for every such tile), or from
   // global memory (0).
-  int prm;
-  // With prm and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
-  // (0: the tests' w8a8_sm90_set_lean(0)). The swapped unsplit tiles: sm90_epi_swap_lean where it applies (1)
+  int scale_slot;
+  // With scale_slot and the staged epilogue, no zero point: sm90_epi_lean (1, default) or sm90_epi_staged
+  // (0: the tests' W8A8_DEV SM90_LEAN=0). The swapped unsplit tiles: sm90_epi_swap_lean where it applies (1)
   // or the general quad path (0).
   int lean;
   // Split-K reduction (swap-AB and 128 x 128 split-K tiles): 1 (default) in quads of four consecutive
