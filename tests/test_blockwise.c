@@ -328,8 +328,8 @@ W8A8_TEST(blockwise_bad_input) {
 
 static void *dev_copy(const void *src, size_t bytes) {
   void *d = NULL;
-  if (cudaMalloc(&d, bytes ? bytes : 1) != cudaSuccess) return NULL;
-  if (bytes) cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
+  if (cudaMalloc(&d, bytes) != cudaSuccess) return NULL;
+  cudaMemcpy(d, src, bytes, cudaMemcpyHostToDevice);
   return d;
 }
 
@@ -354,10 +354,8 @@ W8A8_TEST(blockwise_cuda_matches_cpu) {
     float *sx = malloc(sizeof(float) * (size_t)(M * KB)), *sw = malloc(sizeof(float) * (size_t)(NB * KB));
     float *gs = malloc(sizeof(float) * (size_t)(M * KB + NB * KB));
     void *dx = dev_copy(x, sizeof(float) * (size_t)(M * K)), *dw = dev_copy(w, sizeof(float) * (size_t)(N * K));
-    void *dxq = dev_copy(NULL, 0), *dwq = dev_copy(NULL, 0), *dsx = NULL, *dsw = NULL, *dout = NULL, *dbias = NULL;
-    cudaFree(dxq), cudaFree(dwq);
-    dxq = NULL, dwq = NULL;
-    REQUIRE(cudaMalloc(&dxq, (size_t)(M * K)) == cudaSuccess && cudaMalloc(&dwq, (size_t)(N * K)) == cudaSuccess &&
+    void *dxq = NULL, *dwq = NULL, *dsx = NULL, *dsw = NULL, *dout = NULL, *dbias = NULL;
+    REQUIRE(dx && dw && cudaMalloc(&dxq, (size_t)(M * K)) == cudaSuccess && cudaMalloc(&dwq, (size_t)(N * K)) == cudaSuccess &&
                 cudaMalloc(&dsx, sizeof(float) * (size_t)(M * KB)) == cudaSuccess &&
                 cudaMalloc(&dsw, sizeof(float) * (size_t)(NB * KB)) == cudaSuccess &&
                 cudaMalloc(&dout, es * (size_t)(M * N)) == cudaSuccess && cudaMalloc(&dbias, es * (size_t)N) == cudaSuccess,

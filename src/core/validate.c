@@ -192,11 +192,9 @@ w8a8_status w8a8_check_mm_kinds(const char *fn, const w8a8_matrix *a, const w8a8
   return W8A8_SUCCESS;
 }
 
-w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
-                                    const w8a8_matrix *b, const w8a8_vector *scale_a, const w8a8_vector *scale_b,
-                                    const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
-                                    w8a8_mm_problem *p) {
-  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+/* a [M,K], b [K,N], out [M,N] of a scaled_mm (plain or block-scaled): descriptors, dtypes, layouts, shapes. */
+static w8a8_status check_mm_operands(const char *fn, const w8a8_handle *h, const w8a8_matrix *a, const w8a8_matrix *b,
+                                     const w8a8_matrix *out) {
   W8A8_CHECK(check_matrix(fn, h, "a", a));
   W8A8_CHECK(check_matrix(fn, h, "b", b));
   W8A8_CHECK(check_matrix(fn, h, "out", out));
@@ -217,6 +215,47 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: M, N, K = %lld, %lld, %lld; each must be < 2^31", fn, LL(M),
                     LL(N), LL(K));
+  return W8A8_SUCCESS;
+}
+
+/* NULL, or N elements of out's dtype. */
+static w8a8_status check_bias(const char *fn, const w8a8_handle *h, const w8a8_vector *bias, const w8a8_matrix *out,
+                              int64_t N) {
+  if (!bias) return W8A8_SUCCESS;
+  if (bias->dtype != out->dtype)
+    return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->dtype is %s; it must match out->dtype (%s)", fn,
+                    dname(bias->dtype), dname(out->dtype));
+  W8A8_CHECK(check_vector(fn, h, "bias", bias, out->dtype, W8A8_ERROR_INVALID_BIAS));
+  if (bias->len != N)
+    return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->len is %lld; expected N = %lld", fn, LL(bias->len), LL(N));
+  return W8A8_SUCCESS;
+}
+
+/* The operands' part of a resolved scaled_mm problem (p zeroed first). */
+static void fill_mm_operands(w8a8_mm_problem *p, const w8a8_matrix *a, const w8a8_matrix *b, const w8a8_matrix *out,
+                             const w8a8_vector *bias) {
+  memset(p, 0, sizeof *p);
+  p->M = a->rows, p->N = b->cols, p->K = a->cols;
+  p->in_dtype = a->dtype;
+  p->out_dtype = out->dtype;
+  p->a = nonnull(a->data);
+  /* With K == 0 the matrices span no bytes, so any ld passed validation; backends still form
+   * row pointers (m * lda), which must not overflow: the stride of an empty row is 0. */
+  p->lda = p->K ? a->ld : 0;
+  p->b = nonnull(b->data);
+  p->ldb = p->K ? b->ld : 0;
+  p->out = (void *)nonnull(out->data);
+  p->ldo = out->ld;
+  p->bias = bias ? bias->data : NULL;
+}
+
+w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const w8a8_matrix *a,
+                                    const w8a8_matrix *b, const w8a8_vector *scale_a, const w8a8_vector *scale_b,
+                                    const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
+                                    w8a8_mm_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_mm_operands(fn, h, a, b, out));
+  const int64_t M = a->rows, N = b->cols;
 
   W8A8_CHECK(check_vector(fn, h, "scale_a", scale_a, W8A8_DTYPE_FP32, W8A8_ERROR_INVALID_SCALE));
   W8A8_CHECK(check_len_1_or(fn, "scale_a", scale_a, M, "per-token", "M", W8A8_ERROR_INVALID_SCALE));
@@ -225,14 +264,7 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
   if (scale_a->len == 0 && M > 0)
     return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: scale_a->len is 0; expected 1 or M = %lld", fn, LL(M));
 
-  if (bias) {
-    if (bias->dtype != out->dtype)
-      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->dtype is %s; it must match out->dtype (%s)", fn,
-                      dname(bias->dtype), dname(out->dtype));
-    W8A8_CHECK(check_vector(fn, h, "bias", bias, out->dtype, W8A8_ERROR_INVALID_BIAS));
-    if (bias->len != N)
-      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->len is %lld; expected N = %lld", fn, LL(bias->len), LL(N));
-  }
+  W8A8_CHECK(check_bias(fn, h, bias, out, N));
 
   w8a8_azp_mode azp_mode = W8A8_AZP_NONE;
   if (zp) {
@@ -265,25 +297,11 @@ w8a8_status w8a8_validate_scaled_mm(const char *fn, const w8a8_handle *h, const 
     ins[n++] = vec_span("zp->azp", &zp->azp, zp->azp.len);
   W8A8_CHECK(check_overlap(fn, mat_span("out", out), ins, n));
 
-  memset(p, 0, sizeof *p);
-  p->M = M;
-  p->N = N;
-  p->K = K;
-  p->in_dtype = a->dtype;
-  p->out_dtype = out->dtype;
-  p->a = nonnull(a->data);
-  /* With K == 0 the matrices span no bytes, so any ld passed validation; backends still form
-   * row pointers (m * lda), which must not overflow: the stride of an empty row is 0. */
-  p->lda = K ? a->ld : 0;
-  p->b = nonnull(b->data);
-  p->ldb = K ? b->ld : 0;
-  p->out = (void *)nonnull(out->data);
-  p->ldo = out->ld;
+  fill_mm_operands(p, a, b, out, bias);
   p->scale_a = (const float *)scale_a->data;
   p->scale_a_per_token = scale_a->len == M && M != 1;
   p->scale_b = (const float *)scale_b->data;
   p->scale_b_per_channel = scale_b->len == N && N != 1;
-  p->bias = bias ? bias->data : NULL;
   p->azp_mode = azp_mode;
   p->azp = (azp_mode == W8A8_AZP_PER_TENSOR || azp_mode == W8A8_AZP_PER_TOKEN) ? (const int32_t *)zp->azp.data : NULL;
   p->azp_adj = zp ? (const int32_t *)zp->azp_adj.data : NULL;
@@ -294,10 +312,10 @@ static bool is_static_scale_ok(float s) { return isfinite(s) && s > 0.0f; }
 
 /* The quantizers' checks. x_per_q = 1: w8a8_quantize (x and q are [M,K]); 2: w8a8_silu_mul_quantize
  * (x is [M,2K]: gate, then up; q is [M,K]). The problem is over q's [M,K] either way. */
-static w8a8_status validate_quant(const char *fn, const w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q,
-                                  int x_per_q, w8a8_quant_mode mode, const w8a8_vector *scale,
-                                  const w8a8_vector *azp, const float *scale_ub, w8a8_quant_problem *p) {
-  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+/* x and q of a quantizer: x [M, x_per_q * K] fp32 / bf16 / fp16 (x_per_q 2: the fused SiLU-mul's gate, then up),
+ * q [M, K] int8 or fp8_e4m3, both row-major. */
+static w8a8_status check_quant_operands(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
+                                        const w8a8_matrix *q, int x_per_q) {
   W8A8_CHECK(check_matrix(fn, h, "x", x));
   W8A8_CHECK(check_matrix(fn, h, "q", q));
   if (x->dtype != W8A8_DTYPE_FP32 && x->dtype != W8A8_DTYPE_BF16 && x->dtype != W8A8_DTYPE_FP16)
@@ -320,13 +338,21 @@ static w8a8_status validate_quant(const char *fn, const w8a8_handle *h, const w8
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; x is %lld x %lld, so q must be %lld x %lld", fn,
                     LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols), LL(x->rows), LL(x->cols / 2));
   }
+  if (x->rows > INT32_MAX || x->cols > INT32_MAX)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: x is %lld x %lld; each size must be < 2^31", fn, LL(x->rows),
+                    LL(x->cols));
+  return W8A8_SUCCESS;
+}
+
+static w8a8_status validate_quant(const char *fn, const w8a8_handle *h, const w8a8_matrix *x, const w8a8_matrix *q,
+                                  int x_per_q, w8a8_quant_mode mode, const w8a8_vector *scale,
+                                  const w8a8_vector *azp, const float *scale_ub, w8a8_quant_problem *p) {
+  if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
+  W8A8_CHECK(check_quant_operands(fn, h, x, q, x_per_q));
   if (mode != W8A8_QUANT_STATIC_PER_TENSOR && mode != W8A8_QUANT_DYNAMIC_PER_TENSOR &&
       mode != W8A8_QUANT_DYNAMIC_PER_TOKEN)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: mode is %d; expected a w8a8_quant_mode (0, 1 or 2)", fn, (int)mode);
   int64_t M = x->rows, K = q->cols;
-  if (M > INT32_MAX || x->cols > INT32_MAX)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: x is %lld x %lld; each size must be < 2^31", fn, LL(M),
-                    LL(x->cols));
 
   W8A8_CHECK(check_vector(fn, h, "scale", scale, W8A8_DTYPE_FP32, W8A8_ERROR_INVALID_SCALE));
   int64_t want = mode == W8A8_QUANT_DYNAMIC_PER_TOKEN ? M : 1;
@@ -443,35 +469,16 @@ w8a8_status w8a8_validate_scaled_mm_blockwise(const char *fn, const w8a8_handle 
                                               const w8a8_matrix *scale_b, const w8a8_vector *bias,
                                               const w8a8_matrix *out, w8a8_mm_problem *p) {
   if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
-  W8A8_CHECK(check_matrix(fn, h, "a", a));
-  W8A8_CHECK(check_matrix(fn, h, "b", b));
-  W8A8_CHECK(check_matrix(fn, h, "out", out));
-  W8A8_CHECK(w8a8_check_mm_kinds(fn, a, b, out));
-  if (a->dtype != W8A8_DTYPE_FP8_E4M3)
+  if (a && b && out && a->dtype == W8A8_DTYPE_INT8) /* (before the int8 K bound: not an int8 call at all) */
     return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a and b are %s; block scales are for fp8_e4m3 operands", fn,
                     dname(a->dtype));
+  W8A8_CHECK(check_mm_operands(fn, h, a, b, out));
   const int64_t M = a->rows, K = a->cols, N = b->cols;
-  if (b->rows != K)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: a is %lld x %lld (M x K) but b is %lld x %lld; b->rows must be K = %lld",
-                    fn, LL(M), LL(K), LL(b->rows), LL(N), LL(K));
-  if (out->rows != M || out->cols != N)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: out is %lld x %lld; expected M x N = %lld x %lld", fn,
-                    LL(out->rows), LL(out->cols), LL(M), LL(N));
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: M, N, K = %lld, %lld, %lld; each must be < 2^31", fn, LL(M),
-                    LL(N), LL(K));
   const int64_t KB = blocks_of(K), NB = blocks_of(N);
   int64_t sa_rs, sa_cs, sb_rs, sb_cs;
   W8A8_CHECK(check_scale_matrix(fn, h, "scale_a", scale_a, M, KB, "[M, ceil(K/128)]", &sa_rs, &sa_cs));
   W8A8_CHECK(check_scale_matrix(fn, h, "scale_b", scale_b, NB, KB, "[ceil(N/128), ceil(K/128)]", &sb_rs, &sb_cs));
-  if (bias) {
-    if (bias->dtype != out->dtype)
-      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->dtype is %s; it must match out->dtype (%s)", fn,
-                      dname(bias->dtype), dname(out->dtype));
-    W8A8_CHECK(check_vector(fn, h, "bias", bias, out->dtype, W8A8_ERROR_INVALID_BIAS));
-    if (bias->len != N)
-      return w8a8_err(W8A8_ERROR_INVALID_BIAS, "%s: bias->len is %lld; expected N = %lld", fn, LL(bias->len), LL(N));
-  }
+  W8A8_CHECK(check_bias(fn, h, bias, out, N));
   span ins[5];
   int n = 0;
   ins[n++] = mat_span("a", a);
@@ -481,19 +488,9 @@ w8a8_status w8a8_validate_scaled_mm_blockwise(const char *fn, const w8a8_handle 
   if (bias) ins[n++] = vec_span("bias", bias, bias->len);
   W8A8_CHECK(check_overlap(fn, mat_span("out", out), ins, n));
 
-  memset(p, 0, sizeof *p);
-  p->M = M, p->N = N, p->K = K;
-  p->in_dtype = a->dtype;
-  p->out_dtype = out->dtype;
-  p->a = nonnull(a->data);
-  p->lda = K ? a->ld : 0;
-  p->b = nonnull(b->data);
-  p->ldb = K ? b->ld : 0;
-  p->out = (void *)nonnull(out->data);
-  p->ldo = out->ld;
+  fill_mm_operands(p, a, b, out, bias);
   p->scale_a = (const float *)nonnull(scale_a->data);
   p->scale_b = (const float *)nonnull(scale_b->data);
-  p->bias = bias ? bias->data : NULL;
   p->block_scaled = true;
   p->sa_rs = sa_rs, p->sa_cs = sa_cs, p->sb_rs = sb_rs, p->sb_cs = sb_cs;
   return W8A8_SUCCESS;
@@ -503,30 +500,14 @@ w8a8_status w8a8_validate_quantize_groups(const char *fn, const w8a8_handle *h, 
                                           const w8a8_matrix *q, const w8a8_matrix *scale, unsigned flags, int groups,
                                           int x_per_q, w8a8_quant_problem *p) {
   if (!p) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no problem struct", fn);
-  W8A8_CHECK(check_matrix(fn, h, "x", x));
-  W8A8_CHECK(check_matrix(fn, h, "q", q));
-  if (x->dtype != W8A8_DTYPE_FP32 && x->dtype != W8A8_DTYPE_BF16 && x->dtype != W8A8_DTYPE_FP16)
-    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: x->dtype is %s; expected fp32, bf16 or fp16", fn, dname(x->dtype));
+  W8A8_CHECK(check_quant_operands(fn, h, x, q, x_per_q));
   if (q->dtype != W8A8_DTYPE_FP8_E4M3)
     return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: q->dtype is %s; group and block scales are for fp8_e4m3", fn,
                     dname(q->dtype));
-  if (x->layout != W8A8_ROW_MAJOR || q->layout != W8A8_ROW_MAJOR)
-    return w8a8_err(W8A8_ERROR_INVALID_LAYOUT, "%s: %s must be row-major", fn, x->layout != W8A8_ROW_MAJOR ? "x" : "q");
-  if (x_per_q == 2 && x->cols % 2)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
-                    "%s: x is %lld x %lld; x->cols must be even (gate = the first half of the columns, up = the "
-                    "second half)",
-                    fn, LL(x->rows), LL(x->cols));
-  if (q->rows != x->rows || q->cols != x->cols / x_per_q)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: q is %lld x %lld; x is %lld x %lld, so q must be %lld x %lld", fn,
-                    LL(q->rows), LL(q->cols), LL(x->rows), LL(x->cols), LL(x->rows), LL(x->cols / x_per_q));
   if (flags & ~W8A8_SCALE_UE8M0)
     return w8a8_err(W8A8_ERROR_INVALID_VALUE, "%s: flags is 0x%x; expected 0 or W8A8_SCALE_UE8M0 (0x%x)", fn, flags,
                     W8A8_SCALE_UE8M0);
   const int64_t M = q->rows, K = q->cols;
-  if (M > INT32_MAX || x->cols > INT32_MAX)
-    return w8a8_err(W8A8_ERROR_INVALID_SHAPE, "%s: x is %lld x %lld; each size must be < 2^31", fn, LL(x->rows),
-                    LL(x->cols));
   const int block = groups == W8A8_GROUPS_BLOCK;
   int64_t rs, cs;
   W8A8_CHECK(check_scale_matrix(fn, h, "scale", scale, block ? blocks_of(M) : M, blocks_of(K),

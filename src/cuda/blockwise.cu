@@ -134,19 +134,6 @@ __global__ void __launch_bounds__(128) bw_quant_kernel(const bwq_args p) {
   if (threadIdx.x == 0) p.scale[(int64_t)rb * p.s_rs + (int64_t)kb * p.s_cs] = s;
 }
 
-struct dev_guard {
-  int prev;
-};
-w8a8_status bw_enter(const char *fn, const w8a8_handle *h, dev_guard *g) {
-  g->prev = -1;
-  cudaError_t e = cudaGetDevice(&g->prev);
-  if (e == cudaSuccess && g->prev != h->device_index) e = cudaSetDevice(h->device_index);
-  return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error(fn, "cudaSetDevice", e);
-}
-void bw_leave(const dev_guard *g, const w8a8_handle *h) {
-  if (g->prev >= 0 && g->prev != h->device_index) cudaSetDevice(g->prev);
-}
-
 }  // namespace
 
 extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p) {
@@ -163,11 +150,11 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm_blockwise(w8a8_handle *h,
   if (grid.y > 65535u)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: M = %lld is more than this kernel's %d rows", fn,
                     (long long)p->M, 65535 * BW_TILE);
-  dev_guard g;
-  W8A8_CHECK(bw_enter(fn, h, &g));
+  w8a8_cuda_guard g;
+  W8A8_CHECK(w8a8_cuda_guard_enter(fn, h, &g));
   bw_gemm_kernel<<<grid, BW_THREADS, 0, (cudaStream_t)h->stream>>>(a);
   const cudaError_t e = cudaGetLastError();
-  bw_leave(&g, h);
+  w8a8_cuda_guard_exit(&g);
   if (e != cudaSuccess) return w8a8_cuda_error(fn, "kernel launch", e);
   w8a8_note_launch(h, "cuda-blockwise", "", 1, p->M, p->N, p->K);
   return W8A8_SUCCESS;
@@ -186,10 +173,10 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, con
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: %lld rows of groups are more than this kernel's 65535", fn,
                     (long long)rows);
   const dim3 grid((unsigned)((p->K + W8A8_BLOCK - 1) / W8A8_BLOCK), (unsigned)rows);
-  dev_guard g;
-  W8A8_CHECK(bw_enter(fn, h, &g));
+  w8a8_cuda_guard g;
+  W8A8_CHECK(w8a8_cuda_guard_enter(fn, h, &g));
   bw_quant_kernel<<<grid, 128, 0, (cudaStream_t)h->stream>>>(a);
   const cudaError_t e = cudaGetLastError();
-  bw_leave(&g, h);
+  w8a8_cuda_guard_exit(&g);
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error(fn, "kernel launch", e);
 }

@@ -27,6 +27,14 @@ typedef struct w8a8_cuda_state {
 } w8a8_cuda_state;
 
 W8A8_HIDDEN w8a8_status w8a8_cuda_error(const char *fn, const char *what, cudaError_t e);
+/* The handle's device made current for the duration of a call, the caller's restored after; entering also drops
+ * a stale non-sticky error of the caller's, so a launch check reports only the call's own launches. */
+typedef struct w8a8_cuda_guard {
+  int prev;
+  int changed;
+} w8a8_cuda_guard;
+W8A8_HIDDEN w8a8_status w8a8_cuda_guard_enter(const char *fn, const w8a8_handle *h, w8a8_cuda_guard *g);
+W8A8_HIDDEN void w8a8_cuda_guard_exit(const w8a8_cuda_guard *g);
 /* A CUDA driver function by name, through the runtime's entry points (no link-time libcuda),
  * looked up once into *cache (racing first calls store the same pointer); NULL if unavailable. */
 W8A8_HIDDEN void *w8a8_cuda_driver_proc(const char *name, void **cache);

@@ -6,13 +6,7 @@
 
 #include "cuda_backend.h"
 
-/* Make the handle's device current for the duration of a call; restore the caller's. */
-typedef struct device_guard {
-  int prev;
-  int changed;
-} device_guard;
-
-static w8a8_status guard_enter(const char *fn, const w8a8_handle *h, device_guard *g) {
+w8a8_status w8a8_cuda_guard_enter(const char *fn, const w8a8_handle *h, w8a8_cuda_guard *g) {
   g->changed = 0;
   cudaError_t e = cudaGetDevice(&g->prev);
   if (e != cudaSuccess) return w8a8_cuda_error(fn, "cudaGetDevice", e);
@@ -27,13 +21,13 @@ static w8a8_status guard_enter(const char *fn, const w8a8_handle *h, device_guar
   return W8A8_SUCCESS;
 }
 
-static void guard_exit(const device_guard *g) {
+void w8a8_cuda_guard_exit(const w8a8_cuda_guard *g) {
   if (g->changed) cudaSetDevice(g->prev);
 }
 
 w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
-  device_guard g;
-  W8A8_CHECK(guard_enter("w8a8_create", h, &g));
+  w8a8_cuda_guard g;
+  W8A8_CHECK(w8a8_cuda_guard_enter("w8a8_create", h, &g));
   /* The portable GEMM's split-K partial sums (small M, few tiles): 16 MB holds about 16 splits of a
    * problem whose small tiles do not fill the GPU (the launcher lowers the split count to fit). Calls of
    * one handle share it, so they run in stream order (the header: one thread, one stream at a time per
@@ -47,7 +41,7 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   cudaError_t e = cudaMalloc(&st->ws, bytes + lock_bytes + amax_bytes);
   if (e != cudaSuccess) {
     st->ws = NULL;
-    guard_exit(&g);
+    w8a8_cuda_guard_exit(&g);
     cudaGetLastError();
     return w8a8_err(W8A8_ERROR_OUT_OF_MEMORY, "w8a8_create: could not allocate %zu bytes of GPU workspace on device %d",
                     bytes + lock_bytes + amax_bytes, h->device_index);
@@ -63,7 +57,7 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   if (e != cudaSuccess) {
     cudaFree(st->ws);
     st->ws = NULL;
-    guard_exit(&g);
+    w8a8_cuda_guard_exit(&g);
     cudaGetLastError();
     return w8a8_cuda_error("w8a8_create", "cudaMemset of the stream-K locks", e);
   }
@@ -71,7 +65,7 @@ w8a8_status w8a8_cuda_state_init(w8a8_handle *h, w8a8_cuda_state *st) {
   st->sk_locks = (unsigned int *)((char *)st->ws + bytes);
   st->amax = (float *)((char *)st->ws + bytes + lock_bytes);
   w8a8_status s = w8a8_cuda_gemm_setup(st->cc, &st->code_cc);
-  guard_exit(&g);
+  w8a8_cuda_guard_exit(&g);
   return s;
 }
 
@@ -162,10 +156,10 @@ w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *
   const w8a8_cuda_target t = w8a8_cuda_target_of(h->cuda);
   const w8a8_cuda_route r = w8a8_cuda_route_mm(&t, p, h->kernel);
   if (r.path == W8A8_PATH_REFUSED) return refusal(fn, h, &r);
-  device_guard g;
-  W8A8_CHECK(guard_enter(fn, h, &g));
+  w8a8_cuda_guard g;
+  W8A8_CHECK(w8a8_cuda_guard_enter(fn, h, &g));
   w8a8_status s = w8a8_sm90_check(h, p);
-  guard_exit(&g);
+  w8a8_cuda_guard_exit(&g);
   return s;
 }
 
@@ -175,8 +169,8 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   const w8a8_cuda_target t = w8a8_cuda_target_of(st);
   const w8a8_cuda_route r = w8a8_cuda_route_mm(&t, p, h->kernel);
   if (r.path == W8A8_PATH_REFUSED) return refusal(fn, h, &r);
-  device_guard g;
-  W8A8_CHECK(guard_enter(fn, h, &g));
+  w8a8_cuda_guard g;
+  W8A8_CHECK(w8a8_cuda_guard_enter(fn, h, &g));
   const cudaStream_t stream = (cudaStream_t)h->stream;
   const int sms = st->prop.multiProcessorCount;
   w8a8_cuda_path path = r.path;
@@ -184,7 +178,7 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
   if (path == W8A8_PATH_SM90) {
     s = w8a8_sm90_scaled_mm(h, p);
     if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || r.fallback == W8A8_PATH_REFUSED || p->ready) {
-      guard_exit(&g);
+      w8a8_cuda_guard_exit(&g);
       return s;
     }
     w8a8_clear_error(); /* the fast path declined this input: not the caller's error */
@@ -200,7 +194,7 @@ w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
     s = w8a8_cuda_launch_gemm(p, stream, sms, st->ws, st->ws_bytes);
   }
   if (s == W8A8_SUCCESS) w8a8_note_launch(h, w8a8_cuda_path_name(path), "", 1, p->M, p->N, p->K);
-  guard_exit(&g);
+  w8a8_cuda_guard_exit(&g);
   return s;
 }
 
@@ -208,18 +202,18 @@ w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
   static const char fn[] = "w8a8_quantize";
   const w8a8_cuda_state *st = h->cuda;
   if (p->out_dtype == W8A8_DTYPE_FP8_E4M3) W8A8_CHECK(w8a8_cuda_need_fp8(fn, h));
-  device_guard g;
-  W8A8_CHECK(guard_enter(fn, h, &g));
+  w8a8_cuda_guard g;
+  W8A8_CHECK(w8a8_cuda_guard_enter(fn, h, &g));
   w8a8_status s = w8a8_cuda_launch_quantize(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount, st->amax);
-  guard_exit(&g);
+  w8a8_cuda_guard_exit(&g);
   return s;
 }
 
 w8a8_status w8a8_cuda_colsum(w8a8_handle *h, const w8a8_colsum_problem *p) {
   const w8a8_cuda_state *st = h->cuda;
-  device_guard g;
-  W8A8_CHECK(guard_enter("w8a8_colsum", h, &g));
+  w8a8_cuda_guard g;
+  W8A8_CHECK(w8a8_cuda_guard_enter("w8a8_colsum", h, &g));
   w8a8_status s = w8a8_cuda_launch_colsum(p, (cudaStream_t)h->stream, st->prop.multiProcessorCount);
-  guard_exit(&g);
+  w8a8_cuda_guard_exit(&g);
   return s;
 }
