@@ -492,8 +492,10 @@ W8A8_API w8a8_status w8a8_silu_mul_quantize(w8a8_handle *handle, const w8a8_matr
  * The CPU reference sums each block in k order; other kernels may sum a block's products in another order
  * (fp8's usual latitude: the tests hold |out - ref| <= 2e-3 * sum_kb |sa sb| sum_k |a b| + the output's
  * rounding). M == 0 or N == 0 writes nothing; K == 0 writes the bias (or zeros).
- * Backends: the CPU, and CUDA handles on any GPU through a portable kernel that sums each block in k order
- * as the CPU does, so both give the same bits (a Hopper kernel for this mode is to come).
+ * Backends: the CPU; CUDA handles on sm_90a through the Hopper kernel (tensor cores sum each block; needs 16-byte
+ * aligned a and b with lda, ldb % 16 == 0, else, under W8A8_KERNEL_AUTO, the portable kernel), and on any GPU (or
+ * with W8A8_KERNEL_GENERIC) through a portable kernel that sums each block in k order as the CPU does: the same
+ * bits as the CPU.
  * @return W8A8_ERROR_INVALID_DTYPE for int8 operands (block scales are fp8's); W8A8_ERROR_INVALID_SCALE for a
  *         scale matrix of another shape or dtype; otherwise as w8a8_scaled_mm.
  */

@@ -114,8 +114,8 @@ def silu_mul_quantize_int8(x, scale=None, azp=None, symmetric=True, use_per_toke
 
 def scaled_mm_blockwise(a, b, scale_a, scale_b, out_dtype=None, bias=None, out=None):
     """Block-scaled fp8 (DeepSeek-V3 style): scale_a [M, ceil(K/128)] per token per 128 channels, scale_b
-    [ceil(N/128), ceil(K/128)] per 128 x 128 weight block, either layout. CPU arrays (the library's CUDA
-    kernels for this mode are not built yet)."""
+    [ceil(N/128), ceil(K/128)] per 128 x 128 weight block, either layout. NumPy arrays, or torch tensors on
+    the CPU or a GPU (the Hopper kernel on sm_90a, a portable CUDA kernel on other GPUs)."""
     return _front(a).scaled_mm_blockwise(a, b, scale_a, scale_b, "bf16" if out_dtype is None else out_dtype, bias,
                                          out)
 

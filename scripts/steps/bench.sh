@@ -5,6 +5,8 @@
 #            (TORCH_M, TORCH_SUITES, TORCH_BUDGET_S = 220)               -> gemm-torch-$GPU.{md,jsonl}
 #   quant    w8a8 demo (the main job: a layer's quantizers and GEMMs vs bf16) at DEMO_M tokens
 #                                                                         -> demo-$GPU.txt
+#   blockwise bench/blockwise_compare.py: block-scaled fp8 (DeepSeek-V3 shapes) next to torch and DeepGEMM
+#            (BW_M, BW_SHAPES, BW_BUDGET_S = 200)                       -> blockwise-$GPU.{md,jsonl}
 #   cublaslt w8a8 bench (our kernels next to cuBLASLt int8 / fp8)         -> gemm-cublaslt-$GPU.jsonl
 #   tp       w8a8 tp-bench --local W for W = 2 and NGPU (fused vs unfused) -> tp-bench-$GPU.jsonl
 #   stack    w8a8 tp-stack --local W (a Llama-3.1-70B FP8 layer stack)    -> tp-stack-$GPU.jsonl
@@ -24,6 +26,17 @@ for b in ${BENCH:-torch quant}; do
         cat "$OUT/gemm-torch-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/gemm-torch-$GPU.md"
     fi
     echo "torch: exit $rc"; grep -iE 'geomean' "$OUT/gemm-torch-$GPU.md" 2>/dev/null | head -n 12
+    ;;
+  blockwise)
+    bb=${BW_BUDGET_S:-200}
+    cmd="python3 bench/blockwise_compare.py --budget-s $bb ${BW_M:+--m $BW_M} ${BW_SHAPES:+--shapes $BW_SHAPES}"
+    timeout -k 5 "$(cap $((bb + 90)))" $cmd -o "$OUT/blockwise-$GPU" >"$L/bench-blockwise.txt" 2>&1
+    rc=$?
+    if [ -f "$OUT/blockwise-$GPU.md" ]; then
+      { header "Block-scaled fp8 against torch and DeepGEMM, same process (bench/blockwise_compare.py)" "$cmd"; echo;
+        cat "$OUT/blockwise-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/blockwise-$GPU.md"
+    fi
+    echo "blockwise: exit $rc"; grep -iE 'geomean' "$OUT/blockwise-$GPU.md" 2>/dev/null | head -n 4
     ;;
   quant)
     header "The main job: a layer's quantizers and GEMMs against bf16 (w8a8 demo)" \

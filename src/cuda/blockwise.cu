@@ -4,7 +4,7 @@
 // thread that sums its block's products in k order gets the CPU reference's block sums bit for bit, and the
 // promotion acc = fmaf(sa * sb, block, acc) in block order is the reference's too: the tests ask for equal bits.
 // Tiles of 64 x 64 outputs, 256 threads of 4 x 4 outputs, K staged through shared memory 32 columns at a time
-// (decoded to fp32 once per element). The Hopper kernel's block-scaled main loop is the fast path to come.
+// (decoded to fp32 once per element). On sm_90a the Hopper kernel (sm90_blockwise.cu) runs instead where it takes p.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -136,8 +136,22 @@ __global__ void __launch_bounds__(128) bw_quant_kernel(const bwq_args p) {
 
 }  // namespace
 
+// The Hopper kernel where the handle's dispatch picks sm_90a (sm90_blockwise.cu), else, or where it declines p
+// under W8A8_KERNEL_AUTO, the portable kernel.
 extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p) {
   static const char fn[] = "w8a8_scaled_mm_blockwise";
+  const w8a8_cuda_target t = w8a8_cuda_target_of((const w8a8_cuda_state *)h->cuda);
+  if (h->kernel == W8A8_KERNEL_SM90 && w8a8_cuda_dispatch_cc(&t) != 90)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the handle forces the sm_90a kernel; this GPU runs as %d.%d",
+                    fn, w8a8_cuda_dispatch_cc(&t) / 10, w8a8_cuda_dispatch_cc(&t) % 10);
+  if (w8a8_cuda_sm90_first(&t, h->kernel)) {
+    w8a8_cuda_guard g;
+    W8A8_CHECK(w8a8_cuda_guard_enter(fn, h, &g));
+    const w8a8_status s = w8a8_sm90_scaled_mm_blockwise(h, p);
+    w8a8_cuda_guard_exit(&g);
+    if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_SM90) return s;
+    w8a8_clear_error(); /* the fast path declined this input: not the caller's error */
+  }
   bw_args a;
   a.a = (const uint8_t *)p->a, a.b = (const uint8_t *)p->b;
   a.lda = p->lda, a.ldb = p->ldb;

@@ -57,6 +57,11 @@ W8A8_HIDDEN int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_proble
  * every valid problem. Nothing launched. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *p);
 
+/* The block-scaled sm_90a kernel (sm90_blockwise.cu): UNSUPPORTED_DEVICE (nothing written) where it cannot take p. */
+W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p);
+/* A TMA map of a K-major 8-bit operand [rows, K] (row stride ld bytes) in boxes of 128 x box_rows with the 128-byte
+ * swizzle, into map (a CUtensorMap): 0, or -1 where the driver refuses it (sm90_gemm.cu). */
+W8A8_HIDDEN int w8a8_sm90_tmap_k128(void *map, const void *base, int64_t rows, int64_t K, int64_t ld, int box_rows);
 /* Whether the library holds the sm_90a kernels (gemm_mma.cu: W8A8_HAVE_SM90A, an nvcc flag). */
 W8A8_HIDDEN int w8a8_cuda_have_sm90a(void);
 /* What the library can run on the handle's GPU (dispatch_rule.h), and the capability its kernels are chosen for. */

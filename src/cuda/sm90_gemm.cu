@@ -97,6 +97,13 @@ __attribute__((unused)) static CUresult make_tmap(CUtensorMap *m, const void *ba
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+// make_tmap for the other sm_90a kernels (sm90_blockwise.cu): 0, or -1 where the driver refuses (or lacks) it.
+extern "C" W8A8_HIDDEN int w8a8_sm90_tmap_k128(void *map, const void *base, int64_t rows, int64_t K, int64_t ld,
+                                               int box_rows) {
+  if (!get_encode_tiled()) return -1;
+  return make_tmap((CUtensorMap *)map, base, rows, K, ld, box_rows) == CUDA_SUCCESS ? 0 : -1;
+}
+
 // The fold's map (sm90_tail_fold; rows in 65..127): two blocks of 64 rows of A, the first at row 0, the
 // second at row rows - 64 (they overlap where rows < 128), as dimension 2 of a 3-D map, so that one box of
 // 128 x 64 x 2 bytes lands in a stage exactly as a 128-row box would (the same 128-byte swizzle rows).

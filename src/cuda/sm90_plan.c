@@ -788,3 +788,31 @@ int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc) {
   return mode == GEMV_ON ||
          (cc == 90 && p->M == 1 && (p->in_dtype == W8A8_DTYPE_INT8 || (fp8_rule && p->N <= 4096)));
 }
+
+/* ---- the block-scaled kernel's plan (sm90_blockwise.cu) --------------------------------------------------------- */
+
+#define BW_MAX_SPLIT 8     /* CTAs per cluster (the portable cluster size) */
+#define BW_SPLIT_COST 2    /* a split tile's reduction, in K-blocks of one CTA's main loop */
+sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms) {
+  sm90_bw_plan pl;
+  pl.swap = M <= 64;
+  pl.bn = !pl.swap ? 128 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+  const int64_t tiles = ((M + (pl.swap ? pl.bn : SM90_BM) - 1) / (pl.swap ? pl.bn : SM90_BM)) * ((N + 127) / 128);
+  const int64_t kb = (K + SM90_BK - 1) / SM90_BK;
+  if (num_sms < 1) num_sms = 1;
+  pl.split = 1;
+  pl.tiles = tiles > INT32_MAX ? INT32_MAX : (int)tiles;
+  int64_t best = ((tiles + num_sms - 1) / num_sms) * kb;
+  for (int s = 2; s <= BW_MAX_SPLIT && s <= kb; s++) {
+    /* clusters resident at once: the SMs over s, 10% less for clusters of more than 2 (GPC granularity) */
+    int64_t at_once = num_sms / s;
+    if (s > 2) at_once = at_once * 9 / 10;
+    if (at_once < 1) break;
+    const int64_t cost = ((tiles + at_once - 1) / at_once) * ((kb + s - 1) / s + BW_SPLIT_COST);
+    if (cost < best && tiles * s <= INT32_MAX / 2) {
+      best = cost;
+      pl.split = s;
+    }
+  }
+  return pl;
+}

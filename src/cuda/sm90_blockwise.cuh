@@ -1,0 +1,283 @@
+// sm90_blockwise.cuh — block-scaled fp8 on sm_90a (w8a8_scaled_mm_blockwise): the kernel, in the main GEMM kernel's
+// shape (a producer warpgroup issuing TMA loads into a ring of stages, two consumer warpgroups of 64 rows each
+// running wgmma), with the block scales applied where fp8's promotion already adds each K-block: every 128-deep
+// block is summed by the tensor core from zero into a temporary, then acc = fmaf(sa * sb, block, acc), the CPU
+// reference's promotion in the same block order (the block's own sum is the tensor core's).
+//
+//   normal  X = A (128 tokens), Y = B (BN = 128 weights: one weight block, one sb per K-block); each consumer
+//           thread holds 2 token rows, so 2 sa per K-block
+//   SWAP    X = B (128 weights: one block), Y = A (BN = 16, 32 or 64 tokens); BN / 4 token columns per thread
+// The scales of block kb are loaded into registers when its wgmmas are issued and used a block later, when they
+// retire, so their L2 latency hides under the other temporary's wgmmas.
+//
+// Work split: persistent CTAs over the tiles (split = 1), or clusters of `split` CTAs, one per tile, each summing a
+// K range (split > 1); the partial tiles meet in distributed shared memory and are added in rank order.
+#pragma once
+#include "sm90_mainloop.cuh"
+
+typedef struct sm90_bw_args {
+  int M, N, K, kblocks;
+  int tiles_x, tiles_y;  // X tiles of SM90_BM rows, Y tiles of BN rows
+  int split;             // CTAs per cluster (a K range each); 1: persistent CTAs over whole tiles
+  void *out;
+  long long ldo;
+  int out_kind;          // W8A8_DTYPE_BF16 / FP16 / FP32
+  int pair_store;        // out and ldo allow one store of two neighbouring elements
+  const float *sa, *sb;  // [M, kblocks] and [ceil(N / 128), kblocks], strides below (elements)
+  long long sa_rs, sa_cs, sb_rs, sb_cs;
+  const void *bias;      // NULL or N elements of out_kind
+} sm90_bw_args;
+
+// Tile t -> (tx, ty) in groups of SM90_GROUP X tiles walking Y (the CTAs running at once share a few X tiles and a
+// band of Y tiles in L2), as the main kernel's order.
+SM90_DEV void sm90_bw_tile(const sm90_bw_args &a, int t, int &tx, int &ty) {
+  const int per_group = SM90_GROUP * a.tiles_y;
+  const int g = t / per_group, first = g * SM90_GROUP, local = t - g * per_group;
+  const int gsize = min(a.tiles_x - first, SM90_GROUP);
+  tx = first + local % gsize;
+  ty = local / gsize;
+}
+
+// One block's scales for a consumer thread: NA token scales and the weight block's scale.
+template <bool SWAP, int BN>
+struct sm90_bw_scales {
+  static constexpr int NA = SWAP ? BN / 4 : 2;
+  float sa[NA];
+  float sb;
+};
+
+// The thread's token rows (normal: rows r and r + 8 of the warp's 16; swapped: the columns 8 j + 2 (lane % 4) + e),
+// clamped to M - 1 (a row past the last token feeds only outputs that are never stored), as offsets into sa.
+template <bool SWAP, int BN>
+SM90_DEV void sm90_bw_token_offsets(const sm90_bw_args &a, int tx, int ty, int cw, int tid, long long (&off)[sm90_bw_scales<SWAP, BN>::NA]) {
+  const int warp = tid / 32, lane = tid % 32;
+  if constexpr (!SWAP) {
+    const int m = tx * SM90_BM + cw * 64 + warp * 16 + lane / 4;
+    off[0] = (long long)min(m, a.M - 1) * a.sa_rs;
+    off[1] = (long long)min(m + 8, a.M - 1) * a.sa_rs;
+  } else {
+#pragma unroll
+    for (int q = 0; q < BN / 4; q++) {
+      const int m = ty * BN + (q / 2) * 8 + (lane % 4) * 2 + q % 2;
+      off[q] = (long long)min(m, a.M - 1) * a.sa_rs;
+    }
+  }
+}
+
+template <bool SWAP, int BN>
+SM90_DEV void sm90_bw_load_scales(const sm90_bw_args &a, const long long (&off)[sm90_bw_scales<SWAP, BN>::NA],
+                                  const float *sb_row, int kb, sm90_bw_scales<SWAP, BN> &s) {
+  const long long ka = (long long)kb * a.sa_cs;
+#pragma unroll
+  for (int q = 0; q < sm90_bw_scales<SWAP, BN>::NA; q++) s.sa[q] = __ldg(a.sa + off[q] + ka);
+  s.sb = __ldg(sb_row + (long long)kb * a.sb_cs);
+}
+
+// The block in t has completed (the caller waited): release its stage, then acc = fmaf(sa * sb, t, acc). Element i
+// of a wgmma fragment: column group i / 4, row (i / 2) % 2 (+ 8), column 2 (lane % 4) + i % 2.
+template <bool SWAP, int BN>
+SM90_DEV void sm90_bw_retire(float (&t)[BN / 2], float (&acc)[BN / 2], const sm90_bw_scales<SWAP, BN> &s,
+                             uint32_t empty, int tid) {
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++) sm90_fence_reg(t[i]);
+  if (tid == 0) sm90_release<1>(empty);
+  constexpr int NA = sm90_bw_scales<SWAP, BN>::NA;
+  float f[NA];
+#pragma unroll
+  for (int q = 0; q < NA; q++) f[q] = s.sa[q] * s.sb;
+#pragma unroll
+  for (int i = 0; i < BN / 2; i++) acc[i] = fmaf(f[SWAP ? (i / 4) * 2 + i % 2 : (i / 2) % 2], t[i], acc[i]);
+}
+
+// Output element (m, n) = v (+ bias[n]), rounded once; with `pair`, (m, n + 1) = w too, in one store where allowed.
+SM90_DEV void sm90_bw_store(const sm90_bw_args &a, int m, int n, float v, float w, bool pair) {
+  if (m >= a.M || n >= a.N) return;
+  pair = pair && n + 1 < a.N;
+  if (a.bias) {
+    v += w8a8d_load_float(a.out_kind, a.bias, n);
+    if (pair) w += w8a8d_load_float(a.out_kind, a.bias, n + 1);
+  }
+  const long long o = (long long)m * a.ldo + n;
+  if (pair && a.pair_store) {
+    if (a.out_kind == W8A8_DTYPE_FP32) {
+      *(float2 *)((float *)a.out + o) = make_float2(v, w);
+    } else {
+      const uint32_t lo = a.out_kind == W8A8_DTYPE_BF16 ? w8a8d_f32_to_bf16(v) : w8a8d_f32_to_f16(v);
+      const uint32_t hi = a.out_kind == W8A8_DTYPE_BF16 ? w8a8d_f32_to_bf16(w) : w8a8d_f32_to_f16(w);
+      *(uint32_t *)((uint16_t *)a.out + o) = lo | hi << 16;
+    }
+    return;
+  }
+  w8a8d_store_float(a.out_kind, a.out, o, v);
+  if (pair) w8a8d_store_float(a.out_kind, a.out, o + 1, w);
+}
+
+// The thread's fragment to out; normal tiles store column pairs.
+template <bool SWAP, int BN>
+SM90_DEV void sm90_bw_epilogue(const sm90_bw_args &a, const float (&v)[BN / 2], int tx, int ty, int cw, int tid) {
+  const int warp = tid / 32, lane = tid % 32;
+  const int x0 = tx * SM90_BM + cw * 64 + warp * 16 + lane / 4;  // fragment row 0 in X
+  const int y0 = ty * BN + (lane % 4) * 2;                        // fragment column 0 in Y
+#pragma unroll
+  for (int i = 0; i < BN / 2; i += 2) {
+    const int x = x0 + 8 * ((i / 2) % 2), y = y0 + (i / 4) * 8;
+    if constexpr (SWAP) {
+      sm90_bw_store(a, y, x, v[i], 0.0f, false);
+      sm90_bw_store(a, y + 1, x, v[i + 1], 0.0f, false);
+    } else {
+      sm90_bw_store(a, x, y, v[i], v[i + 1], true);
+    }
+  }
+}
+
+// The ring of the blockwise kernel: STAGES stages of X (SM90_BM rows) then Y (BN rows), 128-byte rows in TMA's
+// 128-byte swizzle; then the full and empty barriers. The split-K partial tiles reuse the ring once it is drained.
+template <int BN, int STAGES>
+struct sm90_bw_smem {
+  typedef sm90_ring<BN, STAGES> Ring;
+  static const int BYTES = STAGES * Ring::STAGE_BYTES + Ring::BAR_BYTES + 1024;
+  static_assert(BYTES <= 232448, "sm_90 allows 227 KB of shared memory per CTA");
+  static_assert(2 * SM90_THREADS / 3 * (BN / 2) * 4 <= STAGES * Ring::STAGE_BYTES, "the partial tile fits the ring");
+};
+
+template <int BN, bool SWAP, int STAGES>
+__global__ void __launch_bounds__(SM90_THREADS, 1)
+    sm90_bw_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_y,
+                   const sm90_bw_args a) {
+#if SM90_ENABLED
+  typedef sm90_ring<BN, STAGES> Ring;
+  typedef sm90_bw_scales<SWAP, BN> Scales;
+  constexpr int NACC = BN / 2;
+  static_assert(SWAP ? (BN == 16 || BN == 32 || BN == 64) : BN == 128, "one weight block per tile");
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  const uint32_t smem0 = sm90_smem_u32(smem);
+  const uint32_t full0 = smem0 + STAGES * Ring::STAGE_BYTES, empty0 = full0 + STAGES * 8;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  const int split = a.split;
+  const int rank = split > 1 ? (int)sm90_cluster_rank() : 0;
+  const int items = a.tiles_x * a.tiles_y;
+  const int stride = gridDim.x / split, item0 = blockIdx.x / split;
+  const int kb0 = (int)((long long)a.kblocks * rank / split), kb1 = (int)((long long)a.kblocks * (rank + 1) / split);
+
+  if (threadIdx.x == 0) {
+    sm90_prefetch_tmap(&tmap_x);
+    sm90_prefetch_tmap(&tmap_y);
+    for (int s = 0; s < STAGES; s++) {
+      sm90_mbar_init(full0 + 8 * s, 1);   // the producer's arrive + the TMA bytes
+      sm90_mbar_init(empty0 + 8 * s, 2);  // one arrive per consumer warpgroup
+    }
+    sm90_fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // ---------------- producer: 384 x 168 = 128 x 40 + 256 x 232 registers ----------------
+    sm90_setmaxnreg_dec<40>();
+    if (tid == 0) {
+      sm90_grid_dep_wait();
+      int s = 0;
+      uint32_t phase = 0;
+      for (int t = item0; t < items; t += stride) {
+        int tx, ty;
+        sm90_bw_tile(a, t, tx, ty);
+        for (int kb = kb0; kb < kb1; kb++) {
+          const uint32_t full = full0 + 8 * s, dst = smem0 + s * Ring::STAGE_BYTES;
+          sm90_mbar_wait(empty0 + 8 * s, phase ^ 1);
+          sm90_mbar_arrive_tx(full, Ring::STAGE_BYTES);
+          sm90_tma_load_2d(dst, &tmap_x, full, kb * SM90_BK, tx * SM90_BM);
+          sm90_tma_load_2d(dst + Ring::X_BYTES, &tmap_y, full, kb * SM90_BK, ty * BN);
+          sm90_ring_step<1, STAGES>(s, phase);
+        }
+      }
+      sm90_grid_dep_launch();
+    }
+    if (split > 1) {  // the two cluster barriers of the reduction (one tile per cluster: the host's grid)
+      __syncwarp();
+      sm90_cluster_sync();
+      sm90_cluster_sync();
+    }
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  sm90_setmaxnreg_inc<232>();
+  sm90_grid_dep_wait();  // the scales, bias and out may belong to the previous kernel
+  const int cw = wg - 1;
+  int s = 0;
+  uint32_t phase = 0;
+  for (int t = item0; t < items; t += stride) {
+    int tx, ty;
+    sm90_bw_tile(a, t, tx, ty);
+    long long off[Scales::NA];
+    sm90_bw_token_offsets<SWAP, BN>(a, tx, ty, cw, tid, off);
+    const float *sb_row = a.sb + (long long)(SWAP ? tx : ty) * a.sb_rs;  // the tile's weight block row
+    float acc[NACC], ta[NACC], tb[NACC];
+#pragma unroll
+    for (int i = 0; i < NACC; i++) acc[i] = ta[i] = tb[i] = 0.0f;
+    Scales sa_, sb_;  // the scales of the blocks in ta and tb
+    // Two temporaries alternating by K-block, the loop unrolled by two so that each is a fixed set of registers
+    // (sm90_fp8_issue): block kb's wgmmas run while block kb - 1's are scaled and added.
+    int kb = kb0, prev = 0;
+    const int n = kb1 - kb0;
+#define SM90_BW_ISSUE(T, SC)                                                                                    \
+  sm90_bw_load_scales<SWAP, BN>(a, off, sb_row, kb, SC);                                                       \
+  sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * Ring::STAGE_BYTES + cw * 64 * SM90_BK), \
+                     sm90_desc_k128(smem0 + s * Ring::STAGE_BYTES + Ring::X_BYTES));                          \
+  prev = s;                                                                                                    \
+  sm90_ring_step<1, STAGES>(s, phase);                                                                         \
+  kb++
+    if (n > 0) {
+      SM90_BW_ISSUE(ta, sa_);
+      int j = 1;
+      for (; j + 1 < n; j += 2) {
+        int p = prev;
+        SM90_BW_ISSUE(tb, sb_);
+        sm90_wgmma_wait<1>();
+        sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
+        p = prev;
+        SM90_BW_ISSUE(ta, sa_);
+        sm90_wgmma_wait<1>();
+        sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * p, tid);
+      }
+      if (j < n) {
+        const int p = prev;
+        SM90_BW_ISSUE(tb, sb_);
+        sm90_wgmma_wait<1>();
+        sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
+        sm90_wgmma_wait<0>();
+        sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * prev, tid);
+      } else {
+        sm90_wgmma_wait<0>();
+        sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * prev, tid);
+      }
+    }
+#undef SM90_BW_ISSUE
+    if (split == 1) {
+      sm90_bw_epilogue<SWAP, BN>(a, acc, tx, ty, cw, tid);
+      continue;
+    }
+    // Split-K: the ring is drained (one tile per cluster); once both consumer warpgroups are past their last wgmma,
+    // each thread's partial goes to word i x 256 + c of the ring, and CTA `rank` sums its slice of the fragment
+    // over the cluster's CTAs in rank order.
+    const int c = cw * 128 + tid;
+    sm90_named_bar(1, 256);
+#pragma unroll
+    for (int i = 0; i < NACC; i++) sm90_st_smem(smem0 + (uint32_t)(i * 256 + c) * 4, __float_as_uint(acc[i]));
+    sm90_cluster_sync();
+    // (element by element out of shared memory: holding the fragment across the barrier spilled)
+    const int warp = tid / 32, lane = tid % 32;
+    const int x0 = tx * SM90_BM + cw * 64 + warp * 16 + lane / 4, y0 = ty * BN + (lane % 4) * 2;
+    for (int i = NACC * rank / split; i < NACC * (rank + 1) / split; i++) {
+      float v = 0.0f;
+      for (int q = 0; q < split; q++) v += sm90_ld_dsmem_f32(sm90_mapa(smem0 + (uint32_t)(i * 256 + c) * 4, q));
+      const int x = x0 + 8 * ((i / 2) % 2), y = y0 + (i / 4) * 8 + i % 2;
+      if constexpr (SWAP)
+        sm90_bw_store(a, y, x, v, 0.0f, false);
+      else
+        sm90_bw_store(a, x, y, v, 0.0f, false);
+    }
+    sm90_cluster_sync();  // no CTA leaves while another reads its partial
+  }
+#endif
+}
