@@ -4,16 +4,16 @@
 # are left out, the sanitizers slow kernels down 10-100x). Writes one log per stage and a
 # summary; ends with "N passed, N failed" like tests/run_all.sh.
 # Env: BUILD (default build), GPU_TEST_LOGDIR (default $BUILD), GPU_TEST_FILTER (the plain run; default every
-#      GPU test: "cuda_ smoke sm90 tune_ tp_gpu act_"), GPU_SAN_FILTER (the sanitizer runs; default the tests
-#      with small shapes: "cuda_ smoke tp_gpu_ag tp_gpu_rs tp_gpu_graph tp_gpu_bad act_"),
+#      GPU test: "cuda_ smoke sm90 tune_ tp_gpu act_ blockwise_cuda"), GPU_SAN_FILTER (the sanitizer runs; default the tests
+#      with small shapes: "cuda_ smoke tp_gpu_ag tp_gpu_rs tp_gpu_graph tp_gpu_bad act_ blockwise_cuda"),
 #      COMPUTE_SANITIZER (path), GPU_TEST_TIMEOUT (seconds per stage, default 600),
 #      GPU_TEST_REUSE_LOG (a log of the plain run just made: counted instead of running it again).
 BUILD=${BUILD:-build}
 LOGDIR=${GPU_TEST_LOGDIR:-$BUILD}
-FILTER=${GPU_TEST_FILTER:-"cuda_ smoke sm90 tune_ tp_gpu act_"}
+FILTER=${GPU_TEST_FILTER:-"cuda_ smoke sm90 tune_ tp_gpu act_ blockwise_cuda"}
 # The sm90 tests' shapes (N = 28672 for the wide cases) and the 2 s rank-timeout test are left out of the
 # sanitizer runs, which slow kernels down 10-100x.
-SAN_FILTER=${GPU_SAN_FILTER:-"cuda_ smoke tp_gpu_ag tp_gpu_rs tp_gpu_graph tp_gpu_bad act_"}
+SAN_FILTER=${GPU_SAN_FILTER:-"cuda_ smoke tp_gpu_ag tp_gpu_rs tp_gpu_graph tp_gpu_bad act_ blockwise_cuda"}
 TMO=${GPU_TEST_TIMEOUT:-600}
 T="$BUILD/bin/w8a8_tests"
 CS=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}

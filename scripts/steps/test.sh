@@ -1,6 +1,6 @@
 #!/bin/bash
 # test.sh — step "test": the GPU test suites SUITES names (default "gpu python"), in order:
-#   gpu       every GPU test (tests/run_gpu.sh's plain set: cuda_ smoke sm90 tune_ tp_gpu act_)
+#   gpu       every GPU test (tests/run_gpu.sh's plain set: cuda_ smoke sm90 tune_ tp_gpu act_ blockwise_cuda)
 #   memcheck  the small-shape GPU tests under compute-sanitizer memcheck
 #   tp1conn   the TP GPU tests with CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream in one hardware queue)
 #   tpmpi     the MPI + NCCL / IPC tests, one process per GPU (needs 2+ GPUs and the MPI test binary)
@@ -23,10 +23,10 @@ fi
 res=""
 for s in ${SUITES:-gpu python}; do
   case $s in
-  gpu) run_tests gpu 420 cuda_ smoke sm90 tune_ tp_gpu act_ ;;
+  gpu) run_tests gpu 420 cuda_ smoke sm90 tune_ tp_gpu act_ blockwise_cuda ;;
   memcheck)
     W8A8_GPU_TEST_SMALL=1 timeout -k 5 "$(cap 240)" "$CS" --tool memcheck --error-exitcode 99 "$TBIN" cuda_ smoke \
-      tp_gpu_ag tp_gpu_rs tp_gpu_graph tp_gpu_bad act_ sm90_split_quad >"$L/memcheck.txt" 2>&1
+      tp_gpu_ag tp_gpu_rs tp_gpu_graph tp_gpu_bad act_ sm90_split_quad blockwise_cuda >"$L/memcheck.txt" 2>&1
     echo "memcheck: exit $? $(grep -E '^[0-9]+ passed' "$L/memcheck.txt" | tail -n 1) $(grep 'ERROR SUMMARY' "$L/memcheck.txt" | tail -n 1)"
     ;;
   tp1conn) CUDA_DEVICE_MAX_CONNECTIONS=1 run_tests tp1conn 240 tp_gpu_ag tp_gpu_graph tp_gpu_back ;;
@@ -46,7 +46,7 @@ for s in ${SUITES:-gpu python}; do
     for a in ${ARCHS_PTX:-75 80 89}; do
       tb="${BUILD_PTX:-build-ptx}-$a/bin/w8a8_tests"
       [ -x "$tb" ] || { echo "ptx $a: no $tb (the build_ptx step makes it)"; continue; }
-      CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a TBIN=$tb run_tests "ptx-$a" 240 cuda_ smoke act_ -tune_cuda
+      CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a TBIN=$tb run_tests "ptx-$a" 240 cuda_ smoke act_ blockwise_cuda -tune_cuda
       [ "${PTX_MEMCHECK:-1}" = 0 ] && continue
       W8A8_GPU_TEST_SMALL=1 CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a timeout -k 5 "$(cap 180)" "$CS" --tool memcheck \
         --error-exitcode 99 "$tb" cuda_ act_cuda -cuda_quant_math_exhaustive -tune_cuda >"$L/ptx-$a-memcheck.txt" 2>&1
@@ -56,7 +56,7 @@ for s in ${SUITES:-gpu python}; do
     ;;
   force)
     for c in ${FORCE_CCS:-75 80}; do
-      W8A8_DEV=CUDA_FORCE_PATH=$c W8A8_TEST_EXPECT_CC=$c run_tests "force-$c" 240 cuda_ smoke act_ -tune_cuda
+      W8A8_DEV=CUDA_FORCE_PATH=$c W8A8_TEST_EXPECT_CC=$c run_tests "force-$c" 240 cuda_ smoke act_ blockwise_cuda -tune_cuda
     done
     ;;
   *) echo "test: unknown suite '$s'" ;;
