@@ -7,6 +7,8 @@
 #                                                                         -> demo-$GPU.txt
 #   blockwise bench/blockwise_compare.py: block-scaled fp8 (DeepSeek-V3 shapes) next to torch and DeepGEMM
 #            (BW_M, BW_SHAPES, BW_BUDGET_S = 200)                       -> blockwise-$GPU.{md,jsonl}
+#   paths    w8a8 bench with each CUDA path forced (90 89 80 75) next to cuBLASLt  -> gemm-paths-$GPU.jsonl
+#   host     bench/host_cost.py: an eager call's host time against the raw C call -> host-cost-$GPU.{txt,json}
 #   cublaslt w8a8 bench (our kernels next to cuBLASLt int8 / fp8)         -> gemm-cublaslt-$GPU.jsonl
 #   tp       w8a8 tp-bench --local W for W = 2 and NGPU (fused vs unfused) -> tp-bench-$GPU.jsonl
 #   stack    w8a8 tp-stack --local W (a Llama-3.1-70B FP8 layer stack)    -> tp-stack-$GPU.jsonl
@@ -37,6 +39,22 @@ for b in ${BENCH:-torch quant}; do
         cat "$OUT/blockwise-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/blockwise-$GPU.md"
     fi
     echo "blockwise: exit $rc"; grep -iE 'geomean' "$OUT/blockwise-$GPU.md" 2>/dev/null | head -n 4
+    ;;
+  paths)
+    # each CUDA kernel path on this GPU (W8A8_DEV CUDA_FORCE_PATH: the kernels a GPU of that capability runs) next
+    # to cuBLASLt on the same shapes; the kernel column names what ran
+    : >"$OUT/gemm-paths-$GPU.jsonl"
+    for c in ${PATH_CCS:-90 89 80 75}; do
+      timeout -k 5 "$(cap 120)" env W8A8_DEV=CUDA_FORCE_PATH=$c "$CLI" bench --gpu --suite llama8b \
+        -m ${PATH_M:-1,16,128,1024,4096} -o - 2>>"$L/bench-paths.txt" >>"$OUT/gemm-paths-$GPU.jsonl"
+      echo "paths $c: exit $?"
+    done
+    ;;
+  host)
+    cmd="python3 bench/host_cost.py --iters ${HOST_ITERS:-20000} --json $OUT/host-cost-$GPU.json"
+    { header "Host time of an eager call from Python against the raw C call (bench/host_cost.py)" "$cmd"; echo;
+      timeout -k 5 "$(cap 120)" $cmd 2>&1; } >"$OUT/host-cost-$GPU.txt"
+    echo "host: exit $?"
     ;;
   quant)
     header "The main job: a layer's quantizers and GEMMs against bf16 (w8a8 demo)" \
