@@ -535,7 +535,7 @@ W8A8_API w8a8_status w8a8_quantize_blocks(w8a8_handle *handle, const w8a8_matrix
 /**
  * w8a8_silu_mul_quantize in the per-token-group mode: y = silu(gate) * up exactly as w8a8_silu_mul_quantize
  * computes it, then w8a8_quantize_groups' rules on y [M, I]. x: [M, 2I]; q: [M, I] fp8_e4m3; scale: fp32
- * matrix [M, ceil(I/128)]. Backends: the CPU. A CUDA handle returns W8A8_ERROR_UNSUPPORTED_DEVICE for now.
+ * matrix [M, ceil(I/128)]. Backends: the CPU and CUDA, with the same bits.
  */
 W8A8_API w8a8_status w8a8_silu_mul_quantize_groups(w8a8_handle *handle, const w8a8_matrix *x, const w8a8_matrix *q,
                                                    const w8a8_matrix *scale, unsigned flags);

@@ -470,17 +470,49 @@ W8A8_TEST(blockwise_cuda_matches_cpu) {
     cudaFree(dx), cudaFree(dw), cudaFree(dxq), cudaFree(dwq), cudaFree(dsx), cudaFree(dsw), cudaFree(dout),
         cudaFree(dbias);
   }
-  /* the SiLU-mul group quantizer has no CUDA kernel: refused after validation, naming why */
-  void *dx = NULL, *dq = NULL, *ds = NULL;
-  REQUIRE(cudaMalloc(&dx, 4 * 2 * 256) == cudaSuccess && cudaMalloc(&dq, 256) == cudaSuccess &&
-              cudaMalloc(&ds, 8) == cudaSuccess,
-          "cudaMalloc");
-  w8a8_matrix X = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 1, 512, 512, dx);
-  w8a8_matrix Q = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, 1, 256, 256, dq);
-  w8a8_matrix S = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 1, 2, 2, ds);
-  CHECK(w8a8_silu_mul_quantize_groups(g, &X, &Q, &S, 0) == W8A8_ERROR_UNSUPPORTED_DEVICE, "CUDA SiLU groups: %s",
-        w8a8_last_error());
-  cudaFree(dx), cudaFree(dq), cudaFree(ds);
+  /* the SiLU-mul group quantizer: the CPU's bits (y = silu(gate) * up by the same operations), partial groups, bf16
+   * and fp32 in, both scale layouts, UE8M0 */
+  static const int64_t sshapes[][2] = {{1, 128}, {7, 300}, {33, 1000}};
+  for (size_t si = 0; si < 3 && !w8a8_test_failed(); si++) {
+    const int64_t M = sshapes[si][0], I = sshapes[si][1], KB = blocks(I), ldx = 2 * I + 8;
+    const w8a8_dtype xd = si % 2 ? W8A8_DTYPE_BF16 : W8A8_DTYPE_FP32;
+    const size_t xs = w8a8_dtype_size(xd);
+    char *x = malloc(xs * (size_t)(M * ldx));
+    for (int64_t e = 0; e < M * ldx; e++) {
+      const float v = rndf(-6.0f, 6.0f) * (float)(1 + e % 5);
+      if (xd == W8A8_DTYPE_BF16) {
+        const uint16_t u = w8a8_f32_to_bf16(v);
+        memcpy(x + 2 * e, &u, 2);
+      } else {
+        memcpy(x + 4 * e, &v, 4);
+      }
+    }
+    uint8_t *q = malloc((size_t)(M * I)), *gq = malloc((size_t)(M * I));
+    float *sc = malloc(sizeof(float) * (size_t)(M * KB)), *gsc = malloc(sizeof(float) * (size_t)(M * KB));
+    const w8a8_layout sl = si == 1 ? W8A8_COL_MAJOR : W8A8_ROW_MAJOR;
+    const int64_t sld = sl == W8A8_ROW_MAJOR ? KB : M;
+    const unsigned fl = si == 2 ? W8A8_SCALE_UE8M0 : 0;
+    w8a8_matrix X = w8a8_matrix_make(xd, W8A8_ROW_MAJOR, M, 2 * I, ldx, x);
+    w8a8_matrix Q = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, I, I, q);
+    w8a8_matrix S = w8a8_matrix_make(W8A8_DTYPE_FP32, sl, M, KB, sld, sc);
+    REQUIRE_OK(w8a8_silu_mul_quantize_groups(c, &X, &Q, &S, fl));
+    void *dx = dev_copy(x, xs * (size_t)(M * ldx)), *dq = dev_copy(q, (size_t)(M * I));
+    void *ds = dev_copy(sc, sizeof(float) * (size_t)(M * KB));
+    REQUIRE(dx && dq && ds, "device copies");
+    cudaMemset(dq, 0x5a, (size_t)(M * I)), cudaMemset(ds, 0xff, sizeof(float) * (size_t)(M * KB));
+    w8a8_matrix DX = w8a8_matrix_make(xd, W8A8_ROW_MAJOR, M, 2 * I, ldx, dx);
+    w8a8_matrix DQ = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, I, I, dq);
+    w8a8_matrix DS = w8a8_matrix_make(W8A8_DTYPE_FP32, sl, M, KB, sld, ds);
+    REQUIRE_OK(w8a8_silu_mul_quantize_groups(g, &DX, &DQ, &DS, fl));
+    dev_back(gq, dq, (size_t)(M * I));
+    dev_back(gsc, ds, sizeof(float) * (size_t)(M * KB));
+    CHECK(memcmp(gq, q, (size_t)(M * I)) == 0, "M %lld I %lld: the GPU's SiLU-mul group quantization differs",
+          (long long)M, (long long)I);
+    CHECK(memcmp(gsc, sc, sizeof(float) * (size_t)(M * KB)) == 0, "M %lld I %lld: the GPU's SiLU-mul group scales "
+          "differ", (long long)M, (long long)I);
+    free(x), free(q), free(gq), free(sc), free(gsc);
+    dev_free(dx), dev_free(dq), dev_free(ds);
+  }
   REQUIRE_OK(w8a8_destroy(c));
   REQUIRE_OK(w8a8_destroy(g));
 }

@@ -268,16 +268,6 @@ w8a8_status w8a8_scaled_mm(w8a8_handle *h, const w8a8_matrix *a, const w8a8_matr
   return w8a8_cpu_scaled_mm(h, &p);
 }
 
-/* The fused SiLU-mul quantizer's group mode has no CUDA kernel yet: refused after validation (so its argument
- * errors are reported as on the CPU). */
-static w8a8_status no_cuda_silu_groups(const char *fn, const w8a8_handle *h) {
-  if (h->kind != W8A8_DEVICE_CUDA) return W8A8_SUCCESS;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                  "%s: the per-group SiLU-mul quantizer runs on CPU handles only in this version; this handle is "
-                  "CUDA device %d",
-                  fn, h->device_index);
-}
-
 w8a8_status w8a8_scaled_mm_blockwise(w8a8_handle *h, const w8a8_matrix *a, const w8a8_matrix *b,
                                      const w8a8_matrix *scale_a, const w8a8_matrix *scale_b, const w8a8_vector *bias,
                                      const w8a8_matrix *out) {
@@ -297,9 +287,8 @@ static w8a8_status quantize_groups(const char *fn, w8a8_handle *h, const w8a8_ma
   W8A8_CHECK(w8a8_check_handle(fn, h));
   w8a8_quant_problem p;
   W8A8_CHECK(w8a8_validate_quantize_groups(fn, h, x, q, scale, flags, groups, x_per_q, &p));
-  if (x_per_q == 2) W8A8_CHECK(no_cuda_silu_groups(fn, h));
   if (p.M == 0 || p.K == 0) return W8A8_SUCCESS;
-  if (h->kind == W8A8_DEVICE_CUDA) return w8a8_cuda_quantize_groups(h, &p);
+  if (h->kind == W8A8_DEVICE_CUDA) return w8a8_cuda_quantize_groups(h, &p, x_per_q == 2);
   return x_per_q == 2 ? w8a8_cpu_silu_mul_quantize(h, &p) : w8a8_cpu_quantize(h, &p);
 }
 

@@ -33,10 +33,10 @@ w8a8_status w8a8_cuda_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem 
   (void)p;
   return not_built("w8a8_scaled_mm_blockwise");
 }
-w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, const w8a8_quant_problem *p) {
+w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, const w8a8_quant_problem *p, int silu) {
   (void)h;
   (void)p;
-  return not_built("w8a8_quantize_groups");
+  return not_built(silu ? "w8a8_silu_mul_quantize_groups" : "w8a8_quantize_groups");
 }
 w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p) {
   (void)h;

@@ -308,9 +308,10 @@ W8A8_HIDDEN w8a8_status w8a8_cuda_check_pointer(const w8a8_handle *h, const char
 W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cuda_quantize(w8a8_handle *h, const w8a8_quant_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cuda_colsum(w8a8_handle *h, const w8a8_colsum_problem *p);
-/* Block-scaled fp8 (src/cuda/blockwise.cu): the GEMM, and the group / block quantizers (not SiLU-mul). */
+/* Block-scaled fp8 (src/cuda/blockwise.cu): the GEMM, and the group / block quantizers (silu: the SiLU-mul group
+ * quantizer, x holding gate then up). */
 W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p);
-W8A8_HIDDEN w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, const w8a8_quant_problem *p);
+W8A8_HIDDEN w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, const w8a8_quant_problem *p, int silu);
 
 /* ---- fused SiLU-and-mul quantizer (src/core/api.c + validate.c, src/cpu/act_cpu.c, src/cuda/act.cu) ---- */
 /* The problem is a w8a8_quant_problem over y [M, K]: x points at the gate columns and the up

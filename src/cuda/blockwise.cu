@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "act_math.cuh"
 #include "common.cuh"
 #include "cuda_backend.h"
 
@@ -96,7 +97,15 @@ struct bwq_args {
   float *scale;
   int64_t s_rs, s_cs;
   int M, K, in_kind, block_rows, ue8m0;
+  int silu;  // y = silu(x[m, k]) * x[m, K + k] (w8a8_silu_mul_quantize_groups), else x[m, k]
 };
+
+// The value quantized at (m, k): x, or the SiLU-mul of its two halves with the CPU's bits (act_math.cuh).
+__device__ __forceinline__ float bwq_value(const bwq_args &p, int m, int k) {
+  const int64_t i = (int64_t)m * p.ldx + k;
+  if (!p.silu) return w8a8d_load_float(p.in_kind, p.x, i);
+  return silu_mul(w8a8d_load_float(p.in_kind, p.x, i), w8a8d_load_float(p.in_kind, p.x, i + p.K));
+}
 
 __device__ __forceinline__ float bwq_ue8m0(float s) {
   int e;
@@ -112,7 +121,7 @@ __global__ void __launch_bounds__(128) bw_quant_kernel(const bwq_args p) {
   float amax = 0.0f;
   if (k < p.K)
     for (int m = m0; m < m1; m++) {
-      const float v = fabsf(w8a8d_load_float(p.in_kind, p.x, (int64_t)m * p.ldx + k));
+      const float v = fabsf(bwq_value(p, m, k));
       amax = v > amax ? v : amax;  // (NaN skipped, as the reference's comparison)
     }
   for (int o = 16; o > 0; o /= 2) {
@@ -129,8 +138,7 @@ __global__ void __launch_bounds__(128) bw_quant_kernel(const bwq_args p) {
   if (p.ue8m0) s = bwq_ue8m0(s);
   if (k < p.K)
     for (int m = m0; m < m1; m++)
-      p.q[(int64_t)m * p.ldq + k] =
-          w8a8d_f32_to_fp8(__fdiv_rn(w8a8d_load_float(p.in_kind, p.x, (int64_t)m * p.ldx + k), s));
+      p.q[(int64_t)m * p.ldq + k] = w8a8d_f32_to_fp8(__fdiv_rn(bwq_value(p, m, k), s));
   if (threadIdx.x == 0) p.scale[(int64_t)rb * p.s_rs + (int64_t)kb * p.s_cs] = s;
 }
 
@@ -174,9 +182,10 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_scaled_mm_blockwise(w8a8_handle *h,
   return W8A8_SUCCESS;
 }
 
-extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, const w8a8_quant_problem *p) {
-  static const char fn[] = "w8a8_quantize_groups";
+extern "C" W8A8_HIDDEN w8a8_status w8a8_cuda_quantize_groups(w8a8_handle *h, const w8a8_quant_problem *p, int silu) {
+  const char *fn = silu ? "w8a8_silu_mul_quantize_groups" : "w8a8_quantize_groups";
   bwq_args a;
+  a.silu = silu;
   a.x = p->x, a.ldx = p->ldx, a.q = (uint8_t *)p->q, a.ldq = p->ldq;
   a.scale = p->scale, a.s_rs = p->s_rs, a.s_cs = p->s_cs;
   a.M = (int)p->M, a.K = (int)p->K, a.in_kind = (int)p->in_dtype;
