@@ -518,8 +518,9 @@ W8A8_TEST(blockwise_cuda_matches_cpu) {
 }
 
 /* What AUTO runs on this GPU (the Hopper kernel on sm_90a, else the portable one) over the tile shapes of its plan:
- * the swapped tiles of 16, 32 and 64 tokens and the 128 x 128 tiles, each whole, partial and split over K (a cluster
- * per tile), partial groups and blocks, both scale layouts, every output dtype; operands that TMA cannot address
+ * the swapped tiles of 16, 32 and 64 tokens, the 128 x 128 tiles and (1100 x 3900: 144 of them fill 132 SMs) the
+ * 128 x 256 ones, each whole, partial and split over K (a cluster per tile), partial groups and blocks, both scale
+ * layouts, every output dtype; operands that TMA cannot address
  * (lda % 16 != 0) fall back to the portable kernel under AUTO. */
 W8A8_TEST(blockwise_cuda_auto) {
   if (w8a8_cuda_device_count() < 1) SKIP("no CUDA device");
@@ -533,7 +534,8 @@ W8A8_TEST(blockwise_cuda_auto) {
   printf("    AUTO runs %s here\n", fast);
   static const int64_t shapes[][3] = {{1, 256, 128},   {7, 130, 1000},   {16, 4096, 7168}, {17, 300, 2048},
                                       {40, 2112, 512}, {64, 1024, 4096}, {65, 200, 384},   {128, 512, 1536},
-                                      {129, 384, 300}, {300, 1000, 640}, {1, 7168, 64},    {520, 256, 2048}};
+                                      {129, 384, 300}, {300, 1000, 640}, {1, 7168, 64},    {520, 256, 2048},
+                                      {1100, 3900, 300}};
   static const w8a8_dtype outs[3] = {W8A8_DTYPE_BF16, W8A8_DTYPE_FP16, W8A8_DTYPE_FP32};
   const char *small = getenv("W8A8_GPU_TEST_SMALL"); /* (the sanitizer's runs: shapes of up to 1 M weights) */
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !w8a8_test_failed(); i++)

@@ -6,7 +6,8 @@
 #   quant    w8a8 demo (the main job: a layer's quantizers and GEMMs vs bf16) at DEMO_M tokens
 #                                                                         -> demo-$GPU.txt
 #   blockwise bench/blockwise_compare.py: block-scaled fp8 (DeepSeek-V3 shapes) next to torch and DeepGEMM
-#            (BW_M, BW_SHAPES, BW_BUDGET_S = 200)                       -> blockwise-$GPU.{md,jsonl}
+#            (BW_M, BW_SHAPES, BW_BUDGET_S = 200; BW_TILE_AB=1: also our normal tiles forced to 128 and 256 wide
+#            at BW_TILE_AB_M)                                            -> blockwise-$GPU.{md,jsonl}
 #   paths    w8a8 bench with each CUDA path forced (90 89 80 75) next to cuBLASLt  -> gemm-paths-$GPU.jsonl
 #   host     bench/host_cost.py: an eager call's host time against the raw C call -> host-cost-$GPU.{txt,json}
 #   cublaslt w8a8 bench (our kernels next to cuBLASLt int8 / fp8)         -> gemm-cublaslt-$GPU.jsonl
@@ -39,6 +40,13 @@ for b in ${BENCH:-torch quant}; do
         cat "$OUT/blockwise-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/blockwise-$GPU.md"
     fi
     echo "blockwise: exit $rc"; grep -iE 'geomean' "$OUT/blockwise-$GPU.md" 2>/dev/null | head -n 4
+    if [ -n "${BW_TILE_AB:-}" ]; then  # our normal tiles forced to each width (W8A8_DEV SM90_BW_TILE), same call
+      for w in 128 256; do
+        W8A8_DEV=SM90_BW_TILE=$w timeout -k 5 "$(cap 120)" python3 bench/blockwise_compare.py --impls w8a8_block \
+          --m ${BW_TILE_AB_M:-256,1024,4096,16384} --budget-s 60 -o "$OUT/blockwise-t$w-$GPU" >>"$L/bench-blockwise.txt" 2>&1
+        echo "blockwise tile $w: exit $?"
+      done
+    fi
     ;;
   paths)
     # each CUDA kernel path on this GPU (W8A8_DEV CUDA_FORCE_PATH: the kernels a GPU of that capability runs) next

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/knobs.h"
 #include "common.cuh"
 #include "cuda_backend.h"
 #include "sm90_blockwise.cuh"
@@ -22,7 +23,8 @@ struct bw_kernel {
 // One kernel per tile shape of the plan; the swapped tiles take as many stages as fit (the fewest tokens stream the
 // weights, so more bytes in flight).
 #define BW_ROW(BN, SWAP, STAGES) {sm90_bw_kernel<BN, SWAP, STAGES>, sm90_bw_smem<BN, STAGES>::BYTES, BN, SWAP}
-const bw_kernel KERNELS[] = {BW_ROW(128, false, 6), BW_ROW(64, true, 8), BW_ROW(32, true, 10), BW_ROW(16, true, 12)};
+const bw_kernel KERNELS[] = {BW_ROW(128, false, 6), BW_ROW(256, false, 4), BW_ROW(64, true, 8), BW_ROW(32, true, 10),
+                             BW_ROW(16, true, 12)};
 #undef BW_ROW
 constexpr int NKERNELS = sizeof KERNELS / sizeof KERNELS[0];
 constexpr int MAX_DEVICES = 64;
@@ -58,7 +60,7 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h,
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the sm_90a kernel does not take M=%lld N=%lld K=%lld", FN,
                     (long long)p->M, (long long)p->N, (long long)p->K);
   const int num_sms = st->prop.multiProcessorCount;
-  const sm90_bw_plan pl = w8a8_sm90_bw_plan(p->M, p->N, p->K, num_sms);
+  const sm90_bw_plan pl = w8a8_sm90_bw_plan(p->M, p->N, p->K, num_sms, (int)w8a8_knob_int(W8A8_KNOB_SM90_BW_TILE));
   int ki = 0;
   while (ki < NKERNELS && (KERNELS[ki].swap != pl.swap || KERNELS[ki].bn != pl.bn)) ki++;
   if (ki == NKERNELS) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no kernel for the plan's %d-wide tile", FN, pl.bn);
@@ -80,6 +82,7 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h,
   a.tiles_x = (int)((rows_x + SM90_BM - 1) / SM90_BM);
   a.tiles_y = (int)((rows_y + pl.bn - 1) / pl.bn);
   a.split = pl.split;
+  a.nblocks_n = (int)((p->N + 127) / 128);
   a.out = p->out;
   a.ldo = p->ldo;
   a.out_kind = (int)p->out_dtype;

@@ -4,8 +4,9 @@
 // block is summed by the tensor core from zero into a temporary, then acc = fmaf(sa * sb, block, acc), the CPU
 // reference's promotion in the same block order (the block's own sum is the tensor core's).
 //
-//   normal  X = A (128 tokens), Y = B (BN = 128 weights: one weight block, one sb per K-block); each consumer
-//           thread holds 2 token rows, so 2 sa per K-block
+//   normal  X = A (128 tokens), Y = B (BN = 128 weights: one weight block, one sb per K-block; or BN = 256: two
+//           blocks, summed in halves of 128 columns through one temporary, each half with its block's sb); each
+//           consumer thread holds 2 token rows, so 2 sa per K-block
 //   SWAP    X = B (128 weights: one block), Y = A (BN = 16, 32 or 64 tokens); BN / 4 token columns per thread
 // The scales of block kb are loaded into registers when its wgmmas are issued and used a block later, when they
 // retire, so their L2 latency hides under the other temporary's wgmmas.
@@ -19,6 +20,7 @@ typedef struct sm90_bw_args {
   int M, N, K, kblocks;
   int tiles_x, tiles_y;  // X tiles of SM90_BM rows, Y tiles of BN rows
   int split;             // CTAs per cluster (a K range each); 1: persistent CTAs over whole tiles
+  int nblocks_n;         // ceil(N / 128): rows of sb
   void *out;
   long long ldo;
   int out_kind;          // W8A8_DTYPE_BF16 / FP16 / FP32
@@ -38,12 +40,13 @@ SM90_DEV void sm90_bw_tile(const sm90_bw_args &a, int t, int &tx, int &ty) {
   ty = local / gsize;
 }
 
-// One block's scales for a consumer thread: NA token scales and the weight block's scale.
+// One block's scales for a consumer thread: NA token scales and the scales of the tile's NB weight blocks.
 template <bool SWAP, int BN>
 struct sm90_bw_scales {
   static constexpr int NA = SWAP ? BN / 4 : 2;
+  static constexpr int NB = SWAP ? 1 : BN / 128;
   float sa[NA];
-  float sb;
+  float sb[NB];
 };
 
 // The thread's token rows (normal: rows r and r + 8 of the warp's 16; swapped: the columns 8 j + 2 (lane % 4) + e),
@@ -64,13 +67,27 @@ SM90_DEV void sm90_bw_token_offsets(const sm90_bw_args &a, int tx, int ty, int c
   }
 }
 
+// sb_row[h]: the row of sb of the tile's weight block h.
 template <bool SWAP, int BN>
 SM90_DEV void sm90_bw_load_scales(const sm90_bw_args &a, const long long (&off)[sm90_bw_scales<SWAP, BN>::NA],
-                                  const float *sb_row, int kb, sm90_bw_scales<SWAP, BN> &s) {
+                                  const float *const (&sb_row)[sm90_bw_scales<SWAP, BN>::NB], int kb,
+                                  sm90_bw_scales<SWAP, BN> &s) {
   const long long ka = (long long)kb * a.sa_cs;
 #pragma unroll
   for (int q = 0; q < sm90_bw_scales<SWAP, BN>::NA; q++) s.sa[q] = __ldg(a.sa + off[q] + ka);
-  s.sb = __ldg(sb_row + (long long)kb * a.sb_cs);
+#pragma unroll
+  for (int h = 0; h < sm90_bw_scales<SWAP, BN>::NB; h++) s.sb[h] = __ldg(sb_row[h] + (long long)kb * a.sb_cs);
+}
+// The rows of sb of tile (tx, ty)'s weight blocks (a block past the last one, the second half of a partial 256-wide
+// tile, reads the last block's row: its outputs are never stored).
+template <bool SWAP, int BN>
+SM90_DEV void sm90_bw_sb_rows(const sm90_bw_args &a, int tx, int ty,
+                              const float *(&sb_row)[sm90_bw_scales<SWAP, BN>::NB]) {
+#pragma unroll
+  for (int h = 0; h < sm90_bw_scales<SWAP, BN>::NB; h++) {
+    const int nb = SWAP ? tx : ty * (BN / 128) + h;
+    sb_row[h] = a.sb + (long long)min(nb, a.nblocks_n - 1) * a.sb_rs;
+  }
 }
 
 // The block in t has completed (the caller waited): release its stage, then acc = fmaf(sa * sb, t, acc). Element i
@@ -78,15 +95,54 @@ SM90_DEV void sm90_bw_load_scales(const sm90_bw_args &a, const long long (&off)[
 template <bool SWAP, int BN>
 SM90_DEV void sm90_bw_retire(float (&t)[BN / 2], float (&acc)[BN / 2], const sm90_bw_scales<SWAP, BN> &s,
                              uint32_t empty, int tid) {
+  static_assert(sm90_bw_scales<SWAP, BN>::NB == 1, "one weight block per temporary");
 #pragma unroll
   for (int i = 0; i < BN / 2; i++) sm90_fence_reg(t[i]);
   if (tid == 0) sm90_release<1>(empty);
   constexpr int NA = sm90_bw_scales<SWAP, BN>::NA;
   float f[NA];
 #pragma unroll
-  for (int q = 0; q < NA; q++) f[q] = s.sa[q] * s.sb;
+  for (int q = 0; q < NA; q++) f[q] = s.sa[q] * s.sb[0];
 #pragma unroll
   for (int i = 0; i < BN / 2; i++) acc[i] = fmaf(f[SWAP ? (i / 4) * 2 + i % 2 : (i / 2) % 2], t[i], acc[i]);
+}
+
+// The 128 x 256 tile: per K-block, columns 0..127 (weight block 2 ty) into the temporary, waited for and added into
+// acc[0..63] with that block's sb, then columns 128..255 (block 2 ty + 1) through the same temporary into
+// acc[64..127] (the m64n256 fragment's first 64 registers are the m64n128 fragment of its first 128 columns). A
+// warpgroup waits for its own half while the other's keeps the tensor pipe busy (the main kernel's
+// SM90_PROMOTE_HALVES; a second temporary does not fit beside 128 accumulators).
+template <int STAGES>
+SM90_DEV void sm90_bw_halves(const sm90_bw_args &a, const long long (&off)[2], const float *const (&sb_row)[2], int kb,
+                             int kb1, uint32_t smem0, uint32_t full0, uint32_t empty0, int cw, int tid, int &s,
+                             uint32_t &phase, float (&acc)[128]) {
+  typedef sm90_ring<256, STAGES> Ring;
+  float t[64];
+#pragma unroll
+  for (int i = 0; i < 64; i++) t[i] = 0.0f;
+  for (; kb < kb1; kb++) {
+    sm90_bw_scales<false, 256> sc;
+    sm90_bw_load_scales<false, 256>(a, off, sb_row, kb, sc);
+    const uint32_t stage = smem0 + s * Ring::STAGE_BYTES;
+    const uint64_t dx = sm90_desc_k128(stage + cw * 64 * SM90_BK);
+    sm90_mbar_wait(full0 + 8 * s, phase);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const uint64_t dy = sm90_desc_k128(stage + Ring::X_BYTES + h * 128 * SM90_BK);
+      sm90_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < SM90_BK / 32; kk++) sm90_wgmma_fp8<128>(t, dx + 2 * kk, dy + 2 * kk, kk > 0);
+      sm90_wgmma_commit();
+      sm90_wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; i++) sm90_fence_reg(t[i]);
+      if (h == 1 && tid == 0) sm90_release<1>(empty0 + 8 * s);
+      const float f0 = sc.sa[0] * sc.sb[h], f1 = sc.sa[1] * sc.sb[h];
+#pragma unroll
+      for (int i = 0; i < 64; i++) acc[64 * h + i] = fmaf((i / 2) % 2 ? f1 : f0, t[i], acc[64 * h + i]);
+    }
+    sm90_ring_step<1, STAGES>(s, phase);
+  }
 }
 
 // Output element (m, n) = v (+ bias[n]), rounded once; with `pair`, (m, n + 1) = w too, in one store where allowed.
@@ -148,7 +204,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
   typedef sm90_ring<BN, STAGES> Ring;
   typedef sm90_bw_scales<SWAP, BN> Scales;
   constexpr int NACC = BN / 2;
-  static_assert(SWAP ? (BN == 16 || BN == 32 || BN == 64) : BN == 128, "one weight block per tile");
+  static_assert(SWAP ? (BN == 16 || BN == 32 || BN == 64) : (BN == 128 || BN == 256), "whole weight blocks per tile");
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = (uint8_t *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   const uint32_t smem0 = sm90_smem_u32(smem);
@@ -211,15 +267,23 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
     sm90_bw_tile(a, t, tx, ty);
     long long off[Scales::NA];
     sm90_bw_token_offsets<SWAP, BN>(a, tx, ty, cw, tid, off);
-    const float *sb_row = a.sb + (long long)(SWAP ? tx : ty) * a.sb_rs;  // the tile's weight block row
-    float acc[NACC], ta[NACC], tb[NACC];
+    const float *sb_row[Scales::NB];
+    sm90_bw_sb_rows<SWAP, BN>(a, tx, ty, sb_row);
+    float acc[NACC];
 #pragma unroll
-    for (int i = 0; i < NACC; i++) acc[i] = ta[i] = tb[i] = 0.0f;
-    Scales sa_, sb_;  // the scales of the blocks in ta and tb
-    // Two temporaries alternating by K-block, the loop unrolled by two so that each is a fixed set of registers
-    // (sm90_fp8_issue): block kb's wgmmas run while block kb - 1's are scaled and added.
-    int kb = kb0, prev = 0;
-    const int n = kb1 - kb0;
+    for (int i = 0; i < NACC; i++) acc[i] = 0.0f;
+    if constexpr (BN == 256) {
+      sm90_bw_halves<STAGES>(a, off, sb_row, kb0, kb1, smem0, full0, empty0, cw, tid, s, phase, acc);
+    } else {
+      // Two temporaries alternating by K-block, the loop unrolled by two so that each is a fixed set of registers
+      // (sm90_fp8_issue): block kb's wgmmas run while block kb - 1's are scaled and added. (Inline: as a function
+      // of its own, ptxas serialized the wgmmas, C7517.)
+      float ta[NACC], tb[NACC];
+#pragma unroll
+      for (int i = 0; i < NACC; i++) ta[i] = tb[i] = 0.0f;
+      Scales sa_, sb_;  // the scales of the blocks in ta and tb
+      int kb = kb0, prev = 0;
+      const int n = kb1 - kb0;
 #define SM90_BW_ISSUE(T, SC)                                                                                    \
   sm90_bw_load_scales<SWAP, BN>(a, off, sb_row, kb, SC);                                                       \
   sm90_fp8_issue<BN>(T, full0 + 8 * s, phase, sm90_desc_k128(smem0 + s * Ring::STAGE_BYTES + cw * 64 * SM90_BK), \
@@ -227,32 +291,33 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
   prev = s;                                                                                                    \
   sm90_ring_step<1, STAGES>(s, phase);                                                                         \
   kb++
-    if (n > 0) {
-      SM90_BW_ISSUE(ta, sa_);
-      int j = 1;
-      for (; j + 1 < n; j += 2) {
-        int p = prev;
-        SM90_BW_ISSUE(tb, sb_);
-        sm90_wgmma_wait<1>();
-        sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
-        p = prev;
+      if (n > 0) {
         SM90_BW_ISSUE(ta, sa_);
-        sm90_wgmma_wait<1>();
-        sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * p, tid);
+        int j = 1;
+        for (; j + 1 < n; j += 2) {
+          int p = prev;
+          SM90_BW_ISSUE(tb, sb_);
+          sm90_wgmma_wait<1>();
+          sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
+          p = prev;
+          SM90_BW_ISSUE(ta, sa_);
+          sm90_wgmma_wait<1>();
+          sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * p, tid);
+        }
+        if (j < n) {
+          const int p = prev;
+          SM90_BW_ISSUE(tb, sb_);
+          sm90_wgmma_wait<1>();
+          sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
+          sm90_wgmma_wait<0>();
+          sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * prev, tid);
+        } else {
+          sm90_wgmma_wait<0>();
+          sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * prev, tid);
+        }
       }
-      if (j < n) {
-        const int p = prev;
-        SM90_BW_ISSUE(tb, sb_);
-        sm90_wgmma_wait<1>();
-        sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
-        sm90_wgmma_wait<0>();
-        sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * prev, tid);
-      } else {
-        sm90_wgmma_wait<0>();
-        sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * prev, tid);
-      }
-    }
 #undef SM90_BW_ISSUE
+    }
     if (split == 1) {
       sm90_bw_epilogue<SWAP, BN>(a, acc, tx, ty, cw, tid);
       continue;

@@ -793,13 +793,17 @@ int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc) {
 
 #define BW_MAX_SPLIT 8     /* CTAs per cluster (the portable cluster size) */
 #define BW_SPLIT_COST 2    /* a split tile's reduction, in K-blocks of one CTA's main loop */
-sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms) {
+sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms, int force_bn) {
   sm90_bw_plan pl;
-  pl.swap = M <= 64;
-  pl.bn = !pl.swap ? 128 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
-  const int64_t tiles = ((M + (pl.swap ? pl.bn : SM90_BM) - 1) / (pl.swap ? pl.bn : SM90_BM)) * ((N + 127) / 128);
-  const int64_t kb = (K + SM90_BK - 1) / SM90_BK;
   if (num_sms < 1) num_sms = 1;
+  pl.swap = M <= 64;
+  const int64_t wide = ((M + SM90_BM - 1) / SM90_BM) * ((N + 255) / 256);
+  pl.bn = pl.swap ? (M <= 16 ? 16 : M <= 32 ? 32 : 64)
+          : force_bn == 128 || force_bn == 256 ? force_bn
+          : wide >= num_sms ? 256 : 128;
+  const int64_t tiles = pl.swap ? ((M + pl.bn - 1) / pl.bn) * ((N + 127) / 128)
+                                : ((M + SM90_BM - 1) / SM90_BM) * ((N + pl.bn - 1) / pl.bn);
+  const int64_t kb = (K + SM90_BK - 1) / SM90_BK;
   pl.split = 1;
   pl.tiles = tiles > INT32_MAX ? INT32_MAX : (int)tiles;
   int64_t best = ((tiles + num_sms - 1) / num_sms) * kb;
