@@ -33,6 +33,8 @@ for b in ${BENCH:-torch quant}; do
   blockwise)
     bb=${BW_BUDGET_S:-200}
     cmd="python3 bench/blockwise_compare.py --budget-s $bb ${BW_M:+--m $BW_M} ${BW_SHAPES:+--shapes $BW_SHAPES}"
+    dg=${DG_SRC:-../dg}  # (the deepgemm step's build, where it ran)
+    ls "$dg"/deep_gemm/*.so >/dev/null 2>&1 && export PYTHONPATH="$(cd "$dg" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
     timeout -k 5 "$(cap $((bb + 90)))" $cmd -o "$OUT/blockwise-$GPU" >"$L/bench-blockwise.txt" 2>&1
     rc=$?
     if [ -f "$OUT/blockwise-$GPU.md" ]; then
