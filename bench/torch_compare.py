@@ -46,7 +46,11 @@ MS = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 # is defined on MS.
 CLIFF_MS = [17, 33, 65, 129]
 IMPLS = ["w8a8_cuda_fp8", "w8a8_cuda_fp8_wc", "w8a8_cuda_fp8_fast", "w8a8_cuda_int8", "torch_scaled_mm_rowwise",
-         "torch_scaled_mm_rowwise_fast", "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16", "read_floor"]
+         "torch_scaled_mm_rowwise_fast", "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16", "read_floor",
+         "w8a8_cuda_fp8_eager", "torch_scaled_mm_rowwise_eager"]
+# *_eager: the same call timed eagerly (CALLS back-to-back calls between two events, no graph), so the Python front
+# end's host time shows where it exceeds the GPU's: ours through w8a8.scaled_mm, torch's _scaled_mm; M <= EAGER_MAX_M.
+EAGER_MAX_M = 64
 # read_floor: no GEMM, a pure read of the weight bytes (the fastest of bench/hw_limits.py's reads: Triton's
 # streaming kernels where torch has Triton, else torch's reductions), measured at M <= 64 (once per shape: it
 # does not depend on M), the floor the M <= 64 HBM target meets at these sizes.
@@ -72,9 +76,12 @@ META = {
     "torch_int_mm": ("torch_int_mm", "int8", 1, "none"),
     "torch_mm_bf16": ("torch_mm_bf16", "bf16", 2, "none"),
     "read_floor": ("read_weights", "int8", 1, "none"),
+    "w8a8_cuda_fp8_eager": ("w8a8_cuda_eager", "fp8_e4m3", 1, "token*channel"),
+    "torch_scaled_mm_rowwise_eager": ("torch_scaled_mm_rowwise_eager", "fp8_e4m3", 1, "token*channel"),
 }
 # Which baseline each of our rows is compared with in the JSON's vs_baseline.
-OUR_BASELINE = {"w8a8_cuda_fp8": "torch_scaled_mm_rowwise", "w8a8_cuda_int8": "torch_int_mm"}
+OUR_BASELINE = {"w8a8_cuda_fp8": "torch_scaled_mm_rowwise", "w8a8_cuda_int8": "torch_int_mm",
+                "w8a8_cuda_fp8_eager": "torch_scaled_mm_rowwise_eager"}
 
 
 def log(*a):
@@ -218,6 +225,8 @@ class TorchRunner:
             return "fast accumulation is measured at M >= %d" % FAST_MIN_M
         if impl == "read_floor" and (M > 64 or self.K % 4):
             return "the read floor is measured at M <= 64 (K a multiple of 4)"
+        if impl.endswith("_eager") and M > EAGER_MAX_M:
+            return "eager calls are measured at M <= %d" % EAGER_MAX_M
         return None
 
     def read_floor(self):
@@ -250,6 +259,8 @@ class TorchRunner:
         """(us per call, number of wrong elements)."""
         if impl == "read_floor":
             return self.read_floor()
+        if impl.endswith("_eager"):
+            return self._measure_eager(impl[:-len("_eager")])
         # Our variants with a handle setting: on for this impl's warm-up and capture (the library
         # reads it when each call is enqueued, so the graph keeps it), back to the default after.
         setting = {"w8a8_cuda_fp8_wc": ("set_weights_constant", True, False),
@@ -270,6 +281,25 @@ class TorchRunner:
         wrong = self.verify(impl, out, (CALLS - 1))
         del graph, out
         return us, wrong
+
+    def _measure_eager(self, impl):
+        """impl's calls issued one after another from Python (no graph): microseconds per call, the median of
+        REPLAYS runs of CALLS calls between two events on the current stream, after two warm-up calls."""
+        t = self.torch
+        out = None
+        for i in range(2):
+            out = self.call(impl, i)
+        t.cuda.synchronize()
+        times = []
+        for _ in range(REPLAYS):
+            e0, e1 = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            e0.record()
+            for i in range(CALLS):
+                out = self.call(impl, i)
+            e1.record()
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1e3 / CALLS)
+        return statistics.median(times), self.verify(impl, out, CALLS - 1)
 
     def verify(self, impl, out, i):
         """Wrong elements of the last call's output on the checked rows."""
@@ -332,6 +362,8 @@ class FakeRunner:
             return "measured at M >= %d" % FAST_MIN_M
         if impl == "read_floor" and M > 64:
             return "measured at M <= 64"
+        if impl.endswith("_eager") and M > EAGER_MAX_M:
+            return "measured at M <= %d" % EAGER_MAX_M
         return None
 
     def measure(self, impl):
@@ -340,7 +372,8 @@ class FakeRunner:
             return (self.N * self.K / (0.9 * HBM_BYTES_PER_S) * 1e6 + 2.0) * self.rng.uniform(0.97, 1.03), 0
         peak = {"w8a8_cuda_fp8": 1300, "w8a8_cuda_fp8_wc": 1300, "w8a8_cuda_fp8_fast": 1400, "w8a8_cuda_int8": 1200,
                 "torch_scaled_mm_rowwise": 1150, "torch_scaled_mm_rowwise_fast": 1250,
-                "torch_scaled_mm_tensorwise": 1250, "torch_int_mm": 850, "torch_mm_bf16": 680}[impl] * 1e12
+                "torch_scaled_mm_tensorwise": 1250, "torch_int_mm": 850, "torch_mm_bf16": 680,
+                "w8a8_cuda_fp8_eager": 1300, "torch_scaled_mm_rowwise_eager": 1150}[impl] * 1e12
         bw = {"w8a8_cuda_fp8": 0.8, "w8a8_cuda_fp8_wc": 0.9, "w8a8_cuda_int8": 0.8}.get(impl, 0.5) * HBM_BYTES_PER_S
         flops = 2.0 * self.M * self.N * self.K
         byts = es * (self.M * self.K + self.N * self.K) + 2 * self.M * self.N
@@ -579,6 +612,25 @@ def markdown(rows, args, runner, stamp, elapsed):
             L.append("Fast accumulation: geomean %.2fx over torch's fast rowwise (%d shapes, min %.2fx)." % (
                 geomean(rs), len(rs), min(rs)))
             L.append("")
+    # Eager calls: the host path (Python front end, validation, launch) against the same calls in a graph.
+    OE, TE = "w8a8_cuda_eager", "torch_scaled_mm_rowwise_eager"
+    ea = [(shape, M, d) for (shape, M), d in by.items() if OE in d]
+    if ea:
+        L.append("## Eager calls (no graph), M <= %d" % EAGER_MAX_M)
+        L.append("")
+        L.append("%d calls issued back to back from Python between two events: where a call's host time exceeds its "
+                 "GPU time, the eager figure is the host time. Ours through `w8a8.scaled_mm` on torch tensors, "
+                 "torch's `_scaled_mm`; the graphed figures repeated." % CALLS)
+        L.append("")
+        L.append("| shape | M | ours eager us | ours graphed us | eager - graphed | torch eager us | torch graphed us | "
+                 "eager - graphed | wrong |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        for shape, M, d in ea:
+            oe, og, te, tg = us(d, OE), us(d, OF), us(d, TE), us(d, "torch_scaled_mm_rowwise")
+            L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %d |" % (
+                shape, M, f(oe), f(og), f(oe - og if oe and og else None), f(te), f(tg),
+                f(te - tg if te and tg else None), d[OE]["wrong"] + (d[TE]["wrong"] if TE in d else 0)))
+        L.append("")
     misses = sorted(v for v in sp["rowwise"] if v[0] < 1.0)
     if misses:
         L.append("fp8 shapes slower than rowwise: " + ", ".join("%s M=%d (%.2fx)" % (s, m, v) for v, s, m in misses))

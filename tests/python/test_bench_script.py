@@ -27,9 +27,9 @@ class TorchCompareDryRun(unittest.TestCase):
                 rows = [json.loads(line) for line in f]
             with open(prefix + ".md") as f:
                 md = f.read()
-        # 4 shapes x 2 M x 8 impls (ours with the weights-constant hint included: M <= 256; the read floor at
-        # M <= 64), less torch._int_mm at M = 1
-        self.assertEqual(len(rows), 4 * 2 * 8 - 4)
+        # 4 shapes x 2 M x 10 impls (ours with the weights-constant hint included: M <= 256; the read floor and
+        # the two eager ones at M <= 64), less torch._int_mm at M = 1
+        self.assertEqual(len(rows), 4 * 2 * 10 - 4)
         keys = set()
         for r in rows:
             for k in FIELDS:
@@ -38,7 +38,8 @@ class TorchCompareDryRun(unittest.TestCase):
         self.assertEqual(len(keys), len(rows))
         impls = {r["impl"] for r in rows}
         self.assertEqual(impls, {"w8a8_cuda", "w8a8_cuda_weights_constant", "torch_scaled_mm_rowwise",
-                                 "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16", "read_weights"})
+                                 "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16", "read_weights",
+                                 "w8a8_cuda_eager", "torch_scaled_mm_rowwise_eager"})
         floor = [r for r in rows if r["impl"] == "read_weights"]
         self.assertTrue(all(r["op"] == "read" and r["M"] <= 64 and r["gbps"] > 0 for r in floor))
         self.assertIn("a pure read of the weight bytes", md)
@@ -48,6 +49,9 @@ class TorchCompareDryRun(unittest.TestCase):
         self.assertIn("| 8b-gateup | 64 |", md)
         self.assertIn("FAKE", md)
         self.assertIn("weights-constant hint", md)
+        self.assertIn("## Eager calls (no graph)", md)
+        eager = [r for r in rows if r["impl"] == "w8a8_cuda_eager"]
+        self.assertTrue(all(r["baseline"] == "torch_scaled_mm_rowwise_eager" for r in eager))
 
 
 if __name__ == "__main__":
