@@ -871,6 +871,33 @@ W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_m
                                                    const w8a8_vector *bias, const w8a8_zero_point *zp,
                                                    const w8a8_matrix *out, const w8a8_tp_options *opts);
 
+/**
+ * The fused calls with block scales (w8a8_scaled_mm_blockwise's: fp8_e4m3 operands, no zero point). Collective,
+ * with the same agreement, options and schedules as the calls above; every rank makes the same kind of call (a
+ * rank calling the block-scaled form while another calls the plain one is W8A8_ERROR_COMM_MISMATCH on every rank).
+ *
+ * w8a8_all_gather_scaled_mm_blockwise: a [M_r, K] this rank's rows; scale_a fp32 [M_r, ceil(K/128)] their group
+ *   scales, which travel with the rows; b [K, N_r] this rank's weight shard and scale_b fp32
+ *   [ceil(N_r/128), ceil(K/128)] its block scales; out [M, N_r]. Rows offset_j .. of out are exactly
+ *   w8a8_scaled_mm_blockwise of rank j's rows and scales with this rank's b, scale_b and bias.
+ * w8a8_scaled_mm_reduce_scatter_blockwise: a [M, K_r] this rank's K shard of all rows, scale_a fp32
+ *   [M, ceil(K_r/128)], b [K_r, N], scale_b fp32 [ceil(N/128), ceil(K_r/128)]: each rank's K shard is blocks of
+ *   its own (shards of a multiple of 128 keep a checkpoint's blocks). Rank j's partial is
+ *   w8a8_scaled_mm_blockwise of its shard in fp32 without bias; the partials, sum, bias and rounding are then
+ *   w8a8_scaled_mm_reduce_scatter's (opts->partials included).
+ * Scale matrices: row- or column-major, any ld, not overlapping out. Fused and unfused give the same bits.
+ * Communicators: MPI (CPU ranks). GPU communicators return W8A8_ERROR_UNSUPPORTED_DEVICE on every rank (before the
+ * agreement, which every rank of such a communicator skips alike) in this version.
+ */
+W8A8_API w8a8_status w8a8_all_gather_scaled_mm_blockwise(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
+                                                         const w8a8_matrix *scale_a, const w8a8_matrix *scale_b,
+                                                         const w8a8_vector *bias, const w8a8_matrix *out,
+                                                         const w8a8_tp_options *opts);
+W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter_blockwise(w8a8_comm *comm, const w8a8_matrix *a,
+                                                             const w8a8_matrix *b, const w8a8_matrix *scale_a,
+                                                             const w8a8_matrix *scale_b, const w8a8_vector *bias,
+                                                             const w8a8_matrix *out, const w8a8_tp_options *opts);
+
 /*
  * Agreement. Each fused call first checks its own arguments, then one small exchange (an
  * MPI_Iallgather of a fixed-size signature, or the GPU transport's equivalent) tells every rank

@@ -155,14 +155,30 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype="bf16", bia
                                         partials)
 
 
+def all_gather_scaled_mm_blockwise(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, out=None, m_total=None,
+                                   overlap="auto"):
+    from . import _tp
+    return _tp.all_gather_scaled_mm_blockwise(comm, a, b, scale_a, scale_b, out_dtype, bias, out, m_total, overlap)
+
+
+def scaled_mm_reduce_scatter_blockwise(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, out=None,
+                                       overlap="auto", partials="fp32"):
+    from . import _tp
+    return _tp.scaled_mm_reduce_scatter_blockwise(comm, a, b, scale_a, scale_b, out_dtype, bias, out, overlap,
+                                                  partials)
+
+
 from . import _tp as _tp_mod  # noqa: E402
 
 all_gather_scaled_mm.__doc__ = _tp_mod.all_gather_scaled_mm.__doc__
 scaled_mm_reduce_scatter.__doc__ = _tp_mod.scaled_mm_reduce_scatter.__doc__
+all_gather_scaled_mm_blockwise.__doc__ = _tp_mod.all_gather_scaled_mm_blockwise.__doc__
+scaled_mm_reduce_scatter_blockwise.__doc__ = _tp_mod.scaled_mm_reduce_scatter_blockwise.__doc__
 
 __all__ = ["scaled_mm", "scaled_mm_blockwise", "quantize_fp8_groups", "quantize_fp8_blocks",
            "silu_mul_quantize_fp8_groups", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8", "silu_mul_quantize_int8",
-           "colsum", "all_gather_scaled_mm", "scaled_mm_reduce_scatter", "Comm", "register_group", "unregister_group",
+           "colsum", "all_gather_scaled_mm", "scaled_mm_reduce_scatter", "all_gather_scaled_mm_blockwise",
+           "scaled_mm_reduce_scatter_blockwise", "Comm", "register_group", "unregister_group",
            "W8A8Error", "Status", "DType",
            "Layout", "Kernel", "Fp8Accum", "QuantMode", "DeviceKind", "version", "version_string", "library_path", "cuda_device_count", "shard_rows"] + [
     c.__name__ for c in _ERROR_CLASSES.values()]

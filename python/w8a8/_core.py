@@ -204,6 +204,25 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out, bias=None, azp=N
         check(st, fn)
 
 
+def tp_blockwise(op, comm, a, b, scale_a, scale_b, out, bias=None, overlap=True, partials="fp32", fn=None):
+    """w8a8_all_gather_scaled_mm_blockwise (op "ag") or w8a8_scaled_mm_reduce_scatter_blockwise ("rs"): scale_a and
+    scale_b are matrices (block scales), either layout."""
+    am = as_matrix(a, fn, Layout.ROW_MAJOR)
+    bm = as_matrix(b, fn, Layout.COL_MAJOR)
+    om = as_matrix(out, fn, Layout.ROW_MAJOR)
+    sam = as_matrix(scale_a, fn, Layout.ROW_MAJOR)
+    sbm = as_matrix(scale_b, fn, Layout.ROW_MAJOR)
+    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    opts = tp_options(overlap, partials, fn=fn)
+    call = _lib._optional("w8a8_all_gather_scaled_mm_blockwise" if op == "ag" else
+                          "w8a8_scaled_mm_reduce_scatter_blockwise")
+    with comm.lock:
+        comm._entered = True
+        comm._used = True
+        check(call(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sam), ctypes.byref(sbm), _ref(bv),
+                   ctypes.byref(om), ctypes.byref(opts)), fn)
+
+
 # --------------------------------------------------------------------------- argument helpers
 
 OUT_DTYPES = {"bf16": DType.BF16, "bfloat16": DType.BF16, "fp16": DType.FP16, "float16": DType.FP16,

@@ -258,7 +258,8 @@ def _candidates():
 # Entry points that a library built from an older tree may lack.
 OPTIONAL_FUNCTIONS = ("w8a8_load_tuning", "w8a8_comm_create_local", "w8a8_get_last_launch", "w8a8_setting_count",
                       "w8a8_get_setting", "w8a8_scaled_mm_blockwise", "w8a8_quantize_groups", "w8a8_quantize_blocks",
-                      "w8a8_silu_mul_quantize_groups")
+                      "w8a8_silu_mul_quantize_groups", "w8a8_all_gather_scaled_mm_blockwise",
+                      "w8a8_scaled_mm_reduce_scatter_blockwise")
 
 
 def _declare(lib):
@@ -324,7 +325,11 @@ def _declare(lib):
                                                      P(Matrix)]),
                 "w8a8_quantize_groups": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), ctypes.c_uint]),
                 "w8a8_quantize_blocks": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), ctypes.c_uint]),
-                "w8a8_silu_mul_quantize_groups": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), ctypes.c_uint])}
+                "w8a8_silu_mul_quantize_groups": (c_int, [H, P(Matrix), P(Matrix), P(Matrix), ctypes.c_uint]),
+                "w8a8_all_gather_scaled_mm_blockwise": (c_int, [C, P(Matrix), P(Matrix), P(Matrix), P(Matrix),
+                                                                P(Vector), P(Matrix), P(TpOptions)]),
+                "w8a8_scaled_mm_reduce_scatter_blockwise": (c_int, [C, P(Matrix), P(Matrix), P(Matrix), P(Matrix),
+                                                                    P(Vector), P(Matrix), P(TpOptions)])}
     assert set(optional) == set(OPTIONAL_FUNCTIONS)
     for name, (res, args) in optional.items():
         fn = getattr(lib, name, None)

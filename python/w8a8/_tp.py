@@ -360,6 +360,53 @@ def _reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj,
     return out
 
 
+def all_gather_scaled_mm_blockwise(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, out=None, m_total=None,
+                                   overlap="auto"):
+    """all_gather_scaled_mm with block scales (fp8): scale_a [M_r, ceil(K/128)] this rank's rows' group scales
+    (they travel with the rows), scale_b [ceil(N_r/128), ceil(K/128)] its weight shard's block scales. MPI
+    communicators (CPU ranks)."""
+    fn = "w8a8.all_gather_scaled_mm_blockwise"
+    comm._entered = False
+    try:
+        return _blockwise(comm, "ag", a, b, scale_a, scale_b, out_dtype, bias, out, m_total, overlap, "fp32", fn)
+    except Exception:
+        if not comm._entered:
+            _join_failed(comm, "ag")
+        raise
+
+
+def scaled_mm_reduce_scatter_blockwise(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, out=None,
+                                       overlap="auto", partials="fp32"):
+    """scaled_mm_reduce_scatter with block scales (fp8): a [M, K_r], scale_a [M, ceil(K_r/128)], scale_b
+    [ceil(N/128), ceil(K_r/128)]: each rank's K shard is blocks of its own. MPI communicators (CPU ranks)."""
+    fn = "w8a8.scaled_mm_reduce_scatter_blockwise"
+    comm._entered = False
+    try:
+        return _blockwise(comm, "rs", a, b, scale_a, scale_b, out_dtype, bias, out, None, overlap, partials, fn)
+    except Exception:
+        if not comm._entered:
+            _join_failed(comm, "rs")
+        raise
+
+
+def _blockwise(comm, op, a, b, scale_a, scale_b, out_dtype, bias, out, m_total, overlap, partials, fn):
+    view, alloc, out_enum = _frontend(comm, a, fn)
+    va, vb = view(a, "a"), view(b, "b")
+    if len(va.shape) != 2 or len(vb.shape) != 2:
+        raise make_error(Status.ERROR_INVALID_SHAPE, "%s: a and b must be 2-D" % fn)
+    if out is None:
+        if op == "ag":
+            rows = int(m_total) if m_total is not None else va.shape[0] * comm.size
+        else:
+            _, rows = shard_rows(va.shape[0], comm.size, comm.rank)
+        out = alloc((rows, vb.shape[1]), out_enum(out_dtype))
+    vo = view(out, "out")
+    comm.reserve(vo.shape[0] if op == "ag" else va.shape[0], vb.shape[1], va.shape[1], _auto=True)
+    _core.tp_blockwise(op, comm, va, vb, view(scale_a, "scale_a"), view(scale_b, "scale_b"), vo,
+                       view(bias, "bias") if bias is not None else None, overlap, partials, fn=fn)
+    return out
+
+
 # --------------------------------------------------------------------------- process-group names
 # The torch custom ops (torch.ops.w8a8.fused_*) name their communicator by a string, as
 # torch.ops.symm_mem's ops name a process group: register_group binds a name to a Comm, together

@@ -208,6 +208,11 @@ W8A8_HIDDEN w8a8_status w8a8_validate_scaled_mm_blockwise(const char *fn, const 
                                                           const w8a8_matrix *b, const w8a8_matrix *scale_a,
                                                           const w8a8_matrix *scale_b, const w8a8_vector *bias,
                                                           const w8a8_matrix *out, w8a8_mm_problem *p);
+/* A block-scale matrix: fp32, exactly rows x cols (what names the two sizes), either layout; its element strides
+ * into *rs, *cs (validate.c; also the fused TP calls' block scales). */
+W8A8_HIDDEN w8a8_status w8a8_check_scale_matrix(const char *fn, const w8a8_handle *h, const char *arg,
+                                                const w8a8_matrix *s, int64_t rows, int64_t cols, const char *what,
+                                                int64_t *rs, int64_t *cs);
 W8A8_HIDDEN w8a8_status w8a8_validate_quantize_groups(const char *fn, const w8a8_handle *h, const w8a8_matrix *x,
                                                       const w8a8_matrix *q, const w8a8_matrix *scale, unsigned flags,
                                                       int groups, int x_per_q, w8a8_quant_problem *p);

@@ -447,10 +447,8 @@ w8a8_status w8a8_validate_silu_mul_quantize(const char *fn, const w8a8_handle *h
 
 static int64_t blocks_of(int64_t n) { return (n + W8A8_BLOCK - 1) / W8A8_BLOCK; }
 
-/* A block-scale matrix: fp32, exactly rows x cols (what names the two sizes), either layout. Its element
- * strides in *rs, *cs. */
-static w8a8_status check_scale_matrix(const char *fn, const w8a8_handle *h, const char *arg, const w8a8_matrix *s,
-                                      int64_t rows, int64_t cols, const char *what, int64_t *rs, int64_t *cs) {
+w8a8_status w8a8_check_scale_matrix(const char *fn, const w8a8_handle *h, const char *arg, const w8a8_matrix *s,
+                                    int64_t rows, int64_t cols, const char *what, int64_t *rs, int64_t *cs) {
   if (!s) return w8a8_err(W8A8_ERROR_NULL_POINTER, "%s: %s is NULL; expected a %s fp32 w8a8_matrix", fn, arg, what);
   if (s->dtype != W8A8_DTYPE_FP32)
     return w8a8_err(W8A8_ERROR_INVALID_SCALE, "%s: %s->dtype is %s; expected fp32", fn, arg,
@@ -476,8 +474,8 @@ w8a8_status w8a8_validate_scaled_mm_blockwise(const char *fn, const w8a8_handle 
   const int64_t M = a->rows, K = a->cols, N = b->cols;
   const int64_t KB = blocks_of(K), NB = blocks_of(N);
   int64_t sa_rs, sa_cs, sb_rs, sb_cs;
-  W8A8_CHECK(check_scale_matrix(fn, h, "scale_a", scale_a, M, KB, "[M, ceil(K/128)]", &sa_rs, &sa_cs));
-  W8A8_CHECK(check_scale_matrix(fn, h, "scale_b", scale_b, NB, KB, "[ceil(N/128), ceil(K/128)]", &sb_rs, &sb_cs));
+  W8A8_CHECK(w8a8_check_scale_matrix(fn, h, "scale_a", scale_a, M, KB, "[M, ceil(K/128)]", &sa_rs, &sa_cs));
+  W8A8_CHECK(w8a8_check_scale_matrix(fn, h, "scale_b", scale_b, NB, KB, "[ceil(N/128), ceil(K/128)]", &sb_rs, &sb_cs));
   W8A8_CHECK(check_bias(fn, h, bias, out, N));
   span ins[5];
   int n = 0;
@@ -510,7 +508,7 @@ w8a8_status w8a8_validate_quantize_groups(const char *fn, const w8a8_handle *h, 
   const int64_t M = q->rows, K = q->cols;
   const int block = groups == W8A8_GROUPS_BLOCK;
   int64_t rs, cs;
-  W8A8_CHECK(check_scale_matrix(fn, h, "scale", scale, block ? blocks_of(M) : M, blocks_of(K),
+  W8A8_CHECK(w8a8_check_scale_matrix(fn, h, "scale", scale, block ? blocks_of(M) : M, blocks_of(K),
                                 block ? "[ceil(N/128), ceil(K/128)]" : "[M, ceil(K/128)]", &rs, &cs));
   span sx = mat_span("x", x), sq = mat_span("q", q), ss = mat_span("scale", scale);
   {

@@ -27,17 +27,19 @@
 enum { TAG_A = 101, TAG_SCALE = 102, TAG_AZP = 103 };
 
 typedef struct ag_bufs {
-  uint8_t *a;  /* [M_total, K] */
-  float *scale; /* [M_total] */
+  uint8_t *a;   /* [M_total, K] */
+  float *scale; /* [M_total, S]: S = 1, or the block-scaled call's ceil(K/128) group scales of each row */
   int32_t *azp; /* [M_total] */
+  int64_t S;
 } ag_bufs;
 
 static ag_bufs ag_layout(const w8a8_comm *c, const w8a8_tp_problem *p) {
   ag_bufs g;
   size_t a_bytes = ((size_t)p->M_total * (size_t)p->K + 63) & ~(size_t)63;
+  g.S = p->block ? (p->K + W8A8_BLOCK - 1) / W8A8_BLOCK : 1;
   g.a = (uint8_t *)c->ws;
   g.scale = (float *)(g.a + a_bytes);
-  g.azp = (int32_t *)(g.scale + p->M_total);
+  g.azp = (int32_t *)(g.scale + p->M_total * g.S);
   return g;
 }
 
@@ -61,10 +63,14 @@ static w8a8_status ag_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *
     q.ldb = p->ldb;
     q.out = (char *)p->out + (size_t)m * (size_t)p->ldo * oes;
     q.ldo = p->ldo;
-    q.scale_a = g->scale + m; /* always per row: see the file comment */
+    q.scale_a = g->scale + m * g->S; /* always per row: see the file comment */
     q.scale_a_per_token = true;
     q.scale_b = p->scale_b;
     q.scale_b_per_channel = p->scale_b_per_channel;
+    if (p->block) { /* the rows' group scales, packed; the weights' block scales as given */
+      q.block_scaled = true;
+      q.sa_rs = g->S, q.sa_cs = 1, q.sb_rs = p->sb_rs, q.sb_cs = p->sb_cs;
+    }
     q.bias = p->bias;
     q.azp_adj = p->azp_adj;
     if (p->zp_kind == 2) {
@@ -85,17 +91,22 @@ static w8a8_status ag_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *
 }
 
 static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p) {
+  if (p->M_total == 0) return W8A8_SUCCESS;
   const int W = c->size, r = c->rank;
   const int64_t K = p->K;
   const int64_t *cnt = c->m_count, *off = c->m_offset;
   ag_bufs g = ag_layout(c, p);
   const bool zp = p->zp_kind == 2;
 
-  /* Own rows into the gathered buffer (dense rows, one scale and zero point per row). */
+  /* Own rows into the gathered buffer (dense rows, one scale and zero point per row, or a row of block scales). */
+  const int64_t S = g.S;
   for (int64_t i = 0; i < cnt[r]; i++) {
     const int64_t m = off[r] + i;
     if (K > 0) memcpy(g.a + m * K, (const uint8_t *)p->a + i * p->lda, (size_t)K);
-    g.scale[m] = p->scale_a[p->scale_a_per_token ? i : 0];
+    if (p->block)
+      for (int64_t kb = 0; kb < S; kb++) g.scale[m * S + kb] = p->scale_a[i * p->sa_rs + kb * p->sa_cs];
+    else
+      g.scale[m] = p->scale_a[p->scale_a_per_token ? i : 0];
     if (zp) g.azp[m] = p->azp[p->azp_mode == W8A8_AZP_PER_TOKEN ? i : 0];
   }
 
@@ -110,8 +121,8 @@ static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
     for (int j = 0; j < W; j++) {
       c->counts[j] = (int)(cnt[j] * K);
       c->displs[j] = (int)(off[j] * K);
-      c->counts2[j] = (int)cnt[j];
-      c->displs2[j] = (int)off[j];
+      c->counts2[j] = (int)(cnt[j] * S); /* (scales; zero points exist only with S = 1) */
+      c->displs2[j] = (int)(off[j] * S);
     }
     what = "MPI_Iallgatherv (rows)";
     rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, g.a, c->counts, c->displs, MPI_BYTE, c->mpi, &req[0]);
@@ -145,7 +156,7 @@ static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
       what = "MPI_Irecv";
       rc = MPI_Irecv(g.a + off[j] * K, (int)(cnt[j] * K), MPI_BYTE, j, TAG_A, c->mpi, &recv[3 * j]);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Irecv(g.scale + off[j], (int)cnt[j], MPI_FLOAT, j, TAG_SCALE, c->mpi, &recv[3 * j + 1]);
+        rc = MPI_Irecv(g.scale + off[j] * S, (int)(cnt[j] * S), MPI_FLOAT, j, TAG_SCALE, c->mpi, &recv[3 * j + 1]);
       if (rc == MPI_SUCCESS && zp)
         rc = MPI_Irecv(g.azp + off[j], (int)cnt[j], MPI_INT32_T, j, TAG_AZP, c->mpi, &recv[3 * j + 2]);
     }
@@ -154,7 +165,7 @@ static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
       what = "MPI_Isend";
       rc = MPI_Isend(g.a + m0 * K, (int)(cnt[r] * K), MPI_BYTE, j, TAG_A, c->mpi, &send[3 * j]);
       if (rc == MPI_SUCCESS)
-        rc = MPI_Isend(g.scale + m0, (int)cnt[r], MPI_FLOAT, j, TAG_SCALE, c->mpi, &send[3 * j + 1]);
+        rc = MPI_Isend(g.scale + m0 * S, (int)(cnt[r] * S), MPI_FLOAT, j, TAG_SCALE, c->mpi, &send[3 * j + 1]);
       if (rc == MPI_SUCCESS && zp)
         rc = MPI_Isend(g.azp + m0, (int)cnt[r], MPI_INT32_T, j, TAG_AZP, c->mpi, &send[3 * j + 2]);
     }
@@ -188,43 +199,34 @@ static w8a8_status ag_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
 
 #endif /* W8A8_HAVE_MPI */
 
+static w8a8_status ag_call(const char *fn, w8a8_comm *comm, const w8a8_tp_args *x) {
+#ifdef W8A8_HAVE_MPI
+  return w8a8_tp_cpu_call(fn, comm, TP_OP_AG, x, ag_run);
+#else
+  (void)comm, (void)x;
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
+#endif
+}
+
 w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
                                       const w8a8_vector *scale_a, const w8a8_vector *scale_b, const w8a8_vector *bias,
                                       const w8a8_zero_point *zp, const w8a8_matrix *out, const w8a8_gathered *gathered,
                                       const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_all_gather_scaled_mm";
-  w8a8_clear_error();
-  /* A rank that cannot name its communicator cannot join the agreement: fail here (counted: the
-   * next agreement of this thread's communicators compares the counts). */
-  w8a8_status s0 = w8a8_tp_check_comm(fn, comm);
-  if (s0 != W8A8_SUCCESS) {
-    w8a8_tp_count_invalid_comm();
-    return s0;
-  }
+  W8A8_CHECK(w8a8_tp_entry(fn, comm));
   /* GPU communicators: src/tp/tp_gpu.c */
   if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_all_gather_scaled_mm(fn, comm, a, b, scale_a, scale_b, bias, zp, out, gathered, opts);
-#ifndef W8A8_HAVE_MPI
-  (void)comm, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)gathered,
-      (void)opts;
-  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
-#else
-  W8A8_CHECK(w8a8_tp_call_enter(fn, comm));
-  w8a8_tp_problem p;
-  memset(&p, 0, sizeof p);
-  w8a8_status s =
-      w8a8_tp_local_checks(fn, comm, TP_OP_AG, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, &p);
-  int64_t sig[TP_SIG_COUNT];
-  w8a8_tp_signature(comm, &p, TP_OP_AG, s, sig);
-  W8A8_CHECK(w8a8_tp_agree(fn, comm, sig));
-  w8a8_tp_test_after_agree(comm);
-  p.overlap = comm->agreed_fuse;
-  comm->last_fuse = p.overlap;
-  if (p.M_total == 0) return W8A8_SUCCESS;
-  s = ag_run(fn, comm, &p);
-  if (s != W8A8_SUCCESS) { /* after the agreement: the peers may have run their part */
-    comm->last_fuse = -1;
-    if (!w8a8_tp_is_broken(comm)) w8a8_tp_break(fn, comm, s, true);
-  }
-  return s;
-#endif
+  const w8a8_tp_args x = {a, b, scale_a, scale_b, NULL, NULL, 0, bias, zp, out, gathered, opts};
+  return ag_call(fn, comm, &x);
+}
+
+w8a8_status w8a8_all_gather_scaled_mm_blockwise(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
+                                                const w8a8_matrix *scale_a, const w8a8_matrix *scale_b,
+                                                const w8a8_vector *bias, const w8a8_matrix *out,
+                                                const w8a8_tp_options *opts) {
+  static const char fn[] = "w8a8_all_gather_scaled_mm_blockwise";
+  W8A8_CHECK(w8a8_tp_entry(fn, comm));
+  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_no_blockwise(fn, comm);
+  const w8a8_tp_args x = {a, b, NULL, NULL, scale_a, scale_b, 1, bias, NULL, out, NULL, opts};
+  return ag_call(fn, comm, &x);
 }

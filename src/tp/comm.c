@@ -42,8 +42,10 @@ static uint64_t add_sat(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UI
 
 size_t w8a8_tp_workspace_need(int size, int64_t max_m, int64_t max_n, int64_t max_k) {
   if (size < 1 || max_m < 0 || max_n < 0 || max_k < 0) return SIZE_MAX;
-  /* all-gather: gathered A (1-byte elements), then per-row scales and zero points. */
-  uint64_t ag = add_sat(add_sat(mul_sat((uint64_t)max_m, (uint64_t)max_k), mul_sat(8u, (uint64_t)max_m)), 64u);
+  /* all-gather: gathered A (1-byte elements), then per-row scales (a row of ceil(K/128) block scales in the
+   * block-scaled call) and zero points. */
+  const uint64_t row_extra = add_sat(8u, mul_sat(4u, (uint64_t)ceil_div(max_k, W8A8_BLOCK)));
+  uint64_t ag = add_sat(add_sat(mul_sat((uint64_t)max_m, (uint64_t)max_k), mul_sat(row_extra, (uint64_t)max_m)), 128u);
   /* reduce-scatter: every partial row of this rank [max_m, max_n], the W-1 peers'
    * partials of our own rows, and one fp32 row for the ordered sum. */
   uint64_t chunk = (uint64_t)ceil_div(max_m, size);
@@ -91,6 +93,20 @@ w8a8_status w8a8_tp_check_comm(const char *fn, const w8a8_comm *c) {
   if (c->kind != W8A8_COMM_KIND_MPI && c->kind != W8A8_COMM_KIND_NCCL && c->kind != W8A8_COMM_KIND_LOCAL)
     return w8a8_err(W8A8_ERROR_INVALID_COMM, "%s: comm %p is of unknown kind %d", fn, (const void *)c, (int)c->kind);
   return W8A8_SUCCESS;
+}
+
+w8a8_status w8a8_tp_entry(const char *fn, const w8a8_comm *c) {
+  w8a8_clear_error();
+  const w8a8_status s = w8a8_tp_check_comm(fn, c);
+  if (s != W8A8_SUCCESS) w8a8_tp_count_invalid_comm();
+  return s;
+}
+
+w8a8_status w8a8_tp_gpu_no_blockwise(const char *fn, const w8a8_comm *c) {
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                  "%s: the block-scaled fused calls run on MPI communicators of CPU ranks in this version; this "
+                  "communicator's %d ranks are GPUs",
+                  fn, c->size);
 }
 
 w8a8_status w8a8_comm_rank(const w8a8_comm *c, int *rank) {
@@ -484,6 +500,29 @@ w8a8_status w8a8_comm_destroy(w8a8_comm *c) {
   return W8A8_SUCCESS;
 }
 
+w8a8_status w8a8_tp_cpu_call(const char *fn, w8a8_comm *c, int op, const w8a8_tp_args *x, w8a8_tp_run_fn run) {
+  W8A8_CHECK(w8a8_tp_call_enter(fn, c));
+  w8a8_tp_problem p;
+  memset(&p, 0, sizeof p);
+  const w8a8_status local =
+      x->block ? w8a8_tp_local_checks_blockwise(fn, c, op, x->a, x->b, x->block_a, x->block_b, x->bias, x->out,
+                                                x->opts, &p)
+               : w8a8_tp_local_checks(fn, c, op, x->a, x->b, x->scale_a, x->scale_b, x->bias, x->zp, x->out,
+                                      x->gathered, x->opts, &p);
+  int64_t sig[TP_SIG_COUNT];
+  w8a8_tp_signature(c, &p, op, local, sig);
+  W8A8_CHECK(w8a8_tp_agree(fn, c, sig));
+  w8a8_tp_test_after_agree(c);
+  p.overlap = c->agreed_fuse;
+  c->last_fuse = p.overlap;
+  const w8a8_status s = run(fn, c, &p);
+  if (s != W8A8_SUCCESS) { /* after the agreement: the peers may have run their part */
+    c->last_fuse = -1;
+    if (!w8a8_tp_is_broken(c)) w8a8_tp_break(fn, c, s, true);
+  }
+  return s;
+}
+
 w8a8_status w8a8_tp_agree(const char *fn, w8a8_comm *c, int64_t sig[TP_SIG_COUNT]) {
   w8a8_status local = (w8a8_status)sig[TP_SIG_STATUS];
   char saved[512];
@@ -514,6 +553,7 @@ static const char *sig_name(int f) {
     case TP_SIG_ZP_KIND: return "the zero-point kind";
     case TP_SIG_OVERLAP: return "opts->overlap";
     case TP_SIG_PARTIALS: return "opts->partials";
+    case TP_SIG_BLOCK: return "the scales' kind (1: the block-scaled call, 0: the plain one)";
     default: return "a field";
   }
 }
@@ -561,8 +601,9 @@ w8a8_status w8a8_tp_agree_table(const char *fn, w8a8_comm *c, w8a8_status local,
   const int op = (int)s0[TP_SIG_OP];
   for (int j = 1; j < W; j++) {
     const int64_t *sj = c->sig_all + (size_t)j * TP_SIG_COUNT;
-    static const int fields[] = {TP_SIG_OP,   TP_SIG_M_TOTAL, TP_SIG_K,       TP_SIG_N,       TP_SIG_IN_DTYPE,
-                                 TP_SIG_OUT_DTYPE, TP_SIG_BIAS, TP_SIG_ZP_KIND, TP_SIG_OVERLAP, TP_SIG_PARTIALS};
+    static const int fields[] = {TP_SIG_OP,       TP_SIG_BLOCK, TP_SIG_M_TOTAL, TP_SIG_K,       TP_SIG_N,
+                                 TP_SIG_IN_DTYPE, TP_SIG_OUT_DTYPE, TP_SIG_BIAS, TP_SIG_ZP_KIND, TP_SIG_OVERLAP,
+                                 TP_SIG_PARTIALS};
     for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
       int k = fields[f];
       if (k == TP_SIG_K && op == TP_OP_RS) continue; /* K shards are local to each rank */

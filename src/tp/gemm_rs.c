@@ -74,10 +74,14 @@ static w8a8_status rs_rows(const char *fn, w8a8_comm *c, const w8a8_tp_problem *
     q.ldb = p->ldb;
     q.out = g->part + m * p->N;
     q.ldo = p->N > 0 ? p->N : 1;
-    q.scale_a = p->scale_a + (p->scale_a_per_token ? m : 0);
+    q.scale_a = p->scale_a + (p->block ? m * p->sa_rs : p->scale_a_per_token ? m : 0);
     q.scale_a_per_token = p->scale_a_per_token;
     q.scale_b = p->scale_b;
     q.scale_b_per_channel = p->scale_b_per_channel;
+    if (p->block) { /* this rank's K shard's blocks: the partial of w8a8_scaled_mm_blockwise */
+      q.block_scaled = true;
+      q.sa_rs = p->sa_rs, q.sa_cs = p->sa_cs, q.sb_rs = p->sb_rs, q.sb_cs = p->sb_cs;
+    }
     q.bias = NULL; /* added once, after the sum */
     q.azp_mode = p->azp_mode;
     q.azp = p->azp_mode == W8A8_AZP_PER_TOKEN ? p->azp + m : p->azp;
@@ -118,6 +122,7 @@ static void rs_reduce(const w8a8_comm *c, const w8a8_tp_problem *p, const rs_buf
 }
 
 static w8a8_status rs_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p) {
+  if (p->M_total == 0 || p->N == 0) return W8A8_SUCCESS;
   const int W = c->size, r = c->rank;
   const int64_t N = p->N;
   const int64_t *cnt = c->m_count, *off = c->m_offset;
@@ -173,40 +178,34 @@ static w8a8_status rs_run(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p
 
 #endif /* W8A8_HAVE_MPI */
 
+static w8a8_status rs_call(const char *fn, w8a8_comm *comm, const w8a8_tp_args *x) {
+#ifdef W8A8_HAVE_MPI
+  return w8a8_tp_cpu_call(fn, comm, TP_OP_RS, x, rs_run);
+#else
+  (void)comm, (void)x;
+  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
+#endif
+}
+
 w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
                                           const w8a8_vector *scale_a, const w8a8_vector *scale_b,
                                           const w8a8_vector *bias, const w8a8_zero_point *zp, const w8a8_matrix *out,
                                           const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_scaled_mm_reduce_scatter";
-  w8a8_clear_error();
-  /* A rank that cannot name its communicator cannot join the agreement: fail here (counted). */
-  w8a8_status s0 = w8a8_tp_check_comm(fn, comm);
-  if (s0 != W8A8_SUCCESS) {
-    w8a8_tp_count_invalid_comm();
-    return s0;
-  }
+  W8A8_CHECK(w8a8_tp_entry(fn, comm));
   /* GPU communicators: src/tp/tp_gpu.c */
   if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_scaled_mm_reduce_scatter(fn, comm, a, b, scale_a, scale_b, bias, zp, out, opts);
-#ifndef W8A8_HAVE_MPI
-  (void)comm, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)opts;
-  return w8a8_err(W8A8_ERROR_NOT_BUILT, "%s: libw8a8 was built without MPI", fn);
-#else
-  W8A8_CHECK(w8a8_tp_call_enter(fn, comm));
-  w8a8_tp_problem p;
-  memset(&p, 0, sizeof p);
-  w8a8_status s = w8a8_tp_local_checks(fn, comm, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p);
-  int64_t sig[TP_SIG_COUNT];
-  w8a8_tp_signature(comm, &p, TP_OP_RS, s, sig);
-  W8A8_CHECK(w8a8_tp_agree(fn, comm, sig));
-  w8a8_tp_test_after_agree(comm);
-  p.overlap = comm->agreed_fuse;
-  comm->last_fuse = p.overlap;
-  if (p.M_total == 0 || p.N == 0) return W8A8_SUCCESS;
-  s = rs_run(fn, comm, &p);
-  if (s != W8A8_SUCCESS) { /* after the agreement: the peers may have run their part */
-    comm->last_fuse = -1;
-    if (!w8a8_tp_is_broken(comm)) w8a8_tp_break(fn, comm, s, true);
-  }
-  return s;
-#endif
+  const w8a8_tp_args x = {a, b, scale_a, scale_b, NULL, NULL, 0, bias, zp, out, NULL, opts};
+  return rs_call(fn, comm, &x);
+}
+
+w8a8_status w8a8_scaled_mm_reduce_scatter_blockwise(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
+                                                    const w8a8_matrix *scale_a, const w8a8_matrix *scale_b,
+                                                    const w8a8_vector *bias, const w8a8_matrix *out,
+                                                    const w8a8_tp_options *opts) {
+  static const char fn[] = "w8a8_scaled_mm_reduce_scatter_blockwise";
+  W8A8_CHECK(w8a8_tp_entry(fn, comm));
+  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_no_blockwise(fn, comm);
+  const w8a8_tp_args x = {a, b, NULL, NULL, scale_a, scale_b, 1, bias, NULL, out, NULL, opts};
+  return rs_call(fn, comm, &x);
 }

@@ -53,6 +53,7 @@ enum {
   TP_SIG_SEQ,     /* this rank's number of the call (its fused calls on this communicator, from 0) */
   TP_SIG_SKIPS,   /* fused calls with an invalid communicator made by this thread since its previous fused call */
   TP_SIG_FUSE,    /* this rank's schedule for the call: 0 unfused, 1 fused (W8A8_TP_OVERLAP_AUTO resolved here) */
+  TP_SIG_BLOCK,   /* 1: the block-scaled form of the call (w8a8_*_blockwise), 0 the plain one */
   TP_SIG_COUNT
 };
 
@@ -117,6 +118,13 @@ struct w8a8_comm {
 
 /* Look up `comm` for public call `fn`: registry, magic, kind. */
 W8A8_HIDDEN w8a8_status w8a8_tp_check_comm(const char *fn, const w8a8_comm *c);
+/* The first step of every fused call: clear the thread's error, look up `comm`; where that fails, count the call
+ * (a rank that cannot name its communicator cannot join the agreement: the next agreement of this thread's
+ * communicators compares the counts) and return the failure. */
+W8A8_HIDDEN w8a8_status w8a8_tp_entry(const char *fn, const w8a8_comm *c);
+/* The block-scaled fused calls on a GPU communicator: W8A8_ERROR_UNSUPPORTED_DEVICE, on every rank alike, before
+ * the call is numbered or agreed (every rank of such a communicator is a GPU rank). */
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_no_blockwise(const char *fn, const w8a8_comm *c);
 
 /* ---- failure state, deadlines, abort (tp_fault.c) -------------------------------------- */
 
@@ -262,6 +270,10 @@ typedef struct w8a8_tp_problem {
   int zp_kind;            /* 0 none, 1 premultiplied, 2 azp vector */
   int overlap;            /* as requested (W8A8_TP_OVERLAP_*); after the agreement, the schedule run: 0 / 1 */
   int partials;           /* W8A8_TP_PARTIALS_FP32 or _OUT (opts, or the default) */
+  /* Block scales (the w8a8_*_blockwise calls): scale_a and scale_b are then matrices, element (i, j) at
+   * scale[i * rs + j * cs]: scale_a [a->rows, ceil(K/128)], scale_b [ceil(N/128), ceil(K/128)]. */
+  bool block;
+  int64_t sa_rs, sa_cs, sb_rs, sb_cs;
   /* AG optional outputs (NULL = not wanted) */
   void *g_a;
   int64_t g_lda;
@@ -276,6 +288,38 @@ W8A8_HIDDEN w8a8_status w8a8_tp_validate(const char *fn, const w8a8_comm *c, int
                                          const w8a8_zero_point *zp, const w8a8_matrix *out,
                                          const w8a8_gathered *gathered, const w8a8_tp_options *opts,
                                          w8a8_tp_problem *p);
+
+/* A fused call's arguments: the plain call's scale vectors and zero point, or (block != 0) the block-scaled call's
+ * scale matrices. */
+typedef struct w8a8_tp_args {
+  const w8a8_matrix *a, *b;
+  const w8a8_vector *scale_a, *scale_b;
+  const w8a8_matrix *block_a, *block_b;
+  int block;
+  const w8a8_vector *bias;
+  const w8a8_zero_point *zp;
+  const w8a8_matrix *out;
+  const w8a8_gathered *gathered;
+  const w8a8_tp_options *opts;
+} w8a8_tp_args;
+
+#ifdef W8A8_HAVE_MPI
+/* A CPU rank's schedule of a fused call (ag_gemm.c, gemm_rs.c), run once the agreement chose it (p->overlap). */
+typedef w8a8_status (*w8a8_tp_run_fn)(const char *fn, w8a8_comm *c, const w8a8_tp_problem *p);
+/* A fused call on an MPI communicator once w8a8_tp_entry passed: number the call, check this rank's arguments, join
+ * the agreement, run the schedule it chose, and break c where the run fails (the peers may have run their part). */
+W8A8_HIDDEN w8a8_status w8a8_tp_cpu_call(const char *fn, w8a8_comm *c, int op, const w8a8_tp_args *x,
+                                         w8a8_tp_run_fn run);
+#endif
+
+/* The block-scaled calls' checks (w8a8_all_gather_scaled_mm_blockwise, w8a8_scaled_mm_reduce_scatter_blockwise):
+ * the handle, then w8a8_tp_validate's checks of a, b, bias, out and opts, then fp8 operands and the scale matrices;
+ * fill *p with block = true. Nothing is written on failure. */
+W8A8_HIDDEN w8a8_status w8a8_tp_local_checks_blockwise(const char *fn, const w8a8_comm *c, int op, const w8a8_matrix *a,
+                                                       const w8a8_matrix *b, const w8a8_matrix *scale_a,
+                                                       const w8a8_matrix *scale_b, const w8a8_vector *bias,
+                                                       const w8a8_matrix *out, const w8a8_tp_options *opts,
+                                                       w8a8_tp_problem *p);
 
 /* Local checks every fused call makes first: the comm's handle, the arguments
  * (w8a8_tp_validate), and on CPU ranks a forced kernel's refusal of the block GEMMs (GPU ranks ask

@@ -321,6 +321,7 @@ void w8a8_tp_signature(const w8a8_comm *c, const w8a8_tp_problem *p, int op, w8a
   sig[TP_SIG_OVERLAP] = p->overlap;
   sig[TP_SIG_PARTIALS] = p->partials;
   sig[TP_SIG_FUSE] = p->overlap == W8A8_TP_OVERLAP_AUTO ? p->M_total >= w8a8_tp_crossover(c, op) : p->overlap;
+  sig[TP_SIG_BLOCK] = p->block;
 }
 
 w8a8_status w8a8_tp_local_checks(const char *fn, const w8a8_comm *c, int op, const w8a8_matrix *a,
@@ -344,4 +345,42 @@ w8a8_status w8a8_tp_forced_refusal(const char *fn, w8a8_status s) {
   return w8a8_err(s, "%s: the handle forces a kernel that does not take this call's GEMM (W8A8_KERNEL_AUTO falls back "
                      "where it cannot): %s",
                   fn, why);
+}
+
+w8a8_status w8a8_tp_local_checks_blockwise(const char *fn, const w8a8_comm *c, int op, const w8a8_matrix *a,
+                                           const w8a8_matrix *b, const w8a8_matrix *scale_a,
+                                           const w8a8_matrix *scale_b, const w8a8_vector *bias,
+                                           const w8a8_matrix *out, const w8a8_tp_options *opts, w8a8_tp_problem *p) {
+  W8A8_CHECK(w8a8_check_handle(fn, c->handle));
+  if (a && b && out && a->dtype == W8A8_DTYPE_INT8)
+    return w8a8_err(W8A8_ERROR_INVALID_DTYPE, "%s: a and b are %s; block scales are for fp8_e4m3 operands", fn,
+                    dname(a->dtype));
+  /* a, b, bias, out, opts and the workspace as the plain call checks them (its scales: a per-tensor 1 standing in) */
+  static const float one = 1.0f;
+  const w8a8_vector unit = w8a8_vector_make(W8A8_DTYPE_FP32, 1, (void *)&one);
+  W8A8_CHECK(w8a8_tp_validate(fn, c, op, a, b, &unit, &unit, bias, NULL, out, NULL, opts, p));
+  const bool ag = op == TP_OP_AG;
+  const int64_t KB = (p->K + W8A8_BLOCK - 1) / W8A8_BLOCK, NB = (p->N + W8A8_BLOCK - 1) / W8A8_BLOCK;
+  int64_t sa_rs, sa_cs, sb_rs, sb_cs;
+  W8A8_CHECK(w8a8_check_scale_matrix(fn, c->handle, "scale_a", scale_a, a->rows, KB,
+                                     ag ? "[a->rows, ceil(K/128)]" : "[M, ceil(K_r/128)] (M = a->rows, K_r = a->cols)",
+                                     &sa_rs, &sa_cs));
+  W8A8_CHECK(w8a8_check_scale_matrix(fn, c->handle, "scale_b", scale_b, NB, KB,
+                                     ag ? "[ceil(N_r/128), ceil(K/128)]" : "[ceil(N/128), ceil(K_r/128)]", &sb_rs,
+                                     &sb_cs));
+  const span o = mat_span("out", out), ins[2] = {mat_span("scale_a", scale_a), mat_span("scale_b", scale_b)};
+  for (int j = 0; j < 2; j++)
+    if (overlaps(o, ins[j]))
+      return w8a8_err(W8A8_ERROR_OVERLAP, "%s: out [%p, %p) overlaps %s [%p, %p); outputs must not alias inputs", fn,
+                      (void *)o.lo, (void *)o.hi, ins[j].name, (void *)ins[j].lo, (void *)ins[j].hi);
+  if (ag && p->M_total * KB > INT32_MAX)
+    return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
+                    "%s: M x ceil(K/128) = %lld scales exceeds what one MPI message can count (2^31 - 1); split the call",
+                    fn, LL(p->M_total * KB));
+  p->block = true;
+  p->scale_a = (const float *)scale_a->data;
+  p->scale_b = (const float *)scale_b->data;
+  p->scale_a_per_token = p->scale_b_per_channel = false;
+  p->sa_rs = sa_rs, p->sa_cs = sa_cs, p->sb_rs = sb_rs, p->sb_cs = sb_cs;
+  return W8A8_SUCCESS;
 }

@@ -134,6 +134,37 @@ def _worker():
         if e.status != w8a8.Status.ERROR_INVALID_VALUE or "partials" not in str(e):
             bad += 1
             print("rank %d: partials='bf16': %s" % (me, e))
+    # Block scales (fp8, DeepSeek-V3 style): the all-gather's rows are w8a8.scaled_mm_blockwise of the gathered rows,
+    # bit for bit; the reduce-scatter is the rank-ordered fp32 sum of each K shard's block-scaled GEMM.
+    rb = np.random.default_rng(4321)
+    Mb, Nb, Kb = 11, 200, 300
+    xq, sx = w8a8.quantize_fp8_groups(rb.standard_normal((Mb, Kb)).astype(np.float32))
+    wq, sw = w8a8.quantize_fp8_blocks((rb.standard_normal((Nb, Kb)) * 0.05).astype(np.float32))
+    offb, rowsb = w8a8.shard_rows(Mb, W, me)
+    for overlap in (True, False):
+        got = w8a8.all_gather_scaled_mm_blockwise(comm, xq[offb:offb + rowsb], wq.T, sx[offb:offb + rowsb], sw,
+                                                  out_dtype="fp32", overlap=overlap, m_total=Mb)
+        want = w8a8.scaled_mm_blockwise(xq, wq.T, sx, sw, out_dtype="fp32")
+        if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            bad += 1
+            print("rank %d: block-scaled all-gather (overlap %s) differs from the single-rank GEMM" % (me, overlap))
+    xs = rb.standard_normal((Mb, Kb)).astype(np.float32)
+    ws = (rb.standard_normal((Nb, Kb)) * 0.05).astype(np.float32)
+    shards = [w8a8.shard_rows(Kb, W, j) for j in range(W)]  # each rank's K shard, quantized on its own
+    parts = []
+    for k0, kn in shards:
+        qa, sa_j = w8a8.quantize_fp8_groups(np.ascontiguousarray(xs[:, k0:k0 + kn]))
+        qw, sw_j = w8a8.quantize_fp8_blocks(np.ascontiguousarray(ws[:, k0:k0 + kn]))
+        parts.append((qa, qw, sa_j, sw_j))
+    total = None
+    for qa, qw, sa_j, sw_j in parts:
+        pj = w8a8.scaled_mm_blockwise(qa, qw.T, sa_j, sw_j, out_dtype="fp32")
+        total = pj if total is None else (total + pj).astype(np.float32)
+    qa, qw, sa_j, sw_j = parts[me]
+    got = w8a8.scaled_mm_reduce_scatter_blockwise(comm, qa, qw.T, sa_j, sw_j, out_dtype="fp32")
+    if not np.array_equal(got.view(np.uint32), total[offb:offb + rowsb].view(np.uint32)):
+        bad += 1
+        print("rank %d: block-scaled reduce-scatter differs from the rank-ordered sum of the shards' GEMMs" % me)
     comm.close()
     print("rank %d of %d: %s" % (me, W, "ok" if bad == 0 else "%d failures" % bad))
     return 1 if bad else 0
