@@ -232,6 +232,11 @@ TP_TEST(tp_blockwise_mismatch_and_bad_input) {
   AI.dtype = BI.dtype = W8A8_DTYPE_INT8;
   s = w8a8_scaled_mm_reduce_scatter_blockwise(c, &AI, &BI, &SA, &SB, NULL, &O, NULL);
   CHECK(s == W8A8_ERROR_INVALID_DTYPE, "int8: %s %s", w8a8_status_name(s), w8a8_last_error());
+  /* no communicator (every rank alike: the next agreement compares the counts of such calls) */
+  CHECK(w8a8_all_gather_scaled_mm_blockwise(NULL, &A, &B, &SA, &SB, NULL, &O, NULL) == W8A8_ERROR_INVALID_COMM,
+        "NULL comm (all-gather)");
+  CHECK(w8a8_scaled_mm_reduce_scatter_blockwise(NULL, &A, &B, &SA, &SB, NULL, &O, NULL) == W8A8_ERROR_INVALID_COMM,
+        "NULL comm (reduce-scatter)");
   size_t changed = 0;
   for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) changed += out[i] != 0x5a5a;
   CHECK(changed == 0, "%zu elements of out written by refused calls", changed);
