@@ -281,7 +281,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
       float ta[NACC], tb[NACC];
 #pragma unroll
       for (int i = 0; i < NACC; i++) ta[i] = tb[i] = 0.0f;
-      Scales sa_, sb_;  // the scales of the blocks in ta and tb
+      Scales scales_ta, scales_tb;  // the scales of the blocks in ta and tb
       int kb = kb0, prev = 0;
       const int n = kb1 - kb0;
 #define SM90_BW_ISSUE(T, SC)                                                                                    \
@@ -292,28 +292,28 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
   sm90_ring_step<1, STAGES>(s, phase);                                                                         \
   kb++
       if (n > 0) {
-        SM90_BW_ISSUE(ta, sa_);
+        SM90_BW_ISSUE(ta, scales_ta);
         int j = 1;
         for (; j + 1 < n; j += 2) {
           int p = prev;
-          SM90_BW_ISSUE(tb, sb_);
+          SM90_BW_ISSUE(tb, scales_tb);
           sm90_wgmma_wait<1>();
-          sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
+          sm90_bw_retire<SWAP, BN>(ta, acc, scales_ta, empty0 + 8 * p, tid);
           p = prev;
-          SM90_BW_ISSUE(ta, sa_);
+          SM90_BW_ISSUE(ta, scales_ta);
           sm90_wgmma_wait<1>();
-          sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * p, tid);
+          sm90_bw_retire<SWAP, BN>(tb, acc, scales_tb, empty0 + 8 * p, tid);
         }
         if (j < n) {
           const int p = prev;
-          SM90_BW_ISSUE(tb, sb_);
+          SM90_BW_ISSUE(tb, scales_tb);
           sm90_wgmma_wait<1>();
-          sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * p, tid);
+          sm90_bw_retire<SWAP, BN>(ta, acc, scales_ta, empty0 + 8 * p, tid);
           sm90_wgmma_wait<0>();
-          sm90_bw_retire<SWAP, BN>(tb, acc, sb_, empty0 + 8 * prev, tid);
+          sm90_bw_retire<SWAP, BN>(tb, acc, scales_tb, empty0 + 8 * prev, tid);
         } else {
           sm90_wgmma_wait<0>();
-          sm90_bw_retire<SWAP, BN>(ta, acc, sa_, empty0 + 8 * prev, tid);
+          sm90_bw_retire<SWAP, BN>(ta, acc, scales_ta, empty0 + 8 * prev, tid);
         }
       }
 #undef SM90_BW_ISSUE
