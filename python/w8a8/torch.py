@@ -204,6 +204,25 @@ def _colsum_impl(b, out):
     _core.colsum(handle_for(b.device), view(b, "b", fn, b.device), view(out, "azp_adj", fn, b.device), fn=fn)
 
 
+def _blockwise_impl(a, b, scale_a, scale_b, out, bias):
+    fn = "w8a8.scaled_mm_blockwise"
+    dev = a.device
+    _core.scaled_mm_blockwise(handle_for(dev), view(a, "a", fn, dev), view(b, "b", fn, dev),
+                              view(scale_a, "scale_a", fn, dev), view(scale_b, "scale_b", fn, dev),
+                              view(out, "out", fn, dev), view(bias, "bias", fn, dev) if bias is not None else None,
+                              fn=fn)
+
+
+_GROUP_FN = {"groups": "w8a8.quantize_fp8_groups", "blocks": "w8a8.quantize_fp8_blocks",
+             "silu_mul": "w8a8.silu_mul_quantize_fp8_groups"}
+
+
+def _groups_impl(x, q, scale, kind, ue8m0):
+    fn, dev = _GROUP_FN[kind], x.device
+    _core.quantize_groups(handle_for(dev), view(x, "x", fn, dev), view(q, "out", fn, dev),
+                          view(scale, "scale", fn, dev), 1 if ue8m0 else 0, kind=kind, fn=fn)
+
+
 # --------------------------------------------------------------------------- custom ops
 
 _custom_op = getattr(getattr(torch, "library", None), "custom_op", None)
@@ -281,6 +300,37 @@ if HAVE_CUSTOM_OPS:
     def _(b):
         return b.new_empty((b.shape[1],), dtype=torch.int32)
 
+    # Block scales (w8a8_scaled_mm_blockwise and the group quantizers): ops that write into outputs the public
+    # functions allocate, so that torch.compile graphs hold them.
+    @_custom_op("w8a8::scaled_mm_blockwise_out", mutates_args=("out",))
+    def _op_blockwise_out(a: Tensor, b: Tensor, scale_a: Tensor, scale_b: Tensor, out: Tensor,
+                          bias: Optional[Tensor] = None) -> None:
+        _blockwise_impl(a, b, scale_a, scale_b, out, bias)
+
+    @_op_blockwise_out.register_fake
+    def _(a, b, scale_a, scale_b, out, bias=None):
+        return None
+
+    @_custom_op("w8a8::quantize_groups_", mutates_args=("q", "scale"))
+    def _op_groups(x: Tensor, q: Tensor, scale: Tensor, kind: str, ue8m0: bool) -> None:
+        _groups_impl(x, q, scale, kind, ue8m0)
+
+    @_op_groups.register_fake
+    def _(x, q, scale, kind, ue8m0):
+        return None
+
+    def _call_blockwise_out(a, b, sa, sb, out, bias):
+        if _eager_ok(a, b, sa, sb, out, bias):
+            _blockwise_impl(a, b, sa, sb, out, bias)
+        else:
+            torch.ops.w8a8.scaled_mm_blockwise_out(a, b, sa, sb, out, bias)
+
+    def _call_groups(x, q, scale, kind, ue8m0):
+        if _eager_ok(x, q, scale):
+            _groups_impl(x, q, scale, kind, ue8m0)
+        else:
+            torch.ops.w8a8.quantize_groups_(x, q, scale, kind, ue8m0)
+
     def _call_mm(a, b, sa, sb, out_dtype, bias, azp, azp_adj):
         return torch.ops.w8a8.scaled_mm(a, b, sa, sb, out_dtype, bias, azp, azp_adj)
 
@@ -310,6 +360,9 @@ if HAVE_CUSTOM_OPS:
     def _call_colsum(b):
         return torch.ops.w8a8.colsum(b)
 else:  # torch < 2.4: plain calls (no torch.compile support)
+    _call_blockwise_out = _blockwise_impl
+    _call_groups = _groups_impl
+
     def _call_mm(a, b, sa, sb, out_dtype, bias, azp, azp_adj):
         out = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
         _mm_impl(a, b, sa, sb, out, bias, azp, azp_adj)
@@ -655,11 +708,7 @@ def scaled_mm_blockwise(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=N
     else:
         _check_tensor(out, "out", fn)
         result, out = out, _rows(out, "out", fn)
-    dev = a.device
-    _core.scaled_mm_blockwise(handle_for(dev), view(a2, "a", fn, dev), view(b, "b", fn, dev),
-                              view(scale_a, "scale_a", fn, dev), view(scale_b, "scale_b", fn, dev),
-                              view(out, "out", fn, dev), view(bias, "bias", fn, dev) if bias is not None else None,
-                              fn=fn)
+    _call_blockwise_out(a2, b, scale_a, scale_b, out, bias)
     return result
 
 
@@ -677,9 +726,7 @@ def _group_quant(x, kind, group_size, column_major_scales, scale_ue8m0, out, fn)
     scols = (cols + 127) // 128
     scale = (torch.empty(scols, srows, dtype=torch.float32, device=x.device).t() if column_major_scales else
              torch.empty(srows, scols, dtype=torch.float32, device=x.device))
-    dev = x.device
-    _core.quantize_groups(handle_for(dev), view(x2, "x", fn, dev), view(q2, "out", fn, dev),
-                          view(scale, "scale", fn, dev), 1 if scale_ue8m0 else 0, kind=kind, fn=fn)
+    _call_groups(x2, q2, scale, kind, bool(scale_ue8m0))
     return out, scale
 
 

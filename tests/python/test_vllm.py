@@ -284,6 +284,28 @@ class _Base:
             got = torch.compile(g, fullgraph=True)(x, wf, sb)
             self.assertTrue(torch.equal(got.view(torch.int16), want.view(torch.int16)))
 
+    @unittest.skipUnless(torch is not None and getattr(torch.library, "custom_op", None) is not None,
+                         "torch < 2.4: no custom ops")
+    def test_compile_block_scaled(self):
+        """per_token_group_quant_fp8 + cutlass_scaled_mm with block scales inside one fullgraph torch.compile graph
+        (the w8a8::quantize_groups_ and w8a8::scaled_mm_blockwise_out ops): the eager result, bit for bit."""
+        if not self.fp8_ok():
+            self.skipTest("no fp8 on this device")
+        r = rng()
+        M, N, K = 9, 256, 384
+        x = self.T(r.standard_normal((M, K)).astype(np.float32))
+        wq_np, sw_np = w8a8.quantize_fp8_blocks((r.standard_normal((N, K)) * 0.05).astype(np.float32))
+        wq = self.T(np.ascontiguousarray(wq_np.view(np.uint8))).view(torch.float8_e4m3fn)
+        sw = self.T(np.ascontiguousarray(sw_np.T))  # vLLM's b_scales: [K/128, N/128]
+
+        def f(x, wq, sw):
+            q, s = ops.per_token_group_quant_fp8(x, 128, column_major_scales=True)
+            return ops.cutlass_scaled_mm(q, wq.t(), s, sw, torch.bfloat16)
+
+        want = f(x, wq, sw)
+        got = torch.compile(f, fullgraph=True, backend="aot_eager" if self.dev == "cpu" else "inductor")(x, wq, sw)
+        self.assertTrue(torch.equal(got.view(torch.int16), want.view(torch.int16)))
+
 
 if torch is not None:
     class VllmCPU(_Base, unittest.TestCase):
