@@ -74,10 +74,13 @@ static void dev_free(void *d);
 /* One GEMM case: the header's order of operations gives the bits (exact), or, for a kernel that sums a block's
  * products in another order (the Hopper kernel's tensor cores), the header's bound around a double-precision sum;
  * a double-precision sum checks the scale either way. gpu: h is a CUDA handle, the operands go to its device;
- * want: the launch record's kernel (NULL: not checked). lda = K + pad_a, ldb = K + pad_b. */
+ * want: the launch record's kernel (NULL: not checked). lda = K + pad_a, ldb = K + pad_b (K rounded up to 16 first
+ * where the pad is a multiple of 16). */
 static void gemm_case_on(w8a8_handle *h, int gpu, int exact, const char *want, int64_t pad_a, int64_t pad_b, int64_t M,
                          int64_t N, int64_t K, w8a8_dtype od, int with_bias, w8a8_layout la, w8a8_layout lb) {
-  const int64_t lda = K + pad_a, ldb = K + pad_b, ldo = N + 2, KB = blocks(K), NB = blocks(N);
+  /* a pad that is a multiple of 16 keeps the rows 16-byte aligned (what TMA needs) whatever K is */
+  const int64_t lda = (pad_a % 16 ? K : (K + 15) / 16 * 16) + pad_a, ldb = (pad_b % 16 ? K : (K + 15) / 16 * 16) + pad_b;
+  const int64_t ldo = N + 2, KB = blocks(K), NB = blocks(N);
   uint8_t *a = malloc((size_t)(M * lda + 1)), *b = malloc((size_t)(N * ldb + 1));
   for (int64_t i = 0; i < M * lda; i++) a[i] = rnd_fp8();
   for (int64_t i = 0; i < N * ldb; i++) b[i] = rnd_fp8();
