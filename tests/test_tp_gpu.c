@@ -1848,6 +1848,21 @@ W8A8_TEST(tp_gpu_bad_input) {
   t.c[0].opt.partials = W8A8_TP_PARTIALS_OUT;
   run_ranks(t.c, W);
   for (int r = 0; r < W; r++) CHECK(t.c[r].st == W8A8_SUCCESS, "valid call after errors, rank %d: %s", r, t.c[r].msg);
+  /* the block-scaled calls: refused on every rank alike before the call is numbered (one thread may make them),
+   * naming why; the communicator stays in step */
+  float one[4] = {1, 1, 1, 1};
+  w8a8_matrix SBLK = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 1, 1, 1, one);
+  for (int r = 0; r < W; r++) {
+    w8a8_status bs = w8a8_all_gather_scaled_mm_blockwise(e.comm[r], &s.c[r].A, &s.c[r].B, &SBLK, &SBLK, NULL,
+                                                         &s.c[r].O, NULL);
+    CHECK(bs == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(w8a8_last_error(), "MPI"), "block-scaled AG, rank %d: %s %s",
+          r, w8a8_status_name(bs), w8a8_last_error());
+    bs = w8a8_scaled_mm_reduce_scatter_blockwise(e.comm[r], &s.c[r].A, &s.c[r].B, &SBLK, &SBLK, NULL, &s.c[r].O, NULL);
+    CHECK(bs == W8A8_ERROR_UNSUPPORTED_DEVICE, "block-scaled RS, rank %d: %s", r, w8a8_status_name(bs));
+  }
+  run_ranks(s.c, W);
+  for (int r = 0; r < W; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "after the block-scaled refusals, rank %d: %s", r,
+                                    s.c[r].msg);
   sync_all();
 
   /* Handles that force the sm_90a kernel, and on rank 1 a B that kernel cannot take (a base one byte
