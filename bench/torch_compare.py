@@ -47,7 +47,9 @@ MS = [1, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
 CLIFF_MS = [17, 33, 65, 129]
 IMPLS = ["w8a8_cuda_fp8", "w8a8_cuda_fp8_wc", "w8a8_cuda_fp8_fast", "w8a8_cuda_int8", "torch_scaled_mm_rowwise",
          "torch_scaled_mm_rowwise_fast", "torch_scaled_mm_tensorwise", "torch_int_mm", "torch_mm_bf16", "read_floor",
-         "w8a8_cuda_fp8_eager", "torch_scaled_mm_rowwise_eager"]
+         "w8a8_cuda_fp8_eager", "torch_scaled_mm_rowwise_eager", "vllm_cutlass_fp8", "vllm_cutlass_int8"]
+# vllm_cutlass_*: vLLM's Hopper cutlass_scaled_mm (the same job as ours: per-token x per-channel scales, bf16 out),
+# built on the device by scripts/steps/vllm.sh; measured where $VLLM_CUTLASS_SO names the built library.
 # *_eager: the same call timed eagerly (CALLS back-to-back calls between two events, no graph), so the Python front
 # end's host time shows where it exceeds the GPU's: ours through w8a8.scaled_mm, torch's _scaled_mm; M <= EAGER_MAX_M.
 EAGER_MAX_M = 64
@@ -78,6 +80,8 @@ META = {
     "read_floor": ("read_weights", "int8", 1, "none"),
     "w8a8_cuda_fp8_eager": ("w8a8_cuda_eager", "fp8_e4m3", 1, "token*channel"),
     "torch_scaled_mm_rowwise_eager": ("torch_scaled_mm_rowwise_eager", "fp8_e4m3", 1, "token*channel"),
+    "vllm_cutlass_fp8": ("vllm_cutlass_scaled_mm", "fp8_e4m3", 1, "token*channel"),
+    "vllm_cutlass_int8": ("vllm_cutlass_scaled_mm", "int8", 1, "token*channel"),
 }
 # Which baseline each of our rows is compared with in the JSON's vs_baseline.
 OUR_BASELINE = {"w8a8_cuda_fp8": "torch_scaled_mm_rowwise", "w8a8_cuda_int8": "torch_int_mm",
@@ -149,6 +153,14 @@ class TorchRunner:
         self.device_name = torch.cuda.get_device_name(self.dev)
         self.version = "%s; torch %s" % (w8a8.version_string(), torch.__version__)
         self.side = torch.cuda.Stream(self.dev)
+        self.vllm, self.vllm_why = None, "no vLLM extension (VLLM_CUTLASS_SO unset: scripts/steps/vllm.sh builds it)"
+        so = os.environ.get("VLLM_CUTLASS_SO")
+        if so:
+            try:
+                torch.ops.load_library(so)
+                self.vllm = torch.ops.vllm_cutlass.cutlass_scaled_mm
+            except Exception as e:  # noqa: BLE001
+                self.vllm_why = "loading %s failed: %s" % (so, str(e).split("\n")[0][:200])
 
     # ---- data
 
@@ -214,6 +226,12 @@ class TorchRunner:
         if impl == "torch_mm_bf16":
             w = self.w["bf16"][i % self.rot["bf16"]]
             return t.mm(self.a["bf16"], w.t())
+        if impl in ("vllm_cutlass_fp8", "vllm_cutlass_int8"):
+            kind = impl.rsplit("_", 1)[1]
+            w = self.w[kind][i % self.rot[kind]]
+            out = t.empty(self.M, self.N, dtype=t.bfloat16, device=self.dev)
+            self.vllm(out, self.a[kind], w.t(), self.sa, self.sb, None)
+            return out
         raise ValueError(impl)
 
     def supported(self, impl, M):
@@ -227,6 +245,8 @@ class TorchRunner:
             return "the read floor is measured at M <= 64 (K a multiple of 4)"
         if impl.endswith("_eager") and M > EAGER_MAX_M:
             return "eager calls are measured at M <= %d" % EAGER_MAX_M
+        if impl.startswith("vllm_cutlass") and self.vllm is None:
+            return self.vllm_why
         return None
 
     def read_floor(self):
@@ -305,7 +325,8 @@ class TorchRunner:
         """Wrong elements of the last call's output on the checked rows."""
         t = self.torch
         rows = self.rows
-        kind = {"torch_int_mm": "int8", "w8a8_cuda_int8": "int8", "torch_mm_bf16": "bf16"}.get(impl, "fp8")
+        kind = {"torch_int_mm": "int8", "w8a8_cuda_int8": "int8", "torch_mm_bf16": "bf16",
+                "vllm_cutlass_int8": "int8"}.get(impl, "fp8")
         w = self.w[kind][i % self.rot[kind]]
         a = self.a[kind][rows]
         got = out[rows].double()
@@ -322,7 +343,7 @@ class TorchRunner:
         if impl == "torch_scaled_mm_tensorwise":
             ref = v * float(self.sa_scalar) * float(self.sb_scalar)
             mag = mag * float(self.sa_scalar) * float(self.sb_scalar)
-        elif kind == "fp8":
+        elif kind == "fp8" or impl == "vllm_cutlass_int8":  # (vLLM's int8 epilogue: its own order, so a bound)
             sa, sb = self.sa[rows].double(), self.sb.double()
             ref, mag = v * sa * sb, mag * sa * sb
         else:
@@ -364,6 +385,8 @@ class FakeRunner:
             return "measured at M <= 64"
         if impl.endswith("_eager") and M > EAGER_MAX_M:
             return "measured at M <= %d" % EAGER_MAX_M
+        if impl.startswith("vllm_cutlass"):
+            return "no vLLM extension in a dry run"
         return None
 
     def measure(self, impl):
@@ -407,7 +430,7 @@ def markdown(rows, args, runner, stamp, elapsed):
     by = {}
     for r in rows:
         key = (r["shape"], r["M"])
-        impl = r["impl"] + ("_" + r["dtype"] if r["impl"] == "w8a8_cuda" else "")
+        impl = r["impl"] + ("_" + r["dtype"] if r["impl"] in ("w8a8_cuda", "vllm_cutlass_scaled_mm") else "")
         by.setdefault(key, {})[impl] = r
     OF, OI = "w8a8_cuda_fp8_e4m3", "w8a8_cuda_int8"
     L = []
@@ -630,6 +653,30 @@ def markdown(rows, args, runner, stamp, elapsed):
             L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %d |" % (
                 shape, M, f(oe), f(og), f(oe - og if oe and og else None), f(te), f(tg),
                 f(te - tg if te and tg else None), d[OE]["wrong"] + (d[TE]["wrong"] if TE in d else 0)))
+        L.append("")
+    # vLLM's cutlass_scaled_mm (the system this library re-implements), where scripts/steps/vllm.sh built it.
+    VF, VI = "vllm_cutlass_scaled_mm_fp8_e4m3", "vllm_cutlass_scaled_mm_int8"
+    vl = [(shape, M, d) for (shape, M), d in by.items() if VF in d or VI in d]
+    if vl:
+        L.append("## Against vLLM's cutlass_scaled_mm (same operands, scales and bf16 out)")
+        L.append("")
+        L.append("| shape | M | ours fp8 us | vLLM fp8 us | ÷ | ours int8 us | vLLM int8 us | ÷ | wrong |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
+        rf, ri = [], []
+        for shape, M, d in vl:
+            vf, vi = d.get(VF), d.get(VI)
+            of, oi = us(d, OF), us(d, OI)
+            a, b = ratio(vf["us"] if vf else None, of), ratio(vi["us"] if vi else None, oi)
+            if a:
+                rf.append(a)
+            if b:
+                ri.append(b)
+            L.append("| %s | %d | %s | %s | %s | %s | %s | %s | %d |" % (
+                shape, M, f(of), f(vf["us"] if vf else None), f(a, "%.2fx"), f(oi), f(vi["us"] if vi else None),
+                f(b, "%.2fx"), (vf["wrong"] if vf else 0) + (vi["wrong"] if vi else 0)))
+        L.append("")
+        L.append("Geomean of vLLM's time over ours: fp8 %.3fx (%d rows), int8 %.3fx (%d rows)." % (
+            geomean(rf), len(rf), geomean(ri), len(ri)))
         L.append("")
     misses = sorted(v for v in sp["rowwise"] if v[0] < 1.0)
     if misses:

@@ -5,7 +5,7 @@
 #
 #   OUT=/tmp/out STEPS="info build test bench" bash scripts/device.sh
 #
-# Steps: info, build, build_ptx, deepgemm, test, bench, plans, profile, ab (see each file's header for its variables).
+# Steps: info, build, build_ptx, deepgemm, vllm, test, bench, plans, profile, ab (see each file's header for its variables).
 # Env: BUILD (build-dev), BUDGET_S (no step starts after this many seconds; 570), TREE (the commit
 # measured, written into every results file; default: git rev-parse HEAD, else "unknown").
 set -u

@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench.sh — step "bench": the benchmarks BENCH names (default "torch quant"), each writing a results
 # file $OUT/<suite>-$GPU.{md,jsonl,txt} with what, where, when, which tree and the command in its head:
-#   torch    bench/torch_compare.py: our GEMM next to torch._scaled_mm / _int_mm / mm in one process
+#   torch    bench/torch_compare.py: our GEMM next to torch._scaled_mm / _int_mm / mm in one process, and
+#            vLLM's cutlass_scaled_mm where the vllm step built it
 #            (TORCH_M, TORCH_SUITES, TORCH_BUDGET_S = 220)               -> gemm-torch-$GPU.{md,jsonl}
 #   quant    w8a8 demo (the main job: a layer's quantizers and GEMMs vs bf16) at DEMO_M tokens
 #                                                                         -> demo-$GPU.txt
@@ -22,6 +23,8 @@ for b in ${BENCH:-torch quant}; do
   torch)
     tb=${TORCH_BUDGET_S:-220}
     cmd="python3 bench/torch_compare.py --budget-s $tb ${TORCH_M:+--m $TORCH_M} ${TORCH_SUITES:+--suites $TORCH_SUITES}"
+    vso=${VLLM_BUILD:-${VLLM_SRC:-../vllm}/build}/vllm_cutlass.so  # (the vllm step's build, where it ran)
+    [ -f "$vso" ] && export VLLM_CUTLASS_SO="$(cd "$(dirname "$vso")" && pwd)/vllm_cutlass.so"
     timeout -k 5 "$(cap $((tb + 60)))" $cmd -o "$OUT/gemm-torch-$GPU" >"$L/bench-torch.txt" 2>&1
     rc=$?
     if [ -f "$OUT/gemm-torch-$GPU.md" ]; then
