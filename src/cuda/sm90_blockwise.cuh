@@ -67,14 +67,16 @@ SM90_DEV void sm90_bw_token_offsets(const sm90_bw_args &a, int tx, int ty, int c
   }
 }
 
-// sb_row[h]: the row of sb of the tile's weight block h.
+// sb_row[h]: the row of sb of the tile's weight block h. The token scales come through L2 only (__ldcg, as the main
+// kernel's scale slot loads them): the quantizer that wrote them may be the kernel just before, under programmatic
+// dependent launch; the weights' scales do not change between calls (__ldg).
 template <bool SWAP, int BN>
 SM90_DEV void sm90_bw_load_scales(const sm90_bw_args &a, const long long (&off)[sm90_bw_scales<SWAP, BN>::NA],
                                   const float *const (&sb_row)[sm90_bw_scales<SWAP, BN>::NB], int kb,
                                   sm90_bw_scales<SWAP, BN> &s) {
   const long long ka = (long long)kb * a.sa_cs;
 #pragma unroll
-  for (int q = 0; q < sm90_bw_scales<SWAP, BN>::NA; q++) s.sa[q] = __ldg(a.sa + off[q] + ka);
+  for (int q = 0; q < sm90_bw_scales<SWAP, BN>::NA; q++) s.sa[q] = __ldcg(a.sa + off[q] + ka);
 #pragma unroll
   for (int h = 0; h < sm90_bw_scales<SWAP, BN>::NB; h++) s.sb[h] = __ldg(sb_row[h] + (long long)kb * a.sb_cs);
 }
