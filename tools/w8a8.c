@@ -915,6 +915,98 @@ done:
   free(hz_got);
 }
 
+/* ---- block-scaled cases ---------------------------------------------------------------- */
+
+/* w8a8_scaled_mm_blockwise on the backend against the reference: the reference's bits from the CPU and the portable
+ * CUDA kernel, the header's bound (2e-3 of sum |sa sb a b| + the output's rounding) from the Hopper kernel. */
+static void run_blockwise_case(check_ctx *c, int64_t M, int64_t N, int64_t K, w8a8_dtype od, int bias,
+                               uint64_t seed) {
+  char what[160], detail[512] = "";
+  snprintf(what, sizeof what, "scaled_mm_blockwise M=%lld N=%lld K=%lld fp8_e4m3->%s%s", (long long)M, (long long)N,
+           (long long)K, w8a8_dtype_name(od), bias ? " bias" : "");
+  cli_rng r = cli_rng_make(seed, 0x626c);
+  const int64_t KB = (K + 127) / 128, NB = (N + 127) / 128, lda = (K + 15) / 16 * 16, ldo = N + 3;
+  const size_t es = w8a8_dtype_size(od), obytes = (size_t)(M * ldo) * es;
+  uint8_t *ha = malloc((size_t)(M * lda) + 1), *hb = malloc((size_t)(N * lda) + 1);
+  float *hsa = malloc(sizeof(float) * (size_t)(M * KB + 1)), *hsb = malloc(sizeof(float) * (size_t)(NB * KB + 1));
+  char *hout = malloc(obytes + 1), *hgot = malloc(obytes + 1), *hbias = malloc((size_t)(N + 1) * es);
+  if (!ha || !hb || !hsa || !hsb || !hout || !hgot || !hbias) {
+    check_report(c, what, 0, "out of host memory");
+    goto done;
+  }
+  rand_8bit(&r, ha, (size_t)(M * lda), 1);
+  rand_8bit(&r, hb, (size_t)(N * lda), 1);
+  for (int64_t i = 0; i < M * KB; i++) hsa[i] = (float)((0.5 + cli_rng_unit(&r)) / 200.0);
+  for (int64_t i = 0; i < NB * KB; i++) hsb[i] = (float)((0.5 + cli_rng_unit(&r)) / (200.0 * 12.0));
+  for (int64_t n = 0; n < N; n++) cli_store_float(od, hbias, n, 4.0f * cli_rng_unit(&r) - 2.0f);
+  memset(hout, 0xff, obytes);
+  w8a8_matrix am = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, K, lda, ha);
+  w8a8_matrix bm = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, K, N, lda, hb);
+  w8a8_matrix sam = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, KB, KB, hsa);
+  w8a8_matrix sbm = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, NB, KB, KB, hsb);
+  w8a8_matrix om = w8a8_matrix_make(od, W8A8_ROW_MAJOR, M, N, ldo, hout);
+  w8a8_vector bv = w8a8_vector_make(od, N, hbias);
+  w8a8_status rs = w8a8_scaled_mm_blockwise(c->ref, &am, &bm, &sam, &sbm, bias ? &bv : NULL, &om);
+  if (rs != W8A8_SUCCESS) {
+    snprintf(detail, sizeof detail, "the reference refused a valid case: %s", w8a8_last_error());
+    check_report(c, what, 0, detail);
+    goto done;
+  }
+  uint8_t *da = check_dev_copy(c, ha, (size_t)(M * lda)), *db = check_dev_copy(c, hb, (size_t)(N * lda));
+  float *dsa = check_dev_copy(c, hsa, sizeof(float) * (size_t)(M * KB)),
+        *dsb = check_dev_copy(c, hsb, sizeof(float) * (size_t)(NB * KB));
+  char *dout = check_dev_copy(c, NULL, obytes);
+  void *dbias = check_dev_copy(c, hbias, (size_t)(N + 1) * es);
+  if (!da || !db || !dsa || !dsb || !dout || !dbias || cli_dev_memset(c->dev, dout, 0xff, obytes)) {
+    check_report(c, what, 0, "device allocation or copy failed");
+    goto done;
+  }
+  am.data = da, bm.data = db, sam.data = dsa, sbm.data = dsb, om.data = dout, bv.data = dbias;
+  w8a8_status s = w8a8_scaled_mm_blockwise(c->h, &am, &bm, &sam, &sbm, bias ? &bv : NULL, &om);
+  if (s == W8A8_SUCCESS && cli_dev_sync(c->dev)) s = W8A8_ERROR_DEVICE;
+  if (s != W8A8_SUCCESS) {
+    snprintf(detail, sizeof detail, "%s: %s", w8a8_status_name(s), w8a8_last_error());
+    check_report(c, what, 0, detail);
+    goto done;
+  }
+  if (cli_dev_download(c->dev, hgot, dout, obytes)) {
+    check_report(c, what, 0, "copy back failed");
+    goto done;
+  }
+  w8a8_launch_info li;
+  const int exact = w8a8_get_last_launch(c->h, &li) != W8A8_SUCCESS || strcmp(li.kernel, "sm90-blockwise") != 0;
+  const double round_rel = od == W8A8_DTYPE_BF16 ? 1.0 / 256 : od == W8A8_DTYPE_FP16 ? 1.0 / 1024 : 1e-6;
+  int64_t wrong = 0, pad = 0;
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < ldo; n++) {
+      const size_t i = (size_t)(m * ldo + n);
+      if (n >= N) {
+        pad += memcmp(hgot + i * es, hout + i * es, es) != 0;
+        continue;
+      }
+      const double got = cli_load_float(od, hgot, (int64_t)i), ref = cli_load_float(od, hout, (int64_t)i);
+      int bad;
+      if (exact) {
+        bad = memcmp(hgot + i * es, hout + i * es, es) != 0;
+      } else {
+        double mag = 0;
+        for (int64_t k = 0; k < K; k++)
+          mag += fabs((double)hsa[m * KB + k / 128] * hsb[(n / 128) * KB + k / 128] * cli_fp8_to_f32(ha[m * lda + k]) *
+                      cli_fp8_to_f32(hb[n * lda + k]));
+        bad = !(fabs(got - ref) <= 2e-3 * mag + round_rel * fabs(ref) + 1e-6);
+      }
+      if (bad && wrong++ == 0)
+        snprintf(detail, sizeof detail, "first wrong (%lld, %lld): got %.9g, reference %.9g (%s)", (long long)m,
+                 (long long)n, got, ref, exact ? "the reference's bits expected" : "outside the header's bound");
+    }
+  if (!wrong && pad) snprintf(detail, sizeof detail, "wrote past N (%lld padding elements changed)", (long long)pad);
+  else if (!wrong) snprintf(detail, sizeof detail, "%s", exact ? "the reference's bits" : "within the bound");
+  check_report(c, what, wrong == 0 && pad == 0, detail);
+done:
+  check_free_all(c);
+  free(ha), free(hb), free(hsa), free(hsb), free(hout), free(hgot), free(hbias);
+}
+
 static void run_colsum_case(check_ctx *c, int64_t N, int64_t K, int strided, uint64_t seed) {
   char what[128], detail[256] = "";
   snprintf(what, sizeof what, "colsum N=%lld K=%lld%s", (long long)N, (long long)K, strided ? " strided" : "");
@@ -1124,6 +1216,15 @@ static int cmd_check(int argc, char **argv) {
   for (int i = 0; i < (int)(sizeof cshapes / sizeof cshapes[0]); i++)
     for (int st = 0; st < 2; st++) run_colsum_case(&c, cshapes[i][0], cshapes[i][1], st, cs++);
   printf("  colsum:    %ld cases, %ld failed\n", c.cases - cases_before, c.failed - before);
+
+  /* 4. block-scaled fp8: every tile shape of the Hopper plan on a sm_90a GPU (swapped, split, 128 and 256 wide) */
+  static const int64_t bshapes[][3] = {{1, 300, 1000}, {24, 256, 384}, {64, 130, 256}, {130, 200, 512}, {0, 5, 9}};
+  before = c.failed;
+  cases_before = c.cases;
+  if (c.fp8_ok)
+    for (int i = 0; i < (int)(sizeof bshapes / sizeof bshapes[0]); i++)
+      run_blockwise_case(&c, bshapes[i][0], bshapes[i][1], bshapes[i][2], outs[i % 3], i % 2, cs++);
+  printf("  blockwise: %ld cases, %ld failed\n", c.cases - cases_before, c.failed - before);
 
   printf("w8a8 check: %ld cases, %ld failed, %ld skipped, %.1f s: %s\n", c.cases, c.failed, c.skipped,
          (cli_now_us() - t0) * 1e-6, c.failed ? "FAILED" : "OK");
