@@ -1217,7 +1217,7 @@ static int cmd_check(int argc, char **argv) {
     for (int st = 0; st < 2; st++) run_colsum_case(&c, cshapes[i][0], cshapes[i][1], st, cs++);
   printf("  colsum:    %ld cases, %ld failed\n", c.cases - cases_before, c.failed - before);
 
-  /* 4. block-scaled fp8: every tile shape of the Hopper plan on a sm_90a GPU (swapped, split, 128 and 256 wide) */
+  /* 4. block-scaled fp8: on a sm_90a GPU the Hopper plan's swapped, split and 128-wide tiles */
   static const int64_t bshapes[][3] = {{1, 300, 1000}, {24, 256, 384}, {64, 130, 256}, {130, 200, 512}, {0, 5, 9}};
   before = c.failed;
   cases_before = c.cases;
