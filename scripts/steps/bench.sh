@@ -27,10 +27,7 @@ for b in ${BENCH:-torch quant}; do
     [ -f "$vso" ] && export VLLM_CUTLASS_SO="$(cd "$(dirname "$vso")" && pwd)/vllm_cutlass.so"
     timeout -k 5 "$(cap $((tb + 60)))" $cmd -o "$OUT/gemm-torch-$GPU" >"$L/bench-torch.txt" 2>&1
     rc=$?
-    if [ -f "$OUT/gemm-torch-$GPU.md" ]; then
-      { header "GEMM against torch on the same GPU, same process (bench/torch_compare.py)" "$cmd"; echo;
-        cat "$OUT/gemm-torch-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/gemm-torch-$GPU.md"
-    fi
+    headed "$OUT/gemm-torch-$GPU.md" "GEMM against torch on the same GPU, same process (bench/torch_compare.py)" "$cmd"
     echo "torch: exit $rc"; grep -iE 'geomean' "$OUT/gemm-torch-$GPU.md" 2>/dev/null | head -n 12
     ;;
   blockwise)
@@ -40,10 +37,7 @@ for b in ${BENCH:-torch quant}; do
     ls "$dg"/deep_gemm/*.so >/dev/null 2>&1 && export PYTHONPATH="$(cd "$dg" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
     timeout -k 5 "$(cap $((bb + 90)))" $cmd -o "$OUT/blockwise-$GPU" >"$L/bench-blockwise.txt" 2>&1
     rc=$?
-    if [ -f "$OUT/blockwise-$GPU.md" ]; then
-      { header "Block-scaled fp8 against torch and DeepGEMM, same process (bench/blockwise_compare.py)" "$cmd"; echo;
-        cat "$OUT/blockwise-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/blockwise-$GPU.md"
-    fi
+    headed "$OUT/blockwise-$GPU.md" "Block-scaled fp8 against torch and DeepGEMM, same process (bench/blockwise_compare.py)" "$cmd"
     echo "blockwise: exit $rc"; grep -iE 'geomean' "$OUT/blockwise-$GPU.md" 2>/dev/null | head -n 4
     if [ -n "${BW_TILE_AB:-}" ]; then  # our normal tiles forced to each width (W8A8_DEV SM90_BW_TILE), same call
       for w in 128 256; do
@@ -101,10 +95,7 @@ for b in ${BENCH:-torch quant}; do
     cmd="python3 bench/hw_limits.py ${HW_ARGS:-}"
     timeout -k 5 "$(cap 180)" $cmd -o "$OUT/hw-limits-$GPU" >"$L/bench-hw.txt" 2>&1
     echo "hw: exit $?"
-    if [ -f "$OUT/hw-limits-$GPU.md" ]; then
-      { header "What the GPU allows: the weight-read floor at M <= 64, clocks and power under load" "$cmd"; echo;
-        cat "$OUT/hw-limits-$GPU.md"; } >"$OUT/x.md" && mv "$OUT/x.md" "$OUT/hw-limits-$GPU.md"
-    fi
+    headed "$OUT/hw-limits-$GPU.md" "What the GPU allows: the weight-read floor at M <= 64, clocks and power under load" "$cmd"
     ;;
   *) echo "bench: unknown benchmark '$b'" ;;
   esac

@@ -1,8 +1,9 @@
 #!/bin/bash
 # lib.sh — sourced by every step: `cap N` (seconds the next command may take: at most N, never past the
 # step's LEFT_S), `run_tests NAME SECONDS ARGS...` (the test binary, its log in $L/NAME.txt, a summary
-# line), `build_bench SRC OUT` (a bench/*.c tool linked against this build's static library) and
-# `header TITLE COMMAND` (the first lines of a results file: what, where, when, which tree, how).
+# line), `build_bench SRC OUT` (a bench/*.c tool linked against this build's static library),
+# `header TITLE COMMAND` (the first lines of a results file: what, where, when, which tree, how) and
+# `headed FILE TITLE COMMAND` (those lines put above a results file a script wrote).
 set -u
 : "${OUT:?}" "${L:?}" "${BUILD:?}"
 LEFT_S=${LEFT_S:-300}
@@ -38,4 +39,9 @@ header() {
   echo "# machine: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | head -n 1) x $NGPU; $(nproc) CPU cores"
   echo "# date: $(date -u +%F); tree: $TREE"
   echo "# command: $2"
+}
+# headed FILE TITLE CMD: put header's lines (and a blank one) above a results file a script wrote, where it exists.
+headed() {
+  [ -f "$1" ] || return 0
+  { header "$2" "$3"; echo; cat "$1"; } >"$1.tmp" && mv "$1.tmp" "$1"
 }
