@@ -2,6 +2,7 @@
 #ifndef W8A8_CUDA_BACKEND_H
 #define W8A8_CUDA_BACKEND_H
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include "../core/internal.h"
 #include "dispatch_rule.h"
@@ -62,6 +63,34 @@ W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h, const w8a8
 /* A TMA map of a K-major 8-bit operand [rows, K] (row stride ld bytes) in boxes of 128 x box_rows with the 128-byte
  * swizzle, into map (a CUtensorMap): 0, or -1 where the driver refuses it (sm90_gemm.cu). */
 W8A8_HIDDEN int w8a8_sm90_tmap_k128(void *map, const void *base, int64_t rows, int64_t K, int64_t ld, int box_rows);
+/* The launch of an sm_90a kernel (sm90_gemm.cu, sm90_blockwise.cu): `grid` CTAs of `threads` threads with `smem` bytes
+ * of dynamic shared memory on `stream`, in clusters of `cluster` CTAs along x (0: no cluster attribute), with
+ * programmatic dependent launch (the kernels wait with griddepcontrol.wait before they read anything, so their launch
+ * and prologue overlap the previous kernel's tail). `at`: the two attribute slots the configuration points to. */
+static inline cudaLaunchConfig_t w8a8_sm90_launch_config(unsigned grid, unsigned threads, size_t smem, void *stream,
+                                                         int cluster, cudaLaunchAttribute at[2]) {
+  cudaLaunchConfig_t lc;
+  memset(&lc, 0, sizeof lc);
+  memset(at, 0, 2 * sizeof at[0]);
+  unsigned n = 0;
+  if (cluster > 0) {
+    at[n].id = cudaLaunchAttributeClusterDimension;
+    at[n].val.clusterDim.x = (unsigned)cluster;
+    at[n].val.clusterDim.y = 1;
+    at[n].val.clusterDim.z = 1;
+    n++;
+  }
+  at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[n].val.programmaticStreamSerializationAllowed = 1;
+  n++;
+  lc.gridDim.x = grid, lc.gridDim.y = 1, lc.gridDim.z = 1;
+  lc.blockDim.x = threads, lc.blockDim.y = 1, lc.blockDim.z = 1;
+  lc.dynamicSmemBytes = smem;
+  lc.stream = (cudaStream_t)stream;
+  lc.attrs = at;
+  lc.numAttrs = n;
+  return lc;
+}
 /* Whether the library holds the sm_90a kernels (gemm_mma.cu: W8A8_HAVE_SM90A, an nvcc flag). */
 W8A8_HIDDEN int w8a8_cuda_have_sm90a(void);
 /* What the library can run on the handle's GPU (dispatch_rule.h), and the capability its kernels are chosen for. */

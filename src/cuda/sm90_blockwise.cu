@@ -95,28 +95,9 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h,
   // split > 1: one tile per cluster (its CTAs meet at two cluster barriers per tile); else persistent CTAs.
   const int tiles = a.tiles_x * a.tiles_y;
   const int ctas = pl.split > 1 ? tiles * pl.split : (tiles < num_sms ? tiles : num_sms);
-  cudaLaunchConfig_t lc;
-  memset(&lc, 0, sizeof lc);
   cudaLaunchAttribute at[2];
-  int nat = 0;
-  if (pl.split > 1) {
-    at[nat].id = cudaLaunchAttributeClusterDimension;
-    at[nat].val.clusterDim.x = pl.split;
-    at[nat].val.clusterDim.y = 1;
-    at[nat].val.clusterDim.z = 1;
-    nat++;
-  }
-  // programmatic dependent launch: the kernel's prologue overlaps the previous kernel's tail (griddepcontrol.wait
-  // comes before anything it reads)
-  at[nat].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[nat].val.programmaticStreamSerializationAllowed = 1;
-  nat++;
-  lc.gridDim = dim3((unsigned)ctas, 1, 1);
-  lc.blockDim = dim3(SM90_THREADS, 1, 1);
-  lc.dynamicSmemBytes = (size_t)KERNELS[ki].smem;
-  lc.stream = (cudaStream_t)h->stream;
-  lc.attrs = at;
-  lc.numAttrs = nat;
+  cudaLaunchConfig_t lc = w8a8_sm90_launch_config((unsigned)ctas, SM90_THREADS, (size_t)KERNELS[ki].smem, h->stream,
+                                                  pl.split > 1 ? pl.split : 0, at);
   const cudaError_t e = cudaLaunchKernelEx(&lc, KERNELS[ki].fn, tx, ty, a);
   if (e != cudaSuccess) return w8a8_cuda_error(FN, "launch of the sm90 blockwise kernel", e);
   char cfg[32];

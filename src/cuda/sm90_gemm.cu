@@ -506,28 +506,10 @@ static w8a8_status run(w8a8_handle *h, const w8a8_mm_problem *p, int forced_conf
     if (clusters < 1) clusters = 1;
   }
 
-  cudaLaunchConfig_t lc;
-  memset(&lc, 0, sizeof lc);
   cudaLaunchAttribute at[2];
-  int nat = 0;
-  if (csize > 1 || c->splitk) {
-    at[nat].id = cudaLaunchAttributeClusterDimension;
-    at[nat].val.clusterDim.x = csize;
-    at[nat].val.clusterDim.y = 1;
-    at[nat].val.clusterDim.z = 1;
-    nat++;
-  }
-  // Programmatic dependent launch (the kernel waits with griddepcontrol.wait before it reads
-  // anything): its launch and prologue overlap the tail of the kernel before it in the stream.
-  at[nat].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[nat].val.programmaticStreamSerializationAllowed = 1;
-  nat++;
-  lc.gridDim = dim3(clusters * csize, 1, 1);
-  lc.blockDim = dim3(cfg_threads(c), 1, 1);
-  lc.dynamicSmemBytes = KERNELS[pl.config].smem;
-  lc.stream = (cudaStream_t)h->stream;
-  lc.attrs = at;
-  lc.numAttrs = nat;
+  cudaLaunchConfig_t lc = w8a8_sm90_launch_config((unsigned)(clusters * csize), (unsigned)cfg_threads(c),
+                                                  KERNELS[pl.config].smem, h->stream,
+                                                  csize > 1 || c->splitk ? csize : 0, at);
   cudaError_t e = cudaLaunchKernelEx(&lc, KERNELS[pl.config].fn, tx, ty, to, a, tt);
   if (e != cudaSuccess) return w8a8_cuda_error(FN, "launch of the sm90 kernel", e);
   return W8A8_SUCCESS;
