@@ -122,18 +122,22 @@ def silu_mul_quantize(handle, x, q, mode, scale, azp=None, scale_ub_ptr=None, fn
     quantize(handle, x, q, mode, scale, azp, scale_ub_ptr, fn, silu_mul=True)
 
 
+def _block_args(a, b, scale_a, scale_b, bias, out, fn):
+    """The by-reference arguments of the block-scaled calls, in their order: a, b, scale_a, scale_b (matrices, either
+    layout), bias (or NULL), out."""
+    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    row, col = Layout.ROW_MAJOR, Layout.COL_MAJOR
+    return (ctypes.byref(as_matrix(a, fn, row)), ctypes.byref(as_matrix(b, fn, col)),
+            ctypes.byref(as_matrix(scale_a, fn, row)), ctypes.byref(as_matrix(scale_b, fn, row)), _ref(bv),
+            ctypes.byref(as_matrix(out, fn, row)))
+
+
 def scaled_mm_blockwise(handle, a, b, scale_a, scale_b, out, bias=None, fn="w8a8.scaled_mm_blockwise"):
     """w8a8_scaled_mm_blockwise: scale_a [M, ceil(K/128)], scale_b [ceil(N/128), ceil(K/128)], either layout."""
-    am = as_matrix(a, fn, Layout.ROW_MAJOR)
-    bm = as_matrix(b, fn, Layout.COL_MAJOR)
-    sam = as_matrix(scale_a, fn, Layout.ROW_MAJOR)
-    sbm = as_matrix(scale_b, fn, Layout.ROW_MAJOR)
-    om = as_matrix(out, fn, Layout.ROW_MAJOR)
-    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    args = _block_args(a, b, scale_a, scale_b, bias, out, fn)
     call = _lib._optional("w8a8_scaled_mm_blockwise")
     with handle.lock:
-        check(call(handle.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sam), ctypes.byref(sbm), _ref(bv),
-                   ctypes.byref(om)), fn)
+        check(call(handle.ptr, *args), fn)
 
 
 def quantize_groups(handle, x, q, scale, flags, kind="groups", fn="w8a8.quantize_fp8_groups"):
@@ -207,20 +211,14 @@ def scaled_mm_reduce_scatter(comm, a, b, scale_a, scale_b, out, bias=None, azp=N
 def tp_blockwise(op, comm, a, b, scale_a, scale_b, out, bias=None, overlap=True, partials="fp32", fn=None):
     """w8a8_all_gather_scaled_mm_blockwise (op "ag") or w8a8_scaled_mm_reduce_scatter_blockwise ("rs"): scale_a and
     scale_b are matrices (block scales), either layout."""
-    am = as_matrix(a, fn, Layout.ROW_MAJOR)
-    bm = as_matrix(b, fn, Layout.COL_MAJOR)
-    om = as_matrix(out, fn, Layout.ROW_MAJOR)
-    sam = as_matrix(scale_a, fn, Layout.ROW_MAJOR)
-    sbm = as_matrix(scale_b, fn, Layout.ROW_MAJOR)
-    bv = as_vector(bias, fn, Status.ERROR_INVALID_BIAS) if bias is not None else None
+    args = _block_args(a, b, scale_a, scale_b, bias, out, fn)
     opts = tp_options(overlap, partials, fn=fn)
     call = _lib._optional("w8a8_all_gather_scaled_mm_blockwise" if op == "ag" else
                           "w8a8_scaled_mm_reduce_scatter_blockwise")
     with comm.lock:
         comm._entered = True
         comm._used = True
-        check(call(comm.ptr, ctypes.byref(am), ctypes.byref(bm), ctypes.byref(sam), ctypes.byref(sbm), _ref(bv),
-                   ctypes.byref(om), ctypes.byref(opts)), fn)
+        check(call(comm.ptr, *args, ctypes.byref(opts)), fn)
 
 
 # --------------------------------------------------------------------------- argument helpers
