@@ -163,9 +163,10 @@ static void gemm_case_on(w8a8_handle *h, int gpu, int exact, const char *want, i
         CHECK(0, "M N K %lld %lld %lld %s: out[%lld][%lld] = %.8g, double-precision sum %.8g (the header's bound %g)",
               (long long)M, (long long)N, (long long)K, w8a8_dtype_name(od), (long long)m, (long long)n,
               (double)out_to_f32(od, out, i), dr, gtol);
-      /* the formula itself against a double-precision sum (fp32 accumulation and the output's rounding) */
+      /* the formula itself against a double-precision sum (fp32 accumulation and the output's rounding); the
+       * tensor core's block sums keep fewer bits, so the Hopper kernel is held to the header's bound above */
       const double err = fabs(out_to_f32(od, out, i) - dr), tol = 1e-5 * dabs + 8e-3 * fabs(dr) + 1e-6;
-      if (err > tol && bad++ < 5)
+      if (exact && err > tol && bad++ < 5)
         CHECK(0, "out[%lld][%lld] = %g, double-precision sum %g (tolerance %g)", (long long)m, (long long)n,
               (double)out_to_f32(od, out, i), dr, tol);
     }
