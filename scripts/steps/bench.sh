@@ -9,7 +9,7 @@
 #   blockwise bench/blockwise_compare.py: block-scaled fp8 (DeepSeek-V3 shapes) next to torch and DeepGEMM
 #            (BW_M, BW_SHAPES, BW_BUDGET_S = 200; BW_TILE_AB=1: also our normal tiles forced to 128 and 256 wide
 #            at BW_TILE_AB_M)                                            -> blockwise-$GPU.{md,jsonl}
-#   paths    w8a8 bench with each CUDA path forced (90 89 80 75) next to cuBLASLt  -> gemm-paths-$GPU.jsonl
+#   paths    w8a8 bench with each CUDA path forced (90 89 80 75) next to cuBLASLt  -> gemm-paths-$GPU.{md,jsonl}
 #   host     bench/host_cost.py: an eager call's host time against the raw C call -> host-cost-$GPU.{txt,json}
 #   cublaslt w8a8 bench (our kernels next to cuBLASLt int8 / fp8)         -> gemm-cublaslt-$GPU.jsonl
 #   tp       w8a8 tp-bench --local W for W = 2 and NGPU (fused vs unfused) -> tp-bench-$GPU.jsonl
@@ -56,6 +56,9 @@ for b in ${BENCH:-torch quant}; do
         -m ${PATH_M:-1,16,128,1024,4096} -o - 2>>"$L/bench-paths.txt" >>"$OUT/gemm-paths-$GPU.jsonl"
       echo "paths $c: exit $?"
     done
+    python3 bench/paths_table.py "$OUT/gemm-paths-$GPU.jsonl" --ccs "${PATH_CCS:-90 89 80 75}" >"$OUT/gemm-paths-$GPU.md"
+    headed "$OUT/gemm-paths-$GPU.md" "Each CUDA path forced on this GPU next to cuBLASLt (w8a8 bench, bench/paths_table.py)" \
+      "for cc in ${PATH_CCS:-90 89 80 75}; do W8A8_DEV=CUDA_FORCE_PATH=\$cc w8a8 bench --gpu --suite llama8b -m ${PATH_M:-1,16,128,1024,4096}; done"
     ;;
   host)
     cmd="python3 bench/host_cost.py --iters ${HOST_ITERS:-20000} --json $OUT/host-cost-$GPU.json"
