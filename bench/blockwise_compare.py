@@ -126,8 +126,9 @@ class Runner:
         except Exception as e:  # noqa: BLE001
             t.cuda.synchronize()
             why = "%s: %s" % (type(e).__name__, str(e).split("\n")[0][:200])
-            if impl in ("torch_block", "deepgemm"):
-                self.unsupported[impl] = why  # (this torch / GPU / shape class: recorded once)
+            # a missing feature is recorded once; cuBLASLt's refusals (NOT_SUPPORTED at some M) are per shape
+            if impl in ("torch_block", "deepgemm") and "CUDA error" not in why:
+                self.unsupported[impl] = why
             return None, why
         us = time_graph(t, graph, CALLS, REPLAYS)
         wrong = self.verify(impl, out, CALLS - 1)
@@ -219,9 +220,11 @@ def markdown(rows, run, stamp, elapsed, impls, skipped):
     why = {}
     for r in rows:
         if r.get("us") is None:
-            why.setdefault(r["impl"], r["why"])
-    for k, v in why.items():
-        L.append("- %s not measured: %s" % (k, v))
+            why.setdefault(r["impl"], {}).setdefault(r["why"], []).append("%s M=%d" % (r["shape"], r["M"]))
+    for k, reasons in why.items():
+        for v, where in reasons.items():
+            L.append("- %s not measured on %d rows (%s%s): %s" % (k, len(where), ", ".join(where[:4]),
+                                                                ", ..." if len(where) > 4 else "", v))
     if why:
         L.append("")
     L.append("| shape | M | " + " | ".join(impls) + " | vs torch_block | vs deepgemm | block / rowwise (ours) |")

@@ -19,10 +19,12 @@ typedef void (*bw_kernel_fn)(const CUtensorMap, const CUtensorMap, const sm90_bw
 struct bw_kernel {
   bw_kernel_fn fn;
   int smem, bn, swap;
+  const char *name;  // the launch record's configuration
 };
 // One kernel per tile shape of the plan; the swapped tiles take as many stages as fit (the fewest tokens stream the
 // weights, so more bytes in flight).
-#define BW_ROW(BN, SWAP, STAGES) {sm90_bw_kernel<BN, SWAP, STAGES>, sm90_bw_smem<BN, STAGES>::BYTES, BN, SWAP}
+#define BW_ROW(BN, SWAP, STAGES) \
+  {sm90_bw_kernel<BN, SWAP, STAGES>, sm90_bw_smem<BN, SWAP, STAGES>::BYTES, BN, SWAP, SWAP ? "swap_n" #BN : "tile_n" #BN}
 const bw_kernel KERNELS[] = {BW_ROW(128, false, 6), BW_ROW(256, false, 4), BW_ROW(64, true, 8), BW_ROW(32, true, 10),
                              BW_ROW(16, true, 12)};
 #undef BW_ROW
@@ -88,6 +90,7 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h,
   a.out_kind = (int)p->out_dtype;
   const int esz = p->out_dtype == W8A8_DTYPE_FP32 ? 4 : 2;
   a.pair_store = (uintptr_t)p->out % (2 * esz) == 0 && p->ldo % 2 == 0;
+  a.vec_store = (uintptr_t)p->out % 16 == 0 && (p->ldo * esz) % 16 == 0;
   a.sa = p->scale_a, a.sb = p->scale_b;
   a.sa_rs = p->sa_rs, a.sa_cs = p->sa_cs, a.sb_rs = p->sb_rs, a.sb_cs = p->sb_cs;
   a.bias = p->bias;
@@ -100,9 +103,7 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h,
                                                   pl.split > 1 ? pl.split : 0, at);
   const cudaError_t e = cudaLaunchKernelEx(&lc, KERNELS[ki].fn, tx, ty, a);
   if (e != cudaSuccess) return w8a8_cuda_error(FN, "launch of the sm90 blockwise kernel", e);
-  char cfg[32];
-  snprintf(cfg, sizeof cfg, "%s_n%d", pl.swap ? "swap" : "tile", pl.bn);
-  w8a8_note_launch(h, "sm90-blockwise", cfg, pl.split, p->M, p->N, p->K);
+  w8a8_note_launch(h, "sm90-blockwise", KERNELS[ki].name, pl.split, p->M, p->N, p->K);
   return W8A8_SUCCESS;
 #endif
 }

@@ -14,6 +14,9 @@
 // Work split: persistent CTAs over the tiles (split = 1), or clusters of `split` CTAs, one per tile, each summing a
 // K range (split > 1); the partial tiles meet in distributed shared memory and are added in rank order.
 #pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "sm90_mainloop.cuh"
 
 typedef struct sm90_bw_args {
@@ -25,6 +28,7 @@ typedef struct sm90_bw_args {
   long long ldo;
   int out_kind;          // W8A8_DTYPE_BF16 / FP16 / FP32
   int pair_store;        // out and ldo allow one store of two neighbouring elements
+  int vec_store;         // out and ldo allow 16-byte stores (the staged epilogue)
   const float *sa, *sb;  // [M, kblocks] and [ceil(N / 128), kblocks], strides below (elements)
   long long sa_rs, sa_cs, sb_rs, sb_cs;
   const void *bias;      // NULL or N elements of out_kind
@@ -170,30 +174,162 @@ SM90_DEV void sm90_bw_store(const sm90_bw_args &a, int m, int n, float v, float 
   if (pair) w8a8d_store_float(a.out_kind, a.out, o + 1, w);
 }
 
-// The thread's fragment to out; normal tiles store column pairs.
-template <bool SWAP, int BN>
-SM90_DEV void sm90_bw_epilogue(const sm90_bw_args &a, const float (&v)[BN / 2], int tx, int ty, int cw, int tid) {
-  const int warp = tid / 32, lane = tid % 32;
-  const int x0 = tx * SM90_BM + cw * 64 + warp * 16 + lane / 4;  // fragment row 0 in X
-  const int y0 = ty * BN + (lane % 4) * 2;                        // fragment column 0 in Y
-#pragma unroll
-  for (int i = 0; i < BN / 2; i += 2) {
-    const int x = x0 + 8 * ((i / 2) % 2), y = y0 + (i / 4) * 8;
-    if constexpr (SWAP) {
-      sm90_bw_store(a, y, x, v[i], 0.0f, false);
-      sm90_bw_store(a, y + 1, x, v[i + 1], 0.0f, false);
+// The staged epilogue (split = 1): a consumer warpgroup writes its fragment, bias added and rounded to the output
+// type, into its own staging buffer of 128-byte lines (16-byte units XOR-swizzled by line % 8: the fragment's
+// stores hit 32 distinct banks), then stores whole 16-byte units to out, a line of output at a time. Element-wise
+// stores from the fragment were half-empty sectors and, inlined 64 times with the output type decided at run time,
+// a kernel too large for the instruction cache (ncu: 61% of stalls on instruction fetch at 4096 x 32768 x 512).
+template <int KIND>
+struct sm90_bw_out {
+  static constexpr int ESZ = KIND == W8A8_DTYPE_FP32 ? 4 : 2;  // bytes per element
+  static constexpr int PER_UNIT = 16 / ESZ;                     // elements per 16-byte unit
+  static constexpr int LINE = 128 / ESZ;                        // elements per 128-byte staging line
+};
+SM90_DEV uint32_t sm90_bw_stg_addr(uint32_t stg, int line, int byte) {
+  return stg + (uint32_t)line * 128 + (uint32_t)((((byte >> 4) ^ (line & 7)) << 4) | (byte & 15));
+}
+// (the hardware's round-to-nearest-even conversions, as the main kernel's epilogue)
+template <int KIND>
+SM90_DEV void sm90_bw_stg_put1(uint32_t addr, float x) {
+  if constexpr (KIND == W8A8_DTYPE_FP32) {
+    sm90_st_smem(addr, __float_as_uint(x));
+  } else {
+    const uint16_t h = KIND == W8A8_DTYPE_BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
+                                               : __half_as_ushort(__float2half_rn(x));
+    asm volatile("st.shared.b16 [%0], %1;" ::"r"(addr), "h"(h) : "memory");
+  }
+}
+template <int KIND>
+SM90_DEV void sm90_bw_stg_put2(uint32_t addr, float x, float y) {
+  if constexpr (KIND == W8A8_DTYPE_FP32) {
+    sm90_st_smem_v2f32(addr, x, y);
+  } else if constexpr (KIND == W8A8_DTYPE_BF16) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(x, y);
+    sm90_st_smem(addr, *(const uint32_t *)&p);
+  } else {
+    const __half2 p = __floats2half2_rn(x, y);
+    sm90_st_smem(addr, *(const uint32_t *)&p);
+  }
+}
+template <int KIND, bool BIAS>
+SM90_DEV float sm90_bw_bias(const sm90_bw_args &a, int n) {
+  if constexpr (!BIAS) return 0.0f;
+  const int i = min(n, a.N - 1);
+  if constexpr (KIND == W8A8_DTYPE_FP32) return __ldg((const float *)a.bias + i);
+  const unsigned short h = __ldg((const unsigned short *)a.bias + i);
+  return KIND == W8A8_DTYPE_BF16 ? w8a8d_bf16_to_f32(h) : __half2float(__ushort_as_half(h));
+}
+// `lines` staging lines -> out rows m0.., columns n0.. of each line: whole units where allowed, else element-wise.
+template <int KIND>
+SM90_DEV void sm90_bw_stg_drain(const sm90_bw_args &a, uint32_t stg, int lines, int m0, int n0, int tid) {
+  typedef sm90_bw_out<KIND> O;
+  for (int j = tid; j < lines * 8; j += 128) {
+    const int line = j / 8, unit = j % 8;
+    const int m = m0 + line, n = n0 + unit * O::PER_UNIT;
+    if (m >= a.M || n >= a.N) continue;
+    const uint4 v = sm90_ld_smem_v4(stg + (uint32_t)line * 128 + (uint32_t)((unit ^ (line & 7)) << 4));
+    uint8_t *dst = (uint8_t *)a.out + ((long long)m * a.ldo + n) * O::ESZ;
+    if (a.vec_store && n + O::PER_UNIT <= a.N) {
+      *(uint4 *)dst = v;
     } else {
-      sm90_bw_store(a, x, y, v[i], v[i + 1], true);
+      for (int e = 0; e < O::PER_UNIT && n + e < a.N; e++) {
+        const int q = e * O::ESZ / 4;
+        const uint32_t w = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+        if constexpr (O::ESZ == 4)
+          ((uint32_t *)dst)[e] = w;
+        else
+          ((uint16_t *)dst)[e] = (uint16_t)(w >> (16 * (e % 2)));
+      }
     }
   }
 }
+// Normal tiles: the warpgroup's 64 rows x BN columns, LINE columns (a 128-byte line per row) at a time.
+template <int BN, int KIND, bool BIAS>
+SM90_DEV void sm90_bw_epi_normal(const sm90_bw_args &a, const float (&v)[BN / 2], int tx, int ty, int cw, int tid,
+                                 uint32_t stg) {
+  typedef sm90_bw_out<KIND> O;
+  constexpr int GROUPS = O::LINE / 8;  // fragment column groups of 8 per chunk
+  const int warp = tid / 32, lane = tid % 32, r0 = warp * 16 + lane / 4;
+  const int m0 = tx * SM90_BM + cw * 64, n0 = ty * BN;
+#pragma unroll
+  for (int c = 0; c < BN / O::LINE; c++) {
+    sm90_named_bar(2 + cw, 128);  // the previous chunk's units are out
+#pragma unroll
+    for (int g = 0; g < GROUPS; g++) {
+      const int grp = c * GROUPS + g, col = g * 8 + 2 * (lane % 4);
+      const float b0 = sm90_bw_bias<KIND, BIAS>(a, n0 + c * O::LINE + col),
+                  b1 = sm90_bw_bias<KIND, BIAS>(a, n0 + c * O::LINE + col + 1);
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+        sm90_bw_stg_put2<KIND>(sm90_bw_stg_addr(stg, r0 + 8 * h, col * O::ESZ), v[grp * 4 + 2 * h] + b0,
+                               v[grp * 4 + 2 * h + 1] + b1);
+    }
+    sm90_named_bar(2 + cw, 128);
+    sm90_bw_stg_drain<KIND>(a, stg, 64, m0, n0 + c * O::LINE, tid);
+  }
+}
+// Swapped tiles: the fragment is 64 weights (rows) x BN tokens; out is tokens x weights, so each token is a
+// staging line of LINE weights (one chunk for 16-bit outputs, two for fp32).
+template <int BN, int KIND, bool BIAS>
+SM90_DEV void sm90_bw_epi_swap(const sm90_bw_args &a, const float (&v)[BN / 2], int tx, int ty, int cw, int tid,
+                               uint32_t stg) {
+  typedef sm90_bw_out<KIND> O;
+  const int warp = tid / 32, lane = tid % 32, w0 = warp * 16 + lane / 4;
+  const int wbase = tx * SM90_BM + cw * 64;
+#pragma unroll
+  for (int c = 0; c < 64 / O::LINE; c++) {
+    sm90_named_bar(2 + cw, 128);
+    if (warp * 16 / O::LINE == c) {  // this warp's 16 weights are in chunk c
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int w = w0 + 8 * h;
+        const float b = sm90_bw_bias<KIND, BIAS>(a, wbase + w);
+#pragma unroll
+        for (int i = 2 * h; i < BN / 2; i += 4) {
+#pragma unroll
+          for (int e = 0; e < 2; e++) {
+            const int tok = (lane % 4) * 2 + (i / 4) * 8 + e;
+            sm90_bw_stg_put1<KIND>(sm90_bw_stg_addr(stg, tok, (w - c * O::LINE) * O::ESZ), v[i + e] + b);
+          }
+        }
+      }
+    }
+    sm90_named_bar(2 + cw, 128);
+    sm90_bw_stg_drain<KIND>(a, stg, BN, ty * BN, wbase + c * O::LINE, tid);
+  }
+}
+template <bool SWAP, int BN, int KIND>
+SM90_DEV void sm90_bw_epi_kind(const sm90_bw_args &a, const float (&v)[BN / 2], int tx, int ty, int cw, int tid,
+                               uint32_t stg) {
+  if (a.bias) {
+    if constexpr (SWAP) sm90_bw_epi_swap<BN, KIND, true>(a, v, tx, ty, cw, tid, stg);
+    else sm90_bw_epi_normal<BN, KIND, true>(a, v, tx, ty, cw, tid, stg);
+  } else {
+    if constexpr (SWAP) sm90_bw_epi_swap<BN, KIND, false>(a, v, tx, ty, cw, tid, stg);
+    else sm90_bw_epi_normal<BN, KIND, false>(a, v, tx, ty, cw, tid, stg);
+  }
+}
+// One copy per output type and bias or none, chosen once per tile: the path a tile runs has no branches.
+template <bool SWAP, int BN>
+SM90_DEV void sm90_bw_epilogue(const sm90_bw_args &a, const float (&v)[BN / 2], int tx, int ty, int cw, int tid,
+                               uint32_t stg) {
+  if (a.out_kind == W8A8_DTYPE_BF16)
+    sm90_bw_epi_kind<SWAP, BN, W8A8_DTYPE_BF16>(a, v, tx, ty, cw, tid, stg);
+  else if (a.out_kind == W8A8_DTYPE_FP16)
+    sm90_bw_epi_kind<SWAP, BN, W8A8_DTYPE_FP16>(a, v, tx, ty, cw, tid, stg);
+  else
+    sm90_bw_epi_kind<SWAP, BN, W8A8_DTYPE_FP32>(a, v, tx, ty, cw, tid, stg);
+}
 
 // The ring of the blockwise kernel: STAGES stages of X (SM90_BM rows) then Y (BN rows), 128-byte rows in TMA's
-// 128-byte swizzle; then the full and empty barriers. The split-K partial tiles reuse the ring once it is drained.
-template <int BN, int STAGES>
+// 128-byte swizzle; then the full and empty barriers; then the two staging buffers of the epilogue. The split-K partial tiles reuse the ring once it is drained.
+template <int BN, bool SWAP, int STAGES>
 struct sm90_bw_smem {
   typedef sm90_ring<BN, STAGES> Ring;
-  static const int BYTES = STAGES * Ring::STAGE_BYTES + Ring::BAR_BYTES + 1024;
+  // the staged epilogue's buffer per consumer warpgroup: 64 lines (normal) or BN token lines (swapped) of 128 bytes
+  static const int STAGING_WG = (SWAP ? BN : 64) * 128;
+  static const int STAGING_OFF = (STAGES * Ring::STAGE_BYTES + Ring::BAR_BYTES + 127) / 128 * 128;
+  static const int BYTES = STAGING_OFF + 2 * STAGING_WG + 1024;
   static_assert(BYTES <= 232448, "sm_90 allows 227 KB of shared memory per CTA");
   static_assert(2 * SM90_THREADS / 3 * (BN / 2) * 4 <= STAGES * Ring::STAGE_BYTES, "the partial tile fits the ring");
 };
@@ -204,6 +340,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
                    const sm90_bw_args a) {
 #if SM90_ENABLED
   typedef sm90_ring<BN, STAGES> Ring;
+  typedef sm90_bw_smem<BN, SWAP, STAGES> Smem;
   typedef sm90_bw_scales<SWAP, BN> Scales;
   constexpr int NACC = BN / 2;
   static_assert(SWAP ? (BN == 16 || BN == 32 || BN == 64) : (BN == 128 || BN == 256), "whole weight blocks per tile");
@@ -321,7 +458,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1)
 #undef SM90_BW_ISSUE
     }
     if (split == 1) {
-      sm90_bw_epilogue<SWAP, BN>(a, acc, tx, ty, cw, tid);
+      sm90_bw_epilogue<SWAP, BN>(a, acc, tx, ty, cw, tid, smem0 + Smem::STAGING_OFF + cw * Smem::STAGING_WG);
       continue;
     }
     // Split-K: the ring is drained (one tile per cluster); once both consumer warpgroups are past their last wgmma,
