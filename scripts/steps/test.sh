@@ -43,16 +43,22 @@ for s in ${SUITES:-gpu python}; do
     echo "python: exit $? $(tail -n 1 "$L/python.txt")"
     ;;
   ptx)
+    # the architectures side by side (each process JIT-compiles its PTX on the CPU: over a minute for the
+    # block-scaled tests alone), each writing its summary lines to its own file, shown in order after
     for a in ${ARCHS_PTX:-75 80 89}; do
-      tb="${BUILD_PTX:-build-ptx}-$a/bin/w8a8_tests"
-      [ -x "$tb" ] || { echo "ptx $a: no $tb (the build_ptx step makes it)"; continue; }
-      CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a TBIN=$tb run_tests "ptx-$a" 240 cuda_ smoke act_ blockwise_cuda -tune_cuda
-      [ "${PTX_MEMCHECK:-1}" = 0 ] && continue
-      W8A8_GPU_TEST_SMALL=1 CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a timeout -k 5 "$(cap 180)" "$CS" --tool memcheck \
-        --error-exitcode 99 "$tb" cuda_ act_cuda -cuda_quant_math_exhaustive -tune_cuda >"$L/ptx-$a-memcheck.txt" 2>&1
-      echo "ptx-$a memcheck: exit $? $(grep -E '^[0-9]+ passed' "$L/ptx-$a-memcheck.txt" | tail -n 1)" \
-        "$(grep 'ERROR SUMMARY' "$L/ptx-$a-memcheck.txt" | tail -n 1)"
+      (
+        tb="${BUILD_PTX:-build-ptx}-$a/bin/w8a8_tests"
+        [ -x "$tb" ] || { echo "ptx $a: no $tb (the build_ptx step makes it)"; exit 0; }
+        CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a TBIN=$tb run_tests "ptx-$a" 300 cuda_ smoke act_ blockwise_cuda -tune_cuda
+        [ "${PTX_MEMCHECK:-1}" = 0 ] && exit 0
+        W8A8_GPU_TEST_SMALL=1 CUDA_FORCE_PTX_JIT=1 W8A8_TEST_EXPECT_CC=$a timeout -k 5 "$(cap 180)" "$CS" --tool memcheck \
+          --error-exitcode 99 "$tb" cuda_ act_cuda -cuda_quant_math_exhaustive -tune_cuda >"$L/ptx-$a-memcheck.txt" 2>&1
+        echo "ptx-$a memcheck: exit $? $(grep -E '^[0-9]+ passed' "$L/ptx-$a-memcheck.txt" | tail -n 1)" \
+          "$(grep 'ERROR SUMMARY' "$L/ptx-$a-memcheck.txt" | tail -n 1)"
+      ) >"$L/ptx-$a-summary.txt" 2>&1 &
     done
+    wait
+    for a in ${ARCHS_PTX:-75 80 89}; do cat "$L/ptx-$a-summary.txt"; done
     ;;
   force)
     for c in ${FORCE_CCS:-75 80}; do
