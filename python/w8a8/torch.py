@@ -690,8 +690,7 @@ __all__ = ["scaled_mm", "quantize_fp8", "quantize_int8", "silu_mul_quantize_fp8"
                                   if HAVE_CUSTOM_OPS else [])
 
 
-# ---- block-scaled fp8 (eager calls; the library runs this mode on CPU handles only so far, and a CUDA tensor
-# gets its UNSUPPORTED_DEVICE error)
+# ---- block-scaled fp8 (the custom op w8a8::scaled_mm_blockwise_out underneath where torch has custom ops)
 
 def scaled_mm_blockwise(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, bias=None, out=None):
     """Block-scaled fp8: a [..., K], b [K, N] column-major, scale_a [M, ceil(K/128)], scale_b

@@ -14,7 +14,8 @@ call is the w8a8.torch custom op underneath, so torch.compile and CUDA graphs ta
 Block-scaled fp8 (DeepSeek-V3 style) as vLLM passes it: cutlass_scaled_mm takes scale_a [M, ceil(K/128)] and
 scale_b [ceil(K/128), ceil(N/128)] where the scales' sizes are not the per-tensor / per-token / per-channel ones
 (vLLM's own test, scaled_mm_helper.hpp), and per_token_group_quant_fp8 makes such activations. These run on
-w8a8's portable block-scaled kernel (exact, not yet fast) as eager calls, not custom ops.
+w8a8's block-scaled kernels (the Hopper kernel on sm_90a, a portable one elsewhere) through the custom op
+w8a8::scaled_mm_blockwise_out, so torch.compile takes them too.
 
 Where w8a8 differs from vLLM:
   - scaled_fp8_quant's group_shape other than per-tensor is refused (use per_token_group_quant_fp8);
@@ -44,7 +45,8 @@ def cutlass_scaled_mm_supports_fp8(cuda_device_capability: int) -> bool:
 
 
 def cutlass_scaled_mm_supports_block_fp8(cuda_device_capability: int) -> bool:
-    """Block-scaled fp8 runs on w8a8's portable kernel (software e4m3 decoding: any GPU w8a8 runs on)."""
+    """Block-scaled fp8 runs on every GPU w8a8 runs on: the Hopper kernel on sm_90a, a portable kernel (software
+    e4m3 decoding) on the others."""
     return int(cuda_device_capability) >= 75
 
 
@@ -62,8 +64,8 @@ def _no_group_scales(fn, a, scale_a, scale_b):
         scale_b.shape[1] != 1
     if blockwise_a or blockwise_b:
         raise make_error(Status.ERROR_INVALID_SCALE, "%s: scale_a %s and scale_b %s are blockwise (group) scales, "
-                         "which w8a8 does not support (cutlass_scaled_mm_supports_block_fp8 is False); w8a8 takes "
-                         "per-tensor or per-token scale_a and per-tensor or per-channel scale_b"
+                         "which the zero-point GEMM does not take (as in vLLM); it takes per-tensor or per-token "
+                         "scale_a and per-tensor or per-channel scale_b (block scales: cutlass_scaled_mm)"
                          % (fn, tuple(scale_a.shape), tuple(scale_b.shape)))
 
 
