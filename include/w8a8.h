@@ -886,8 +886,10 @@ W8A8_API w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_m
  *   w8a8_scaled_mm_blockwise of its shard in fp32 without bias; the partials, sum, bias and rounding are then
  *   w8a8_scaled_mm_reduce_scatter's (opts->partials included).
  * Scale matrices: row- or column-major, any ld, not overlapping out. Fused and unfused give the same bits.
- * Communicators: MPI (CPU ranks). GPU communicators return W8A8_ERROR_UNSUPPORTED_DEVICE on every rank (before the
- * agreement, which every rank of such a communicator skips alike) in this version.
+ * Communicators: MPI (CPU ranks) and every GPU transport. On GPUs the all-gather runs one GEMM launch per source
+ *   rank's rows (the block-scaled kernel cannot wait for rows still arriving), each the block-scaled GEMM of those
+ *   rows packed at lda = K: within the header's bound of the formula, and the same bits on every rank, fused or
+ *   unfused.
  */
 W8A8_API w8a8_status w8a8_all_gather_scaled_mm_blockwise(w8a8_comm *comm, const w8a8_matrix *a, const w8a8_matrix *b,
                                                          const w8a8_matrix *scale_a, const w8a8_matrix *scale_b,

@@ -1848,21 +1848,6 @@ W8A8_TEST(tp_gpu_bad_input) {
   t.c[0].opt.partials = W8A8_TP_PARTIALS_OUT;
   run_ranks(t.c, W);
   for (int r = 0; r < W; r++) CHECK(t.c[r].st == W8A8_SUCCESS, "valid call after errors, rank %d: %s", r, t.c[r].msg);
-  /* the block-scaled calls: refused on every rank alike before the call is numbered (one thread may make them),
-   * naming why; the communicator stays in step */
-  float one[4] = {1, 1, 1, 1};
-  w8a8_matrix SBLK = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, 1, 1, 1, one);
-  for (int r = 0; r < W; r++) {
-    w8a8_status bs = w8a8_all_gather_scaled_mm_blockwise(e.comm[r], &s.c[r].A, &s.c[r].B, &SBLK, &SBLK, NULL,
-                                                         &s.c[r].O, NULL);
-    CHECK(bs == W8A8_ERROR_UNSUPPORTED_DEVICE && strstr(w8a8_last_error(), "MPI"), "block-scaled AG, rank %d: %s %s",
-          r, w8a8_status_name(bs), w8a8_last_error());
-    bs = w8a8_scaled_mm_reduce_scatter_blockwise(e.comm[r], &s.c[r].A, &s.c[r].B, &SBLK, &SBLK, NULL, &s.c[r].O, NULL);
-    CHECK(bs == W8A8_ERROR_UNSUPPORTED_DEVICE, "block-scaled RS, rank %d: %s", r, w8a8_status_name(bs));
-  }
-  run_ranks(s.c, W);
-  for (int r = 0; r < W; r++) CHECK(s.c[r].st == W8A8_SUCCESS, "after the block-scaled refusals, rank %d: %s", r,
-                                    s.c[r].msg);
   sync_all();
 
   /* Handles that force the sm_90a kernel, and on rank 1 a B that kernel cannot take (a base one byte
@@ -2166,6 +2151,245 @@ W8A8_TEST(tp_gpu_overlap_auto) {
   for (int r = 0; r < W; r++) free(want[r]);
   free(got);
   small_free(&s, W);
+  env_close(&e);
+}
+
+/* ---- block-scaled fp8 (w8a8_all_gather_scaled_mm_blockwise, w8a8_scaled_mm_reduce_scatter_blockwise) ---------- */
+
+#define LL(x) ((long long)(x))
+
+/* One rank's block-scaled call. */
+typedef struct bw_call {
+  w8a8_comm *comm;
+  int dev, ag, has_bias;
+  w8a8_matrix A, B, SA, SB, O;
+  w8a8_vector BIAS;
+  w8a8_tp_options opt;
+  w8a8_status st;
+  char msg[512];
+} bw_call;
+static void *bw_main(void *v) {
+  bw_call *c = v;
+  use_dev(c->dev);
+  const w8a8_vector *bias = c->has_bias ? &c->BIAS : NULL;
+  c->st = c->ag ? w8a8_all_gather_scaled_mm_blockwise(c->comm, &c->A, &c->B, &c->SA, &c->SB, bias, &c->O, &c->opt)
+                : w8a8_scaled_mm_reduce_scatter_blockwise(c->comm, &c->A, &c->B, &c->SA, &c->SB, bias, &c->O, &c->opt);
+  snprintf(c->msg, sizeof c->msg, "%s", w8a8_last_error());
+  return NULL;
+}
+static void bw_run(bw_call *c, int W) {
+  pthread_t t[MAXW];
+  for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, bw_main, &c[r]);
+  for (int r = 0; r < W; r++) pthread_join(t[r], NULL);
+}
+
+/* Host data of one rank's share: A [rows, K] (lda K), its group scales [rows, KB] (column-major on odd ranks: the
+ * gather reads either layout), B [K, N] column-major (ldb K), scale_b [NB, KB] row-major. */
+typedef struct bw_host {
+  uint8_t *a, *b;
+  float *sa, *sb;
+  int64_t rows, K, KB, sa_col;
+} bw_host;
+static float bw_sa(const bw_host *h, int64_t m, int64_t kb) {
+  return h->sa_col ? h->sa[kb * h->rows + m] : h->sa[m * h->KB + kb];
+}
+/* out[m][n] of one share as the header's formula in double, and the sum of |terms| for its bound. */
+static void bw_ref(const bw_host *h, int64_t m, int64_t n, double *v, double *mag) {
+  for (int64_t kb = 0; kb < h->KB; kb++) {
+    double part = 0, pa = 0;
+    for (int64_t k = kb * 128; k < h->K && k < kb * 128 + 128; k++) {
+      const double x = w8a8_fp8_to_f32(h->a[m * h->K + k]), y = w8a8_fp8_to_f32(h->b[n * h->K + k]);
+      part += x * y;
+      pa += fabs(x * y);
+    }
+    const double sc = (double)bw_sa(h, m, kb) * h->sb[(n / 128) * h->KB + kb];
+    *v += sc * part;
+    *mag += sc * pa;
+  }
+}
+
+/* The block-scaled fused calls on W ranks (all-gather: M_total rows over the ranks, skewed, every rank the same
+ * weights; reduce-scatter: each rank a K shard of K_r = K / W + 128 r), unfused then fused: every rank's output
+ * within the header's bound (2e-3 of the sum of |terms| plus the output's rounding) of a double-precision sum,
+ * fused equal to unfused bit for bit, the all-gather's ranks equal to each other. */
+static void bw_case(int W, int ag, int64_t M, int64_t N, int64_t K, w8a8_dtype od, int with_bias, int skew,
+                    uint64_t seed) {
+  env e;
+  const int64_t NB = (N + 127) / 128;
+  int64_t Kr[MAXW], off[MAXW], cnt[MAXW], kmax = 0;
+  for (int r = 0; r < W; r++) {
+    Kr[r] = ag ? K : K / W + 128 * r + (r == W - 1 ? 17 : 0);
+    kmax = Kr[r] > kmax ? Kr[r] : kmax;
+    cnt[r] = rows_of(M, W, r, skew);
+    off[r] = offset_of(M, W, r, skew);
+  }
+  REQUIRE(env_open(&e, W, M, N, kmax), "communicator setup");
+  const size_t es = w8a8_dtype_size(od);
+  bw_host hs[MAXW];
+  bw_call c[2][MAXW];
+  void *dev_bufs[MAXW][6];
+  uint8_t *got[2][MAXW];
+  uint16_t *bias_h = malloc(4 * (size_t)N);
+  REQUIRE(bias_h, "malloc");
+  for (int64_t n = 0; n < N; n++) store_out(od, bias_h, n, (float)((int)(n % 7) - 3) * 0.25f);
+  for (int r = 0; r < W; r++) {
+    bw_host *h = &hs[r];
+    h->rows = ag ? cnt[r] : M, h->K = Kr[r], h->KB = (Kr[r] + 127) / 128, h->sa_col = r % 2;
+    h->a = malloc((size_t)(h->rows * h->K) + 1), h->b = malloc((size_t)(N * h->K) + 1);
+    h->sa = malloc(4 * (size_t)(h->rows * h->KB) + 4), h->sb = malloc(4 * (size_t)(NB * h->KB));
+    REQUIRE(h->a && h->b && h->sa && h->sb, "malloc");
+    fill_q8(h->a, h->rows * h->K, W8A8_DTYPE_FP8_E4M3, mix(seed, r, 1));
+    /* the all-gather's ranks share the weights; the reduce-scatter's hold their own K shard of them */
+    fill_q8(h->b, N * h->K, W8A8_DTYPE_FP8_E4M3, mix(seed, ag ? 0 : r, 2));
+    fill_f32(h->sa, h->rows * h->KB, 1e-3f, 4e-2f, mix(seed, r, 3));
+    fill_f32(h->sb, NB * h->KB, 1e-3f, 4e-2f, mix(seed, ag ? 0 : r, 4));
+    use_dev(e.dev[r]);
+    const int64_t orows = ag ? M : cnt[r];
+    dev_bufs[r][0] = dup_dev(h->a, (size_t)(h->rows * h->K));
+    dev_bufs[r][1] = dup_dev(h->b, (size_t)(N * h->K));
+    dev_bufs[r][2] = dup_dev(h->sa, 4 * (size_t)(h->rows * h->KB));
+    dev_bufs[r][3] = dup_dev(h->sb, 4 * (size_t)(NB * h->KB));
+    dev_bufs[r][4] = dup_dev(bias_h, es * (size_t)N);
+    dev_bufs[r][5] = poison_dev(2 * es * (size_t)(orows * N)); /* the unfused output, then the fused one */
+    for (int i = 0; i < 6; i++) REQUIRE(dev_bufs[r][i], "device allocation failed");
+    for (int f = 0; f < 2; f++) {
+      bw_call *x = &c[f][r];
+      memset(x, 0, sizeof *x);
+      x->comm = e.comm[r], x->dev = e.dev[r], x->ag = ag, x->has_bias = with_bias;
+      x->A = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, h->rows, h->K, h->K, dev_bufs[r][0]);
+      x->B = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, h->K, N, h->K, dev_bufs[r][1]);
+      x->SA = h->sa_col ? w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_COL_MAJOR, h->rows, h->KB, h->rows > 0 ? h->rows : 1,
+                                           dev_bufs[r][2])
+                        : w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, h->rows, h->KB, h->KB, dev_bufs[r][2]);
+      x->SB = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, NB, h->KB, h->KB, dev_bufs[r][3]);
+      x->BIAS = w8a8_vector_make(od, N, dev_bufs[r][4]);
+      x->O = w8a8_matrix_make(od, W8A8_ROW_MAJOR, orows, N, N, (char *)dev_bufs[r][5] + (size_t)f * es * (orows * N));
+      const w8a8_tp_options o = W8A8_TP_OPTIONS_INIT;
+      x->opt = o;
+      x->opt.overlap = f ? W8A8_TP_OVERLAP_ON : W8A8_TP_OVERLAP_OFF;
+    }
+  }
+  use_dev(0);
+  for (int f = 0; f < 2 && !w8a8_test_failed(); f++) {
+    bw_run(c[f], W);
+    REQUIRE(sync_all() == cudaSuccess, "a kernel failed");
+    for (int r = 0; r < W; r++)
+      CHECK(c[f][r].st == W8A8_SUCCESS, "W %d %s M N K %lld %lld %lld %s, rank %d: %s", W, f ? "fused" : "unfused",
+            LL(M), LL(N), LL(K), ag ? "all-gather" : "reduce-scatter", r, c[f][r].msg);
+  }
+  const double round_rel = od == W8A8_DTYPE_BF16 ? 1.0 / 256 : od == W8A8_DTYPE_FP16 ? 1.0 / 1024 : 1e-6;
+  for (int r = 0; r < W && !w8a8_test_failed(); r++) {
+    const int64_t orows = ag ? M : cnt[r], n_out = orows * N;
+    for (int f = 0; f < 2; f++) {
+      got[f][r] = malloc(es * (size_t)n_out + 1);
+      REQUIRE(got[f][r], "malloc");
+      use_dev(e.dev[r]);
+      cudaMemcpy(got[f][r], (char *)dev_bufs[r][5] + (size_t)f * es * n_out, es * (size_t)n_out,
+                 cudaMemcpyDeviceToHost);
+    }
+    CHECK(!memcmp(got[0][r], got[1][r], es * (size_t)n_out), "rank %d: fused and unfused differ", r);
+    if (ag && r > 0) CHECK(!memcmp(got[1][r], got[1][0], es * (size_t)n_out), "rank %d: other bits than rank 0", r);
+    int64_t bad = 0;
+    for (int64_t m = 0; m < orows && (r == 0 || !ag); m++)
+      for (int64_t n = 0; n < N; n++) {
+        double v = 0, mag = 0;
+        if (ag) { /* row m of the gathered layer: rank j's row m - off[j] */
+          int j = 0;
+          while (j < W - 1 && m >= off[j] + cnt[j]) j++;
+          bw_ref(&hs[j], m - off[j], n, &v, &mag);
+        } else {
+          for (int j = 0; j < W; j++) bw_ref(&hs[j], off[r] + m, n, &v, &mag);
+        }
+        if (with_bias) v += load_out(od, bias_h, n);
+        const double x = load_out(od, got[1][r], m * N + n);
+        if (!(fabs(x - v) <= 2e-3 * mag + round_rel * fabs(v) + 1e-6) && bad++ < 5)
+          CHECK(0, "W %d %s M N K %lld %lld %lld, rank %d: out[%lld][%lld] = %g, double-precision sum %g (bound %g)",
+                W, ag ? "all-gather" : "reduce-scatter", LL(M), LL(N), LL(K), r, LL(m), LL(n), x, v,
+                2e-3 * mag + round_rel * fabs(v));
+      }
+  }
+  for (int r = 0; r < W; r++) {
+    for (int f = 0; f < 2; f++) free(got[f][r]);
+    use_dev(e.dev[r]);
+    for (int i = 0; i < 6; i++) cudaFree(dev_bufs[r][i]);
+    free(hs[r].a), free(hs[r].b), free(hs[r].sa), free(hs[r].sb);
+  }
+  use_dev(0);
+  free(bias_h);
+  env_close(&e);
+}
+
+W8A8_TEST(tp_gpu_blockwise) {
+  GPU_OR_SKIP();
+  if (w8a8_cuda_device_count() < 1 || device_cc() < 89) SKIP("fp8 needs compute capability 8.9");
+  const uint64_t seed = (uint64_t)time(NULL);
+  for (int W = 1; W <= 3 && !w8a8_test_failed(); W++) {
+    bw_case(W, 1, 300, 384, 1000, W8A8_DTYPE_BF16, 1, 0, mix(seed, W, 11));
+    bw_case(W, 1, 129, 200, 640, W8A8_DTYPE_FP32, 0, W > 1 ? 2 : 0, mix(seed, W, 12));
+    bw_case(W, 0, 260, 384, 512 * W, W8A8_DTYPE_BF16, 1, 0, mix(seed, W, 13));
+    bw_case(W, 0, 64, 130, 384 * W, W8A8_DTYPE_FP16, 0, 0, mix(seed, W, 14));
+  }
+}
+
+/* A block-scaled call with a bad scale on one rank: refused there naming the argument, COMM_MISMATCH naming that
+ * rank on the others, nothing written; the communicator then runs a valid call. */
+W8A8_TEST(tp_gpu_blockwise_bad_scale) {
+  GPU_OR_SKIP();
+  if (w8a8_cuda_device_count() < 1 || device_cc() < 89) SKIP("fp8 needs compute capability 8.9");
+  const int W = 2;
+  const int64_t M = 64, N = 256, K = 256, KB = 2, NB = 2;
+  env e;
+  REQUIRE(env_open(&e, W, M, N, K), "communicator setup");
+  uint8_t *ha = malloc((size_t)(M * K)), *hb = malloc((size_t)(N * K));
+  float *hs = malloc(4 * (size_t)(M * KB));
+  REQUIRE(ha && hb && hs, "malloc");
+  fill_q8(ha, M * K, W8A8_DTYPE_FP8_E4M3, 1);
+  fill_q8(hb, N * K, W8A8_DTYPE_FP8_E4M3, 2);
+  fill_f32(hs, M * KB, 0.01f, 0.02f, 3);
+  bw_call c[MAXW];
+  void *d[MAXW][4];
+  for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
+    d[r][0] = dup_dev(ha, (size_t)(M / 2 * K)), d[r][1] = dup_dev(hb, (size_t)(N * K));
+    d[r][2] = dup_dev(hs, 4 * (size_t)(M * KB)), d[r][3] = poison_dev(2 * (size_t)(M * N));
+    for (int i = 0; i < 4; i++) REQUIRE(d[r][i], "device allocation failed");
+    memset(&c[r], 0, sizeof c[r]);
+    c[r].comm = e.comm[r], c[r].dev = e.dev[r], c[r].ag = 1;
+    c[r].A = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M / 2, K, K, d[r][0]);
+    c[r].B = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, K, N, K, d[r][1]);
+    /* rank 1: one group scale per row where ceil(K/128) = 2 are due */
+    c[r].SA = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M / 2, r == 1 ? 1 : KB, r == 1 ? 1 : KB, d[r][2]);
+    c[r].SB = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, NB, KB, KB, d[r][2]);
+    c[r].O = w8a8_matrix_make(W8A8_DTYPE_BF16, W8A8_ROW_MAJOR, M, N, N, d[r][3]);
+    const w8a8_tp_options o = W8A8_TP_OPTIONS_INIT;
+    c[r].opt = o;
+  }
+  use_dev(0);
+  bw_run(c, W);
+  sync_all();
+  CHECK(c[1].st == W8A8_ERROR_INVALID_SCALE && strstr(c[1].msg, "scale_a"), "rank 1: %s %s",
+        w8a8_status_name(c[1].st), c[1].msg);
+  CHECK(c[0].st == W8A8_ERROR_COMM_MISMATCH, "rank 0: %s %s", w8a8_status_name(c[0].st), c[0].msg);
+  uint8_t *o = malloc(2 * (size_t)(M * N));
+  REQUIRE(o, "malloc");
+  for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
+    cudaMemcpy(o, d[r][3], 2 * (size_t)(M * N), cudaMemcpyDeviceToHost);
+    int64_t touched = 0;
+    for (int64_t i = 0; i < 2 * M * N; i++) touched += o[i] != POISON;
+    CHECK(touched == 0, "rank %d: %lld output bytes written by a refused call", r, LL(touched));
+  }
+  c[1].SA = c[0].SA;
+  use_dev(0);
+  bw_run(c, W);
+  sync_all();
+  for (int r = 0; r < W; r++) CHECK(c[r].st == W8A8_SUCCESS, "the valid call after, rank %d: %s", r, c[r].msg);
+  for (int r = 0; r < W; r++) {
+    use_dev(e.dev[r]);
+    for (int i = 0; i < 4; i++) cudaFree(d[r][i]);
+  }
+  use_dev(0);
+  free(o), free(ha), free(hb), free(hs);
   env_close(&e);
 }
 

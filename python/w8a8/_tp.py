@@ -363,8 +363,7 @@ def _reduce_scatter(comm, a, b, scale_a, scale_b, out_dtype, bias, azp, azp_adj,
 def all_gather_scaled_mm_blockwise(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, out=None, m_total=None,
                                    overlap="auto"):
     """all_gather_scaled_mm with block scales (fp8): scale_a [M_r, ceil(K/128)] this rank's rows' group scales
-    (they travel with the rows), scale_b [ceil(N_r/128), ceil(K/128)] its weight shard's block scales. MPI
-    communicators (CPU ranks)."""
+    (they travel with the rows), scale_b [ceil(N_r/128), ceil(K/128)] its weight shard's block scales."""
     fn = "w8a8.all_gather_scaled_mm_blockwise"
     comm._entered = False
     try:
@@ -378,7 +377,7 @@ def all_gather_scaled_mm_blockwise(comm, a, b, scale_a, scale_b, out_dtype="bf16
 def scaled_mm_reduce_scatter_blockwise(comm, a, b, scale_a, scale_b, out_dtype="bf16", bias=None, out=None,
                                        overlap="auto", partials="fp32"):
     """scaled_mm_reduce_scatter with block scales (fp8): a [M, K_r], scale_a [M, ceil(K_r/128)], scale_b
-    [ceil(N/128), ceil(K_r/128)]: each rank's K shard is blocks of its own. MPI communicators (CPU ranks)."""
+    [ceil(N/128), ceil(K_r/128)]: each rank's K shard is blocks of its own."""
     fn = "w8a8.scaled_mm_reduce_scatter_blockwise"
     comm._entered = False
     try:

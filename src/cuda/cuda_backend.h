@@ -53,13 +53,15 @@ W8A8_HIDDEN int w8a8_sm90_accepts(const w8a8_handle *h, const w8a8_mm_problem *p
 W8A8_HIDDEN w8a8_status w8a8_sm90_check(const w8a8_handle *h, const w8a8_mm_problem *p);
 /* Whether w8a8_cuda_scaled_mm honours p->ready for p (the sm_90a kernel runs it). */
 W8A8_HIDDEN int w8a8_cuda_takes_ready(const w8a8_handle *h, const w8a8_mm_problem *p);
-/* Where the handle forces a kernel that refuses inputs (W8A8_KERNEL_SM90): whether w8a8_cuda_scaled_mm
- * would run p, else its refusal (status and message); W8A8_SUCCESS for AUTO and GENERIC, which take
- * every valid problem. Nothing launched. */
+/* Where the handle forces a kernel that refuses inputs (W8A8_KERNEL_SM90): whether w8a8_cuda_scaled_mm (for a
+ * block-scaled p, w8a8_cuda_scaled_mm_blockwise) would run p, else its refusal (status and message); W8A8_SUCCESS
+ * for AUTO and GENERIC, which take every valid problem. Nothing launched. */
 W8A8_HIDDEN w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *p);
 
 /* The block-scaled sm_90a kernel (sm90_blockwise.cu): UNSUPPORTED_DEVICE (nothing written) where it cannot take p. */
 W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p);
+/* Its refusal of p without a launch (the alignment and size rules; the driver's tensor maps are not asked). */
+W8A8_HIDDEN w8a8_status w8a8_sm90_blockwise_check(const w8a8_handle *h, const w8a8_mm_problem *p);
 /* A TMA map of a K-major 8-bit operand [rows, K] (row stride ld bytes) in boxes of 128 x box_rows with the 128-byte
  * swizzle, into map (a CUtensorMap): 0, or -1 where the driver refuses it (sm90_gemm.cu). */
 W8A8_HIDDEN int w8a8_sm90_tmap_k128(void *map, const void *base, int64_t rows, int64_t K, int64_t ld, int box_rows);

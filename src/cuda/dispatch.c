@@ -154,6 +154,13 @@ w8a8_status w8a8_cuda_forced_check(const w8a8_handle *h, const w8a8_mm_problem *
   static const char fn[] = "w8a8_scaled_mm";
   if (h->kernel != W8A8_KERNEL_SM90) return W8A8_SUCCESS;
   const w8a8_cuda_target t = w8a8_cuda_target_of(h->cuda);
+  if (p->block_scaled) { /* (w8a8_cuda_scaled_mm_blockwise's rule for a handle forcing the sm_90a kernel) */
+    if (w8a8_cuda_dispatch_cc(&t) != 90)
+      return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                      "w8a8_scaled_mm_blockwise: the handle forces the sm_90a kernel; this GPU runs as %d.%d",
+                      w8a8_cuda_dispatch_cc(&t) / 10, w8a8_cuda_dispatch_cc(&t) % 10);
+    return w8a8_sm90_blockwise_check(h, p);
+  }
   const w8a8_cuda_route r = w8a8_cuda_route_mm(&t, p, h->kernel);
   if (r.path == W8A8_PATH_REFUSED) return refusal(fn, h, &r);
   w8a8_cuda_guard g;

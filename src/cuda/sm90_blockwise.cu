@@ -45,11 +45,11 @@ w8a8_status prepare(int dev, int ki) {
 }  // namespace
 #endif
 
-extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p) {
-#if !defined(W8A8_HAVE_SM90A)
-  (void)h, (void)p;
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm_blockwise: this library was built without sm_90a code");
-#else
+#if defined(W8A8_HAVE_SM90A)
+namespace {
+// Whether the kernel takes p (the launch's own refusals but the driver's tensor maps): UNSUPPORTED_DEVICE with
+// the reason, nothing written.
+w8a8_status accepts(const w8a8_handle *h, const w8a8_mm_problem *p) {
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   if (!st || st->cc != 90)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the sm_90a kernel needs a compute capability 9.0 GPU", FN);
@@ -61,6 +61,27 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h,
       p->lda >= ((int64_t)1 << 39) || p->ldb >= ((int64_t)1 << 39))
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: the sm_90a kernel does not take M=%lld N=%lld K=%lld", FN,
                     (long long)p->M, (long long)p->N, (long long)p->K);
+  return W8A8_SUCCESS;
+}
+}  // namespace
+#endif
+
+extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_blockwise_check(const w8a8_handle *h, const w8a8_mm_problem *p) {
+#if !defined(W8A8_HAVE_SM90A)
+  (void)h, (void)p;
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm_blockwise: this library was built without sm_90a code");
+#else
+  return accepts(h, p);
+#endif
+}
+
+extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h, const w8a8_mm_problem *p) {
+#if !defined(W8A8_HAVE_SM90A)
+  (void)h, (void)p;
+  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "w8a8_scaled_mm_blockwise: this library was built without sm_90a code");
+#else
+  W8A8_CHECK(accepts(h, p));
+  const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int num_sms = st->prop.multiProcessorCount;
   const sm90_bw_plan pl = w8a8_sm90_bw_plan(p->M, p->N, p->K, num_sms, (int)w8a8_knob_int(W8A8_KNOB_SM90_BW_TILE));
   int ki = 0;

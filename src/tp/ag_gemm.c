@@ -214,9 +214,9 @@ w8a8_status w8a8_all_gather_scaled_mm(w8a8_comm *comm, const w8a8_matrix *a, con
                                       const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_all_gather_scaled_mm";
   W8A8_CHECK(w8a8_tp_entry(fn, comm));
-  /* GPU communicators: src/tp/tp_gpu.c */
-  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_all_gather_scaled_mm(fn, comm, a, b, scale_a, scale_b, bias, zp, out, gathered, opts);
   const w8a8_tp_args x = {a, b, scale_a, scale_b, NULL, NULL, 0, bias, zp, out, gathered, opts};
+  /* GPU communicators: src/tp/tp_gpu.c */
+  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_all_gather_scaled_mm(fn, comm, &x);
   return ag_call(fn, comm, &x);
 }
 
@@ -226,7 +226,7 @@ w8a8_status w8a8_all_gather_scaled_mm_blockwise(w8a8_comm *comm, const w8a8_matr
                                                 const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_all_gather_scaled_mm_blockwise";
   W8A8_CHECK(w8a8_tp_entry(fn, comm));
-  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_no_blockwise(fn, comm);
   const w8a8_tp_args x = {a, b, NULL, NULL, scale_a, scale_b, 1, bias, NULL, out, NULL, opts};
+  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_all_gather_scaled_mm(fn, comm, &x);
   return ag_call(fn, comm, &x);
 }

@@ -102,13 +102,6 @@ w8a8_status w8a8_tp_entry(const char *fn, const w8a8_comm *c) {
   return s;
 }
 
-w8a8_status w8a8_tp_gpu_no_blockwise(const char *fn, const w8a8_comm *c) {
-  return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                  "%s: the block-scaled fused calls run on MPI communicators of CPU ranks in this version; this "
-                  "communicator's %d ranks are GPUs",
-                  fn, c->size);
-}
-
 w8a8_status w8a8_comm_rank(const w8a8_comm *c, int *rank) {
   w8a8_clear_error();
   W8A8_CHECK(w8a8_tp_check_comm("w8a8_comm_rank", c));

@@ -58,20 +58,12 @@ w8a8_status w8a8_tp_gpu_comm_destroy(w8a8_comm *c) {
   (void)c;
   return no_cuda("w8a8_comm_destroy");
 }
-w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_matrix *a, const w8a8_matrix *b,
-                                             const w8a8_vector *scale_a, const w8a8_vector *scale_b,
-                                             const w8a8_vector *bias, const w8a8_zero_point *zp,
-                                             const w8a8_matrix *out, const w8a8_gathered *gathered,
-                                             const w8a8_tp_options *opts) {
-  (void)c, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)gathered, (void)opts;
+w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_tp_args *x) {
+  (void)c, (void)x;
   return no_cuda(fn);
 }
-w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
-                                                 const w8a8_matrix *b, const w8a8_vector *scale_a,
-                                                 const w8a8_vector *scale_b, const w8a8_vector *bias,
-                                                 const w8a8_zero_point *zp, const w8a8_matrix *out,
-                                                 const w8a8_tp_options *opts) {
-  (void)c, (void)a, (void)b, (void)scale_a, (void)scale_b, (void)bias, (void)zp, (void)out, (void)opts;
+w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_tp_args *x) {
+  (void)c, (void)x;
   return no_cuda(fn);
 }
 void w8a8_tp_gpu_on_break(w8a8_comm *c, w8a8_status s, const char *msg) { (void)c, (void)s, (void)msg; }

@@ -193,9 +193,9 @@ w8a8_status w8a8_scaled_mm_reduce_scatter(w8a8_comm *comm, const w8a8_matrix *a,
                                           const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_scaled_mm_reduce_scatter";
   W8A8_CHECK(w8a8_tp_entry(fn, comm));
-  /* GPU communicators: src/tp/tp_gpu.c */
-  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_scaled_mm_reduce_scatter(fn, comm, a, b, scale_a, scale_b, bias, zp, out, opts);
   const w8a8_tp_args x = {a, b, scale_a, scale_b, NULL, NULL, 0, bias, zp, out, NULL, opts};
+  /* GPU communicators: src/tp/tp_gpu.c */
+  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_scaled_mm_reduce_scatter(fn, comm, &x);
   return rs_call(fn, comm, &x);
 }
 
@@ -205,7 +205,7 @@ w8a8_status w8a8_scaled_mm_reduce_scatter_blockwise(w8a8_comm *comm, const w8a8_
                                                     const w8a8_tp_options *opts) {
   static const char fn[] = "w8a8_scaled_mm_reduce_scatter_blockwise";
   W8A8_CHECK(w8a8_tp_entry(fn, comm));
-  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_no_blockwise(fn, comm);
   const w8a8_tp_args x = {a, b, NULL, NULL, scale_a, scale_b, 1, bias, NULL, out, NULL, opts};
+  if (w8a8_tp_is_gpu(comm)) return w8a8_tp_gpu_scaled_mm_reduce_scatter(fn, comm, &x);
   return rs_call(fn, comm, &x);
 }

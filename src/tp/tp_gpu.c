@@ -88,16 +88,19 @@
 /* Gathered-buffer layout of the all-gather (the same on every rank: M and K are agreed). */
 typedef struct ag_bufs {
   uint8_t *a;   /* [M, K] */
-  float *scale; /* [M] */
+  float *scale; /* [M, S] */
   int32_t *azp; /* [M] */
+  int64_t S;    /* scales per row: 1, or the block-scaled call's ceil(K/128) group scales */
 } ag_bufs;
 
-static ag_bufs ag_layout(void *ws, int64_t M, int64_t K) {
+static int64_t ag_srow(const w8a8_tp_problem *p) { return p->block ? (p->K + W8A8_BLOCK - 1) / W8A8_BLOCK : 1; }
+static ag_bufs ag_layout(void *ws, int64_t M, int64_t K, int64_t S) {
   ag_bufs g;
   size_t a_bytes = ((size_t)M * (size_t)K + 255) & ~(size_t)255;
   g.a = (uint8_t *)ws;
   g.scale = (float *)(g.a + a_bytes);
-  g.azp = (int32_t *)(g.scale + M);
+  g.azp = (int32_t *)(g.scale + M * S);
+  g.S = S;
   return g;
 }
 
@@ -160,7 +163,7 @@ static w8a8_status forced_kernel_checks(const char *fn, const w8a8_comm *c, cons
   w8a8_mm_problem q;
   ag_bufs g;
   if (p->op == TP_OP_AG) {
-    g = ag_layout(gs->ws, p->M_total, p->K);
+    g = ag_layout(gs->ws, p->M_total, p->K, ag_srow(p));
     chunk_problem(p, &g, NULL, 0, p->M_total, &q);
   } else {
     chunk_problem(p, NULL, rs_part(gs->ws), 0, p->M_total, &q);
@@ -181,15 +184,16 @@ static w8a8_status capture_of(const char *fn, cudaStream_t s, unsigned long long
 }
 
 /* Local checks, signature, agreement: the common front of both operations. */
-static w8a8_status front(const char *fn, w8a8_comm *c, int op, const w8a8_matrix *a, const w8a8_matrix *b,
-                         const w8a8_vector *scale_a, const w8a8_vector *scale_b, const w8a8_vector *bias,
-                         const w8a8_zero_point *zp, const w8a8_matrix *out, const w8a8_gathered *gathered,
-                         const w8a8_tp_options *opts, w8a8_tp_problem *p, unsigned long long *capture) {
+static w8a8_status front(const char *fn, w8a8_comm *c, int op, const w8a8_tp_args *x, w8a8_tp_problem *p,
+                         unsigned long long *capture) {
   memset(p, 0, sizeof *p);
   *capture = 0;
   /* numbered, with its deadline; a broken or aborted communicator returns here (tp_fault.c) */
   W8A8_CHECK(w8a8_tp_call_enter(fn, c));
-  w8a8_status s = w8a8_tp_local_checks(fn, c, op, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, p);
+  w8a8_status s = x->block ? w8a8_tp_local_checks_blockwise(fn, c, op, x->a, x->b, x->block_a, x->block_b, x->bias,
+                                                            x->out, x->opts, p)
+                           : w8a8_tp_local_checks(fn, c, op, x->a, x->b, x->scale_a, x->scale_b, x->bias, x->zp,
+                                                  x->out, x->gathered, x->opts, p);
   if (s == W8A8_SUCCESS) s = gpu_local_checks(fn, c, p);
   if (s == W8A8_SUCCESS) s = forced_kernel_checks(fn, c, p);
   if (s == W8A8_SUCCESS) s = capture_of(fn, (cudaStream_t)c->handle->stream, capture);
@@ -219,14 +223,19 @@ static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, char *part
   q.scale_b = p->scale_b;
   q.scale_b_per_channel = p->scale_b_per_channel;
   q.azp_adj = p->azp_adj;
+  if (p->block) { /* block scales: B's from the caller, A's rows of group scales (gathered, or the caller's) */
+    q.block_scaled = true;
+    q.sb_rs = p->sb_rs, q.sb_cs = p->sb_cs;
+    q.sa_rs = g ? g->S : p->sa_rs, q.sa_cs = g ? 1 : p->sa_cs;
+  }
   if (g) { /* AG: per-row scales and zero points from the gathered buffer */
     q.out_dtype = p->out_dtype;
     q.a = g->a + r0 * p->K;
     q.lda = p->K > 0 ? p->K : 1;
     q.out = (char *)p->out + (size_t)r0 * (size_t)p->ldo * w8a8_dtype_size(p->out_dtype);
     q.ldo = p->ldo;
-    q.scale_a = g->scale + r0;
-    q.scale_a_per_token = true;
+    q.scale_a = g->scale + r0 * g->S;
+    q.scale_a_per_token = !p->block;
     q.bias = p->bias;
     if (p->zp_kind == 2) {
       q.azp_mode = W8A8_AZP_PER_TOKEN;
@@ -240,7 +249,7 @@ static void chunk_problem(const w8a8_tp_problem *p, const ag_bufs *g, char *part
     q.lda = p->lda;
     q.out = part + (size_t)(r0 * p->N) * w8a8_dtype_size(q.out_dtype);
     q.ldo = p->N;
-    q.scale_a = p->scale_a + (p->scale_a_per_token ? r0 : 0);
+    q.scale_a = p->scale_a + (p->block ? r0 * p->sa_rs : p->scale_a_per_token ? r0 : 0);
     q.scale_a_per_token = p->scale_a_per_token;
     q.bias = NULL;
     q.azp_mode = p->azp_mode;
@@ -254,7 +263,7 @@ static w8a8_status run_gemm(w8a8_comm *c, const w8a8_mm_problem *q) {
     c->fault_inject = TP_FAULT_NONE;
     return w8a8_err(W8A8_ERROR_DEVICE, "w8a8_cuda_scaled_mm: an injected failure (w8a8_tp_test_inject_fault)");
   }
-  return w8a8_cuda_scaled_mm(c->handle, q);
+  return q->block_scaled ? w8a8_cuda_scaled_mm_blockwise(c->handle, q) : w8a8_cuda_scaled_mm(c->handle, q);
 }
 
 static w8a8_status chunk_gemm(w8a8_comm *c, const w8a8_tp_problem *p, const ag_bufs *g, char *part, int64_t r0,
@@ -476,7 +485,8 @@ static w8a8_status copy_rows(const char *fn, w8a8_tp_gpu *gs, void *dst, int64_t
 }
 
 static bool ag_one_gemm(const w8a8_comm *c, const w8a8_tp_problem *p, xport xp, const ag_bufs *g) {
-  if (xp == XP_NCCL || c->size < 2 || c->size > W8A8_MM_MAX_READY || p->N <= 0 || p->K <= 0) return false;
+  /* (the block-scaled kernel cannot wait for arriving rows: a launch per chunk) */
+  if (p->block || xp == XP_NCCL || c->size < 2 || c->size > W8A8_MM_MAX_READY || p->N <= 0 || p->K <= 0) return false;
   if (!get_write_value()) return false;
   if (!w8a8_knob_int(W8A8_KNOB_TP_ONE_GEMM)) return false;
   w8a8_mm_problem q;
@@ -665,7 +675,8 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   const bool zp = p->zp_kind == 2;
   const xport xp = transport_of(gs, capture);
   const bool direct = xp != XP_NCCL; /* peers' buffers addressed directly (GROUP, IPC) */
-  ag_bufs g = ag_layout(call_ws(gs, xp), M, K);
+  ag_bufs g = ag_layout(call_ws(gs, xp), M, K, ag_srow(p));
+  const int64_t S_ = g.S;
 
   if (!capture) gs->tr_n = 0; /* (a captured call leaves the last eager call's marks) */
   trace(gs, S, 'E', capture); /* the call reached the compute stream */
@@ -701,7 +712,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   gs->push_wish = push;
   const bool reset = flags && !push;
   /* the scale push: this rank's scales into every peer's gathered buffer, by the pack below */
-  const bool spush = ag_scales_push(c, xp, capture);
+  const bool spush = !p->block && ag_scales_push(c, xp, capture); /* (one scale per row only) */
   gs->last_ag_scales = 0;
   w8a8_tp_scale_dsts sd;
   memset(&sd, 0, sizeof sd); /* (the unused entries too: a captured launch's parameters are then deterministic) */
@@ -709,13 +720,13 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     if (j == r) continue;
     void *pws = peer_ws(c, xp, j);
     if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
-    ag_bufs pg = ag_layout(pws, M, K);
+    ag_bufs pg = ag_layout(pws, M, K, S_);
     sd.scale[sd.n] = pg.scale + off[r];
     sd.azp[sd.n] = zp ? pg.azp + off[r] : NULL;
     sd.n++;
   }
   gs->last_ag_scales = spush && cnt[r] > 0;
-  gs->last_ag_pack = ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || reset);
+  gs->last_ag_pack = !p->block && ag_pack_env() && w8a8_tp_pack_takes(g.a + off[r] * K, asrc, p->lda, K) && (cnt[r] > 0 || reset);
   if (gs->last_ag_pack) {
     const int64_t rows = cnt[r] > 0 ? cnt[r] : 0;
     W8A8_CHECK(w8a8_tp_launch_pack(g.a + off[r] * K, asrc, (int64_t)p->lda, K, rows, g.scale + off[r], p->scale_a,
@@ -725,8 +736,12 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   } else {
     if (cnt[r] > 0) {
       W8A8_CHECK(copy_rows(fn, gs, g.a + off[r] * K, K, p->a, p->lda, K, cnt[r], S, "cudaMemcpy2DAsync (own rows)"));
-      W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token, zp ? g.azp + off[r] : NULL,
-                                       p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r], spush ? &sd : NULL, S));
+      if (p->block)
+        W8A8_CHECK(w8a8_tp_launch_scale_rows(g.scale + off[r] * S_, p->scale_a, p->sa_rs, p->sa_cs, cnt[r], S_, S));
+      else
+        W8A8_CHECK(w8a8_tp_launch_expand(g.scale + off[r], p->scale_a, p->scale_a_per_token,
+                                         zp ? g.azp + off[r] : NULL, p->azp, p->azp_mode == W8A8_AZP_PER_TOKEN, cnt[r],
+                                         spush ? &sd : NULL, S));
     }
     if (reset) {
       CU(cudaMemsetAsync(gs->flags, 0, sizeof(unsigned int) * (size_t)nch, S), "cudaMemsetAsync (ready flags)");
@@ -764,7 +779,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       CU(cudaStreamWaitEvent(S, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
-      ag_bufs pg = ag_layout(pws, M, K);
+      ag_bufs pg = ag_layout(pws, M, K, S_);
       if (cnt[j] > 0 && !spush) { /* (spush: peer j's pack wrote them, before the event just waited on) */
         CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, S),
            "cudaMemcpyAsync (peer scales)");
@@ -820,7 +835,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     if (push) {
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
-      ag_bufs pg = ag_layout(pws, M, K);
+      ag_bufs pg = ag_layout(pws, M, K, S_);
       trace(gs, C, 'W', capture); /* the push to peer j starts (C waits for the fork; mode 2 for S's pre-launch work) */
       if (K > 0)
         CU(cudaMemcpyAsync(pg.a + off[r] * K, g.a + off[r] * K, (size_t)(cnt[r] * K), cudaMemcpyDefault, C),
@@ -831,7 +846,7 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
     } else if (direct) {
       void *pws = peer_ws(c, xp, j);
       if (!pws) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: rank %d's workspace is not mapped here", fn, j);
-      ag_bufs pg = ag_layout(pws, M, K);
+      ag_bufs pg = ag_layout(pws, M, K, S_);
       CU(cudaStreamWaitEvent(C, peer_ready(c, xp, j), 0), "cudaStreamWaitEvent (peer rows packed)");
       trace(gs, C, 'W', capture); /* the side stream has seen peer j's rows packed: its copy starts here */
       if (flags && ag_same_gpu(c, xp, j)) {
@@ -851,7 +866,8 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
           CU(cudaMemcpyAsync(g.a + off[j] * K, pg.a + off[j] * K, (size_t)(cnt[j] * K), cudaMemcpyDefault, C),
              "cudaMemcpyAsync (peer rows)");
         if (!spush) /* (spush: peer j's pack wrote them, before the event C waited on above) */
-          CU(cudaMemcpyAsync(g.scale + off[j], pg.scale + off[j], sizeof(float) * (size_t)cnt[j], cudaMemcpyDefault, C),
+          CU(cudaMemcpyAsync(g.scale + off[j] * S_, pg.scale + off[j] * S_, sizeof(float) * (size_t)(cnt[j] * S_),
+                             cudaMemcpyDefault, C),
              "cudaMemcpyAsync (peer scales)");
         if (zp && !spush)
           CU(cudaMemcpyAsync(g.azp + off[j], pg.azp + off[j], sizeof(int32_t) * (size_t)cnt[j], cudaMemcpyDefault, C),
@@ -864,12 +880,12 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
       ncclResult_t nr = ncclGroupStart();
       if (cnt[r] > 0) {
         if (K > 0 && nr == ncclSuccess) nr = ncclSend(g.a + off[r] * K, (size_t)(cnt[r] * K), ncclUint8, to, nc, C);
-        if (nr == ncclSuccess) nr = ncclSend(g.scale + off[r], (size_t)cnt[r], ncclFloat32, to, nc, C);
+        if (nr == ncclSuccess) nr = ncclSend(g.scale + off[r] * S_, (size_t)(cnt[r] * S_), ncclFloat32, to, nc, C);
         if (zp && nr == ncclSuccess) nr = ncclSend(g.azp + off[r], (size_t)cnt[r], ncclInt32, to, nc, C);
       }
       if (cnt[j] > 0) {
         if (K > 0 && nr == ncclSuccess) nr = ncclRecv(g.a + off[j] * K, (size_t)(cnt[j] * K), ncclUint8, j, nc, C);
-        if (nr == ncclSuccess) nr = ncclRecv(g.scale + off[j], (size_t)cnt[j], ncclFloat32, j, nc, C);
+        if (nr == ncclSuccess) nr = ncclRecv(g.scale + off[j] * S_, (size_t)(cnt[j] * S_), ncclFloat32, j, nc, C);
         if (zp && nr == ncclSuccess) nr = ncclRecv(g.azp + off[j], (size_t)cnt[j], ncclInt32, j, nc, C);
       }
       ncclResult_t ne = ncclGroupEnd();
@@ -926,14 +942,10 @@ static w8a8_status ag_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   return finish(fn, c, xp, S, capture);
 }
 
-w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_matrix *a, const w8a8_matrix *b,
-                                             const w8a8_vector *scale_a, const w8a8_vector *scale_b,
-                                             const w8a8_vector *bias, const w8a8_zero_point *zp,
-                                             const w8a8_matrix *out, const w8a8_gathered *gathered,
-                                             const w8a8_tp_options *opts) {
+w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_tp_args *x) {
   w8a8_tp_problem p;
   unsigned long long capture = 0;
-  W8A8_CHECK(front(fn, c, TP_OP_AG, a, b, scale_a, scale_b, bias, zp, out, gathered, opts, &p, &capture));
+  W8A8_CHECK(front(fn, c, TP_OP_AG, x, &p, &capture));
   ((w8a8_tp_gpu *)c->gpu)->last_copy2d = 0; /* (before the M = 0 return: that call made none) */
   if (p.M_total == 0) return W8A8_SUCCESS;
   w8a8_tp_gpu *gs = c->gpu;
@@ -1142,14 +1154,10 @@ static w8a8_status rs_schedule(const char *fn, w8a8_comm *c, const w8a8_tp_probl
   return finish(fn, c, xp, S, capture);
 }
 
-w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
-                                                 const w8a8_matrix *b, const w8a8_vector *scale_a,
-                                                 const w8a8_vector *scale_b, const w8a8_vector *bias,
-                                                 const w8a8_zero_point *zp, const w8a8_matrix *out,
-                                                 const w8a8_tp_options *opts) {
+w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_tp_args *x) {
   w8a8_tp_problem p;
   unsigned long long capture = 0;
-  W8A8_CHECK(front(fn, c, TP_OP_RS, a, b, scale_a, scale_b, bias, zp, out, NULL, opts, &p, &capture));
+  W8A8_CHECK(front(fn, c, TP_OP_RS, x, &p, &capture));
   w8a8_tp_gpu *gs = c->gpu;
   gs->last_rs_direct = 0; /* (also for the calls that return here: nothing to do) */
   gs->last_rs_pushes = 0;

@@ -50,6 +50,9 @@ typedef struct w8a8_tp_scale_dsts {
 W8A8_HIDDEN w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scale, int scale_per_row,
                                               int32_t *dst_azp, const int32_t *azp, int azp_per_row, int64_t rows,
                                               const w8a8_tp_scale_dsts *peers, cudaStream_t stream);
+/* The block-scaled all-gather's own group scales: rows x S values src[i * rs + j * cs] into dense rows dst[i * S + j]. */
+W8A8_HIDDEN w8a8_status w8a8_tp_launch_scale_rows(float *dst, const float *src, int64_t rs, int64_t cs, int64_t rows,
+                                                  int64_t S, cudaStream_t stream);
 /* The all-gather's own-row pack in one kernel: rows [rows, K] from src (row stride lda) to dense dst,
  * the per-row scales / zero points as w8a8_tp_launch_expand, and flags[0..nflags) = (i == own) when
  * flags is not NULL. Only where w8a8_tp_pack_takes (16-byte multiples); rows may be 0 (flags only). */

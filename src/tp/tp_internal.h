@@ -124,7 +124,6 @@ W8A8_HIDDEN w8a8_status w8a8_tp_check_comm(const char *fn, const w8a8_comm *c);
 W8A8_HIDDEN w8a8_status w8a8_tp_entry(const char *fn, const w8a8_comm *c);
 /* The block-scaled fused calls on a GPU communicator: W8A8_ERROR_UNSUPPORTED_DEVICE, on every rank alike, before
  * the call is numbered or agreed (every rank of such a communicator is a GPU rank). */
-W8A8_HIDDEN w8a8_status w8a8_tp_gpu_no_blockwise(const char *fn, const w8a8_comm *c);
 
 /* ---- failure state, deadlines, abort (tp_fault.c) -------------------------------------- */
 
@@ -214,16 +213,10 @@ W8A8_HIDDEN w8a8_status w8a8_tp_agree_table(const char *fn, w8a8_comm *c, w8a8_s
 
 /* GPU communicators (tp_gpu.c; stubs returning NOT_BUILT in builds without CUDA). */
 W8A8_HIDDEN bool w8a8_tp_is_gpu(const w8a8_comm *c);
-W8A8_HIDDEN w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
-                                                         const w8a8_matrix *b, const w8a8_vector *scale_a,
-                                                         const w8a8_vector *scale_b, const w8a8_vector *bias,
-                                                         const w8a8_zero_point *zp, const w8a8_matrix *out,
-                                                         const w8a8_gathered *gathered, const w8a8_tp_options *opts);
-W8A8_HIDDEN w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c, const w8a8_matrix *a,
-                                                             const w8a8_matrix *b, const w8a8_vector *scale_a,
-                                                             const w8a8_vector *scale_b, const w8a8_vector *bias,
-                                                             const w8a8_zero_point *zp, const w8a8_matrix *out,
-                                                             const w8a8_tp_options *opts);
+struct w8a8_tp_args;
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_all_gather_scaled_mm(const char *fn, w8a8_comm *c, const struct w8a8_tp_args *x);
+W8A8_HIDDEN w8a8_status w8a8_tp_gpu_scaled_mm_reduce_scatter(const char *fn, w8a8_comm *c,
+                                                             const struct w8a8_tp_args *x);
 W8A8_HIDDEN w8a8_status w8a8_tp_gpu_comm_reserve(const char *fn, w8a8_comm *c, int64_t max_m, int64_t max_n,
                                                  int64_t max_k);
 /* Frees everything but c->mpi (comm.c frees that, and finalises MPI where it initialised it). */

@@ -7,6 +7,8 @@
 //               ranks with different per-tensor scales share one per-token GEMM description (as the
 //               CPU path does in ag_gemm.c);
 //               with the rows' cudaMemcpy2DAsync (copy engine), the pack where tp_pack declines.
+//   tp_scale_rows: the block-scaled all-gather's own group scales ([rows, ceil(K/128)] in the caller's strides)
+//               as dense rows of the gathered buffer.
 //   tp_reduce:  the reduce-scatter's sum. out[i, n] = round(((p_0 + p_1) + ... + p_{W-1}) + bias[n]),
 //               fp32 additions in rank order with explicit __fadd_rn (nvcc may not contract or
 //               reorder them), rounded once by common.cuh's converters: exactly gemm_rs.c's
@@ -63,6 +65,25 @@ extern "C" w8a8_status w8a8_tp_launch_expand(float *dst_scale, const float *scal
                                                           rows, scale_dsts_or_none(peers));
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? W8A8_SUCCESS : w8a8_cuda_error("w8a8_all_gather_scaled_mm", "tp_expand launch", e);
+}
+
+__global__ void tp_scale_rows_kernel(float *dst, const float *src, int64_t rs, int64_t cs, int64_t rows, int64_t S) {
+  const int64_t n = rows * S;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / S, j = i - r * S;
+    dst[i] = src[r * rs + j * cs];
+  }
+}
+
+extern "C" w8a8_status w8a8_tp_launch_scale_rows(float *dst, const float *src, int64_t rs, int64_t cs, int64_t rows,
+                                                 int64_t S, cudaStream_t stream) {
+  if (rows <= 0 || S <= 0) return W8A8_SUCCESS;
+  int64_t blocks = (rows * S + 255) / 256;
+  if (blocks > 1024) blocks = 1024;
+  tp_scale_rows_kernel<<<(unsigned)blocks, 256, 0, stream>>>(dst, src, rs, cs, rows, S);
+  cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? W8A8_SUCCESS
+                          : w8a8_cuda_error("w8a8_all_gather_scaled_mm_blockwise", "tp_scale_rows launch", e);
 }
 
 // tp_pack: the all-gather's own-row pack in one launch on the SMs, replacing cudaMemcpy2DAsync (copy
