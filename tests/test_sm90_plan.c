@@ -275,7 +275,7 @@ W8A8_TEST(sm90_bw_plan_rule) {
   for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++)
     for (int64_t M = 1; M <= 16384; M = M < 8 ? M + 1 : M * 2 + (M % 3 == 0)) {
       const int64_t N = nk[s][0], K = nk[s][1], kb = (K + 127) / 128;
-      const sm90_bw_plan p = w8a8_sm90_bw_plan(M, N, K, 132, 0);
+      const sm90_bw_plan p = w8a8_sm90_bw_plan(M, N, K, 132, 0, 0);
       CHECK(p.swap == (M <= 64), "M %lld: swap %d", (long long)M, p.swap);
       const int64_t wide = (M + 127) / 128 * ((N + 255) / 256);
       CHECK(p.bn == (M > 64 ? (wide >= 132 ? 256 : 128) : M <= 16 ? 16 : M <= 32 ? 32 : 64), "M %lld: bn %d",
@@ -286,13 +286,17 @@ W8A8_TEST(sm90_bw_plan_rule) {
       CHECK(p.tiles == tiles, "tiles %d, expected %lld", p.tiles, (long long)tiles);
     }
   /* few tiles: split over K; 56 tiles of N = 7168 into 2, 17 tiles of N = 2112 into 6 */
-  CHECK(w8a8_sm90_bw_plan(1, 7168, 2048, 132, 0).split == 2, "7168 x 2048 at M = 1");
-  CHECK(w8a8_sm90_bw_plan(128, 7168, 2048, 132, 0).split == 2, "7168 x 2048 at M = 128");
-  CHECK(w8a8_sm90_bw_plan(16, 2112, 7168, 132, 0).split == 6, "2112 x 7168 at M = 16");
-  CHECK(w8a8_sm90_bw_plan(4096, 24576, 1536, 132, 0).split == 1, "24576 x 1536 at M = 4096");
-  CHECK(w8a8_sm90_bw_plan(1, 1, 1, 132, 0).split == 1, "one K-block");
+  CHECK(w8a8_sm90_bw_plan(1, 7168, 2048, 132, 0, 0).split == 2, "7168 x 2048 at M = 1");
+  CHECK(w8a8_sm90_bw_plan(128, 7168, 2048, 132, 0, 0).split == 2, "7168 x 2048 at M = 128");
+  CHECK(w8a8_sm90_bw_plan(16, 2112, 7168, 132, 0, 0).split == 6, "2112 x 7168 at M = 16");
+  CHECK(w8a8_sm90_bw_plan(4096, 24576, 1536, 132, 0, 0).split == 1, "24576 x 1536 at M = 4096");
+  CHECK(w8a8_sm90_bw_plan(1, 1, 1, 132, 0, 0).split == 1, "one K-block");
   /* the forced width (W8A8_DEV SM90_BW_TILE) of the normal tiles only */
-  CHECK(w8a8_sm90_bw_plan(4096, 7168, 7168, 132, 128).bn == 128, "forced 128");
-  CHECK(w8a8_sm90_bw_plan(256, 7168, 7168, 132, 256).bn == 256, "forced 256");
-  CHECK(w8a8_sm90_bw_plan(16, 7168, 7168, 132, 256).bn == 16, "forced width at M <= 64");
+  CHECK(w8a8_sm90_bw_plan(4096, 7168, 7168, 132, 128, 0).bn == 128, "forced 128");
+  CHECK(w8a8_sm90_bw_plan(256, 7168, 7168, 132, 256, 0).bn == 256, "forced 256");
+  CHECK(w8a8_sm90_bw_plan(16, 7168, 7168, 132, 256, 0).bn == 16, "forced width at M <= 64");
+  /* the forced split (W8A8_DEV SM90_BW_SPLIT): as asked, at most the K-blocks */
+  CHECK(w8a8_sm90_bw_plan(1, 4096, 7168, 132, 0, 4).split == 4, "forced split 4");
+  CHECK(w8a8_sm90_bw_plan(4096, 4096, 7168, 132, 0, 1).split == 1, "forced split 1");
+  CHECK(w8a8_sm90_bw_plan(1, 4096, 256, 132, 0, 8).split == 2, "forced split past the K-blocks");
 }

@@ -8,7 +8,8 @@
 #                                                                         -> demo-$GPU.txt
 #   blockwise bench/blockwise_compare.py: block-scaled fp8 (DeepSeek-V3 shapes) next to torch and DeepGEMM
 #            (BW_M, BW_SHAPES, BW_BUDGET_S = 200; BW_TILE_AB=1: also our normal tiles forced to 128 and 256 wide
-#            at BW_TILE_AB_M)                                            -> blockwise-$GPU.{md,jsonl}
+#            at BW_TILE_AB_M; BW_SPLIT_AB=1: the K split forced to each of BW_SPLIT_AB_S at BW_SPLIT_AB_M)
+#                                                                         -> blockwise-$GPU.{md,jsonl}
 #   paths    w8a8 bench with each CUDA path forced (90 89 80 75) next to cuBLASLt  -> gemm-paths-$GPU.{md,jsonl}
 #   host     bench/host_cost.py: an eager call's host time against the raw C call -> host-cost-$GPU.{txt,json}
 #   cublaslt w8a8 bench (our kernels next to cuBLASLt int8 / fp8)         -> gemm-cublaslt-$GPU.jsonl
@@ -44,6 +45,13 @@ for b in ${BENCH:-torch quant}; do
         W8A8_DEV=SM90_BW_TILE=$w timeout -k 5 "$(cap 120)" python3 bench/blockwise_compare.py --impls w8a8_block \
           --m ${BW_TILE_AB_M:-256,1024,4096,16384} --budget-s 60 -o "$OUT/blockwise-t$w-$GPU" >>"$L/bench-blockwise.txt" 2>&1
         echo "blockwise tile $w: exit $?"
+      done
+    fi
+    if [ -n "${BW_SPLIT_AB:-}" ]; then  # the K split forced (W8A8_DEV SM90_BW_SPLIT) at small M, same call
+      for k in ${BW_SPLIT_AB_S:-1 2 4 8}; do
+        W8A8_DEV=SM90_BW_SPLIT=$k timeout -k 5 "$(cap 120)" python3 bench/blockwise_compare.py --impls w8a8_block \
+          --m ${BW_SPLIT_AB_M:-1,16,64,128} --budget-s 40 -o "$OUT/blockwise-s$k-$GPU" >>"$L/bench-blockwise.txt" 2>&1
+        echo "blockwise split $k: exit $?"
       done
     fi
     ;;

@@ -42,6 +42,7 @@ extern "C" {
     "1: A's map covers whole token tiles (reads past A: bench/sm90_dev -P only)")                                    \
   X(SM90_TP_GROUP, "SM90_TP_GROUP", 0, 1, "1", 0, 1, "0: a ready launch keeps the default tile-order group")           \
   X(SM90_BW_TILE, "SM90_BW_TILE", 0, 1, "0", 0, 256, "block-scaled sm_90a tiles at M > 64: 0 the plan, 128 or 256 wide") \
+  X(SM90_BW_SPLIT, "SM90_BW_SPLIT", 0, 1, "0", 0, 8, "block-scaled sm_90a K split: 0 the plan, 1..8 CTAs per tile")  \
   X(TUNE_EXPERIMENTAL, "TUNE_EXPERIMENTAL", 0, 1, "0", 0, 1, "1: w8a8 tune also measures the configurations it skips") \
   X(TP_TRACE, "TP_TRACE", 0, 1, "0", 0, 1, "1: new GPU communicators time each step of a fused call (tp-bench)")      \
   X(TP_BLOCK_ROWS, "TP_BLOCK_ROWS", 0, 1, "0", 0, 1e15, "MPI communicators: rows per overlapped block; 0 = the rule") \

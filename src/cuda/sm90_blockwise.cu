@@ -83,7 +83,8 @@ extern "C" W8A8_HIDDEN w8a8_status w8a8_sm90_scaled_mm_blockwise(w8a8_handle *h,
   W8A8_CHECK(accepts(h, p));
   const w8a8_cuda_state *st = (const w8a8_cuda_state *)h->cuda;
   const int num_sms = st->prop.multiProcessorCount;
-  const sm90_bw_plan pl = w8a8_sm90_bw_plan(p->M, p->N, p->K, num_sms, (int)w8a8_knob_int(W8A8_KNOB_SM90_BW_TILE));
+  const sm90_bw_plan pl = w8a8_sm90_bw_plan(p->M, p->N, p->K, num_sms, (int)w8a8_knob_int(W8A8_KNOB_SM90_BW_TILE),
+                                            (int)w8a8_knob_int(W8A8_KNOB_SM90_BW_SPLIT));
   int ki = 0;
   while (ki < NKERNELS && (KERNELS[ki].swap != pl.swap || KERNELS[ki].bn != pl.bn)) ki++;
   if (ki == NKERNELS) return w8a8_err(W8A8_ERROR_INTERNAL, "%s: no kernel for the plan's %d-wide tile", FN, pl.bn);

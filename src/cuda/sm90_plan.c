@@ -793,7 +793,7 @@ int w8a8_cuda_gemv_wanted(const w8a8_mm_problem *p, int cc) {
 
 #define BW_MAX_SPLIT 8     /* CTAs per cluster (the portable cluster size) */
 #define BW_SPLIT_COST 2    /* a split tile's reduction, in K-blocks of one CTA's main loop */
-sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms, int force_bn) {
+sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms, int force_bn, int force_split) {
   sm90_bw_plan pl;
   if (num_sms < 1) num_sms = 1;
   pl.swap = M <= 64;
@@ -806,6 +806,12 @@ sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms, int
   const int64_t kb = (K + SM90_BK - 1) / SM90_BK;
   pl.split = 1;
   pl.tiles = tiles > INT32_MAX ? INT32_MAX : (int)tiles;
+  if (force_split >= 1) {
+    const int64_t f = force_split < BW_MAX_SPLIT ? force_split : BW_MAX_SPLIT;
+    pl.split = (int)(f < kb ? f : kb);
+    if (tiles * pl.split > INT32_MAX / 2) pl.split = 1;
+    return pl;
+  }
   int64_t best = ((tiles + num_sms - 1) / num_sms) * kb;
   for (int s = 2; s <= BW_MAX_SPLIT && s <= kb; s++) {
     /* clusters resident at once: the SMs over s, 10% less for clusters of more than 2 (GPC granularity) */

@@ -103,12 +103,13 @@ W8A8_HIDDEN int w8a8_sm90_sk_plain(int ci);
  * tiles fill the GPU at least once, else 128 x 128 (force_bn 128 or 256: that width; 0 the rule), or at M <= 64
  * the swapped tiles of bn = 16, 32 or 64 tokens; split: CTAs per cluster, each a K range of one tile (1: persistent
  * CTAs). The split minimises waves x K-blocks per CTA, a split tile costing about two K-blocks more for its
- * reduction. */
+ * reduction; force_split 1..8 sets it instead (at most the K-blocks; 0 the rule). */
 typedef struct sm90_bw_plan {
   int swap, bn, split;
   int tiles; /* tiles of the plan's shape */
 } sm90_bw_plan;
-W8A8_HIDDEN sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms, int force_bn);
+W8A8_HIDDEN sm90_bw_plan w8a8_sm90_bw_plan(int64_t M, int64_t N, int64_t K, int num_sms, int force_bn,
+                                           int force_split);
 
 /* The CUDA-core kernel (gemv.cu): whether it takes p (M <= 8 int8 / M = 1 fp8, no ready flags, 16-byte aligned
  * operands), and whether the dispatcher should run it there (W8A8_DEV GEMV and the measured rule; cc: the GPU's
