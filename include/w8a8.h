@@ -492,7 +492,8 @@ W8A8_API w8a8_status w8a8_silu_mul_quantize(w8a8_handle *handle, const w8a8_matr
  * The CPU reference sums each block in k order; other kernels may sum a block's products in another order
  * (fp8's usual latitude: the tests hold |out - ref| <= 2e-3 * sum_kb |sa sb| sum_k |a b| + the output's
  * rounding). M == 0 or N == 0 writes nothing; K == 0 writes the bias (or zeros).
- * Backends: the CPU; CUDA handles on sm_90a through the Hopper kernel (tensor cores sum each block; needs 16-byte
+ * Backends: the CPU (the reference, and an AVX2 kernel that sums each block in k order too: the same bits);
+ * CUDA handles on sm_90a through the Hopper kernel (tensor cores sum each block; needs 16-byte
  * aligned a and b with lda, ldb % 16 == 0, else, under W8A8_KERNEL_AUTO, the portable kernel), and on any GPU (or
  * with W8A8_KERNEL_GENERIC) through a portable kernel that sums each block in k order as the CPU does: the same
  * bits as the CPU.

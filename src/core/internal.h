@@ -297,7 +297,8 @@ W8A8_HIDDEN float w8a8_silu_mul_value(const w8a8_quant_problem *p, int64_t m, in
 W8A8_HIDDEN w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p);
 /* A CPU handle forcing W8A8_KERNEL_GENERIC: would its GEMM refuse in_dtype operands of depth K and up to M rows?
  * (W8A8_SUCCESS otherwise, and for every other kernel: AUTO falls back.) The TP calls ask before their agreement. */
-W8A8_HIDDEN w8a8_status w8a8_cpu_forced_check(const w8a8_handle *h, w8a8_dtype in_dtype, int64_t M, int64_t K);
+W8A8_HIDDEN w8a8_status w8a8_cpu_forced_check(const w8a8_handle *h, w8a8_dtype in_dtype, int64_t M, int64_t K,
+                                                bool block);
 W8A8_HIDDEN w8a8_status w8a8_cpu_quantize(w8a8_handle *h, const w8a8_quant_problem *p);
 W8A8_HIDDEN w8a8_status w8a8_cpu_colsum(w8a8_handle *h, const w8a8_colsum_problem *p);
 

@@ -12,7 +12,12 @@
  * the true sum fits int32 (the header's K <= 131071).
  *
  * fp8: decoded to fp32 while converting (e4m3 -> fp16 bits by shifts, vcvtph2ps, x256),
- * then an FMA dot micro-kernel, fp32 accumulation. */
+ * then an FMA dot micro-kernel, fp32 accumulation.
+ *
+ * Block-scaled fp8 (w8a8_scaled_mm_blockwise): the outer-product path at every M, each 128-deep block of a
+ * micro-tile summed from zero by kern_f32_outer (one FMA per k in k order: fp8 products are exact in fp32, so
+ * that is the reference's block sum bit for bit), then acc = fma(sa * sb, part, acc) in block order: the
+ * reference's bits, which the portable GPU kernel and the MPI tensor-parallel calls rely on. */
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
 #include <string.h>
@@ -533,9 +538,28 @@ void w8a8_avx2_epilogue(const w8a8_mm_problem *p, const void *c, int64_t ldc, in
 
 typedef struct gemm_ctx {
   const w8a8_mm_problem *p;
+  const w8a8_mm_problem *epi; /* the epilogue's problem: p, or (block scales) p with unit scales */
   int is_i8, raw, avx512; /* avx512: the fp8 outer path may use kern_f32_512_* */
+  int block;              /* block-scaled fp8 (outer path only) */
   int64_t Kp, kc; /* padded K (ld of the A block), k per B slice */
 } gemm_ctx;
+
+/* One block-scaled micro-tile step: block kb's sums of the 16 packed rows (output rows m0.., mrows of them real) x
+ * nr columns from n, then c[j * ldc + r] = fma(sa[m0 + r, kb] * sb[(n + j) / 128, kb], part, c[...]). */
+static void block_tile(const w8a8_mm_problem *p, const float *a, const float *b, int64_t ldb, int nr, int64_t kk,
+                       int64_t kb, int64_t m0, int64_t mrows, int64_t n, float *c, int64_t ldc) {
+  float t[W8A8_CPU_ONR * W8A8_CPU_OMR], sa[W8A8_CPU_OMR];
+  kern_f32_outer(a, b, ldb, nr, kk, t, W8A8_CPU_OMR, 0);
+  for (int r = 0; r < W8A8_CPU_OMR; r++) sa[r] = r < mrows ? p->scale_a[(m0 + r) * p->sa_rs + kb * p->sa_cs] : 0.0f;
+  const __m256 sa0 = _mm256_loadu_ps(sa), sa1 = _mm256_loadu_ps(sa + 8);
+  for (int j = 0; j < nr; j++) {
+    const __m256 sb = _mm256_set1_ps(p->scale_b[((n + j) / W8A8_BLOCK) * p->sb_rs + kb * p->sb_cs]);
+    float *d = c + j * ldc;
+    _mm256_storeu_ps(d, _mm256_fmadd_ps(_mm256_mul_ps(sa0, sb), _mm256_loadu_ps(t + j * 16), _mm256_loadu_ps(d)));
+    _mm256_storeu_ps(d + 8,
+                     _mm256_fmadd_ps(_mm256_mul_ps(sa1, sb), _mm256_loadu_ps(t + j * 16 + 8), _mm256_loadu_ps(d + 8)));
+  }
+}
 
 /* One work item: rows [r0, r1) of the A block starting at output row ic, columns [n0, n1). */
 static void run_item(const gemm_ctx *g, const void *ablk, int64_t ic, int64_t r0, int64_t r1, int64_t n0, int64_t n1,
@@ -580,7 +604,7 @@ static void run_item(const gemm_ctx *g, const void *ablk, int64_t ic, int64_t r0
       }
     }
   }
-  w8a8_avx2_epilogue(p, c, NB, ic + r0, r1 - r0, n0, n1 - n0);
+  w8a8_avx2_epilogue(g->epi, c, NB, ic + r0, r1 - r0, n0, n1 - n0);
 }
 
 /* Outer-product path, one work item: row panels [q0, q1) of the packed A block (16 rows
@@ -591,6 +615,7 @@ static void run_item_outer(const gemm_ctx *g, const void *apk, int64_t ic, int64
   const int64_t Kp = g->Kp, R = W8A8_CPU_OMR, ldc = (q1 - q0) * R;
   void *bslice = slot;
   void *c = slot + W8A8_CPU_SLOT_B_BYTES; /* column-major [n1 - n0][ldc] */
+  if (g->block) memset(c, 0, (size_t)((n1 - n0) * ldc) * 4); /* (acc = 0, then one fma per block) */
   for (int64_t kc0 = 0; kc0 < Kp; kc0 += g->kc) {
     const int64_t kcp = Kp - kc0 < g->kc ? Kp - kc0 : g->kc; /* multiple of KPAD */
     const int64_t len = p->K - kc0 < kcp ? p->K - kc0 : kcp;  /* real k in this slice, >= 1 */
@@ -599,6 +624,17 @@ static void run_item_outer(const gemm_ctx *g, const void *apk, int64_t ic, int64
         cvt_i8_i16((const int8_t *)p->b + n * p->ldb + kc0, len, (int16_t *)bslice + (n - n0) * g->kc, kcp);
       else
         cvt_fp8_f32((const uint8_t *)p->b + n * p->ldb + kc0, len, (float *)bslice + (n - n0) * g->kc, kcp);
+    }
+    if (g->block) { /* the slice's 128-deep blocks in order (kc and kc0 are multiples of 128) */
+      for (int64_t q = q0; q < q1; q++)
+        for (int64_t nt = n0; nt < n1; nt += W8A8_CPU_ONR) {
+          const int nr = (int)(n1 - nt < W8A8_CPU_ONR ? n1 - nt : W8A8_CPU_ONR);
+          for (int64_t k = 0; k < kcp; k += W8A8_BLOCK)
+            block_tile(p, (const float *)apk + q * R * Kp + (kc0 + k) * R, (const float *)bslice + (nt - n0) * g->kc + k,
+                       g->kc, nr, kcp - k < W8A8_BLOCK ? kcp - k : W8A8_BLOCK, (kc0 + k) / W8A8_BLOCK, ic + q * R,
+                       mcur - q * R < R ? mcur - q * R : R, nt, (float *)c + (nt - n0) * ldc + (q - q0) * R, ldc);
+        }
+      continue;
     }
     if (!g->is_i8 && g->avx512) {
       for (int64_t q = q0; q < q1; q += 2)
@@ -639,7 +675,7 @@ static void run_item_outer(const gemm_ctx *g, const void *apk, int64_t ic, int64
       for (int i = 0; i < 8; i++) _mm256_storeu_ps(cr + (r + i) * W8A8_CPU_NB + j, v[i]);
     }
   const int64_t r0 = q0 * R, r1 = q1 * R < mcur ? q1 * R : mcur;
-  w8a8_avx2_epilogue(p, cr + 0, W8A8_CPU_NB, ic + r0, r1 - r0, n0, n1 - n0);
+  w8a8_avx2_epilogue(g->epi, cr + 0, W8A8_CPU_NB, ic + r0, r1 - r0, n0, n1 - n0);
 }
 
 static w8a8_status gemm_outer(const gemm_ctx *g, const w8a8_gemm_ws *ws, int T) {
@@ -687,6 +723,11 @@ static w8a8_status gemm_outer(const gemm_ctx *g, const w8a8_gemm_ws *ws, int T) 
   return W8A8_SUCCESS;
 }
 
+int64_t w8a8_gemm_avx2_block_k_max(void) {
+  /* gemm_outer packs at least one panel of W8A8_CPU_OMR rows of fp32 */
+  return (int64_t)(W8A8_CPU_A_BYTES / (4 * W8A8_CPU_OMR)) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
+}
+
 int64_t w8a8_gemm_avx2_block_rows(w8a8_dtype in_dtype, int64_t K) {
   const int64_t Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
   const int64_t esz = in_dtype == W8A8_DTYPE_INT8 ? 2 : 4;
@@ -700,9 +741,25 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
   const int64_t M = p->M, N = p->N, K = p->K;
   if (M == 0 || N == 0) return W8A8_SUCCESS;
   gemm_ctx g;
-  g.p = p;
+  g.p = g.epi = p;
   g.is_i8 = p->in_dtype == W8A8_DTYPE_INT8;
   g.avx512 = avx512;
+  g.block = p->block_scaled;
+  if (g.block) { /* the outer path at every M; its epilogue adds the bias to acc and rounds (unit scales) */
+    static const float one = 1.0f;
+    w8a8_mm_problem e = *p;
+    e.scale_a = e.scale_b = &one;
+    e.scale_a_per_token = e.scale_b_per_channel = false;
+    e.block_scaled = false;
+    g.epi = &e;
+    g.raw = 0;
+    g.Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
+    g.kc = W8A8_CPU_OKC_F8;
+    if (K > 0 && gemm_outer(&g, ws, w8a8_cpu_gemm_threads(p, ws, nthreads)) == W8A8_SUCCESS) return W8A8_SUCCESS;
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                    "w8a8_scaled_mm_blockwise: K = %lld is outside the AVX2 kernel's range (1 .. %lld)", (long long)K,
+                    (long long)w8a8_gemm_avx2_block_k_max());
+  }
   g.raw = g.is_i8 && M <= W8A8_CPU_RAW_MMAX;
   g.Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
   g.kc = g.is_i8 ? W8A8_CPU_KC_I8 : W8A8_CPU_KC_F8;

@@ -34,7 +34,7 @@
 #define W8A8_CPU_OMR 16          /* outer-product path: rows per micro-tile (two 8-lane vectors) */
 #define W8A8_CPU_ONR 6           /* outer-product path: columns per micro-tile (broadcast) */
 #define W8A8_CPU_OKC_I8 1024     /* outer path, k per slice: A panel 32 KiB + 6 B columns 12 KiB in L1 */
-#define W8A8_CPU_OKC_F8 512      /* outer path, fp32: 32 KiB + 12 KiB likewise */
+#define W8A8_CPU_OKC_F8 512      /* outer path, fp32: 32 KiB + 12 KiB likewise (a multiple of 128: whole blocks) */
 #define W8A8_CPU_OMC 256         /* outer-product path: rows per A block (multiple of OMR) */
 #define W8A8_CPU_OUTER_MMIN_I8 49 /* int8 M from here: outer-product path (below: raw decode path) */
 #define W8A8_CPU_OUTER_MMIN_F8 32 /* fp8 M from here: outer-product path (16-row tiles waste less) */
@@ -62,6 +62,8 @@ W8A8_HIDDEN w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm
 /* Rows of A the AVX2 driver's dot path converts per block at this K (its blocking; 0 where not even MR rows fit
  * the workspace): the driver refuses a problem of more rows than this where it is below MR. */
 W8A8_HIDDEN int64_t w8a8_gemm_avx2_block_rows(w8a8_dtype in_dtype, int64_t K);
+/* The largest K the driver takes with block scales (its outer path: one 16-row panel of fp32 in the workspace). */
+W8A8_HIDDEN int64_t w8a8_gemm_avx2_block_k_max(void);
 
 /* The AVX-512 VNNI int8 driver (gemm_avx512vnni.c), used for int8 with M >= W8A8_CPU_VNNI_MMIN
  * on CPUs with avx512f/bw/vnni. Returns W8A8_ERROR_UNSUPPORTED_DEVICE (no message) for what it

@@ -334,7 +334,7 @@ w8a8_status w8a8_tp_local_checks(const char *fn, const w8a8_comm *c, int op, con
    * messages posted (the GPU front end asks its forced kernel likewise: forced_kernel_checks). Asked of the largest
    * GEMM the call can run (every gathered row). */
   if (c->handle->kind == W8A8_DEVICE_CPU && p->N > 0)
-    return w8a8_tp_forced_refusal(fn, w8a8_cpu_forced_check(c->handle, p->in_dtype, p->M_total, p->K));
+    return w8a8_tp_forced_refusal(fn, w8a8_cpu_forced_check(c->handle, p->in_dtype, p->M_total, p->K, false));
   return W8A8_SUCCESS;
 }
 
@@ -377,6 +377,10 @@ w8a8_status w8a8_tp_local_checks_blockwise(const char *fn, const w8a8_comm *c, i
     return w8a8_err(W8A8_ERROR_INVALID_SHAPE,
                     "%s: M x ceil(K/128) = %lld scales exceeds what one MPI message can count (2^31 - 1); split the call",
                     fn, LL(p->M_total * KB));
+  /* a CPU handle forcing the AVX2 kernel, which refuses a K past its range: asked before the agreement, as the
+   * plain calls ask (w8a8_tp_local_checks) */
+  if (c->handle->kind == W8A8_DEVICE_CPU && p->N > 0)
+    W8A8_CHECK(w8a8_tp_forced_refusal(fn, w8a8_cpu_forced_check(c->handle, p->in_dtype, p->M_total, p->K, true)));
   p->block = true;
   p->scale_a = (const float *)scale_a->data;
   p->scale_b = (const float *)scale_b->data;
