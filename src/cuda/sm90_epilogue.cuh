@@ -5,15 +5,6 @@
 
 
 
-// The split-K element-wise reduction issues all SPLIT remote loads of an element before adding them
-// (one DSMEM round trip instead of SPLIT dependent ones; the same rank-order sum, the same bits): 0-15%
-// faster at M = 1..64 (h200x2-sm90-ab-2026-11-29-s4.txt). -DW8A8_SM90_EPILOGUE_V1 builds the
-// dependent-load form, for A/B runs only.
-#ifdef W8A8_SM90_EPILOGUE_V1
-#define SM90_SPLITK_LOADS_FIRST 0
-#else
-#define SM90_SPLITK_LOADS_FIRST 1
-#endif
 
 
 // The lean swapped epilogue's staging (sm90_epi_swap_lean): words from one token line to the next (64

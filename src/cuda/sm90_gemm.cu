@@ -362,15 +362,6 @@ static w8a8_status prepare(w8a8_handle *h, const w8a8_mm_problem *p, int forced_
     tail->n = 0;
     tail->rows = 0;
   }
-#ifdef W8A8_SM90_TAILX
-  // An experiment (a build with -DW8A8_SM90_TAILX only; never the library's): where the only token tile is partial
-  // and one short box loads it (unswapped, not the fold), the A map itself carries the tail's box and the kernel
-  // loads through it (sm90_load_tokens) instead of tmap_t. The second descriptor cost ~1-1.3 us, the short box the
-  // other ~3 us (h200-session17-2026-11-30.txt).
-  if (!c->swap && !c->splitk && c->mcast != 2 && tail->n == 1 && !w8a8_sm90_tail_is_fold(c, *tail) && rows_x <= SM90_BM &&
-      make_tmap(tx, xp, rows_x, p->K, ldx, tail->rows) != CUDA_SUCCESS)
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE, "%s: W8A8_SM90_TAILX: the short A map was refused", FN);
-#endif
   // The staged epilogues (unswapped unsplit tiles) where TMA can store the output: 16-bit outputs (1), fp32 ones
   // (2; the kernel's lean epilogue only: 1.07x fp8 / 1.12x int8 geomean over the direct one,
   // h200x2-sm90-lean32-2026-11-30.txt).

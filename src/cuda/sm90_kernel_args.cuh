@@ -99,7 +99,7 @@ typedef struct sm90_args {
   // X tiles per group of the tile order (sm90_tile_coords): SM90_GROUP, fewer where a ready launch's
   // own rows span fewer X tiles (each group then holds only one rank's rows): the fused all-gather +
   // GEMM at TP = 2, 1024 tokens, 1.04-1.10x (h200x2-tp-group-2026-11-30.txt); the run-time divisor
-  // costs under 1%. Kernels built with -DW8A8_SM90_CONST_GROUP ignore it (SM90_GROUP; the A/B side).
+  // costs under 1%.
   int group;
   // Stream-K (the kernels with STREAMK only; sm90_streamk.h): the partial tiles of the stream-K
   // tiles (tile t's consumer warpgroup w at sk_ws + (2 t + w) x 128 x BN / 2 words, element i of

@@ -53,13 +53,6 @@ SM90_DEV void sm90_load_tokens(const sm90_args &a, uint32_t dst, const CUtensorM
       }
       return;
     }
-#ifdef W8A8_SM90_TAILX
-  // experiment build only (sm90_gemm.cu prepare: the A map carries the one short box of a single token tile)
-  if (FOLD && !SWAP && a.tail_n == 1 && a.rows_x <= SM90_BM) {  // (FOLD: the unswapped unsplit unicast twins)
-    sm90_tma_load_2d(dst, map, full, k, row0);
-    return;
-  }
-#endif
   for (int j = 0, r = 0; j < a.tail_n; j++, r += a.tail_rows)
     sm90_tma_load_2d(dst + (uint32_t)(r * SM90_BK), tmap_t, full, k, row0 + r);
 }

@@ -7,11 +7,7 @@
 // launches) along X walk Y; inside a group X moves fastest, so the CTAs running at one time share a
 // few X tiles and a band of Y tiles in L2.
 SM90_DEV void sm90_tile_coords(const sm90_args &a, int t, int &tx, int &ty) {
-#if defined(W8A8_SM90_CONST_GROUP)
-  const int group = SM90_GROUP;
-#else
   const int group = a.group;
-#endif
   int per_group = group * a.tiles_y;
   int g = t / per_group;
   int first = g * group;
