@@ -64,7 +64,8 @@ static const cli_opt bench_opts[] = {
     {'n', "n", 'n', "LIST", "N values: with -k, every N x K pair (replaces --suite)"},
     {'k', "k", 'k', "LIST", "K values, 1..131071 (the int32 accumulator bound)"},
     {'d', "dtype", 'd', "D", "int8, fp8 or both (default both)"},
-    {OPT_SCALES, "scales", 0, "S", "token (per-token x per-channel, default), tensor or both"},
+    {OPT_SCALES, "scales", 0, "S",
+     "token (per-token x per-channel, default), tensor, both, or block (1 x 128 / 128 x 128, fp8)"},
     {OPT_OUT_DTYPE, "out-dtype", 0, "T", "bf16 (default), fp16 or fp32"},
     {OPT_CPU, "cpu", 0, NULL, "time the CPU (default: the GPU if one is usable, else the CPU;\n"
                               "--cpu --gpu: both)"},
@@ -239,7 +240,7 @@ int cli_bench_main(int argc, char **argv) {
   const char *suite_list = NULL, *out_path = NULL;
   int64_t ms[MAX_MS], ns[MAX_SHAPES], ks[MAX_SHAPES];
   int nms = 0, nns = 0, nks = 0;
-  int do_int8 = 1, do_fp8 = 1, scale_modes = 1 /* bit0 token, bit1 tensor */;
+  int do_int8 = 1, do_fp8 = 1, scale_modes = 1 /* bit0 token, bit1 tensor, bit2 block */;
   w8a8_dtype out_dtype = W8A8_DTYPE_BF16;
   int want_cpu = 0, want_gpu = 0, baselines = 1, quiet = 0;
   int64_t iters = -1, warmup = -1, rotate = -1, device = 0, seed = 1;
@@ -271,9 +272,9 @@ int cli_bench_main(int argc, char **argv) {
         do_int8 = k != 1, do_fp8 = k != 0;
         break;
       case OPT_SCALES: {
-        static const char *const ch[] = {"token", "tensor", "both", NULL};
+        static const char *const ch[] = {"token", "tensor", "both", "block", NULL};
         if ((k = cli_opt_choice(&p, v, ch)) < 0) rc = CLI_EXIT_USAGE;
-        scale_modes = k + 1;
+        scale_modes = k == 3 ? 4 : k + 1;
         break;
       }
       case OPT_OUT_DTYPE: {
@@ -307,6 +308,8 @@ int cli_bench_main(int argc, char **argv) {
   }
   if (rc == CLI_EXIT_OK && p.first_positional < argc)
     rc = cli_usage_error(&p, "unexpected argument '%s' (bench takes options only)", argv[p.first_positional]);
+  if (rc == CLI_EXIT_OK && (scale_modes & 4) && !do_fp8)
+    rc = cli_usage_error(&p, "--scales block takes fp8 operands (-d fp8 or both), got -d int8");
 
   /* shapes */
   bench_shape shapes[MAX_SHAPES];
@@ -403,16 +406,18 @@ int cli_bench_main(int argc, char **argv) {
 
     /* One module call per (scale mode, shape): the harness can then show progress
      * whatever the module prints, and a failing shape does not hide the others. */
-    int total = dn * ((scale_modes & 1) + ((scale_modes >> 1) & 1)), done = 0;
+    int total = dn * ((scale_modes & 1) + ((scale_modes >> 1) & 1) + ((scale_modes >> 2) & 1)), done = 0;
     double t0 = cli_now_us();
-    for (int sm = 0; sm < 2; sm++) {
+    for (int sm = 0; sm < 3; sm++) {
       if (!((scale_modes >> sm) & 1)) continue;
       cfg.per_token = sm == 0;
+      cfg.block = sm == 2;
       for (int i = 0; i < dn; i++) {
         if (!quiet)
           fprintf(stderr, "[bench %s %d/%d, %.0f s] %s %lldx%lld, %s scales, %d M values\n", gpu ? "gpu" : "cpu",
                   ++done, total, (cli_now_us() - t0) * 1e-6, *dshapes[i].name ? dshapes[i].name : "shape",
-                  (long long)dshapes[i].N, (long long)dshapes[i].K, cfg.per_token ? "token*channel" : "tensor",
+                  (long long)dshapes[i].N, (long long)dshapes[i].K,
+                  cfg.block ? "block" : cfg.per_token ? "token*channel" : "tensor",
                   cfg.nM);
         cfg.shapes = &dshapes[i];
         cfg.nshapes = 1;
@@ -488,6 +493,135 @@ __attribute__((weak)) int w8a8_cli_tp_bench(int argc, char **argv) {
   return CLI_EXIT_FAIL;
 }
 
+/* ---- block-scaled rows (bench_blockwise) ---- */
+
+typedef struct bw_call {
+  w8a8_handle *h;
+  w8a8_matrix a, b[CLI_MAX_ROT], sa, sb, out;
+  int nrot, next;
+} bw_call;
+static int bw_call_once(void *arg) {
+  bw_call *c = arg;
+  const w8a8_status s = w8a8_scaled_mm_blockwise(c->h, &c->a, &c->b[c->next], &c->sa, &c->sb, NULL, &c->out);
+  c->next = (c->next + 1) % c->nrot;
+  if (s != W8A8_SUCCESS) fprintf(stderr, "w8a8_scaled_mm_blockwise: %s\n", w8a8_last_error());
+  return s == W8A8_SUCCESS ? 0 : -1;
+}
+
+/* Elements of sampled rows outside the header's bound: |out - ref| <= 2e-3 sum |sa sb a b| + the output's
+ * rounding, ref the formula in double precision (up to 1024 columns a row). */
+static int64_t bw_wrong(const uint8_t *A, int64_t M, int64_t K, const uint8_t *B, int64_t N, const float *sa,
+                        const float *sb, w8a8_dtype od, const void *out) {
+  const int64_t KB = (K + 127) / 128;
+  int64_t rows[8], wrong = 0;
+  const int nr = cli_sample_rows(M, 8, rows);
+  const int64_t step = N > 1024 ? N / 1024 : 1;
+  for (int i = 0; i < nr; i++)
+    for (int64_t n = 0; n < N; n += step) {
+      const int64_t m = rows[i];
+      double v = 0, mag = 0;
+      for (int64_t kb = 0; kb < KB; kb++) {
+        double part = 0, pa = 0;
+        for (int64_t k = kb * 128; k < K && k < kb * 128 + 128; k++) {
+          const double x = cli_fp8_to_f32(A[m * K + k]), y = cli_fp8_to_f32(B[n * K + k]);
+          part += x * y;
+          pa += fabs(x * y);
+        }
+        const double s = (double)sa[m * KB + kb] * sb[(n / 128) * KB + kb];
+        v += s * part;
+        mag += s * pa;
+      }
+      const double got = cli_load_float(od, out, m * N + n);
+      if (!(fabs(got - v) <= 2e-3 * mag + cli_ulp(od, v) + 1e-30)) wrong++;
+    }
+  return wrong;
+}
+
+int bench_blockwise(const bench_config *cfg, w8a8_handle *h, const char *impl, const char *device, bench_emit_fn emit,
+                    void *ctx) {
+  if (!cfg->do_fp8) return 0; /* block scales are fp8's */
+  const cli_dev d = cli_dev_of(h);
+  const int nrot = cfg->rotate < 1 ? 1 : cfg->rotate > CLI_MAX_ROT ? CLI_MAX_ROT : cfg->rotate;
+  const size_t es = w8a8_dtype_size(cfg->out_dtype);
+  int rc = 0;
+  for (int si = 0; si < cfg->nshapes && !rc; si++) {
+    const int64_t N = cfg->shapes[si].N, K = cfg->shapes[si].K, KB = (K + 127) / 128, NB = (N + 127) / 128;
+    int64_t Mmax = 0;
+    for (int i = 0; i < cfg->nM; i++) Mmax = cfg->Ms[i] > Mmax ? cfg->Ms[i] : Mmax;
+    uint8_t *A = malloc((size_t)(Mmax * K)), *B = malloc((size_t)(N * K) * (size_t)nrot);
+    float *sa = malloc(sizeof(float) * (size_t)(Mmax * KB)), *sb = malloc(sizeof(float) * (size_t)(NB * KB));
+    void *out = malloc((size_t)(Mmax * N) * es);
+    void *dA = cli_dev_alloc(d, (size_t)(Mmax * K)), *dB = cli_dev_alloc(d, (size_t)(N * K) * (size_t)nrot);
+    void *dsa = cli_dev_alloc(d, sizeof(float) * (size_t)(Mmax * KB)), *dsb = cli_dev_alloc(d, sizeof(float) * (size_t)(NB * KB));
+    void *dout = cli_dev_alloc(d, (size_t)(Mmax * N) * es);
+    if (!A || !B || !sa || !sb || !out || !dA || !dB || !dsa || !dsb || !dout) {
+      fprintf(stderr, "bench: out of memory for the block-scaled %lldx%lld (x%d copies)\n", (long long)N,
+              (long long)K, nrot);
+      rc = -1;
+    } else {
+      cli_fill_8bit(A, (size_t)(Mmax * K), 1, cfg->seed * 1000 + 21);
+      cli_fill_8bit(B, (size_t)(N * K) * (size_t)nrot, 1, cfg->seed * 1000 + 22);
+      cli_rng r = cli_rng_make(cfg->seed * 1000 + 23, 0);
+      /* group and block scales that keep outputs O(1..100) */
+      for (int64_t i = 0; i < Mmax * KB; i++) sa[i] = 0.5f + cli_rng_unit(&r);
+      for (int64_t i = 0; i < NB * KB; i++) sb[i] = (0.5f + cli_rng_unit(&r)) / (float)K;
+      if (cli_dev_upload(d, dA, A, (size_t)(Mmax * K)) || cli_dev_upload(d, dB, B, (size_t)(N * K) * (size_t)nrot) ||
+          cli_dev_upload(d, dsa, sa, sizeof(float) * (size_t)(Mmax * KB)) ||
+          cli_dev_upload(d, dsb, sb, sizeof(float) * (size_t)(NB * KB)))
+        rc = -1;
+    }
+    for (int mi = 0; mi < cfg->nM && !rc; mi++) {
+      const int64_t M = cfg->Ms[mi];
+      bw_call c;
+      memset(&c, 0, sizeof c);
+      c.h = h;
+      c.nrot = nrot;
+      c.a = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_ROW_MAJOR, M, K, K, dA);
+      for (int j = 0; j < nrot; j++)
+        c.b[j] = w8a8_matrix_make(W8A8_DTYPE_FP8_E4M3, W8A8_COL_MAJOR, K, N, K, (uint8_t *)dB + (size_t)j * (size_t)(N * K));
+      c.sa = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, M, KB, KB, dsa);
+      c.sb = w8a8_matrix_make(W8A8_DTYPE_FP32, W8A8_ROW_MAJOR, NB, KB, KB, dsb);
+      c.out = w8a8_matrix_make(cfg->out_dtype, W8A8_ROW_MAJOR, M, N, N, dout);
+      if (cli_dev_memset(d, dout, 0xff, (size_t)(M * N) * es)) { /* poison: NaN in every output dtype */
+        rc = -1;
+        break;
+      }
+      const cli_stats t = cli_time_calls(d, bw_call_once, &c, cfg->warmup, cfg->iters);
+      if (t.p50 < 0 || cli_dev_download(d, out, dout, (size_t)(M * N) * es)) {
+        rc = -1;
+        break;
+      }
+      cli_launch ran;
+      cli_last_launch(h, "auto", &ran);
+      const int last = (c.next + nrot - 1) % nrot; /* the copy the last call read */
+      const int64_t wrong = bw_wrong(A, M, K, B + (size_t)last * (size_t)(N * K), N, sa, sb, cfg->out_dtype, out);
+      if (wrong)
+        fprintf(stderr, "bench: block-scaled %lldx%lldx%lld (%s): %lld sampled outputs outside the bound\n",
+                (long long)M, (long long)N, (long long)K, impl, (long long)wrong);
+      bench_row row;
+      memset(&row, 0, sizeof row);
+      row.impl = impl;
+      row.op = "scaled_mm";
+      row.dtype = "fp8_e4m3";
+      row.scales = "block";
+      row.shape = cfg->shapes[si].name ? cfg->shapes[si].name : "";
+      row.M = M, row.N = N, row.K = K;
+      row.t = t;
+      row.bytes = (double)(M * K) + (double)(N * K) + (double)(M * N) * (double)es + 4.0 * (double)((M + NB) * KB);
+      row.kernel = ran.kernel;
+      row.config = ran.config;
+      row.split_k = ran.split_k;
+      row.baseline = "";
+      row.wrong = (long)wrong;
+      row.device = device;
+      emit(ctx, &row);
+    }
+    free(A), free(B), free(sa), free(sb), free(out);
+    cli_dev_free(d, dA), cli_dev_free(d, dB), cli_dev_free(d, dsa), cli_dev_free(d, dsb), cli_dev_free(d, dout);
+  }
+  return rc;
+}
+
 /* The CPU fallback: our CPU scaled_mm only (no oneDNN/OpenBLAS rows), timed with the same
  * rules as the real module (percentiles, rotated weights) and verified on sampled rows against
  * the scalar reference. */
@@ -505,6 +639,11 @@ __attribute__((weak)) int bench_cpu(const bench_config *cfg, bench_emit_fn emit,
   }
   w8a8_handle_info info;
   w8a8_get_info(h, &info);
+  if (cfg->block) {
+    const int r = bench_blockwise(cfg, h, "w8a8_cpu", info.name, emit, ctx);
+    w8a8_destroy(h);
+    return r;
+  }
   int rc = 0;
   int nrot = cfg->rotate < 1 ? 1 : cfg->rotate > 1024 ? 1024 : cfg->rotate;
   for (int si = 0; si < cfg->nshapes && !rc; si++) {

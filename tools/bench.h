@@ -24,6 +24,7 @@ typedef struct bench_config {
   int nM;
   int do_int8, do_fp8;   /* which operand dtypes */
   int per_token;         /* 1: per-token scale_a x per-channel scale_b; 0: per-tensor x per-tensor */
+  int block;             /* 1: block scales (w8a8_scaled_mm_blockwise, fp8 only; per_token is then unused) */
   w8a8_dtype out_dtype;  /* BF16 by default */
   int warmup, iters;     /* per measurement; the module reports p20 / p50 / p80 */
   int rotate;            /* number of weight copies to rotate through so B does not sit in cache (>= 1) */
@@ -55,6 +56,12 @@ typedef struct bench_row {
 
 typedef void (*bench_emit_fn)(void *ctx, const bench_row *row);
 
+/* Block-scaled rows (cfg->block): w8a8_scaled_mm_blockwise on handle h (any device) for every shape and M of cfg,
+ * fp8 operands, [M, ceil(K/128)] / [ceil(N/128), ceil(K/128)] scales, timed and verified like the other rows (the
+ * header's bound around a double-precision sum on sampled rows), one row each as `impl`. No baseline. tools/bench.c.
+ * Returns 0, or -1 with a message on stderr. */
+int bench_blockwise(const bench_config *cfg, w8a8_handle *h, const char *impl, const char *device, bench_emit_fn emit,
+                    void *ctx);
 /* tools/bench_cuda.c: GPU rows (ours and cuBLASLt). Returns 0 on success, nonzero with a message
  * on stderr when no GPU is usable. Defined only in CUDA builds (W8A8_HAVE_CUDA). */
 int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx);

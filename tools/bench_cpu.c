@@ -219,6 +219,11 @@ int bench_cpu(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
   w8a8_get_info(h, &info);
   static char device[160];
   snprintf(device, sizeof device, "%s", info.name);
+  if (cfg->block) { /* ours only: neither baseline has block scales */
+    const int r = bench_blockwise(cfg, h, "w8a8_cpu", device, emit, ctx);
+    w8a8_destroy(h);
+    return r;
+  }
   const cli_dev cpu = cli_dev_of(h);
   const int nrot = cfg->rotate < 1 ? 1 : cfg->rotate > MAX_ROT ? MAX_ROT : cfg->rotate;
   const char *scales = cfg->per_token ? "token*channel" : "tensor";

@@ -388,6 +388,20 @@ int bench_cuda(const bench_config *cfg, bench_emit_fn emit, void *ctx) {
     fprintf(stderr, "bench_cuda: no CUDA device %d\n", cfg->device_index);
     return -1;
   }
+  if (cfg->block) { /* ours, the fast path and the portable kernel, on the legacy stream; no cuBLASLt baseline yet */
+    if (w8a8_create(&h, W8A8_DEVICE_CUDA, cfg->device_index) != W8A8_SUCCESS || w8a8_get_info(h, &info) != W8A8_SUCCESS) {
+      fprintf(stderr, "bench_cuda: %s\n", w8a8_last_error());
+      if (h) w8a8_destroy(h);
+      return -1;
+    }
+    static char device[160];
+    snprintf(device, sizeof device, "%s", info.name);
+    rc = bench_blockwise(cfg, h, "w8a8_cuda", device, emit, ctx);
+    if (rc == 0 && cfg->baselines && w8a8_set_kernel(h, W8A8_KERNEL_GENERIC) == W8A8_SUCCESS)
+      rc = bench_blockwise(cfg, h, "w8a8_cuda_generic", device, emit, ctx);
+    w8a8_destroy(h);
+    return rc;
+  }
   /* --seed: each call (one shape) starts the operands' stream from it (xorshift needs a nonzero state) */
   brng = 0x243f6a8885a308d3ull ^ (cfg->seed * 0x9e3779b97f4a7c15ull);
   if (!brng) brng = 1;
