@@ -114,6 +114,17 @@ class Runner:
             return out
         raise ValueError(impl)
 
+    def launch(self, impl):
+        """What our last call ran (the handle's launch record: kernel, tile, K split), {} for the baselines."""
+        if not impl.startswith("w8a8"):
+            return {}
+        try:
+            with self.t.cuda.stream(self.side):  # (the timed graphs are captured on the side stream: its handle)
+                ll = self.w8a8.torch.handle_for(self.dev).last_launch()
+            return {"kernel": ll["kernel"], "config": ll["config"], "split_k": ll["split_k"]}
+        except Exception:  # noqa: BLE001  (a library without launch records)
+            return {}
+
     def measure(self, impl):
         """(us, wrong) or (None, reason)."""
         if impl in self.unsupported:
@@ -193,7 +204,9 @@ def main():
                     line.append("%s -" % impl)
                 else:
                     r.update({"us": round(us, 4), "tflops": 2.0 * M * N * K / us * 1e-6, "wrong": wrong})
-                    line.append("%s %.1f us%s" % (impl, us, " WRONG %d" % wrong if wrong else ""))
+                    r.update(run.launch(impl))
+                    line.append("%s %.1f us%s%s" % (impl, us, " WRONG %d" % wrong if wrong else "",
+                                                    " [%s]" % r["config"] if r.get("config") else ""))
                 rows.append(r)
                 if jf:
                     jf.write(json.dumps(r) + "\n")
@@ -227,8 +240,8 @@ def markdown(rows, run, stamp, elapsed, impls, skipped):
                                                                 ", ..." if len(where) > 4 else "", v))
     if why:
         L.append("")
-    L.append("| shape | M | " + " | ".join(impls) + " | vs torch_block | vs deepgemm | block / rowwise (ours) |")
-    L.append("|" + "---|" * (len(impls) + 5))
+    L.append("| shape | M | " + " | ".join(impls) + " | vs torch_block | vs deepgemm | block / rowwise (ours) | our tile |")
+    L.append("|" + "---|" * (len(impls) + 6))
     ratios = {"torch_block": [], "deepgemm": [], "w8a8_rowwise": [], "deepgemm_big": [], "deepgemm_small": []}
     for (shape, M), d in by.items():
         cells = []
@@ -250,8 +263,10 @@ def markdown(rows, run, stamp, elapsed, impls, skipped):
         if rd and M <= 64:
             ratios["deepgemm_small"].append(rd)
         f = lambda v: "%.2fx" % v if v else "-"  # noqa: E731
-        L.append("| %s | %d | %s | %s | %s | %s |" % (shape, M, " | ".join(cells), f(rt), f(rd),
-                                                      "%.2f" % (1 / rr) if rr else "-"))
+        ob = d.get("w8a8_block", {})
+        tile = "%s split %s" % (ob["config"], ob.get("split_k")) if ob.get("config") else "-"
+        L.append("| %s | %d | %s | %s | %s | %s | %s |" % (shape, M, " | ".join(cells), f(rt), f(rd),
+                                                           "%.2f" % (1 / rr) if rr else "-", tile))
     L += ["", "Geomeans of ours against each: torch_block %.3fx (%d rows); deepgemm %.3fx (%d), at M >= 1024 %.3fx, "
           "at M <= 64 %.3fx; our block-scaled time over our per-token x per-channel time %.3f." % (
               geomean(ratios["torch_block"]), len(ratios["torch_block"]), geomean(ratios["deepgemm"]),
