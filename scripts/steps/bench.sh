@@ -4,12 +4,13 @@
 #   torch    bench/torch_compare.py: our GEMM next to torch._scaled_mm / _int_mm / mm in one process, and
 #            vLLM's cutlass_scaled_mm where the vllm step built it
 #            (TORCH_M, TORCH_SUITES, TORCH_BUDGET_S = 220)               -> gemm-torch-$GPU.{md,jsonl}
+#            and TFLOP/s against M per shape, every implementation (bench/plot.py) -> gemm-torch-{fp8,int8}-$GPU.png
 #   quant    w8a8 demo (the main job: a layer's quantizers and GEMMs vs bf16) at DEMO_M tokens
 #                                                                         -> demo-$GPU.txt
 #   blockwise bench/blockwise_compare.py: block-scaled fp8 (DeepSeek-V3 shapes) next to torch and DeepGEMM
 #            (BW_M, BW_SHAPES, BW_BUDGET_S = 200; BW_TILE_AB=1: also our normal tiles forced to 128 and 256 wide
 #            at BW_TILE_AB_M; BW_SPLIT_AB=1: the K split forced to each of BW_SPLIT_AB_S at BW_SPLIT_AB_M)
-#                                                                         -> blockwise-$GPU.{md,jsonl}
+#                                                                         -> blockwise-$GPU.{md,jsonl,png}
 #   paths    w8a8 bench with each CUDA path forced (90 89 80 75) next to cuBLASLt  -> gemm-paths-$GPU.{md,jsonl}
 #   host     bench/host_cost.py: an eager call's host time against the raw C call -> host-cost-$GPU.{txt,json}
 #   cublaslt w8a8 bench (our kernels next to cuBLASLt int8 / fp8)         -> gemm-cublaslt-$GPU.jsonl
@@ -18,6 +19,12 @@
 #   hw       bench/hw_limits.py: weight-read floor, clocks under load      -> hw-limits-$GPU.{md,jsonl}
 . "$(dirname "$0")/lib.sh"
 CLI="$BUILD/bin/w8a8"
+# TFLOP/s against M, one panel per shape, every implementation of a results file (bench/plot.py; where matplotlib is)
+plot() {
+  local src=$1 png=$2
+  shift 2
+  [ -f "$src" ] && python3 bench/plot.py "$src" -o "$png" "$@" >>"$L/plot.txt" 2>&1 || echo "plot $(basename "$png"): not made (plot.txt)"
+}
 res=""
 for b in ${BENCH:-torch quant}; do
   case $b in
@@ -30,6 +37,7 @@ for b in ${BENCH:-torch quant}; do
     rc=$?
     headed "$OUT/gemm-torch-$GPU.md" "GEMM against torch on the same GPU, same process (bench/torch_compare.py)" "$cmd"
     echo "torch: exit $rc"; grep -iE 'geomean' "$OUT/gemm-torch-$GPU.md" 2>/dev/null | head -n 12
+    for d in fp8 int8; do plot "$OUT/gemm-torch-$GPU.jsonl" "$OUT/gemm-torch-$d-$GPU.png" --dtype "$d"; done
     ;;
   blockwise)
     bb=${BW_BUDGET_S:-200}
@@ -40,6 +48,7 @@ for b in ${BENCH:-torch quant}; do
     rc=$?
     headed "$OUT/blockwise-$GPU.md" "Block-scaled fp8 against torch and DeepGEMM, same process (bench/blockwise_compare.py)" "$cmd"
     echo "blockwise: exit $rc"; grep -iE 'geomean' "$OUT/blockwise-$GPU.md" 2>/dev/null | head -n 4
+    plot "$OUT/blockwise-$GPU.jsonl" "$OUT/blockwise-$GPU.png"
     if [ -n "${BW_TILE_AB:-}" ]; then  # our normal tiles forced to each width (W8A8_DEV SM90_BW_TILE), same call
       for w in 128 256; do
         W8A8_DEV=SM90_BW_TILE=$w timeout -k 5 "$(cap 120)" python3 bench/blockwise_compare.py --impls w8a8_block \
