@@ -106,17 +106,7 @@ void w8a8_cpu_handle_fini(w8a8_handle *h) {
 }
 
 w8a8_status w8a8_cpu_scaled_mm(w8a8_handle *h, const w8a8_mm_problem *p) {
-  if (p->block_scaled) { /* the AVX2 driver gives the reference's bits; K = 0 (the bias or zeros) is the reference's */
-    if (h->kernel != W8A8_KERNEL_REFERENCE && p->K > 0) {
-      const w8a8_status s = w8a8_cpu_gemm_fast(h, p);
-      if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_GENERIC) return s;
-      w8a8_clear_error();
-    }
-    w8a8_ref_scaled_mm(p);
-    w8a8_note_launch(h, "cpu-reference", "", 1, p->M, p->N, p->K);
-    return W8A8_SUCCESS;
-  }
-  if (h->kernel != W8A8_KERNEL_REFERENCE) {
+  if (h->kernel != W8A8_KERNEL_REFERENCE) { /* (block scales too: the AVX2 driver gives the reference's bits) */
     w8a8_status s = w8a8_cpu_gemm_fast(h, p);
     if (s != W8A8_ERROR_UNSUPPORTED_DEVICE || h->kernel == W8A8_KERNEL_GENERIC) return s;
   }

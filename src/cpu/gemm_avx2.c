@@ -745,30 +745,28 @@ w8a8_status w8a8_gemm_avx2(const w8a8_mm_problem *p, const w8a8_gemm_ws *ws, int
   g.is_i8 = p->in_dtype == W8A8_DTYPE_INT8;
   g.avx512 = avx512;
   g.block = p->block_scaled;
-  if (g.block) { /* the outer path at every M; its epilogue adds the bias to acc and rounds (unit scales) */
-    static const float one = 1.0f;
-    w8a8_mm_problem e = *p;
-    e.scale_a = e.scale_b = &one;
-    e.scale_a_per_token = e.scale_b_per_channel = false;
-    e.block_scaled = false;
-    g.epi = &e;
-    g.raw = 0;
-    g.Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
-    g.kc = W8A8_CPU_OKC_F8;
-    if (K > 0 && gemm_outer(&g, ws, w8a8_cpu_gemm_threads(p, ws, nthreads)) == W8A8_SUCCESS) return W8A8_SUCCESS;
-    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                    "w8a8_scaled_mm_blockwise: K = %lld is outside the AVX2 kernel's range (1 .. %lld)", (long long)K,
-                    (long long)w8a8_gemm_avx2_block_k_max());
+  /* Block scales: the outer path at every M (K = 0: the dot path's zero tile), its epilogue adding the bias to acc
+   * and rounding (unit scales). */
+  static const float one = 1.0f;
+  w8a8_mm_problem unit;
+  if (g.block) {
+    unit = *p;
+    unit.scale_a = unit.scale_b = &one;
+    unit.scale_a_per_token = unit.scale_b_per_channel = false;
+    unit.block_scaled = false;
+    g.epi = &unit;
   }
+  const bool outer = g.block || M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8);
   g.raw = g.is_i8 && M <= W8A8_CPU_RAW_MMAX;
   g.Kp = (K + W8A8_CPU_KPAD - 1) / W8A8_CPU_KPAD * W8A8_CPU_KPAD;
   g.kc = g.is_i8 ? W8A8_CPU_KC_I8 : W8A8_CPU_KC_F8;
-  if (!g.raw && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8))
-    g.kc = g.is_i8 ? W8A8_CPU_OKC_I8 : W8A8_CPU_OKC_F8;
+  if (!g.raw && outer) g.kc = g.is_i8 ? W8A8_CPU_OKC_I8 : W8A8_CPU_OKC_F8;
   const int T = w8a8_cpu_gemm_threads(p, ws, nthreads);
-  if (K > 0 && M >= (g.is_i8 ? W8A8_CPU_OUTER_MMIN_I8 : W8A8_CPU_OUTER_MMIN_F8) &&
-      gemm_outer(&g, ws, T) == W8A8_SUCCESS)
-    return W8A8_SUCCESS;
+  if (K > 0 && outer && gemm_outer(&g, ws, T) == W8A8_SUCCESS) return W8A8_SUCCESS;
+  if (g.block && K > 0)
+    return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
+                    "w8a8_scaled_mm_blockwise: K = %lld is past the AVX2 kernel's %lld", (long long)K,
+                    (long long)w8a8_gemm_avx2_block_k_max());
   int64_t mc = w8a8_gemm_avx2_block_rows(p->in_dtype, K);
   if (mc < W8A8_CPU_MR && mc < M)
     return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,

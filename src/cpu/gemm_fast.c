@@ -41,10 +41,10 @@ static w8a8_status fast_takes_handle(const w8a8_handle *h) {
 w8a8_status w8a8_cpu_forced_check(const w8a8_handle *h, w8a8_dtype in_dtype, int64_t M, int64_t K, bool block) {
   if (h->kernel != W8A8_KERNEL_GENERIC || M <= 0) return W8A8_SUCCESS;
   W8A8_CHECK(fast_takes_handle(h));
-  if (block) { /* (K = 0 runs the reference whatever the kernel: it writes the bias or zeros) */
+  if (block) {
     if (K > w8a8_gemm_avx2_block_k_max())
       return w8a8_err(W8A8_ERROR_UNSUPPORTED_DEVICE,
-                      "w8a8_scaled_mm_blockwise: K = %lld is outside the AVX2 kernel's range (1 .. %lld)",
+                      "w8a8_scaled_mm_blockwise: K = %lld is past the AVX2 kernel's %lld",
                       (long long)K, (long long)w8a8_gemm_avx2_block_k_max());
     return W8A8_SUCCESS;
   }
@@ -72,13 +72,8 @@ w8a8_status w8a8_cpu_gemm_fast(w8a8_handle *h, const w8a8_mm_problem *p) {
    * W8A8_CPU_DISABLE=amx (or avx512) turns both off. Below W8A8_CPU_AMX_MMIN (int8 M = 1, 2) the
    * raw decode path is as fast or faster (measured: docs/CPU.md). */
   const bool int8 = p->in_dtype == W8A8_DTYPE_INT8;
-  /* block scales: the AVX2 driver alone (its outer path gives the reference's bits; AMX's dot products would not) */
-  if (p->block_scaled) {
-    const w8a8_status s = w8a8_gemm_avx2(p, &ws, threads, f->avx512f);
-    if (s == W8A8_SUCCESS) w8a8_note_launch(h, "cpu-avx2", "", 1, p->M, p->N, p->K);
-    return s;
-  }
-  if (f->amx && (int8 ? p->M >= W8A8_CPU_AMX_MMIN : f->amx_bf16 && p->M >= W8A8_CPU_AMXBF16_MMIN) &&
+  /* (block scales: the AVX2 driver alone, whose sums are the reference's; AMX's dot products are not) */
+  if (f->amx && !p->block_scaled && (int8 ? p->M >= W8A8_CPU_AMX_MMIN : f->amx_bf16 && p->M >= W8A8_CPU_AMXBF16_MMIN) &&
       w8a8_gemm_amx(p, &ws, threads) == W8A8_SUCCESS) {
     __atomic_fetch_add(int8 ? &amx_runs : &amx_bf16_runs, 1, __ATOMIC_RELAXED);
     w8a8_note_launch(h, "cpu-amx", "", 1, p->M, p->N, p->K);
