@@ -650,6 +650,17 @@ static void check_report(check_ctx *c, const char *what, int ok, const char *det
                                 detail ? detail : "");
 }
 
+/* A call's outcome: its status, then the device's once the work has finished; anything but W8A8_SUCCESS is the
+ * case's failure, reported. 0, or -1 after the report. */
+static int check_called(check_ctx *c, const char *what, w8a8_status s) {
+  if (s == W8A8_SUCCESS && cli_dev_sync(c->dev)) s = W8A8_ERROR_DEVICE;
+  if (s == W8A8_SUCCESS) return 0;
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s: %s", w8a8_status_name(s), w8a8_last_error());
+  check_report(c, what, 0, detail);
+  return -1;
+}
+
 static void run_gemm_case(check_ctx *c, const gcase *g, uint64_t seed) {
   char what[256], detail[512] = "";
   gcase_str(g, what, sizeof what);
@@ -731,13 +742,8 @@ static void run_gemm_case(check_ctx *c, const gcase *g, uint64_t seed) {
   bv.data = dbias;
   if (g->zp != ZP_ADJ_ONLY) zp.azp.data = dazp;
   zp.azp_adj.data = dadj;
-  w8a8_status s = w8a8_scaled_mm(c->h, &am, &bm, &sav, &sbv, g->bias ? &bv : NULL, g->zp ? &zp : NULL, &om);
-  if (s == W8A8_SUCCESS && cli_dev_sync(c->dev)) s = W8A8_ERROR_DEVICE;
-  if (s != W8A8_SUCCESS) {
-    snprintf(detail, sizeof detail, "%s: %s", w8a8_status_name(s), w8a8_last_error());
-    check_report(c, what, 0, detail);
+  if (check_called(c, what, w8a8_scaled_mm(c->h, &am, &bm, &sav, &sbv, g->bias ? &bv : NULL, g->zp ? &zp : NULL, &om)))
     goto done;
-  }
   if (cli_dev_download(c->dev, hgot, dout, obytes)) {
     check_report(c, what, 0, "copy back failed");
     goto done;
@@ -868,13 +874,9 @@ static void run_quant_case(check_ctx *c, int64_t M, int64_t K, w8a8_dtype xt, w8
   qmat.data = dq + qoff;
   sv.data = ds;
   zv.data = dz;
-  w8a8_status s = w8a8_quantize(c->h, &xm, &qmat, qm, &sv, has_azp ? &zv : NULL, mode == Q_DYN_TOKEN_UB ? dub : NULL);
-  if (s == W8A8_SUCCESS && cli_dev_sync(c->dev)) s = W8A8_ERROR_DEVICE;
-  if (s != W8A8_SUCCESS) {
-    snprintf(detail, sizeof detail, "%s: %s", w8a8_status_name(s), w8a8_last_error());
-    check_report(c, what, 0, detail);
+  if (check_called(c, what,
+                   w8a8_quantize(c->h, &xm, &qmat, qm, &sv, has_azp ? &zv : NULL, mode == Q_DYN_TOKEN_UB ? dub : NULL)))
     goto done;
-  }
   if (cli_dev_download(c->dev, hq_got, dq, qbytes) || cli_dev_download(c->dev, hs_got, ds, sizeof(float) * (size_t)slen) ||
       cli_dev_download(c->dev, hz_got, dz, sizeof(int32_t) * (size_t)slen)) {
     check_report(c, what, 0, "copy back failed");
@@ -962,13 +964,8 @@ static void run_blockwise_case(check_ctx *c, int64_t M, int64_t N, int64_t K, w8
     goto done;
   }
   am.data = da, bm.data = db, sam.data = dsa, sbm.data = dsb, om.data = dout, bv.data = dbias;
-  w8a8_status s = w8a8_scaled_mm_blockwise(c->h, &am, &bm, &sam, &sbm, bias ? &bv : NULL, &om);
-  if (s == W8A8_SUCCESS && cli_dev_sync(c->dev)) s = W8A8_ERROR_DEVICE;
-  if (s != W8A8_SUCCESS) {
-    snprintf(detail, sizeof detail, "%s: %s", w8a8_status_name(s), w8a8_last_error());
-    check_report(c, what, 0, detail);
+  if (check_called(c, what, w8a8_scaled_mm_blockwise(c->h, &am, &bm, &sam, &sbm, bias ? &bv : NULL, &om)))
     goto done;
-  }
   if (cli_dev_download(c->dev, hgot, dout, obytes)) {
     check_report(c, what, 0, "copy back failed");
     goto done;
