@@ -227,12 +227,14 @@ static void *null_opts_main(void *v) {
   return NULL;
 }
 
-/* Every rank's call on its own thread (the calls are collective). */
-static void run_ranks(rank_call *calls, int W) {
+/* fn on W threads, thread r given element r of `calls` (elements of `size` bytes), all joined. */
+static void run_threads(void *(*fn)(void *), void *calls, size_t size, int W) {
   pthread_t t[MAXW];
-  for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, rank_main, &calls[r]);
+  for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, fn, (char *)calls + (size_t)r * size);
   for (int r = 0; r < W; r++) pthread_join(t[r], NULL);
 }
+/* Every rank's call on its own thread (the calls are collective). */
+static void run_ranks(rank_call *calls, int W) { run_threads(rank_main, calls, sizeof calls[0], W); }
 
 /* ---- cases ----------------------------------------------------------------------------------- */
 
@@ -1499,9 +1501,7 @@ W8A8_TEST(tp_gpu_graph_capture) {
   REQUIRE(cudaStreamBeginCapture(s0, cudaStreamCaptureModeRelaxed) == cudaSuccess, "begin capture");
   cudaEventRecord(fork, s0);
   for (int r = 0; r < W; r++) cudaStreamWaitEvent(e.st[r], fork, 0);
-  pthread_t t[2];
-  for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, graph_rank_main, &G[r]);
-  for (int r = 0; r < W; r++) pthread_join(t[r], NULL);
+  run_threads(graph_rank_main, G, sizeof G[0], W);
   for (int r = 0; r < W; r++) {
     use_dev(e.dev[r]);
     cudaEventRecord(join[r], e.st[r]);
@@ -2015,9 +2015,7 @@ W8A8_TEST(tp_gpu_skipped_call_fails_every_rank) {
     memset(t, 0, sizeof t);
     t[0].call = s.c[0], t[0].n = 2;                                 /* calls 1 and 2 */
     t[1].call = s.c[1], t[1].n = 2, t[1].pre[0] = v ? PRE_NULL_COMM : PRE_SKIP_HOOK; /* skips 1, makes 2 */
-    pthread_t th[2];
-    for (int r = 0; r < 2; r++) pthread_create(&th[r], NULL, seq_main, &t[r]);
-    for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    run_threads(seq_main, t, sizeof t[0], 2);
     CHECK(t[1].st[0] == (v ? W8A8_ERROR_INVALID_COMM : W8A8_ERROR_INTERNAL), "v%d: the skipped call: %s", v,
           t[1].msg[0]);
     CHECK(t[0].st[0] == W8A8_ERROR_COMM_MISMATCH && strstr(t[0].msg[0], v ? "invalid communicator" : "at call"),
@@ -2125,9 +2123,7 @@ W8A8_TEST(tp_gpu_overlap_auto) {
       if (runs[i].overlap >= 0) t.c[r].opt.overlap = runs[i].overlap;
     }
     if (runs[i].overlap < 0) { /* NULL options: run the calls without opts */
-      pthread_t th[MAXW];
-      for (int r = 0; r < W; r++) pthread_create(&th[r], NULL, null_opts_main, &t.c[r]);
-      for (int r = 0; r < W; r++) pthread_join(th[r], NULL);
+      run_threads(null_opts_main, t.c, sizeof t.c[0], W);
     } else {
       run_ranks(t.c, W);
     }
@@ -2177,11 +2173,7 @@ static void *bw_main(void *v) {
   snprintf(c->msg, sizeof c->msg, "%s", w8a8_last_error());
   return NULL;
 }
-static void bw_run(bw_call *c, int W) {
-  pthread_t t[MAXW];
-  for (int r = 0; r < W; r++) pthread_create(&t[r], NULL, bw_main, &c[r]);
-  for (int r = 0; r < W; r++) pthread_join(t[r], NULL);
-}
+static void bw_run(bw_call *c, int W) { run_threads(bw_main, c, sizeof c[0], W); }
 
 /* Host data of one rank's share: A [rows, K] (lda K), its group scales [rows, KB] (column-major on odd ranks: the
  * gather reads either layout), B [K, N] column-major (ldb K), scale_b [NB, KB] row-major. */
